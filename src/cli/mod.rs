@@ -1,0 +1,2 @@
+//! CLI
+pub fn main() -> i32 { 0 }

@@ -1,0 +1,205 @@
+//! `Database<P>`: a protocol plus the storage it runs on. The entry point of the embedding API.
+
+use super::procedure::Recon;
+use super::protocol::Protocol;
+use crate::error::Error;
+use crate::storage::row_store::RecordHeader;
+use crate::storage::{index, RowId, SlotCache, Storage, TableId, TableSpec};
+use std::time::Duration;
+
+/// Database-wide options.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DbOptions {
+    /// Maximum number of workers that may exist at once (each needs an epoch slot).
+    pub max_workers: usize,
+    /// Interval between global epoch advances (Silo: 40 ms).
+    pub epoch_interval: Duration,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions {
+            max_workers: 256,
+            epoch_interval: Duration::from_millis(40),
+        }
+    }
+}
+
+/// A database running protocol `P`.
+///
+/// ```
+/// use txlab::prelude::*;
+/// use txlab::protocols::silo::Silo;
+///
+/// let db = Database::new(Silo::default(), &[TableSpec::new("accounts", 8, 100)]).unwrap();
+/// let t = db.table_id("accounts").unwrap();
+/// let mut w = db.worker().unwrap();
+/// w.begin(0);
+/// assert!(w.insert(t, 1, &100u64.to_le_bytes()).unwrap());
+/// w.commit().unwrap();
+/// w.begin(0);
+/// let v = w.read(t, 1, |row| u64::from_le_bytes(row.try_into().unwrap())).unwrap();
+/// assert_eq!(v, Some(100));
+/// w.commit().unwrap();
+/// ```
+pub struct Database<P: Protocol> {
+    protocol: P,
+    storage: Storage<P::Record>,
+    options: DbOptions,
+}
+
+impl<P: Protocol> Database<P> {
+    /// Creates a database with `tables`, with default options.
+    pub fn new(protocol: P, tables: &[TableSpec]) -> Result<Self, Error> {
+        Self::with_options(protocol, tables, DbOptions::default())
+    }
+
+    /// Creates a database with `tables` and `options`.
+    pub fn with_options(
+        protocol: P,
+        tables: &[TableSpec],
+        options: DbOptions,
+    ) -> Result<Self, Error> {
+        if options.max_workers == 0 {
+            return Err(Error::Config("max_workers must be at least 1".into()));
+        }
+        let storage = Storage::new(tables, options.max_workers, options.epoch_interval)?;
+        Ok(Database {
+            protocol,
+            storage,
+            options,
+        })
+    }
+
+    /// The protocol.
+    #[inline]
+    pub fn protocol(&self) -> &P {
+        &self.protocol
+    }
+
+    /// The storage.
+    #[inline]
+    pub fn storage(&self) -> &Storage<P::Record> {
+        &self.storage
+    }
+
+    /// The options the database was created with.
+    pub fn options(&self) -> &DbOptions {
+        &self.options
+    }
+
+    /// The id of the table named `name`.
+    pub fn table_id(&self, name: &str) -> Option<TableId> {
+        self.storage.table_by_name(name).map(|t| t.id)
+    }
+
+    /// A worker for the calling thread. Workers are not `Send`; create one per thread.
+    pub fn worker(&self) -> Result<P::Worker<'_>, Error> {
+        P::worker(self)
+    }
+
+    /// A bulk loader for the calling thread (non-transactional; use before running).
+    pub fn loader(&self) -> Loader<'_, P> {
+        Loader {
+            db: self,
+            caches: (0..self.storage.tables().len()).map(|_| SlotCache::default()).collect(),
+            guard: index::pin(),
+        }
+    }
+
+    /// Counts the present rows with keys in `[lo, hi]` of an ordered table, outside any
+    /// transaction (for checks after a run). `None` for a hash table.
+    pub fn count_present(&self, table: TableId, lo: u64, hi: u64) -> Option<u64> {
+        let t = self.storage.try_table(table)?;
+        let g = index::pin();
+        let mut buf = index::ScanBuf::default();
+        let mut from = lo;
+        let mut n = 0;
+        loop {
+            if !t.index.scan(from, hi, 1024, &mut buf, &g) {
+                return None;
+            }
+            let mut last = None;
+            for (k, rid) in buf.entries() {
+                if self.protocol.is_present(t.rows.get(rid).header) {
+                    n += 1;
+                }
+                last = Some(k);
+            }
+            match last {
+                Some(k) if buf.len() == 1024 && k < hi => from = k + 1,
+                _ => return Some(n),
+            }
+        }
+    }
+}
+
+impl<P: Protocol> Recon for Database<P> {
+    fn peek<T>(&self, table: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        let t = self.storage.try_table(table)?;
+        let g = index::pin();
+        let rid = t.index.get(key, &g)?;
+        let row = t.rows.get(rid);
+        if !self.protocol.is_present(row.header) {
+            return None;
+        }
+        let mut small = [0u8; 256];
+        let mut big;
+        let buf: &mut [u8] = if row.len() <= small.len() {
+            &mut small[..row.len()]
+        } else {
+            big = vec![0u8; row.len()];
+            &mut big
+        };
+        row.read_into(buf);
+        Some(f(buf))
+    }
+}
+
+/// Inserts committed rows directly, outside any transaction. One per loading thread.
+pub struct Loader<'db, P: Protocol> {
+    db: &'db Database<P>,
+    caches: Vec<SlotCache>,
+    guard: index::IndexGuard,
+}
+
+impl<P: Protocol> Loader<'_, P> {
+    /// Inserts `key -> payload` into `table` as a committed row.
+    pub fn insert(&mut self, table: TableId, key: u64, payload: &[u8]) -> Result<RowId, Error> {
+        let t = self
+            .db
+            .storage
+            .try_table(table)
+            .ok_or_else(|| Error::Config(format!("no table with id {}", table.0)))?;
+        if payload.len() != t.spec.row_size {
+            return Err(Error::Config(format!(
+                "table '{}': payload of {} bytes, rows are {} bytes",
+                t.spec.name,
+                payload.len(),
+                t.spec.row_size
+            )));
+        }
+        let rid = t
+            .rows
+            .alloc(&mut self.caches[table.index()])
+            .ok_or_else(|| Error::TableFull {
+                table: t.spec.name.clone(),
+                capacity: t.spec.capacity,
+            })?;
+        let row = t.rows.get(rid);
+        row.write_from(payload);
+        self.db.protocol.init_loaded(row.header);
+        if t.index.insert_if_absent(key, rid, &self.guard).is_err() {
+            self.caches[table.index()].release(rid);
+            return Err(Error::DuplicateKey {
+                table: t.spec.name.clone(),
+                key,
+            });
+        }
+        Ok(rid)
+    }
+}
+
+/// Compile-time check that header types used by protocols satisfy the storage contract.
+#[allow(dead_code)]
+fn assert_record<R: RecordHeader>() {}

@@ -1,0 +1,305 @@
+//! The interactive driver: worker threads pinned to cores, warm-up then a timed measurement
+//! window, retries with backoff, and statistics.
+//!
+//! Every worker thread owns a protocol worker, a workload generator and an RNG. It runs
+//! transactions back to back; an aborted transaction is retried with the *same* parameters until
+//! it commits (so slow transaction types are not starved out of the mix), after a backoff chosen
+//! by the [`Backoff`] policy. A user abort is a final outcome and is not retried.
+//!
+//! The calling thread is the *leader*: it switches phases (warm-up, measure, stop) and, with
+//! adaptive backoff, runs Cicada's contention regulation (§3.9): every 5 ms it sums the workers'
+//! commit counters and hill-climbs the globally shared maximum backoff by 0.5 µs steps in the
+//! direction in which throughput improved. Workers read that maximum only after an abort.
+
+use super::database::Database;
+use super::procedure::{AccessSet, Procedure, Tx};
+use super::protocol::{Protocol, Worker};
+use super::stats::WorkerStats;
+use super::workload::{Generator, Workload};
+use crate::error::{AbortReason, Error};
+use crossbeam_utils::CachePadded;
+use rand::{Rng, RngExt, SeedableRng};
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+/// Backoff after a concurrency-control abort.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Backoff {
+    /// Retry at once.
+    None,
+    /// Wait a uniformly random time in `[0, max_us)` microseconds (DBx1000 uses 100 µs).
+    Fixed {
+        /// Maximum backoff in microseconds.
+        max_us: f64,
+    },
+    /// Cicada's globally coordinated hill climbing of the maximum backoff (§3.9).
+    Adaptive,
+}
+
+/// How a run is driven.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunConfig {
+    /// Worker threads.
+    pub threads: usize,
+    /// Warm-up before measuring.
+    pub warmup: Duration,
+    /// Measurement window.
+    pub duration: Duration,
+    /// Backoff policy.
+    pub backoff: Backoff,
+    /// Pin worker `i` to core `i mod cores`.
+    pub pin: bool,
+    /// Base seed; worker `i` derives its own.
+    pub seed: u64,
+    /// Check piece templates at run time.
+    pub check_templates: bool,
+    /// Declare access sets before each transaction and check them at run time.
+    pub check_access_sets: bool,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            threads: 1,
+            warmup: Duration::from_millis(500),
+            duration: Duration::from_secs(2),
+            backoff: Backoff::None,
+            pin: true,
+            seed: 1,
+            check_templates: cfg!(debug_assertions),
+            check_access_sets: false,
+        }
+    }
+}
+
+const WARMUP: u8 = 0;
+const MEASURE: u8 = 1;
+const STOP: u8 = 2;
+
+/// Hill-climbing period and step (Cicada §3.9: 5 ms and 0.5 µs).
+const REGULATION_PERIOD: Duration = Duration::from_millis(5);
+const REGULATION_STEP_NS: i64 = 500;
+
+struct Shared {
+    phase: CachePadded<AtomicU8>,
+    max_backoff_ns: CachePadded<AtomicU64>,
+    commits: Box<[CachePadded<AtomicU64>]>,
+    fatal: Mutex<Option<Error>>,
+}
+
+/// Derives worker `i`'s seed from the base seed (SplitMix64 step).
+pub fn worker_seed(seed: u64, i: usize) -> u64 {
+    let mut z = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Runs `workload` on `db` with one interactive worker per thread. Returns each worker's
+/// statistics for the measurement window.
+pub fn run_interactive<P: Protocol, W: Workload>(
+    db: &Database<P>,
+    workload: &W,
+    cfg: &RunConfig,
+) -> Result<Vec<WorkerStats>, Error> {
+    if cfg.threads == 0 {
+        return Err(Error::Config("--threads must be at least 1".into()));
+    }
+    let shared = Shared {
+        phase: CachePadded::new(AtomicU8::new(WARMUP)),
+        max_backoff_ns: CachePadded::new(AtomicU64::new(match cfg.backoff {
+            Backoff::Fixed { max_us } => (max_us * 1000.0) as u64,
+            _ => 0,
+        })),
+        commits: (0..cfg.threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+        fatal: Mutex::new(None),
+    };
+    let cores = if cfg.pin { core_affinity::get_core_ids().unwrap_or_default() } else { vec![] };
+    let barrier = Barrier::new(cfg.threads + 1);
+    let stats = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..cfg.threads)
+            .map(|i| {
+                let (shared, barrier, cores) = (&shared, &barrier, &cores);
+                s.spawn(move || {
+                    if !cores.is_empty() {
+                        core_affinity::set_for_current(cores[i % cores.len()]);
+                    }
+                    worker_loop(db, workload, cfg, shared, barrier, i)
+                })
+            })
+            .collect();
+        barrier.wait();
+        lead(cfg, &shared);
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect::<Vec<_>>()
+    });
+    if let Some(e) = shared.fatal.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    stats.into_iter().collect()
+}
+
+/// The leader's part: phases and contention regulation.
+fn lead(cfg: &RunConfig, shared: &Shared) {
+    let adaptive = cfg.backoff == Backoff::Adaptive;
+    let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed, usize::MAX));
+    let start = Instant::now();
+    let mut measure_at = None;
+    // (throughput, max backoff) of the last two periods.
+    let mut last_commits = 0u64;
+    let mut last_t = Instant::now();
+    let mut hist: [(f64, i64); 2] = [(0.0, 0), (0.0, 0)];
+    loop {
+        if shared.fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
+            break;
+        }
+        let now = Instant::now();
+        let elapsed = now - start;
+        if measure_at.is_none() && elapsed >= cfg.warmup {
+            shared.phase.store(MEASURE, Ordering::Release);
+            measure_at = Some(now);
+        }
+        if let Some(m) = measure_at {
+            if now - m >= cfg.duration {
+                break;
+            }
+        }
+        let sleep = if adaptive {
+            REGULATION_PERIOD
+        } else {
+            let left = match measure_at {
+                Some(m) => cfg.duration.saturating_sub(now - m),
+                None => cfg.warmup.saturating_sub(elapsed),
+            };
+            left.min(Duration::from_millis(20))
+        };
+        std::thread::sleep(sleep);
+        if adaptive {
+            let commits: u64 = shared.commits.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+            let t = Instant::now();
+            let tput = (commits - last_commits) as f64 / (t - last_t).as_secs_f64();
+            (last_commits, last_t) = (commits, t);
+            let cur = shared.max_backoff_ns.load(Ordering::Relaxed) as i64;
+            hist = [hist[1], (tput, cur)];
+            let (dt, db) = (hist[1].0 - hist[0].0, hist[1].1 - hist[0].1);
+            let up = if db == 0 || dt == 0.0 { rng.next_u32() & 1 == 0 } else { dt / db as f64 > 0.0 };
+            let next = if up { cur + REGULATION_STEP_NS } else { (cur - REGULATION_STEP_NS).max(0) };
+            shared.max_backoff_ns.store(next as u64, Ordering::Relaxed);
+        }
+    }
+    shared.phase.store(STOP, Ordering::Release);
+}
+
+fn worker_loop<P: Protocol, W: Workload>(
+    db: &Database<P>,
+    workload: &W,
+    cfg: &RunConfig,
+    shared: &Shared,
+    barrier: &Barrier,
+    i: usize,
+) -> Result<WorkerStats, Error> {
+    let types = workload.txn_types();
+    let mut stats = WorkerStats::new(types.len());
+    let setup = db.worker().map(|w| (w, workload.generator(i, cfg.threads, worker_seed(cfg.seed, i))));
+    barrier.wait();
+    let (mut worker, mut gen) = setup?;
+    let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed ^ 0xB0FF, i));
+    let mut set = AccessSet::default();
+    let clock = quanta::Clock::new();
+    let declare = cfg.check_access_sets || P::CAPS.needs_access_set;
+    let mut committed = 0u64;
+    loop {
+        let phase = shared.phase.load(Ordering::Acquire);
+        if phase == STOP {
+            break;
+        }
+        let measuring = phase == MEASURE;
+        let proc = gen.next();
+        let ty = proc.txn_type();
+        let t0 = clock.raw();
+        let mut attempt = 0u32;
+        loop {
+            let declared = if declare {
+                set.clear();
+                let ok = proc.declare(db, &mut set);
+                set.seal();
+                if !ok && P::CAPS.needs_access_set {
+                    let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());
+                    f.get_or_insert(Error::Config(format!(
+                        "protocol '{}' needs declared access sets, but '{}' transactions of \
+                         workload '{}' do not declare one",
+                        P::NAME,
+                        types[ty].name,
+                        workload.name()
+                    )));
+                    shared.phase.store(STOP, Ordering::Release);
+                    return Ok(stats);
+                }
+                ok.then_some(&set)
+            } else {
+                None
+            };
+            worker.begin(attempt);
+            let mut tx = Tx::new(&mut worker, &types[ty], cfg.check_templates, declared);
+            let result = proc.run(&mut tx).and_then(|()| worker.commit());
+            match result {
+                Ok(()) => {
+                    committed += 1;
+                    shared.commits[i].store(committed, Ordering::Relaxed);
+                    if measuring {
+                        stats.commits[ty] += 1;
+                        stats.latency.saturating_record(clock.delta_as_nanos(t0, clock.raw()));
+                    }
+                    break;
+                }
+                Err(abort) => {
+                    worker.abort();
+                    let reason = abort.reason;
+                    if measuring {
+                        stats.aborts[reason as usize] += 1;
+                    }
+                    if reason == AbortReason::User {
+                        if measuring {
+                            stats.user_aborts[ty] += 1;
+                            stats.latency.saturating_record(clock.delta_as_nanos(t0, clock.raw()));
+                        }
+                        break;
+                    }
+                    if reason.is_fatal() {
+                        let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());
+                        f.get_or_insert(Error::Fatal {
+                            txn: types[ty].name.to_string(),
+                            reason,
+                        });
+                        shared.phase.store(STOP, Ordering::Release);
+                        return Ok(stats);
+                    }
+                    if measuring {
+                        stats.aborts_by_type[ty] += 1;
+                    }
+                    attempt += 1;
+                    let max = shared.max_backoff_ns.load(Ordering::Relaxed);
+                    if max > 0 {
+                        let wait = rng.random_range(0..max);
+                        let b0 = clock.raw();
+                        while clock.delta_as_nanos(b0, clock.raw()) < wait {
+                            std::hint::spin_loop();
+                        }
+                        if measuring {
+                            stats.backoff_ns += wait;
+                        }
+                    }
+                    if shared.phase.load(Ordering::Relaxed) == STOP {
+                        return Ok(stats);
+                    }
+                }
+            }
+        }
+    }
+    Ok(stats)
+}

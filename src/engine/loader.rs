@@ -1,0 +1,72 @@
+//! Parallel loading with a progress bar.
+
+use super::database::{Database, Loader};
+use super::protocol::Protocol;
+use crate::error::Error;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+const CHUNK: u64 = 1 << 14;
+
+/// Loads items `0..total` with `threads` threads: each thread takes chunks of items and calls
+/// `f(loader, range)`. A progress bar labelled `label` is drawn on stderr when it is a terminal;
+/// only this (the calling) thread touches it.
+pub fn parallel_load<P: Protocol>(
+    db: &Database<P>,
+    total: u64,
+    threads: usize,
+    label: &str,
+    f: impl Fn(&mut Loader<'_, P>, std::ops::Range<u64>) -> Result<(), Error> + Sync,
+) -> Result<(), Error> {
+    let next = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let error = Mutex::new(None);
+    let bar = if std::io::stderr().is_terminal() && total >= 100_000 {
+        ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} rows ({per_sec}, eta {eta})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(format!("loading {label}"));
+    let threads = threads.max(1);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut loader = db.loader();
+                while !failed.load(Ordering::Relaxed) {
+                    let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+                    if start >= total {
+                        break;
+                    }
+                    let end = (start + CHUNK).min(total);
+                    if let Err(e) = f(&mut loader, start..end) {
+                        failed.store(true, Ordering::Relaxed);
+                        *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        break;
+                    }
+                    done.fetch_add(end - start, Ordering::Relaxed);
+                }
+            });
+        }
+        while done.load(Ordering::Relaxed) < total && !failed.load(Ordering::Relaxed) {
+            bar.set_position(done.load(Ordering::Relaxed));
+            std::thread::sleep(Duration::from_millis(50));
+            if next.load(Ordering::Relaxed) >= total + CHUNK * threads as u64 {
+                break;
+            }
+        }
+    });
+    bar.finish_and_clear();
+    match error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,21 @@
+//! The engine contract and the driver: protocols, procedures, workloads, runs and results.
+
+pub mod database;
+pub mod driver;
+pub mod loader;
+pub mod procedure;
+pub mod protocol;
+pub mod report;
+pub mod stats;
+pub mod workload;
+
+pub use database::{Database, DbOptions, Loader};
+pub use driver::{Backoff, RunConfig};
+pub use procedure::{
+    AccessMode, AccessSet, Checks, Columns, Piece, Procedure, Recon, TableAccess, Tx, TxnType,
+    ALL_COLUMNS,
+};
+pub use protocol::{Capabilities, Protocol, Worker};
+pub use report::RunReport;
+pub use stats::WorkerStats;
+pub use workload::{Generator, Workload};

@@ -1,0 +1,403 @@
+//! Procedures, declared access sets and static transaction templates.
+//!
+//! A transaction is a **procedure**: a struct holding its parameters whose `run` method is written
+//! against [`Tx`], a thin wrapper over the protocol's [`Worker`]. Beyond running, a procedure can:
+//!
+//! * **declare its access set** before it runs ([`Procedure::declare`]): exact keys, key ranges,
+//!   and keys found by *reconnaissance* reads ([`Recon`], non-transactional). When declared sets
+//!   are enforced, every operation is checked against the set at run time; touching an undeclared
+//!   key aborts with `AccessSetMismatch` and the driver declares again and retries (OLLP). BOHM and
+//!   ordered-locking 2PL need this.
+//! * **belong to a transaction type** ([`TxnType`]) whose static template lists its pieces and, per
+//!   piece, the tables, columns and modes it touches. `run` marks piece boundaries with
+//!   [`Tx::piece`]. IC3 needs the templates; when template checks are on, an operation outside the
+//!   current piece's declaration aborts with `TemplateViolation` (a procedure bug that stops a run).
+
+use super::protocol::Worker;
+use crate::error::{Abort, AbortReason};
+use crate::storage::TableId;
+use std::ops::ControlFlow;
+
+/// Read or write intent. `Write` covers reads of the same item (an update reads and writes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub enum AccessMode {
+    /// Reads only.
+    Read,
+    /// Reads and writes (update, blind write, insert, delete).
+    Write,
+}
+
+/// A column mask: bit `i` is column `i` of the table's declared layout.
+pub type Columns = u64;
+/// Every column.
+pub const ALL_COLUMNS: Columns = u64::MAX;
+
+/// One table access a piece declares.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct TableAccess {
+    /// The table.
+    pub table: TableId,
+    /// Read, or read and write.
+    pub mode: AccessMode,
+    /// Columns touched.
+    pub columns: Columns,
+}
+
+/// One piece of a transaction template.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Piece {
+    /// Name, for messages and IC3's analysis.
+    pub name: &'static str,
+    /// What the piece touches.
+    pub accesses: &'static [TableAccess],
+}
+
+/// A transaction type: its name (for per-type statistics) and its static template.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct TxnType {
+    /// Name in results.
+    pub name: &'static str,
+    /// Pieces in execution order.
+    pub pieces: &'static [Piece],
+}
+
+/// Non-transactional reads used to compute an access set before the transaction runs.
+pub trait Recon {
+    /// Reads the current committed-or-not row of `key`, best effort (may be stale or torn; the
+    /// run-time check catches a wrong guess).
+    fn peek<T>(&self, table: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T>;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct KeyEntry {
+    table: TableId,
+    key: u64,
+    mode: AccessMode,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RangeEntry {
+    table: TableId,
+    lo: u64,
+    hi: u64,
+    mode: AccessMode,
+}
+
+/// A declared access set: keys and key ranges with their modes. Reused across transactions, so
+/// declaring allocates nothing once warmed up.
+#[derive(Clone, Debug, Default)]
+pub struct AccessSet {
+    keys: Vec<KeyEntry>,
+    ranges: Vec<RangeEntry>,
+    sorted: bool,
+}
+
+impl AccessSet {
+    /// Empties the set.
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.ranges.clear();
+        self.sorted = true;
+    }
+    /// Declares a read of `key`.
+    pub fn read(&mut self, table: TableId, key: u64) {
+        self.push(table, key, AccessMode::Read);
+    }
+    /// Declares a write (update, blind write, insert or delete) of `key`.
+    pub fn write(&mut self, table: TableId, key: u64) {
+        self.push(table, key, AccessMode::Write);
+    }
+    /// Declares access to every key in `[lo, hi]` (scans; inserts into a range).
+    pub fn range(&mut self, table: TableId, lo: u64, hi: u64, mode: AccessMode) {
+        self.ranges.push(RangeEntry {
+            table,
+            lo,
+            hi,
+            mode,
+        });
+    }
+    fn push(&mut self, table: TableId, key: u64, mode: AccessMode) {
+        self.keys.push(KeyEntry { table, key, mode });
+        self.sorted = false;
+    }
+    /// Sorts for lookup (called by the driver after declaring).
+    pub fn seal(&mut self) {
+        if !self.sorted {
+            self.keys.sort_unstable();
+            self.sorted = true;
+        }
+    }
+    /// The declared keys in (table, key) order, with the strongest mode per key.
+    pub fn keys(&self) -> impl Iterator<Item = (TableId, u64, AccessMode)> + '_ {
+        self.keys.iter().enumerate().filter_map(|(i, e)| {
+            let next_same =
+                self.keys.get(i + 1).is_some_and(|n| n.table == e.table && n.key == e.key);
+            (!next_same).then_some((e.table, e.key, e.mode))
+        })
+    }
+    /// Number of key entries.
+    pub fn len(&self) -> usize {
+        self.keys.len() + self.ranges.len()
+    }
+    /// Whether nothing is declared.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether an access to `key` with `mode` is covered.
+    pub fn covers(&self, table: TableId, key: u64, mode: AccessMode) -> bool {
+        debug_assert!(self.sorted, "seal() the set before checking");
+        let probe = KeyEntry {
+            table,
+            key,
+            mode: AccessMode::Read,
+        };
+        let start = self.keys.partition_point(|e| *e < probe);
+        let hit = self.keys[start..]
+            .iter()
+            .take_while(|e| e.table == table && e.key == key)
+            .any(|e| e.mode >= mode);
+        hit || self.covers_range(table, key, key, mode)
+    }
+    /// Whether a scan of `[lo, hi]` with `mode` is covered.
+    pub fn covers_range(&self, table: TableId, lo: u64, hi: u64, mode: AccessMode) -> bool {
+        self.ranges
+            .iter()
+            .any(|r| r.table == table && r.lo <= lo && hi <= r.hi && r.mode >= mode)
+    }
+}
+
+/// A transaction program. See the module docs.
+pub trait Procedure {
+    /// Index of this procedure's type in the workload's [`TxnType`] table.
+    fn txn_type(&self) -> usize;
+
+    /// Declares the access set into `set` (which is empty on entry), using `recon` for keys that
+    /// depend on data. Returns `false` if this procedure cannot declare (the default).
+    fn declare<R: Recon>(&self, recon: &R, set: &mut AccessSet) -> bool {
+        let _ = (recon, set);
+        false
+    }
+
+    /// The transaction body. Returning `Err` rolls back; `Err(Abort::user())` is a user abort.
+    fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort>;
+}
+
+/// Run-time checks a [`Tx`] applies.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Checks {
+    /// Check every operation against the transaction type's template.
+    pub templates: bool,
+    /// Check every operation against the declared access set.
+    pub access_sets: bool,
+}
+
+/// What a procedure runs against: the protocol's worker plus optional checks.
+pub struct Tx<'a, W: Worker> {
+    worker: &'a mut W,
+    ty: &'a TxnType,
+    piece: Option<usize>,
+    declared: Option<&'a AccessSet>,
+    check_templates: bool,
+}
+
+impl<'a, W: Worker> Tx<'a, W> {
+    /// Wraps `worker` for a transaction of type `ty`. `declared` is checked when `Some`.
+    pub fn new(
+        worker: &'a mut W,
+        ty: &'a TxnType,
+        check_templates: bool,
+        declared: Option<&'a AccessSet>,
+    ) -> Self {
+        Tx {
+            worker,
+            ty,
+            piece: None,
+            declared,
+            check_templates,
+        }
+    }
+
+    /// The underlying worker (for protocol-specific extensions).
+    pub fn worker(&mut self) -> &mut W {
+        self.worker
+    }
+
+    #[inline]
+    fn check(&self, table: TableId, key: u64, mode: AccessMode, cols: Columns) -> Result<(), Abort> {
+        if let Some(set) = self.declared {
+            if !set.covers(table, key, mode) {
+                return Err(Abort::new(AbortReason::AccessSetMismatch));
+            }
+        }
+        if self.check_templates {
+            self.check_template(table, mode, cols)?;
+        }
+        Ok(())
+    }
+
+    fn check_template(&self, table: TableId, mode: AccessMode, cols: Columns) -> Result<(), Abort> {
+        let ok = match self.piece {
+            // Outside any piece: allowed only for types without pieces.
+            None => self.ty.pieces.is_empty(),
+            Some(p) => self.ty.pieces[p]
+                .accesses
+                .iter()
+                .any(|a| a.table == table && a.mode >= mode && cols & !a.columns == 0),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Abort::new(AbortReason::TemplateViolation))
+        }
+    }
+
+    /// Runs `body` as piece `piece` of this transaction's template.
+    pub fn piece<T>(
+        &mut self,
+        piece: usize,
+        body: impl FnOnce(&mut Self) -> Result<T, Abort>,
+    ) -> Result<T, Abort> {
+        if self.check_templates && piece >= self.ty.pieces.len() {
+            return Err(Abort::new(AbortReason::TemplateViolation));
+        }
+        self.worker.piece(piece)?;
+        let outer = self.piece.replace(piece);
+        let r = body(self);
+        self.piece = outer;
+        r
+    }
+
+    /// See [`Worker::read`].
+    #[inline]
+    pub fn read<T>(
+        &mut self,
+        table: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        self.read_cols(table, key, ALL_COLUMNS, f)
+    }
+
+    /// [`Worker::read`] declaring that only `cols` are used.
+    #[inline]
+    pub fn read_cols<T>(
+        &mut self,
+        table: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        self.check(table, key, AccessMode::Read, cols)?;
+        self.worker.read(table, key, f)
+    }
+
+    /// See [`Worker::read_for_update`].
+    #[inline]
+    pub fn read_for_update<T>(
+        &mut self,
+        table: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        self.check(table, key, AccessMode::Write, ALL_COLUMNS)?;
+        self.worker.read_for_update(table, key, f)
+    }
+
+    /// See [`Worker::write`].
+    #[inline]
+    pub fn write(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        self.check(table, key, AccessMode::Write, ALL_COLUMNS)?;
+        self.worker.write(table, key, value)
+    }
+
+    /// See [`Worker::update`].
+    #[inline]
+    pub fn update<T>(
+        &mut self,
+        table: TableId,
+        key: u64,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        self.update_cols(table, key, ALL_COLUMNS, f)
+    }
+
+    /// [`Worker::update`] declaring that only `cols` are read and written.
+    #[inline]
+    pub fn update_cols<T>(
+        &mut self,
+        table: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        self.check(table, key, AccessMode::Write, cols)?;
+        self.worker.update(table, key, f)
+    }
+
+    /// See [`Worker::insert`].
+    #[inline]
+    pub fn insert(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        self.check(table, key, AccessMode::Write, ALL_COLUMNS)?;
+        self.worker.insert(table, key, value)
+    }
+
+    /// See [`Worker::delete`].
+    #[inline]
+    pub fn delete(&mut self, table: TableId, key: u64) -> Result<bool, Abort> {
+        self.check(table, key, AccessMode::Write, ALL_COLUMNS)?;
+        self.worker.delete(table, key)
+    }
+
+    /// See [`Worker::scan`].
+    #[inline]
+    pub fn scan(
+        &mut self,
+        table: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, Abort> {
+        if let Some(set) = self.declared {
+            if !set.covers_range(table, lo, hi, AccessMode::Read) {
+                return Err(Abort::new(AbortReason::AccessSetMismatch));
+            }
+        }
+        if self.check_templates {
+            self.check_template(table, AccessMode::Read, ALL_COLUMNS)?;
+        }
+        self.worker.scan(table, lo, hi, limit, f)
+    }
+
+    /// Aborts on purpose: `return tx.user_abort()`.
+    pub fn user_abort<T>(&mut self) -> Result<T, Abort> {
+        Err(Abort::user())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_set_covers_declared_keys_modes_and_ranges() {
+        let t = TableId(0);
+        let mut s = AccessSet::default();
+        s.clear();
+        s.read(t, 5);
+        s.write(t, 9);
+        s.read(t, 9);
+        s.range(TableId(1), 100, 200, AccessMode::Read);
+        s.seal();
+        assert!(s.covers(t, 5, AccessMode::Read));
+        assert!(!s.covers(t, 5, AccessMode::Write));
+        assert!(s.covers(t, 9, AccessMode::Write));
+        assert!(!s.covers(t, 6, AccessMode::Read));
+        assert!(s.covers(TableId(1), 150, AccessMode::Read));
+        assert!(!s.covers(TableId(1), 150, AccessMode::Write));
+        assert!(s.covers_range(TableId(1), 100, 200, AccessMode::Read));
+        assert!(!s.covers_range(TableId(1), 100, 201, AccessMode::Read));
+        let keys: Vec<_> = s.keys().collect();
+        assert_eq!(keys, vec![(t, 5, AccessMode::Read), (t, 9, AccessMode::Write)]);
+    }
+}

@@ -1,0 +1,142 @@
+//! The contract between protocols and everything above them.
+//!
+//! A [`Protocol`] owns a record header type and creates per-thread [`Worker`]s. A worker executes
+//! the operation interface (read, read-for-update, blind write, update-in-place, insert, delete,
+//! range scan) for one transaction at a time, then commits or aborts. Procedures never see a
+//! protocol: they are written once against [`Worker`] (through [`Tx`](super::Tx)) and monomorphised
+//! per protocol, so there is no `dyn` call on the per-operation path.
+//!
+//! ## Conventions every worker follows
+//!
+//! * A miss is `Ok(None)` / `Ok(false)`, never an error.
+//! * An operation that returns `Err(Abort)` leaves the transaction open; the caller then calls
+//!   [`Worker::abort`], which rolls back everything. [`Worker::commit`] that fails has already
+//!   rolled back; calling `abort` afterwards is a harmless no-op.
+//! * Payload slices passed to `write`/`insert` are exactly the table's row size; anything else is
+//!   an `Unsupported` abort (a procedure bug), as is a scan on a hash-indexed table.
+//! * Reads hand the row to a closure: no reference into engine memory outlives the call, and the
+//!   closure sees a consistent image (a validated copy under optimistic protocols).
+
+use super::database::Database;
+use super::driver::{self, RunConfig};
+use super::stats::WorkerStats;
+use super::workload::Workload;
+use crate::error::{Abort, Error};
+use crate::storage::row_store::RecordHeader;
+use crate::storage::TableId;
+use std::ops::ControlFlow;
+
+/// What a protocol promises and supports, for the CLI's listing and for refusing impossible
+/// combinations with a message instead of a crash.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Capabilities {
+    /// Commits only serializable histories.
+    pub serializable: bool,
+    /// Supports inserts and deletes.
+    pub inserts: bool,
+    /// Supports range scans (with phantom protection if serializable).
+    pub scans: bool,
+    /// Needs each transaction's access set before it runs.
+    pub needs_access_set: bool,
+}
+
+/// A concurrency-control protocol: one value per database, shared by all workers.
+pub trait Protocol: Send + Sync + Sized + 'static {
+    /// The name used on the command line and in results.
+    const NAME: &'static str;
+    /// A one-line description for `txlab list`.
+    const DESCRIPTION: &'static str;
+    /// What the protocol supports.
+    const CAPS: Capabilities;
+    /// The header stored in front of every record's payload.
+    type Record: RecordHeader;
+    /// The per-thread executor.
+    type Worker<'db>: Worker + 'db;
+
+    /// Sets a freshly allocated header to "committed and present" (bulk loading).
+    fn init_loaded(&self, rec: &Self::Record);
+
+    /// Whether a record is present (not deleted, not an uncommitted insert), as a best-effort
+    /// non-transactional read (reconnaissance reads, checks after a run).
+    fn is_present(&self, rec: &Self::Record) -> bool;
+
+    /// Creates a worker for the calling thread.
+    fn worker(db: &Database<Self>) -> Result<Self::Worker<'_>, Error>;
+
+    /// Runs a workload with this protocol's thread model. The default runs interactive workers
+    /// (one per thread, each executing whole transactions); a protocol with its own pipeline
+    /// (BOHM) overrides it and still reports through [`WorkerStats`].
+    fn drive<W: Workload>(
+        db: &Database<Self>,
+        workload: &W,
+        cfg: &RunConfig,
+    ) -> Result<Vec<WorkerStats>, Error> {
+        driver::run_interactive(db, workload, cfg)
+    }
+}
+
+/// The operation interface a protocol implements. See the module docs for the conventions.
+pub trait Worker {
+    /// Starts a transaction. `attempt` is 0 for a new transaction and counts retries (wait-die
+    /// keeps its timestamp across retries so old transactions eventually win).
+    fn begin(&mut self, attempt: u32);
+
+    /// Reads `key`; `f` sees the row.
+    fn read<T>(
+        &mut self,
+        table: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort>;
+
+    /// Reads `key` announcing that it will be written (2PL takes the exclusive lock now).
+    fn read_for_update<T>(
+        &mut self,
+        table: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort>;
+
+    /// Overwrites the whole row of `key` without reading it. `Ok(false)` if `key` is absent.
+    fn write(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort>;
+
+    /// Reads and modifies the row of `key` in place. `Ok(None)` if `key` is absent.
+    fn update<T>(
+        &mut self,
+        table: TableId,
+        key: u64,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort>;
+
+    /// Inserts a new row. `Ok(false)` if `key` is present.
+    fn insert(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort>;
+
+    /// Deletes the row of `key`. `Ok(false)` if `key` is absent.
+    fn delete(&mut self, table: TableId, key: u64) -> Result<bool, Abort>;
+
+    /// Visits the present rows with `lo <= key <= hi` in key order, at most `limit` of them,
+    /// stopping early when `f` breaks. Returns the number visited. Serializable protocols protect
+    /// the range read (up to the last row visited when the scan stopped early) against phantoms.
+    fn scan(
+        &mut self,
+        table: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, Abort>;
+
+    /// Marks the start of piece `piece` of the transaction's template. IC3 acts on it; other
+    /// protocols ignore it.
+    #[inline]
+    fn piece(&mut self, piece: usize) -> Result<(), Abort> {
+        let _ = piece;
+        Ok(())
+    }
+
+    /// Tries to commit. On `Err` the transaction has been rolled back.
+    fn commit(&mut self) -> Result<(), Abort>;
+
+    /// Rolls back the open transaction (a no-op if none is open).
+    fn abort(&mut self);
+}

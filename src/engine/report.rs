@@ -1,0 +1,252 @@
+//! Results: a readable table, JSON and CSV, carrying the configuration, the txlab version and
+//! git revision, and the machine, so that any result can be reproduced.
+
+use super::stats::WorkerStats;
+use crate::error::AbortReason;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Facts about the machine a run was measured on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// CPU model name.
+    pub cpu: String,
+    /// Logical CPUs available to this process.
+    pub cores: usize,
+    /// Total memory in GiB.
+    pub memory_gib: f64,
+    /// Operating system and architecture.
+    pub os: String,
+}
+
+impl Machine {
+    /// Reads the facts of the current machine.
+    pub fn current() -> Self {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split(':').nth(1))
+                    .map(|m| m.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let memory_gib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("MemTotal:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|k| k.parse::<f64>().ok())
+            })
+            .map(|kib| (kib / 1024.0 / 1024.0 * 10.0).round() / 10.0)
+            .unwrap_or(0.0);
+        Machine {
+            cpu,
+            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            memory_gib,
+            os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        }
+    }
+}
+
+/// Per-transaction-type results.
+#[derive(Clone, Debug, Serialize)]
+pub struct TypeReport {
+    /// Type name.
+    pub name: String,
+    /// Commits in the window.
+    pub commits: u64,
+    /// Commits per second.
+    pub throughput: f64,
+    /// User aborts in the window.
+    pub user_aborts: u64,
+    /// Concurrency-control aborts in the window.
+    pub aborts: u64,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// Maximum.
+    pub max_us: f64,
+    /// Mean.
+    pub mean_us: f64,
+}
+
+/// The result of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// txlab version.
+    pub txlab_version: String,
+    /// Git revision of the build.
+    pub git_revision: String,
+    /// The machine.
+    pub machine: Machine,
+    /// Protocol name.
+    pub protocol: String,
+    /// Workload name.
+    pub workload: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// Measured seconds.
+    pub duration_s: f64,
+    /// Committed transactions in the window.
+    pub commits: u64,
+    /// Committed transactions per second (all types).
+    pub throughput: f64,
+    /// CC aborts / (CC aborts + finished transactions).
+    pub abort_ratio: f64,
+    /// User aborts in the window (final outcomes, not retried).
+    pub user_aborts: u64,
+    /// Aborts per reason (user aborts included under "user").
+    pub aborts: BTreeMap<String, u64>,
+    /// Per transaction type.
+    pub per_type: Vec<TypeReport>,
+    /// Latency of finished transactions including retries and backoff.
+    pub latency: Latency,
+    /// Share of worker time spent in backoff.
+    pub backoff_share: f64,
+    /// The full configuration: run, workload and protocol settings.
+    pub config: serde_json::Value,
+}
+
+impl RunReport {
+    /// Builds the report from merged statistics.
+    pub fn new(
+        protocol: &str,
+        workload: &str,
+        type_names: &[&str],
+        stats: &WorkerStats,
+        threads: usize,
+        duration_s: f64,
+        config: serde_json::Value,
+    ) -> Self {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let h = &stats.latency;
+        let commits = stats.total_commits();
+        RunReport {
+            txlab_version: env!("CARGO_PKG_VERSION").into(),
+            git_revision: env!("TXLAB_GIT_REVISION").into(),
+            machine: Machine::current(),
+            protocol: protocol.into(),
+            workload: workload.into(),
+            threads,
+            duration_s,
+            commits,
+            throughput: commits as f64 / duration_s,
+            abort_ratio: stats.abort_ratio(),
+            user_aborts: stats.total_user_aborts(),
+            aborts: AbortReason::ALL
+                .iter()
+                .map(|r| (r.name().to_string(), stats.aborts[*r as usize]))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            per_type: type_names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| TypeReport {
+                    name: n.to_string(),
+                    commits: stats.commits[i],
+                    throughput: stats.commits[i] as f64 / duration_s,
+                    user_aborts: stats.user_aborts[i],
+                    aborts: stats.aborts_by_type[i],
+                })
+                .collect(),
+            latency: Latency {
+                p50_us: us(h.value_at_quantile(0.5)),
+                p99_us: us(h.value_at_quantile(0.99)),
+                p999_us: us(h.value_at_quantile(0.999)),
+                max_us: us(h.max()),
+                mean_us: h.mean() / 1000.0,
+            },
+            backoff_share: stats.backoff_ns as f64 / (duration_s * 1e9 * threads as f64),
+            config,
+        }
+    }
+
+    /// A human-readable summary.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} on {} | {} threads | {:.2} s measured",
+            self.protocol, self.workload, self.threads, self.duration_s
+        );
+        let _ = writeln!(
+            s,
+            "  throughput  {:>12.0} txn/s   commits {}   abort ratio {:.4}",
+            self.throughput, self.commits, self.abort_ratio
+        );
+        let _ = writeln!(
+            s,
+            "  latency     p50 {:.1} us   p99 {:.1} us   p99.9 {:.1} us   max {:.1} us",
+            self.latency.p50_us, self.latency.p99_us, self.latency.p999_us, self.latency.max_us
+        );
+        if !self.aborts.is_empty() {
+            let list: Vec<_> = self.aborts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(s, "  aborts      {}", list.join(", "));
+        }
+        if self.per_type.len() > 1 {
+            for t in &self.per_type {
+                let _ = writeln!(
+                    s,
+                    "  {:<12}{:>12.0} txn/s   commits {}   aborts {}   user aborts {}",
+                    t.name, t.throughput, t.commits, t.aborts, t.user_aborts
+                );
+            }
+        }
+        s
+    }
+
+    /// The CSV header matching [`RunReport::csv_row`].
+    pub fn csv_header() -> &'static [&'static str] {
+        &[
+            "protocol",
+            "workload",
+            "threads",
+            "duration_s",
+            "commits",
+            "throughput",
+            "abort_ratio",
+            "user_aborts",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "txlab_version",
+            "git_revision",
+            "cpu",
+            "cores",
+            "config",
+        ]
+    }
+
+    /// One CSV row; the full configuration is the last column, as JSON.
+    pub fn csv_row(&self) -> Vec<String> {
+        vec![
+            self.protocol.clone(),
+            self.workload.clone(),
+            self.threads.to_string(),
+            format!("{:.3}", self.duration_s),
+            self.commits.to_string(),
+            format!("{:.1}", self.throughput),
+            format!("{:.6}", self.abort_ratio),
+            self.user_aborts.to_string(),
+            format!("{:.2}", self.latency.p50_us),
+            format!("{:.2}", self.latency.p99_us),
+            format!("{:.2}", self.latency.p999_us),
+            self.txlab_version.clone(),
+            self.git_revision.clone(),
+            self.machine.cpu.clone(),
+            self.machine.cores.to_string(),
+            self.config.to_string(),
+        ]
+    }
+}

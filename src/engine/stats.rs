@@ -1,0 +1,89 @@
+//! Per-worker statistics, merged after a run. Plain counters owned by one thread: the hot path
+//! increments its own memory and nothing shared.
+
+use crate::error::AbortReason;
+use hdrhistogram::Histogram;
+
+/// Highest latency the histograms record (60 s, in ns); larger values saturate.
+const MAX_LATENCY_NS: u64 = 60_000_000_000;
+
+/// One worker's counters for the measurement window.
+#[derive(Clone, Debug)]
+pub struct WorkerStats {
+    /// Commits per transaction type.
+    pub commits: Vec<u64>,
+    /// User aborts (final outcomes, not retried) per transaction type.
+    pub user_aborts: Vec<u64>,
+    /// Concurrency-control aborts per transaction type.
+    pub aborts_by_type: Vec<u64>,
+    /// Aborts per reason (indexed by `AbortReason as usize`).
+    pub aborts: [u64; AbortReason::COUNT],
+    /// Latency of finished transactions (commit or user abort) from the first attempt's start,
+    /// including retries and backoff, in nanoseconds.
+    pub latency: Histogram<u64>,
+    /// Nanoseconds spent in backoff.
+    pub backoff_ns: u64,
+}
+
+impl WorkerStats {
+    /// Empty counters for `types` transaction types.
+    pub fn new(types: usize) -> Self {
+        WorkerStats {
+            commits: vec![0; types],
+            user_aborts: vec![0; types],
+            aborts_by_type: vec![0; types],
+            aborts: [0; AbortReason::COUNT],
+            latency: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("valid bounds"),
+            backoff_ns: 0,
+        }
+    }
+
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &WorkerStats) {
+        for (a, b) in self.commits.iter_mut().zip(&other.commits) {
+            *a += b;
+        }
+        for (a, b) in self.user_aborts.iter_mut().zip(&other.user_aborts) {
+            *a += b;
+        }
+        for (a, b) in self.aborts_by_type.iter_mut().zip(&other.aborts_by_type) {
+            *a += b;
+        }
+        for (a, b) in self.aborts.iter_mut().zip(&other.aborts) {
+            *a += b;
+        }
+        self.latency.add(&other.latency).expect("same histogram bounds");
+        self.backoff_ns += other.backoff_ns;
+    }
+
+    /// Total commits.
+    pub fn total_commits(&self) -> u64 {
+        self.commits.iter().sum()
+    }
+
+    /// Total user aborts.
+    pub fn total_user_aborts(&self) -> u64 {
+        self.user_aborts.iter().sum()
+    }
+
+    /// Total concurrency-control aborts (everything but user aborts).
+    pub fn total_cc_aborts(&self) -> u64 {
+        self.aborts
+            .iter()
+            .zip(AbortReason::ALL)
+            .filter(|(_, r)| *r != AbortReason::User)
+            .map(|(n, _)| n)
+            .sum()
+    }
+
+    /// CC aborts / (CC aborts + finished transactions): the share of attempts that were wasted.
+    pub fn abort_ratio(&self) -> f64 {
+        let aborts = self.total_cc_aborts();
+        let done = self.total_commits() + self.total_user_aborts();
+        if aborts + done == 0 {
+            0.0
+        } else {
+            aborts as f64 / (aborts + done) as f64
+        }
+    }
+}

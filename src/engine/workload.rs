@@ -1,0 +1,42 @@
+//! The contract between workloads and the driver.
+
+use super::database::Database;
+use super::procedure::{Procedure, TxnType};
+use super::protocol::Protocol;
+use crate::error::Error;
+use crate::storage::TableSpec;
+
+/// A benchmark workload: schema, loader, and a transaction generator per worker.
+pub trait Workload: Sync {
+    /// The procedures it generates.
+    type Proc: Procedure;
+    /// Its per-worker generator.
+    type Gen: Generator<Proc = Self::Proc>;
+
+    /// Name on the command line and in results.
+    fn name(&self) -> &'static str;
+    /// Tables to create, in `TableId` order.
+    fn tables(&self) -> Vec<TableSpec>;
+    /// Transaction types, indexed by [`Procedure::txn_type`].
+    fn txn_types(&self) -> &[TxnType];
+    /// Loads the initial data using up to `threads` threads.
+    fn load<P: Protocol>(&self, db: &Database<P>, threads: usize) -> Result<(), Error>;
+    /// The generator of worker `worker` (of `threads`), seeded with `seed`.
+    fn generator(&self, worker: usize, threads: usize, seed: u64) -> Self::Gen;
+    /// The workload configuration, for results.
+    fn config(&self) -> serde_json::Value;
+    /// Checks the workload's invariants after a run (e.g. money conserved).
+    fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
+        let _ = db;
+        Ok(())
+    }
+}
+
+/// Produces the next transaction of one worker. Reuses one procedure value, so generating a
+/// transaction allocates nothing.
+pub trait Generator: Send {
+    /// The procedure type.
+    type Proc: Procedure;
+    /// The next transaction to run.
+    fn next(&mut self) -> &Self::Proc;
+}

@@ -1,0 +1,171 @@
+//! Aborts and errors: the vocabulary every layer shares.
+//!
+//! A transaction that cannot commit returns `Err(Abort)`; it never panics. The reason is an enum
+//! the driver counts separately, so a result can say *why* a protocol aborts (CCBench's analysis
+//! needs exactly this split). Errors that are not aborts (bad configuration, a table that does not
+//! exist, a load that does not fit in memory) are [`Error`]s with a message a person can act on.
+
+use serde::Serialize;
+use std::fmt;
+
+/// Why a transaction attempt was aborted.
+///
+/// The discriminants index per-thread counter arrays, so the enum is dense; [`AbortReason::ALL`]
+/// lists every variant in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum AbortReason {
+    /// The procedure asked to roll back (e.g. TPC-C NewOrder's invalid item). Not retried.
+    User,
+    /// A lock was held by another transaction and the policy does not wait (2PL NoWait).
+    LockConflict,
+    /// Wait-die: a younger transaction found an older lock holder and died.
+    WaitDie,
+    /// OCC read validation failed: a record read changed or is locked by another transaction.
+    ReadValidation,
+    /// Phantom validation failed: a key range (or an absent key) read has seen an insert.
+    PhantomValidation,
+    /// A record this transaction wanted to insert or write is being inserted or deleted by
+    /// another, uncommitted transaction.
+    InsertConflict,
+    /// The keys touched at run time differ from the access set declared before the run
+    /// (a stale reconnaissance read, OLLP). Retried after declaring again.
+    AccessSetMismatch,
+    /// A piece touched a table, column or mode its static template did not declare.
+    /// A bug in the procedure: the driver stops the run and reports it.
+    TemplateViolation,
+    /// The operation is not supported by this table (e.g. a range scan on a hash index) or
+    /// by this protocol. A bug in the procedure or its configuration; the driver stops the run.
+    Unsupported,
+    /// The table is full (its row capacity is exhausted). The driver stops the run.
+    TableFull,
+}
+
+impl AbortReason {
+    /// Every reason, in discriminant order.
+    pub const ALL: [AbortReason; 10] = [
+        AbortReason::User,
+        AbortReason::LockConflict,
+        AbortReason::WaitDie,
+        AbortReason::ReadValidation,
+        AbortReason::PhantomValidation,
+        AbortReason::InsertConflict,
+        AbortReason::AccessSetMismatch,
+        AbortReason::TemplateViolation,
+        AbortReason::Unsupported,
+        AbortReason::TableFull,
+    ];
+    /// Number of reasons (the length of per-reason counter arrays).
+    pub const COUNT: usize = Self::ALL.len();
+
+    /// A stable, kebab-case name used in tables, JSON and CSV.
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortReason::User => "user",
+            AbortReason::LockConflict => "lock-conflict",
+            AbortReason::WaitDie => "wait-die",
+            AbortReason::ReadValidation => "read-validation",
+            AbortReason::PhantomValidation => "phantom-validation",
+            AbortReason::InsertConflict => "insert-conflict",
+            AbortReason::AccessSetMismatch => "access-set-mismatch",
+            AbortReason::TemplateViolation => "template-violation",
+            AbortReason::Unsupported => "unsupported",
+            AbortReason::TableFull => "table-full",
+        }
+    }
+
+    /// Whether the driver retries a transaction aborted for this reason. Concurrency-control
+    /// aborts are retried with the same parameters; user aborts are final outcomes; the rest
+    /// are bugs or exhausted resources that stop the run.
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            AbortReason::LockConflict
+                | AbortReason::WaitDie
+                | AbortReason::ReadValidation
+                | AbortReason::PhantomValidation
+                | AbortReason::InsertConflict
+                | AbortReason::AccessSetMismatch
+        )
+    }
+
+    /// Whether this reason means the run cannot go on (a procedure bug or a full table).
+    pub fn is_fatal(self) -> bool {
+        !self.is_retryable() && self != AbortReason::User
+    }
+}
+
+impl fmt::Display for AbortReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A transaction attempt that did not commit. Returned as `Err(Abort)` by every operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Abort {
+    /// Why the attempt ended.
+    pub reason: AbortReason,
+}
+
+impl Abort {
+    /// An abort for `reason`.
+    #[inline]
+    pub const fn new(reason: AbortReason) -> Self {
+        Abort { reason }
+    }
+    /// A user abort: the procedure decided to roll back.
+    #[inline]
+    pub const fn user() -> Self {
+        Abort::new(AbortReason::User)
+    }
+}
+
+impl fmt::Display for Abort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "transaction aborted: {}", self.reason)
+    }
+}
+
+impl std::error::Error for Abort {}
+
+/// An error outside a transaction: configuration, schema, loading, resources.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    /// A configuration value is out of range or inconsistent. The message names the setting
+    /// and the valid range.
+    #[error("{0}")]
+    Config(String),
+    /// The data would not fit in this machine's memory.
+    #[error("{0}")]
+    OutOfMemory(String),
+    /// A table's row capacity was exhausted.
+    #[error("table '{table}' is full: its capacity of {capacity} rows is exhausted")]
+    TableFull {
+        /// Table name.
+        table: String,
+        /// Its row capacity.
+        capacity: u64,
+    },
+    /// A key was loaded twice.
+    #[error("duplicate key {key} while loading table '{table}'")]
+    DuplicateKey {
+        /// Table name.
+        table: String,
+        /// The key.
+        key: u64,
+    },
+    /// A run stopped because a procedure returned a fatal abort.
+    #[error("run stopped: a '{txn}' transaction aborted with '{reason}' (a procedure bug or an exhausted resource)")]
+    Fatal {
+        /// Transaction type name.
+        txn: String,
+        /// The fatal reason.
+        reason: AbortReason,
+    },
+}
+
+/// Shorthand for results with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

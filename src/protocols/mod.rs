@@ -1,0 +1,104 @@
+//! Concurrency-control protocols, one module each, sharing `common`.
+//!
+//! Protocols never import each other; [`ProtocolKind`] is the one place that names them all, and
+//! [`with_protocol!`](crate::with_protocol) turns a runtime choice into a monomorphised call.
+
+pub mod common;
+pub mod nocc;
+pub mod silo;
+pub mod two_pl;
+
+use serde::Serialize;
+
+/// Every implemented protocol, as chosen at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+pub enum ProtocolKind {
+    /// No concurrency control.
+    #[value(name = "nocc")]
+    #[serde(rename = "nocc")]
+    Nocc,
+    /// Strict 2PL, no-wait.
+    #[value(name = "2pl-nowait")]
+    #[serde(rename = "2pl-nowait")]
+    TwoPlNoWait,
+    /// Strict 2PL, wait-die.
+    #[value(name = "2pl-waitdie")]
+    #[serde(rename = "2pl-waitdie")]
+    TwoPlWaitDie,
+    /// Silo OCC.
+    #[value(name = "silo")]
+    #[serde(rename = "silo")]
+    Silo,
+}
+
+impl ProtocolKind {
+    /// All protocols, in the order comparisons print them.
+    pub const ALL: [ProtocolKind; 4] =
+        [ProtocolKind::Nocc, ProtocolKind::TwoPlNoWait, ProtocolKind::TwoPlWaitDie, ProtocolKind::Silo];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        use crate::engine::Protocol;
+        match self {
+            ProtocolKind::Nocc => nocc::Nocc::NAME,
+            ProtocolKind::TwoPlNoWait => two_pl::TwoPlNoWait::NAME,
+            ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::NAME,
+            ProtocolKind::Silo => silo::Silo::NAME,
+        }
+    }
+
+    /// The one-line description.
+    pub fn description(self) -> &'static str {
+        use crate::engine::Protocol;
+        match self {
+            ProtocolKind::Nocc => nocc::Nocc::DESCRIPTION,
+            ProtocolKind::TwoPlNoWait => two_pl::TwoPlNoWait::DESCRIPTION,
+            ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::DESCRIPTION,
+            ProtocolKind::Silo => silo::Silo::DESCRIPTION,
+        }
+    }
+
+    /// What the protocol supports.
+    pub fn caps(self) -> crate::engine::Capabilities {
+        use crate::engine::Protocol;
+        match self {
+            ProtocolKind::Nocc => nocc::Nocc::CAPS,
+            ProtocolKind::TwoPlNoWait => two_pl::TwoPlNoWait::CAPS,
+            ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::CAPS,
+            ProtocolKind::Silo => silo::Silo::CAPS,
+        }
+    }
+}
+
+/// Runs `$body` with `$P` bound to the protocol type of `$kind` (a [`ProtocolKind`]).
+///
+/// ```
+/// use txlab::protocols::ProtocolKind;
+/// use txlab::engine::Protocol;
+/// fn name<P: Protocol>() -> &'static str { P::NAME }
+/// let n = txlab::with_protocol!(ProtocolKind::Silo, P => name::<P>());
+/// assert_eq!(n, "silo");
+/// ```
+#[macro_export]
+macro_rules! with_protocol {
+    ($kind:expr, $P:ident => $body:expr) => {
+        match $kind {
+            $crate::protocols::ProtocolKind::Nocc => {
+                type $P = $crate::protocols::nocc::Nocc;
+                $body
+            }
+            $crate::protocols::ProtocolKind::TwoPlNoWait => {
+                type $P = $crate::protocols::two_pl::TwoPlNoWait;
+                $body
+            }
+            $crate::protocols::ProtocolKind::TwoPlWaitDie => {
+                type $P = $crate::protocols::two_pl::TwoPlWaitDie;
+                $body
+            }
+            $crate::protocols::ProtocolKind::Silo => {
+                type $P = $crate::protocols::silo::Silo;
+                $body
+            }
+        }
+    };
+}

@@ -1,0 +1,50 @@
+//! `nocc`: no concurrency control at all — the speed limit every protocol is measured against.
+//!
+//! Reads copy the row as it is (possibly torn, possibly uncommitted); writes go straight into the
+//! record; nothing is locked or validated, so concurrent transactions lose updates, read dirty data
+//! and see phantoms (the concurrency tests show this). It still keeps an undo log, so a
+//! transaction that aborts on purpose rolls back its own writes: the conformance suite's
+//! single-threaded guarantees hold; isolation does not.
+//!
+//! Record: one state word (present / absent / unlinked) in front of the payload.
+
+mod record;
+mod worker;
+
+pub use record::NoccRecord;
+pub use worker::NoccWorker;
+
+use crate::engine::{Capabilities, Database, Protocol};
+use crate::error::Error;
+use crate::storage::context::WorkerCtx;
+use crate::protocols::common::state::PRESENT;
+
+/// The `nocc` protocol. Stateless.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Nocc;
+
+impl Protocol for Nocc {
+    const NAME: &'static str = "nocc";
+    const DESCRIPTION: &'static str =
+        "no concurrency control: the throughput ceiling (loses updates, reads dirty data)";
+    const CAPS: Capabilities = Capabilities {
+        serializable: false,
+        inserts: true,
+        scans: true,
+        needs_access_set: false,
+    };
+    type Record = NoccRecord;
+    type Worker<'db> = NoccWorker<'db>;
+
+    fn init_loaded(&self, rec: &NoccRecord) {
+        rec.state.set(PRESENT);
+    }
+
+    fn is_present(&self, rec: &NoccRecord) -> bool {
+        rec.present()
+    }
+
+    fn worker(db: &Database<Self>) -> Result<NoccWorker<'_>, Error> {
+        Ok(NoccWorker::new(WorkerCtx::new(db.storage())?))
+    }
+}

@@ -1,0 +1,32 @@
+//! The `nocc` record header.
+
+use crate::protocols::common::state::{RowState, PRESENT};
+use crate::storage::reclaim::Unlink;
+use crate::storage::row_store::RecordHeader;
+
+/// One state word.
+#[repr(C, align(8))]
+pub struct NoccRecord {
+    /// Present, absent or unlinked.
+    pub state: RowState,
+}
+
+// SAFETY: one atomic word; zero (ABSENT) is valid; no Drop; align 8.
+unsafe impl RecordHeader for NoccRecord {}
+
+impl NoccRecord {
+    /// Whether the record is present.
+    #[inline]
+    pub fn present(&self) -> bool {
+        self.state.present()
+    }
+
+    /// The GC's unlink step.
+    pub fn unlink(&self) -> Unlink {
+        if self.state.unlink() == PRESENT {
+            Unlink::Revived
+        } else {
+            Unlink::Unlinked
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The `nocc` worker: direct reads and writes plus an undo log for user aborts.
+
+use super::record::NoccRecord;
+use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
+use crate::engine::Worker;
+use crate::error::{Abort, AbortReason};
+use crate::protocols::common::{check_len, table, Arena, Scratch, Undo, UndoKind};
+use crate::storage::context::WorkerCtx;
+use crate::storage::{RowId, TableId};
+use std::ops::ControlFlow;
+
+/// A `nocc` worker.
+pub struct NoccWorker<'db> {
+    ctx: WorkerCtx<'db, NoccRecord>,
+    undo: Vec<Undo>,
+    arena: Arena,
+    scratch: Scratch,
+    deleted: Vec<(TableId, u64, RowId)>,
+    active: bool,
+}
+
+impl<'db> NoccWorker<'db> {
+    pub(super) fn new(ctx: WorkerCtx<'db, NoccRecord>) -> Self {
+        NoccWorker {
+            ctx,
+            undo: Vec::new(),
+            arena: Arena::default(),
+            scratch: Scratch::default(),
+            deleted: Vec::new(),
+            active: false,
+        }
+    }
+
+    #[inline]
+    fn find(&self, t: TableId, key: u64) -> Result<Option<RowId>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        Ok(tbl.index.get(key, &self.ctx.guard).filter(|rid| tbl.rows.get(*rid).header.present()))
+    }
+
+    fn finish(&mut self) {
+        self.undo.clear();
+        self.arena.clear();
+        self.deleted.clear();
+        self.active = false;
+        self.ctx.exit();
+    }
+}
+
+impl Worker for NoccWorker<'_> {
+    fn begin(&mut self, _attempt: u32) {
+        self.ctx.enter(NoccRecord::unlink);
+        self.active = true;
+    }
+
+    #[inline]
+    fn read<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+        let Some(rid) = self.find(t, key)? else { return Ok(None) };
+        let tbl = self.ctx.storage.table(t);
+        let buf = self.scratch.get(tbl.spec.row_size);
+        tbl.rows.get(rid).read_into(buf);
+        Ok(Some(f(buf)))
+    }
+
+    #[inline]
+    fn read_for_update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+        self.read(t, key, f)
+    }
+
+    #[inline]
+    fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        check_len(table(self.ctx.storage, t)?, value)?;
+        self.update(t, key, |row| row.copy_from_slice(value)).map(|r| r.is_some())
+    }
+
+    #[inline]
+    fn update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<Option<T>, Abort> {
+        let Some(rid) = self.find(t, key)? else { return Ok(None) };
+        let tbl = self.ctx.storage.table(t);
+        let row = tbl.rows.get(rid);
+        let buf = self.scratch.get(tbl.spec.row_size);
+        row.read_into(buf);
+        let off = self.arena.push(buf);
+        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off } });
+        let out = f(buf);
+        row.write_from(buf);
+        Ok(Some(out))
+    }
+
+    fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        loop {
+            if let Some(rid) = tbl.index.get(key, &self.ctx.guard) {
+                let row = tbl.rows.get(rid);
+                return match row.header.state.get() {
+                    PRESENT => Ok(false),
+                    UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
+                    _ => {
+                        row.write_from(value);
+                        row.header.state.set(PRESENT);
+                        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Revive });
+                        tbl.buckets.bump(key);
+                        Ok(true)
+                    }
+                };
+            }
+            let rid = self.ctx.alloc(t)?;
+            let row = tbl.rows.get(rid);
+            row.write_from(value);
+            row.header.state.set(PRESENT);
+            if tbl.index.insert_if_absent(key, rid, &self.ctx.guard).is_ok() {
+                self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Insert });
+                tbl.buckets.bump(key);
+                return Ok(true);
+            }
+            row.header.state.set(ABSENT);
+            self.ctx.caches[t.index()].release(rid);
+        }
+    }
+
+    fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+        let Some(rid) = self.find(t, key)? else { return Ok(false) };
+        self.ctx.storage.table(t).rows.get(rid).header.state.set(ABSENT);
+        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Delete });
+        self.deleted.push((t, key, rid));
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let mut buf = std::mem::take(&mut self.ctx.scan_buf);
+        let r = (|| {
+            let mut n = 0;
+            let mut from = lo;
+            while n < limit && from <= hi {
+                let req = (limit - n).min(256);
+                if !tbl.index.scan(from, hi, req, &mut buf, &self.ctx.guard) {
+                    return Err(Abort::new(AbortReason::Unsupported));
+                }
+                let Some((last, _)) = buf.entries().last() else { break };
+                for (k, rid) in buf.entries() {
+                    let row = tbl.rows.get(rid);
+                    if !row.header.present() {
+                        continue;
+                    }
+                    let data = self.scratch.get(tbl.spec.row_size);
+                    row.read_into(data);
+                    n += 1;
+                    if f(k, data).is_break() || n == limit {
+                        return Ok(n);
+                    }
+                }
+                match last.checked_add(1) {
+                    Some(next) if buf.len() == req => from = next,
+                    _ => break,
+                }
+            }
+            Ok(n)
+        })();
+        self.ctx.scan_buf = buf;
+        r
+    }
+
+    fn commit(&mut self) -> Result<(), Abort> {
+        for i in 0..self.deleted.len() {
+            let (t, key, rid) = self.deleted[i];
+            self.ctx.retire(t, key, rid);
+        }
+        self.finish();
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        if !self.active {
+            return;
+        }
+        let storage = self.ctx.storage;
+        for u in self.undo.iter().rev() {
+            let tbl = storage.table(u.table);
+            let row = tbl.rows.get(u.rid);
+            match u.kind {
+                UndoKind::Update { off } => row.write_from(self.arena.get(off, tbl.spec.row_size)),
+                UndoKind::Insert => {
+                    row.header.state.set(ABSENT);
+                    self.ctx.retire(u.table, u.key, u.rid);
+                }
+                UndoKind::Revive => row.header.state.set(ABSENT),
+                UndoKind::Delete => row.header.state.set(PRESENT),
+            }
+        }
+        self.finish();
+    }
+}

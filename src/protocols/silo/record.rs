@@ -1,0 +1,186 @@
+//! Silo's record header: the TID word.
+//!
+//! ```text
+//!  63                      36 35                         4   3   2   1   0
+//! +--------------------------+----------------------------+---+---+---+---+
+//! |  epoch (28 bits)         |  sequence (32 bits)        | U | A | L | K |
+//! +--------------------------+----------------------------+---+---+---+---+
+//!   K = lock, L = latest, A = absent (deleted / not yet inserted), U = unlinked by the GC
+//! ```
+//!
+//! TIDs compare as integers on the epoch/sequence bits, so the epoch dominates.
+
+use crate::storage::reclaim::Unlink;
+use crate::storage::row_store::RecordHeader;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A decoded TID word.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Tid(pub u64);
+
+impl Tid {
+    /// Lock bit.
+    pub const LOCK: u64 = 1 << 0;
+    /// Latest-version bit.
+    pub const LATEST: u64 = 1 << 1;
+    /// Absent bit.
+    pub const ABSENT: u64 = 1 << 2;
+    /// Unlinked bit.
+    pub const UNLINKED: u64 = 1 << 3;
+    /// The four status bits.
+    pub const STATUS: u64 = 0xF;
+    const SEQ_SHIFT: u32 = 4;
+    const SEQ_BITS: u32 = 32;
+    const EPOCH_SHIFT: u32 = Self::SEQ_SHIFT + Self::SEQ_BITS;
+    /// One step of the sequence number.
+    pub const SEQ_ONE: u64 = 1 << Self::SEQ_SHIFT;
+    const _PARTITION: () = assert!(
+        Self::STATUS & (((1u64 << Self::SEQ_BITS) - 1) << Self::SEQ_SHIFT) == 0
+            && Self::EPOCH_SHIFT + 28 == 64
+    );
+
+    /// The TID `(epoch, seq)` with no status bits.
+    #[must_use]
+    pub const fn new(epoch: u64, seq: u64) -> Tid {
+        Tid((epoch << Self::EPOCH_SHIFT) | ((seq & 0xFFFF_FFFF) << Self::SEQ_SHIFT))
+    }
+    /// The epoch.
+    pub const fn epoch(self) -> u64 {
+        self.0 >> Self::EPOCH_SHIFT
+    }
+    /// The sequence number.
+    pub const fn seq(self) -> u64 {
+        (self.0 >> Self::SEQ_SHIFT) & 0xFFFF_FFFF
+    }
+    /// The word with `bits` set.
+    #[must_use]
+    pub const fn with(self, bits: u64) -> Tid {
+        Tid(self.0 | bits)
+    }
+    /// The word without `bits`.
+    #[must_use]
+    pub const fn without(self, bits: u64) -> Tid {
+        Tid(self.0 & !bits)
+    }
+    /// The epoch/sequence part only.
+    #[must_use]
+    pub const fn version(self) -> Tid {
+        self.without(Self::STATUS)
+    }
+    /// Locked?
+    pub const fn is_locked(self) -> bool {
+        self.0 & Self::LOCK != 0
+    }
+    /// Absent (deleted, uncommitted insert, or unlinked)?
+    pub const fn is_absent(self) -> bool {
+        self.0 & (Self::ABSENT | Self::UNLINKED) != 0
+    }
+    /// Unlinked by the GC?
+    pub const fn is_unlinked(self) -> bool {
+        self.0 & Self::UNLINKED != 0
+    }
+}
+
+impl fmt::Debug for Tid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tid(e{}.{}", self.epoch(), self.seq())?;
+        for (bit, name) in [
+            (Self::LOCK, "locked"),
+            (Self::LATEST, "latest"),
+            (Self::ABSENT, "absent"),
+            (Self::UNLINKED, "unlinked"),
+        ] {
+            if self.0 & bit != 0 {
+                write!(f, " {name}")?;
+            }
+        }
+        f.write_str(")")
+    }
+}
+
+/// The header of a Silo record.
+#[repr(C, align(8))]
+pub struct SiloRecord {
+    /// The TID word.
+    pub tid: AtomicU64,
+}
+
+// SAFETY: one atomic; zero is a valid (unlocked, present, epoch 0) word that is always overwritten
+// before the slot is published; no Drop; align 8.
+unsafe impl RecordHeader for SiloRecord {}
+
+impl SiloRecord {
+    /// Loads the TID word.
+    #[inline]
+    pub fn load(&self) -> Tid {
+        // Acquire: pairs with the Release store that unlocks in the write phase.
+        Tid(self.tid.load(Ordering::Acquire))
+    }
+
+    /// Tries to set the lock bit, expecting the unlocked word `cur`.
+    #[inline]
+    pub fn try_lock(&self, cur: Tid) -> bool {
+        debug_assert!(!cur.is_locked());
+        self.tid
+            .compare_exchange_weak(cur.0, cur.with(Tid::LOCK).0, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Stores `tid` (typically unlocking).
+    #[inline]
+    pub fn store(&self, tid: Tid) {
+        // Release: publishes the payload written under the lock.
+        self.tid.store(tid.0, Ordering::Release);
+    }
+
+    /// The GC's unlink step: absent and unlocked records become unlinked.
+    pub fn unlink(&self) -> Unlink {
+        let cur = self.load();
+        if cur.is_locked() {
+            return Unlink::Busy;
+        }
+        if cur.is_unlinked() {
+            return Unlink::Unlinked;
+        }
+        if !cur.is_absent() {
+            return Unlink::Revived;
+        }
+        match self.tid.compare_exchange(
+            cur.0,
+            cur.with(Tid::UNLINKED).0,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Unlink::Unlinked,
+            Err(_) => Unlink::Busy,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tid_fields_round_trip_and_order_by_epoch_first() {
+        let t = Tid::new(5, 77).with(Tid::LOCK | Tid::ABSENT);
+        assert_eq!((t.epoch(), t.seq()), (5, 77));
+        assert!(t.is_locked() && t.is_absent() && !t.is_unlinked());
+        assert_eq!(t.version(), Tid::new(5, 77));
+        assert!(Tid::new(6, 0) > Tid::new(5, 0xFFFF_FFFF));
+        assert_eq!(format!("{t:?}"), "Tid(e5.77 locked absent)");
+    }
+
+    #[test]
+    fn unlink_only_takes_absent_unlocked_records() {
+        let r = SiloRecord { tid: AtomicU64::new(Tid::new(1, 1).0) };
+        assert_eq!(r.unlink(), Unlink::Revived);
+        r.store(Tid::new(1, 2).with(Tid::ABSENT | Tid::LOCK));
+        assert_eq!(r.unlink(), Unlink::Busy);
+        r.store(Tid::new(1, 2).with(Tid::ABSENT));
+        assert_eq!(r.unlink(), Unlink::Unlinked);
+        assert!(r.load().is_unlinked());
+        assert_eq!(r.unlink(), Unlink::Unlinked);
+    }
+}

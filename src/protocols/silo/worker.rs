@@ -1,0 +1,548 @@
+//! The Silo worker: read phase operations and the commit protocol.
+
+use super::record::{SiloRecord, Tid};
+use crate::engine::Worker;
+use crate::error::{Abort, AbortReason};
+use crate::protocols::common::{check_len, table, Arena, Scratch, SpinWait};
+use crate::storage::context::WorkerCtx;
+use crate::storage::{RowId, Table, TableId};
+use std::ops::ControlFlow;
+use std::sync::atomic::{fence, Ordering};
+
+#[derive(Clone, Copy, Debug)]
+struct ReadEntry {
+    table: TableId,
+    rid: RowId,
+    tid: Tid,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteKind {
+    /// Overwrite a present record.
+    Update,
+    /// Make an absent (deleted, unlocked) record present again.
+    Revive,
+    /// A record this transaction created (locked and absent since the insert).
+    Insert,
+    /// Mark a present record absent.
+    Delete,
+    /// A record this transaction created and then deleted: stays absent, gets retired.
+    InsertDeleted,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct WriteEntry {
+    table: TableId,
+    rid: RowId,
+    key: u64,
+    kind: WriteKind,
+    off: u32,
+    /// The TID seen when locking at commit.
+    locked_tid: Tid,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PhantomEntry {
+    table: TableId,
+    slot: u32,
+    version: u64,
+}
+
+/// A Silo worker.
+pub struct SiloWorker<'db> {
+    ctx: WorkerCtx<'db, SiloRecord>,
+    reads: Vec<ReadEntry>,
+    writes: Vec<WriteEntry>,
+    phantoms: Vec<PhantomEntry>,
+    arena: Arena,
+    scratch: Scratch,
+    /// The last TID this worker committed with.
+    last_tid: Tid,
+    /// Write-set entries locked so far during commit (in sorted order).
+    locked: usize,
+    active: bool,
+}
+
+/// Outcome of a stable read.
+enum Stable {
+    Present(Tid),
+    Absent(Tid),
+}
+
+impl<'db> SiloWorker<'db> {
+    pub(super) fn new(ctx: WorkerCtx<'db, SiloRecord>) -> Self {
+        SiloWorker {
+            ctx,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            phantoms: Vec::new(),
+            arena: Arena::default(),
+            scratch: Scratch::default(),
+            last_tid: Tid(0),
+            locked: 0,
+            active: false,
+        }
+    }
+
+    /// Reads a consistent copy of the record into `buf` (§4.4: wait while locked, copy, re-check).
+    /// Absent records are not copied.
+    #[inline]
+    fn stable_read(rec: crate::storage::RowRef<'_, SiloRecord>, buf: &mut [u8]) -> Stable {
+        let mut spin = SpinWait::default();
+        loop {
+            let v1 = rec.header.load();
+            if v1.is_absent() {
+                // Absent records (deleted, uncommitted inserts) are not waited for: their TID goes
+                // into the read set and validation catches any change.
+                return Stable::Absent(v1.without(Tid::LOCK));
+            }
+            if v1.is_locked() {
+                spin.spin();
+                continue;
+            }
+            rec.read_into(buf);
+            // Acquire fence: the copy above happens before the re-check below (seqlock read).
+            fence(Ordering::Acquire);
+            let v2 = Tid(rec.header.tid.load(Ordering::Relaxed));
+            if v1 == v2 {
+                return Stable::Present(v1);
+            }
+            spin.spin();
+        }
+    }
+
+    /// Reads the TID of a record without copying it (blind writes, inserts, deletes).
+    #[inline]
+    fn stable_tid(rec: &SiloRecord) -> Tid {
+        let mut spin = SpinWait::default();
+        loop {
+            let v = rec.load();
+            if v.is_absent() || !v.is_locked() {
+                return v.without(Tid::LOCK);
+            }
+            spin.spin();
+        }
+    }
+
+    #[inline]
+    fn find_write(&self, t: TableId, rid: RowId) -> Option<usize> {
+        self.writes.iter().rposition(|w| w.rid == rid && w.table == t)
+    }
+
+    /// Looks `key` up; on a miss, protects the absent key with its phantom bucket (version read
+    /// before a second lookup, so an insert racing with the first lookup is not missed).
+    #[inline]
+    fn lookup(&mut self, tbl: &Table<SiloRecord>, key: u64) -> Option<RowId> {
+        if let Some(rid) = tbl.index.get(key, &self.ctx.guard) {
+            return Some(rid);
+        }
+        let slot = tbl.buckets.slot_of(key);
+        let version = tbl.buckets.version(slot);
+        let again = tbl.index.get(key, &self.ctx.guard);
+        if again.is_none() {
+            self.phantoms.push(PhantomEntry { table: tbl.id, slot: slot as u32, version });
+        }
+        again
+    }
+
+    /// Bumps `key`'s bucket after an insert; re-stamps our own phantom entry so that our own
+    /// insert does not fail our validation.
+    fn bump(&mut self, tbl: &Table<SiloRecord>, key: u64) {
+        let (slot, old) = tbl.buckets.bump(key);
+        for p in &mut self.phantoms {
+            if p.table == tbl.id && p.slot as usize == slot && p.version == old {
+                p.version = old + 1;
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+        self.phantoms.clear();
+        self.arena.clear();
+        self.locked = 0;
+        self.active = false;
+        self.ctx.exit();
+    }
+
+    /// Phase 1: lock the write set in (table, row) order.
+    fn lock_write_set(&mut self) -> Result<(), Abort> {
+        self.writes.sort_unstable_by_key(|w| (w.table, w.rid));
+        let storage = self.ctx.storage;
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            let rec = storage.table(w.table).rows.get(w.rid).header;
+            if matches!(w.kind, WriteKind::Insert | WriteKind::InsertDeleted) {
+                // Locked since the insert.
+                self.writes[i].locked_tid = rec.load().without(Tid::LOCK);
+                self.locked = i + 1;
+                continue;
+            }
+            let mut spin = SpinWait::default();
+            let cur = loop {
+                let cur = rec.load();
+                if !cur.is_locked() && rec.try_lock(cur) {
+                    break cur;
+                }
+                spin.spin();
+            };
+            self.locked = i + 1;
+            self.writes[i].locked_tid = cur;
+            let ok = match w.kind {
+                // The record must still be present (a concurrent delete committed otherwise).
+                WriteKind::Update | WriteKind::Delete => !cur.is_absent(),
+                // Still absent and not unlinked.
+                WriteKind::Revive => cur.is_absent() && !cur.is_unlinked(),
+                WriteKind::Insert | WriteKind::InsertDeleted => true,
+            };
+            if !ok {
+                return Err(Abort::new(AbortReason::ReadValidation));
+            }
+        }
+        // Release fence: payload stores of the write phase cannot move above the lock acquisition
+        // (pairs with the Acquire fence in `stable_read`).
+        fence(Ordering::Release);
+        Ok(())
+    }
+
+    /// Phase 3: validate the read set and the phantom set.
+    fn validate(&self) -> Result<(), Abort> {
+        let storage = self.ctx.storage;
+        for r in &self.reads {
+            let cur = storage.table(r.table).rows.get(r.rid).header.load();
+            if cur.without(Tid::LOCK) != r.tid {
+                return Err(Abort::new(AbortReason::ReadValidation));
+            }
+            if cur.is_locked() && self.find_write(r.table, r.rid).is_none() {
+                return Err(Abort::new(AbortReason::ReadValidation));
+            }
+        }
+        for p in &self.phantoms {
+            if storage.table(p.table).buckets.version(p.slot as usize) != p.version {
+                return Err(Abort::new(AbortReason::PhantomValidation));
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases commit-time locks and undoes inserts after a failed commit or an abort.
+    fn rollback(&mut self) {
+        let storage = self.ctx.storage;
+        // Commit-time locks, restored to the TID they had.
+        for w in &self.writes[..self.locked] {
+            if !matches!(w.kind, WriteKind::Insert | WriteKind::InsertDeleted) {
+                storage.table(w.table).rows.get(w.rid).header.store(w.locked_tid);
+            }
+        }
+        // Our inserts stay in the index as absent records: unlock them and let the GC unlink them.
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            if matches!(w.kind, WriteKind::Insert | WriteKind::InsertDeleted) {
+                let rec = storage.table(w.table).rows.get(w.rid).header;
+                rec.store(rec.load().without(Tid::LOCK));
+                self.ctx.retire(w.table, w.key, w.rid);
+            }
+        }
+        self.clear();
+    }
+}
+
+impl Worker for SiloWorker<'_> {
+    fn begin(&mut self, _attempt: u32) {
+        self.ctx.enter(SiloRecord::unlink);
+        self.active = true;
+    }
+
+    #[inline]
+    fn read<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
+        let len = tbl.spec.row_size;
+        if let Some(i) = self.find_write(t, rid) {
+            let w = self.writes[i];
+            return Ok(match w.kind {
+                WriteKind::Delete | WriteKind::InsertDeleted => None,
+                _ => Some(f(self.arena.get(w.off, len))),
+            });
+        }
+        let buf = self.scratch.get(len);
+        match Self::stable_read(tbl.rows.get(rid), buf) {
+            Stable::Present(tid) => {
+                self.reads.push(ReadEntry { table: t, rid, tid });
+                Ok(Some(f(buf)))
+            }
+            Stable::Absent(tid) => {
+                self.reads.push(ReadEntry { table: t, rid, tid });
+                Ok(None)
+            }
+        }
+    }
+
+    #[inline]
+    fn read_for_update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+        self.read(t, key, f)
+    }
+
+    #[inline]
+    fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        let Some(rid) = self.lookup(tbl, key) else { return Ok(false) };
+        if let Some(i) = self.find_write(t, rid) {
+            let w = self.writes[i];
+            if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                return Ok(false);
+            }
+            self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+            return Ok(true);
+        }
+        let tid = Self::stable_tid(tbl.rows.get(rid).header);
+        if tid.is_absent() {
+            self.reads.push(ReadEntry { table: t, rid, tid });
+            return Ok(false);
+        }
+        // A blind write reads nothing: presence is re-checked when the record is locked.
+        let off = self.arena.push(value);
+        self.writes.push(WriteEntry { table: t, rid, key, kind: WriteKind::Update, off, locked_tid: Tid(0) });
+        Ok(true)
+    }
+
+    #[inline]
+    fn update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
+        let len = tbl.spec.row_size;
+        if let Some(i) = self.find_write(t, rid) {
+            let w = self.writes[i];
+            if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                return Ok(None);
+            }
+            return Ok(Some(f(self.arena.get_mut(w.off, len))));
+        }
+        let off = self.arena.push_zeroed(len);
+        let buf = self.arena.get_mut(off, len);
+        match Self::stable_read(tbl.rows.get(rid), buf) {
+            Stable::Present(tid) => {
+                self.reads.push(ReadEntry { table: t, rid, tid });
+                let out = f(self.arena.get_mut(off, len));
+                self.writes.push(WriteEntry { table: t, rid, key, kind: WriteKind::Update, off, locked_tid: Tid(0) });
+                Ok(Some(out))
+            }
+            Stable::Absent(tid) => {
+                self.reads.push(ReadEntry { table: t, rid, tid });
+                Ok(None)
+            }
+        }
+    }
+
+    fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        loop {
+            if let Some(rid) = self.lookup(tbl, key) {
+                if let Some(i) = self.find_write(t, rid) {
+                    let w = self.writes[i];
+                    return Ok(match w.kind {
+                        WriteKind::Delete => {
+                            self.writes[i].kind = WriteKind::Update;
+                            self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                            true
+                        }
+                        WriteKind::InsertDeleted => {
+                            self.writes[i].kind = WriteKind::Insert;
+                            self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                            true
+                        }
+                        _ => false,
+                    });
+                }
+                let rec = tbl.rows.get(rid).header;
+                let cur = rec.load();
+                if !cur.is_absent() {
+                    // Present: the insert fails; its outcome depends on the record staying present.
+                    let tid = Self::stable_tid(rec);
+                    self.reads.push(ReadEntry { table: t, rid, tid });
+                    if tid.is_absent() {
+                        continue;
+                    }
+                    return Ok(false);
+                }
+                if cur.is_locked() || cur.is_unlinked() {
+                    // Another transaction is inserting or reviving it, or the GC is removing it.
+                    return Err(Abort::new(AbortReason::InsertConflict));
+                }
+                // Revive a deleted record: its TID must not change before we lock it at commit.
+                self.reads.push(ReadEntry { table: t, rid, tid: cur });
+                let off = self.arena.push(value);
+                self.writes.push(WriteEntry { table: t, rid, key, kind: WriteKind::Revive, off, locked_tid: Tid(0) });
+                self.bump(tbl, key);
+                return Ok(true);
+            }
+            // §4.5: a new record, locked and absent, goes into the index now.
+            let rid = self.ctx.alloc(t)?;
+            let rec = tbl.rows.get(rid).header;
+            rec.store(self.last_tid.with(Tid::ABSENT | Tid::LOCK));
+            if tbl.index.insert_if_absent(key, rid, &self.ctx.guard).is_err() {
+                self.ctx.caches[t.index()].release(rid);
+                continue;
+            }
+            let off = self.arena.push(value);
+            self.writes.push(WriteEntry { table: t, rid, key, kind: WriteKind::Insert, off, locked_tid: Tid(0) });
+            self.bump(tbl, key);
+            return Ok(true);
+        }
+    }
+
+    fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let Some(rid) = self.lookup(tbl, key) else { return Ok(false) };
+        if let Some(i) = self.find_write(t, rid) {
+            let w = &mut self.writes[i];
+            return Ok(match w.kind {
+                WriteKind::Update => {
+                    w.kind = WriteKind::Delete;
+                    true
+                }
+                WriteKind::Revive => {
+                    // Back to absent: nothing to write, but the read-set entry keeps the check.
+                    self.writes.remove(i);
+                    true
+                }
+                WriteKind::Insert => {
+                    w.kind = WriteKind::InsertDeleted;
+                    true
+                }
+                WriteKind::Delete | WriteKind::InsertDeleted => false,
+            });
+        }
+        let tid = Self::stable_tid(tbl.rows.get(rid).header);
+        self.reads.push(ReadEntry { table: t, rid, tid });
+        if tid.is_absent() {
+            return Ok(false);
+        }
+        self.writes.push(WriteEntry { table: t, rid, key, kind: WriteKind::Delete, off: 0, locked_tid: Tid(0) });
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        if lo > hi || limit == 0 {
+            return Ok(0);
+        }
+        let len = tbl.spec.row_size;
+        let mut buf = std::mem::take(&mut self.ctx.scan_buf);
+        let mut n = 0;
+        let mut batch = tbl.buckets.first_batch(lo, hi);
+        let result = 'outer: loop {
+            // Bucket versions first, then the index (see storage::phantom).
+            for slot in tbl.buckets.batch_slots(&batch) {
+                let version = tbl.buckets.version(slot);
+                self.phantoms.push(PhantomEntry { table: t, slot: slot as u32, version });
+            }
+            let mut from = batch.lo;
+            loop {
+                let req = (limit - n).min(256);
+                if !tbl.index.scan(from, batch.hi, req, &mut buf, &self.ctx.guard) {
+                    break 'outer Err(Abort::new(AbortReason::Unsupported));
+                }
+                let Some((last, _)) = buf.entries().last() else { break };
+                for (k, rid) in buf.entries() {
+                    if let Some(i) = self.find_write(t, rid) {
+                        let w = self.writes[i];
+                        if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                            continue;
+                        }
+                        n += 1;
+                        if f(k, self.arena.get(w.off, len)).is_break() || n == limit {
+                            break 'outer Ok(n);
+                        }
+                        continue;
+                    }
+                    let data = self.scratch.get(len);
+                    match Self::stable_read(tbl.rows.get(rid), data) {
+                        Stable::Present(tid) => {
+                            self.reads.push(ReadEntry { table: t, rid, tid });
+                            n += 1;
+                            if f(k, data).is_break() || n == limit {
+                                break 'outer Ok(n);
+                            }
+                        }
+                        Stable::Absent(tid) => self.reads.push(ReadEntry { table: t, rid, tid }),
+                    }
+                }
+                if buf.len() < req || last >= batch.hi {
+                    break;
+                }
+                from = last + 1;
+            }
+            match tbl.buckets.next_batch(&batch, hi) {
+                Some(b) => batch = b,
+                None => break Ok(n),
+            }
+        };
+        self.ctx.scan_buf = buf;
+        result
+    }
+
+    fn commit(&mut self) -> Result<(), Abort> {
+        // Phase 1.
+        if let Err(a) = self.lock_write_set() {
+            self.rollback();
+            return Err(a);
+        }
+        // Phase 2: the serialization point.
+        fence(Ordering::SeqCst);
+        let epoch = self.ctx.storage.epochs().global();
+        // Phase 3.
+        if let Err(a) = self.validate() {
+            self.rollback();
+            return Err(a);
+        }
+        // Phase 4: the commit TID.
+        let mut max = self.last_tid.version();
+        for r in &self.reads {
+            max = max.max(r.tid.version());
+        }
+        for w in &self.writes {
+            max = max.max(w.locked_tid.version());
+        }
+        let mut tid = Tid(max.0 + Tid::SEQ_ONE);
+        if tid.epoch() < epoch {
+            tid = Tid::new(epoch, 0);
+        }
+        self.last_tid = tid;
+        // Phase 5: install and unlock.
+        let storage = self.ctx.storage;
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            let tbl = storage.table(w.table);
+            let row = tbl.rows.get(w.rid);
+            match w.kind {
+                WriteKind::Update | WriteKind::Revive | WriteKind::Insert => {
+                    row.write_from(self.arena.get(w.off, tbl.spec.row_size));
+                    row.header.store(tid.with(Tid::LATEST));
+                }
+                WriteKind::Delete | WriteKind::InsertDeleted => {
+                    row.header.store(tid.with(Tid::LATEST | Tid::ABSENT));
+                    self.ctx.retire(w.table, w.key, w.rid);
+                }
+            }
+        }
+        self.clear();
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The 2PL worker: lock, act in place, log before-images; release everything at the end.
+
+use super::record::{TwoPlRecord, TS_MASK, WRITER};
+use super::LockPolicy;
+use crate::engine::Worker;
+use crate::error::{Abort, AbortReason};
+use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
+use crate::protocols::common::{check_len, table, Arena, Scratch, SpinWait, Undo, UndoKind};
+use crate::storage::context::WorkerCtx;
+use crate::storage::{RowId, Table, TableId};
+use std::marker::PhantomData;
+use std::ops::ControlFlow;
+use std::sync::atomic::Ordering;
+
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    table: TableId,
+    rid: RowId,
+    exclusive: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct BucketHold {
+    table: TableId,
+    slot: u32,
+    insert: bool,
+}
+
+/// A 2PL worker with lock policy `L`.
+pub struct TwoPlWorker<'db, L: LockPolicy> {
+    ctx: WorkerCtx<'db, TwoPlRecord>,
+    clock: quanta::Clock,
+    ts: u64,
+    locks: Vec<Held>,
+    buckets: Vec<BucketHold>,
+    undo: Vec<Undo>,
+    arena: Arena,
+    scratch: Scratch,
+    deleted: Vec<(TableId, u64, RowId)>,
+    active: bool,
+    _policy: PhantomData<L>,
+}
+
+impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
+    pub(super) fn new(ctx: WorkerCtx<'db, TwoPlRecord>) -> Self {
+        TwoPlWorker {
+            ctx,
+            clock: quanta::Clock::new(),
+            ts: 0,
+            locks: Vec::new(),
+            buckets: Vec::new(),
+            undo: Vec::new(),
+            arena: Arena::default(),
+            scratch: Scratch::default(),
+            deleted: Vec::new(),
+            active: false,
+            _policy: PhantomData,
+        }
+    }
+
+    /// Locks `rid` shared or exclusive, per the policy. Re-entrant; upgrades a lone shared lock.
+    #[inline]
+    fn lock(&mut self, tbl: &Table<TwoPlRecord>, rid: RowId, exclusive: bool) -> Result<(), Abort> {
+        let rec = tbl.rows.get(rid).header;
+        if let Some(i) = self.locks.iter().rposition(|h| h.rid == rid && h.table == tbl.id) {
+            if self.locks[i].exclusive || !exclusive {
+                return Ok(());
+            }
+            if rec.try_upgrade(self.ts) {
+                self.locks[i].exclusive = true;
+                return Ok(());
+            }
+            // Other readers: dying is always safe (see module docs).
+            return Err(Abort::new(L::REASON));
+        }
+        let mut spin = SpinWait::default();
+        loop {
+            let r = if exclusive { rec.try_write(self.ts) } else { rec.try_read(self.ts) };
+            match r {
+                Ok(()) => {
+                    self.locks.push(Held { table: tbl.id, rid, exclusive });
+                    return Ok(());
+                }
+                // Wait-die: wait only for a younger holder.
+                Err(holder) if L::WAIT && self.ts < holder => spin.spin(),
+                Err(_) => return Err(Abort::new(L::REASON)),
+            }
+        }
+    }
+
+    /// Takes a scan hold on `key`'s bucket (absent-key reads).
+    #[inline]
+    fn hold_key_scan(&mut self, tbl: &Table<TwoPlRecord>, key: u64) -> Result<(), Abort> {
+        self.hold_scan(tbl, tbl.buckets.slot_of(key))
+    }
+
+    fn hold_scan(&mut self, tbl: &Table<TwoPlRecord>, slot: usize) -> Result<(), Abort> {
+        let mut own_inserts = 0;
+        for b in &self.buckets {
+            if b.table == tbl.id && b.slot as usize == slot {
+                if !b.insert {
+                    return Ok(());
+                }
+                own_inserts += 1;
+            }
+        }
+        if !tbl.buckets.try_lock_scan(slot, own_inserts) {
+            return Err(Abort::new(AbortReason::LockConflict));
+        }
+        self.buckets.push(BucketHold { table: tbl.id, slot: slot as u32, insert: false });
+        Ok(())
+    }
+
+    fn hold_insert(&mut self, tbl: &Table<TwoPlRecord>, key: u64) -> Result<(), Abort> {
+        let slot = tbl.buckets.slot_of(key);
+        let mut own_scans = 0;
+        for b in &self.buckets {
+            if b.table == tbl.id && b.slot as usize == slot {
+                if b.insert {
+                    return Ok(());
+                }
+                own_scans += 1;
+            }
+        }
+        if !tbl.buckets.try_lock_insert(slot, own_scans) {
+            return Err(Abort::new(AbortReason::LockConflict));
+        }
+        self.buckets.push(BucketHold { table: tbl.id, slot: slot as u32, insert: true });
+        Ok(())
+    }
+
+    /// Finds and locks the record of `key`. `None` when the key is absent; the absence is then
+    /// protected by a scan hold on its bucket.
+    #[inline]
+    fn locate(&mut self, tbl: &Table<TwoPlRecord>, key: u64, exclusive: bool) -> Result<Option<RowId>, Abort> {
+        let rid = match tbl.index.get(key, &self.ctx.guard) {
+            Some(rid) => rid,
+            None => {
+                self.hold_key_scan(tbl, key)?;
+                match tbl.index.get(key, &self.ctx.guard) {
+                    Some(rid) => rid,
+                    None => return Ok(None),
+                }
+            }
+        };
+        self.lock(tbl, rid, exclusive)?;
+        if tbl.rows.get(rid).header.state.present() {
+            Ok(Some(rid))
+        } else {
+            // Deleted, or about to be unlinked: a later insert would make a new index entry.
+            self.hold_key_scan(tbl, key)?;
+            Ok(None)
+        }
+    }
+
+    fn release(&mut self) {
+        let storage = self.ctx.storage;
+        for h in &self.locks {
+            let rec = storage.table(h.table).rows.get(h.rid).header;
+            if h.exclusive {
+                rec.unlock_write();
+            } else {
+                rec.unlock_read();
+            }
+        }
+        for b in &self.buckets {
+            let rb = &storage.table(b.table).buckets;
+            if b.insert {
+                rb.unlock_insert(b.slot as usize);
+            } else {
+                rb.unlock_scan(b.slot as usize);
+            }
+        }
+        self.locks.clear();
+        self.buckets.clear();
+        self.undo.clear();
+        self.arena.clear();
+        self.deleted.clear();
+        self.active = false;
+        self.ctx.exit();
+    }
+}
+
+impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
+    fn begin(&mut self, attempt: u32) {
+        if attempt == 0 || self.ts == 0 {
+            // A TSC reading plus the worker slot: unique and roughly global age order.
+            self.ts = (((self.clock.raw() >> 4) << 8) | (self.ctx.slot as u64 & 0xFF)) & TS_MASK;
+            self.ts = self.ts.max(1);
+        }
+        self.ctx.enter(TwoPlRecord::unlink);
+        self.active = true;
+    }
+
+    #[inline]
+    fn read<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let Some(rid) = self.locate(tbl, key, false)? else { return Ok(None) };
+        let buf = self.scratch.get(tbl.spec.row_size);
+        tbl.rows.get(rid).read_into(buf);
+        Ok(Some(f(buf)))
+    }
+
+    #[inline]
+    fn read_for_update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let Some(rid) = self.locate(tbl, key, true)? else { return Ok(None) };
+        let buf = self.scratch.get(tbl.spec.row_size);
+        tbl.rows.get(rid).read_into(buf);
+        Ok(Some(f(buf)))
+    }
+
+    #[inline]
+    fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        check_len(table(self.ctx.storage, t)?, value)?;
+        self.update(t, key, |row| row.copy_from_slice(value)).map(|r| r.is_some())
+    }
+
+    #[inline]
+    fn update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let Some(rid) = self.locate(tbl, key, true)? else { return Ok(None) };
+        let row = tbl.rows.get(rid);
+        let buf = self.scratch.get(tbl.spec.row_size);
+        row.read_into(buf);
+        let off = self.arena.push(buf);
+        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off } });
+        let out = f(buf);
+        row.write_from(buf);
+        Ok(Some(out))
+    }
+
+    fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        self.hold_insert(tbl, key)?;
+        loop {
+            if let Some(rid) = tbl.index.get(key, &self.ctx.guard) {
+                self.lock(tbl, rid, true)?;
+                let row = tbl.rows.get(rid);
+                return match row.header.state.get() {
+                    PRESENT => Ok(false),
+                    UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
+                    _ => {
+                        row.write_from(value);
+                        row.header.state.set(PRESENT);
+                        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Revive });
+                        Ok(true)
+                    }
+                };
+            }
+            let rid = self.ctx.alloc(t)?;
+            let row = tbl.rows.get(rid);
+            // Published already locked by us; the index insert below publishes it (Release).
+            row.header.lock.store(WRITER | self.ts, Ordering::Relaxed);
+            row.write_from(value);
+            row.header.state.set(PRESENT);
+            if tbl.index.insert_if_absent(key, rid, &self.ctx.guard).is_ok() {
+                self.locks.push(Held { table: t, rid, exclusive: true });
+                self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Insert });
+                return Ok(true);
+            }
+            row.header.state.set(ABSENT);
+            row.header.unlock_write();
+            self.ctx.caches[t.index()].release(rid);
+        }
+    }
+
+    fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let Some(rid) = self.locate(tbl, key, true)? else { return Ok(false) };
+        tbl.rows.get(rid).header.state.set(ABSENT);
+        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Delete });
+        self.deleted.push((t, key, rid));
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        if lo > hi || limit == 0 {
+            return Ok(0);
+        }
+        let len = tbl.spec.row_size;
+        let mut buf = std::mem::take(&mut self.ctx.scan_buf);
+        let mut n = 0;
+        let mut batch = tbl.buckets.first_batch(lo, hi);
+        let result = 'outer: loop {
+            for slot in tbl.buckets.batch_slots(&batch) {
+                if let Err(a) = self.hold_scan(tbl, slot) {
+                    break 'outer Err(a);
+                }
+            }
+            let mut from = batch.lo;
+            loop {
+                let req = (limit - n).min(256);
+                if !tbl.index.scan(from, batch.hi, req, &mut buf, &self.ctx.guard) {
+                    break 'outer Err(Abort::new(AbortReason::Unsupported));
+                }
+                let Some((last, _)) = buf.entries().last() else { break };
+                for (k, rid) in buf.entries() {
+                    if let Err(a) = self.lock(tbl, rid, false) {
+                        break 'outer Err(a);
+                    }
+                    let row = tbl.rows.get(rid);
+                    if !row.header.state.present() {
+                        continue;
+                    }
+                    let data = self.scratch.get(len);
+                    row.read_into(data);
+                    n += 1;
+                    if f(k, data).is_break() || n == limit {
+                        break 'outer Ok(n);
+                    }
+                }
+                if buf.len() < req || last >= batch.hi {
+                    break;
+                }
+                from = last + 1;
+            }
+            match tbl.buckets.next_batch(&batch, hi) {
+                Some(b) => batch = b,
+                None => break Ok(n),
+            }
+        };
+        self.ctx.scan_buf = buf;
+        result
+    }
+
+    fn commit(&mut self) -> Result<(), Abort> {
+        for i in 0..self.deleted.len() {
+            let (t, key, rid) = self.deleted[i];
+            self.ctx.retire(t, key, rid);
+        }
+        self.release();
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        if !self.active {
+            return;
+        }
+        let storage = self.ctx.storage;
+        for u in self.undo.iter().rev() {
+            let tbl = storage.table(u.table);
+            let row = tbl.rows.get(u.rid);
+            match u.kind {
+                UndoKind::Update { off } => row.write_from(self.arena.get(off, tbl.spec.row_size)),
+                UndoKind::Insert => {
+                    row.header.state.set(ABSENT);
+                    self.ctx.reclaimer.retire(u.table, u.key, u.rid, storage.epochs().global());
+                }
+                UndoKind::Revive => row.header.state.set(ABSENT),
+                UndoKind::Delete => row.header.state.set(PRESENT),
+            }
+        }
+        self.release();
+    }
+}

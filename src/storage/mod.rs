@@ -1,0 +1,284 @@
+//! Storage shared by every protocol: tables of stable record slots, primary indexes, phantom
+//! buckets, epochs and memory reclamation.
+//!
+//! Nothing here knows a concurrency-control protocol: the record header type `R` is the
+//! protocol's, and protocol-specific steps (such as deciding whether a deleted record may be
+//! unlinked) are passed in as closures.
+
+pub mod context;
+pub mod epoch;
+pub mod index;
+pub mod phantom;
+pub mod reclaim;
+pub mod row_store;
+
+use crate::error::Error;
+use epoch::{EpochAdvancer, Epochs};
+use index::{Index, IndexKind};
+use phantom::RangeBuckets;
+use row_store::{RecordHeader, RowStore};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use row_store::{RowId, RowRef, SlotCache};
+
+/// Identifies a table: its position in the schema the database was created with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct TableId(pub u32);
+
+impl TableId {
+    /// The position as an index.
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A named byte range of a row, for column-granularity templates (IC3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Column {
+    /// Column name.
+    pub name: String,
+    /// Byte offset in the row.
+    pub offset: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+/// The definition of a table: fixed at creation, chosen at run time.
+#[derive(Clone, Debug, Serialize)]
+pub struct TableSpec {
+    /// Name (unique within the database).
+    pub name: String,
+    /// Payload bytes per row (1 to [`MAX_ROW_SIZE`]).
+    pub row_size: usize,
+    /// Primary index kind.
+    pub index: IndexKind,
+    /// Maximum number of rows the table may ever hold (including deleted rows not yet reclaimed).
+    pub capacity: u64,
+    /// Rows expected after loading: sizes the hash index and the memory estimate.
+    pub expected_rows: u64,
+    /// Log2 of keys per phantom bucket (see [`phantom`]).
+    pub phantom_shift: u32,
+    /// Number of phantom bucket words.
+    pub phantom_slots: usize,
+    /// Optional column layout (bit `i` of a column mask is `columns[i]`).
+    pub columns: Vec<Column>,
+}
+
+/// Largest row payload accepted, in bytes.
+pub const MAX_ROW_SIZE: usize = 1 << 20;
+
+impl TableSpec {
+    /// A table named `name` with `row_size`-byte rows, an ordered index and room for
+    /// `expected_rows` (capacity: twice that plus 1 M, for inserts).
+    pub fn new(name: impl Into<String>, row_size: usize, expected_rows: u64) -> Self {
+        TableSpec {
+            name: name.into(),
+            row_size,
+            index: IndexKind::Ordered,
+            capacity: expected_rows.saturating_mul(2).saturating_add(1 << 20),
+            expected_rows,
+            phantom_shift: phantom::DEFAULT_SHIFT,
+            phantom_slots: phantom::DEFAULT_SLOTS,
+            columns: Vec::new(),
+        }
+    }
+
+    /// Sets the index kind.
+    #[must_use]
+    pub fn with_index(mut self, kind: IndexKind) -> Self {
+        self.index = kind;
+        self
+    }
+
+    /// Sets the row capacity.
+    #[must_use]
+    pub fn with_capacity(mut self, capacity: u64) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// Sets the phantom-bucket granularity (log2 keys per bucket).
+    #[must_use]
+    pub fn with_phantom_shift(mut self, shift: u32) -> Self {
+        self.phantom_shift = shift;
+        self
+    }
+
+    /// Declares the column layout.
+    #[must_use]
+    pub fn with_columns(mut self, cols: &[(&str, usize, usize)]) -> Self {
+        self.columns = cols
+            .iter()
+            .map(|&(n, offset, len)| Column {
+                name: n.into(),
+                offset,
+                len,
+            })
+            .collect();
+        self
+    }
+
+    fn validate(&self) -> Result<(), Error> {
+        if self.row_size == 0 || self.row_size > MAX_ROW_SIZE {
+            return Err(Error::Config(format!(
+                "table '{}': row size {} is out of range (1 to {MAX_ROW_SIZE} bytes)",
+                self.name, self.row_size
+            )));
+        }
+        if self.capacity == 0 || self.capacity < self.expected_rows {
+            return Err(Error::Config(format!(
+                "table '{}': capacity {} must be at least 1 and at least the expected {} rows",
+                self.name, self.capacity, self.expected_rows
+            )));
+        }
+        if self.phantom_shift > 63 {
+            return Err(Error::Config(format!(
+                "table '{}': phantom shift {} is out of range (0 to 63)",
+                self.name, self.phantom_shift
+            )));
+        }
+        if self.columns.len() > 64 {
+            return Err(Error::Config(format!(
+                "table '{}': at most 64 columns can be declared",
+                self.name
+            )));
+        }
+        for c in &self.columns {
+            if c.offset + c.len > self.row_size {
+                return Err(Error::Config(format!(
+                    "table '{}': column '{}' ends at byte {}, past the {}-byte row",
+                    self.name,
+                    c.name,
+                    c.offset + c.len,
+                    self.row_size
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Estimated memory in bytes for `expected_rows` rows with header type `R`.
+    pub fn estimated_bytes<R>(&self) -> u64 {
+        let header = std::mem::size_of::<R>().next_multiple_of(8);
+        let slot = (header + self.row_size.next_multiple_of(8)).next_multiple_of(64) as u64;
+        self.expected_rows.saturating_mul(slot + self.index.bytes_per_key())
+    }
+}
+
+/// One table: its spec, record slots, index and phantom buckets.
+pub struct Table<R: RecordHeader> {
+    /// Its id.
+    pub id: TableId,
+    /// Its definition.
+    pub spec: TableSpec,
+    /// Record slots.
+    pub rows: RowStore<R>,
+    /// Primary index.
+    pub index: Index,
+    /// Phantom buckets.
+    pub buckets: RangeBuckets,
+}
+
+/// Memory available to this process, from `/proc/meminfo` (`MemAvailable`), if known.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Refuses a schema whose estimated size exceeds 90 % of the available memory.
+pub fn check_memory<R>(specs: &[TableSpec]) -> Result<u64, Error> {
+    let need: u64 = specs.iter().map(|s| s.estimated_bytes::<R>()).sum();
+    if let Some(avail) = available_memory() {
+        let budget = avail / 10 * 9;
+        if need > budget {
+            return Err(Error::OutOfMemory(format!(
+                "the data needs about {:.1} GiB but only {:.1} GiB of memory is available \
+                 (90 % of MemAvailable); use fewer records or smaller rows",
+                need as f64 / (1u64 << 30) as f64,
+                budget as f64 / (1u64 << 30) as f64
+            )));
+        }
+    }
+    Ok(need)
+}
+
+/// All tables of a database plus its epochs.
+pub struct Storage<R: RecordHeader> {
+    tables: Vec<Table<R>>,
+    epochs: Arc<Epochs>,
+    _advancer: EpochAdvancer,
+}
+
+impl<R: RecordHeader> Storage<R> {
+    /// Creates the tables of `specs` for at most `max_workers` workers, advancing epochs every
+    /// `epoch_interval`.
+    pub fn new(
+        specs: &[TableSpec],
+        max_workers: usize,
+        epoch_interval: Duration,
+    ) -> Result<Self, Error> {
+        if specs.len() > u32::MAX as usize {
+            return Err(Error::Config("too many tables".into()));
+        }
+        for (i, s) in specs.iter().enumerate() {
+            s.validate()?;
+            if specs[..i].iter().any(|o| o.name == s.name) {
+                return Err(Error::Config(format!("table name '{}' is used twice", s.name)));
+            }
+        }
+        check_memory::<R>(specs)?;
+        let tables = specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                Ok(Table {
+                    id: TableId(i as u32),
+                    rows: RowStore::new(s.row_size, s.capacity)?,
+                    index: Index::new(s.index, usize::try_from(s.expected_rows).unwrap_or(0)),
+                    buckets: RangeBuckets::new(s.phantom_shift, s.phantom_slots),
+                    spec: s.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let epochs = Arc::new(Epochs::new(max_workers));
+        let advancer = EpochAdvancer::start(epochs.clone(), epoch_interval);
+        Ok(Storage {
+            tables,
+            epochs,
+            _advancer: advancer,
+        })
+    }
+
+    /// The table `id`. Panics on an id not from this database's schema.
+    #[inline]
+    pub fn table(&self, id: TableId) -> &Table<R> {
+        &self.tables[id.index()]
+    }
+
+    /// The table `id`, or `None` if out of range.
+    #[inline]
+    pub fn try_table(&self, id: TableId) -> Option<&Table<R>> {
+        self.tables.get(id.index())
+    }
+
+    /// All tables.
+    pub fn tables(&self) -> &[Table<R>] {
+        &self.tables
+    }
+
+    /// The table named `name`.
+    pub fn table_by_name(&self, name: &str) -> Option<&Table<R>> {
+        self.tables.iter().find(|t| t.spec.name == name)
+    }
+
+    /// The epoch state.
+    #[inline]
+    pub fn epochs(&self) -> &Epochs {
+        &self.epochs
+    }
+}

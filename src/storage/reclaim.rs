@@ -1,0 +1,115 @@
+//! Epoch-based reclamation of deleted records (shared by all protocols).
+//!
+//! A delete leaves the record in the index, marked absent by the protocol, so that concurrent
+//! readers keep finding the same slot and validating against it. After commit the deleting worker
+//! *retires* `(table, key, row)` with the current epoch. Reclamation then takes two grace periods:
+//!
+//! 1. once no transaction that ran when the record was retired is still running, the protocol is
+//!    asked to *unlink* it (it checks, under the record's own lock, that the record is still
+//!    absent and was not revived by a later insert, and marks it unlinked); the index entry is
+//!    removed;
+//! 2. once no transaction that could still have found the row id in the index is running, the slot
+//!    returns to the worker's free list for reuse.
+//!
+//! Work is done in small steps from the worker's own `begin`, never on a separate thread, so the
+//! hot path pays only a length check.
+
+use super::index::IndexGuard;
+use super::row_store::{RecordHeader, SlotCache};
+use super::{RowId, Storage, TableId};
+use std::collections::VecDeque;
+
+/// What the protocol did when asked to unlink a retired record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unlink {
+    /// The record was still absent and is now marked unlinked: remove its index entry.
+    Unlinked,
+    /// The record was revived by a later insert: forget it.
+    Revived,
+    /// The record is locked right now: try again later.
+    Busy,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Retired {
+    table: TableId,
+    key: u64,
+    rid: RowId,
+    epoch: u64,
+}
+
+/// A worker's reclamation queues.
+#[derive(Default)]
+pub struct Reclaimer {
+    to_unlink: VecDeque<Retired>,
+    to_free: VecDeque<Retired>,
+    /// Slots freed so far (for statistics and tests).
+    pub freed: u64,
+}
+
+impl Reclaimer {
+    /// Queues a deleted record retired at `epoch`.
+    #[inline]
+    pub fn retire(&mut self, table: TableId, key: u64, rid: RowId, epoch: u64) {
+        self.to_unlink.push_back(Retired {
+            table,
+            key,
+            rid,
+            epoch,
+        });
+    }
+
+    /// Number of records waiting in either stage.
+    pub fn pending(&self) -> usize {
+        self.to_unlink.len() + self.to_free.len()
+    }
+
+    /// Advances both stages as far as the epochs allow; `unlink` is the protocol's step 1.
+    pub fn collect<R: RecordHeader>(
+        &mut self,
+        storage: &Storage<R>,
+        caches: &mut [SlotCache],
+        guard: &IndexGuard,
+        mut unlink: impl FnMut(&R) -> Unlink,
+    ) {
+        if self.pending() == 0 {
+            return;
+        }
+        let safe = storage.epochs().min_active();
+        let mut stamp = None;
+        let mut busy = 0;
+        while let Some(r) = self.to_unlink.front().copied() {
+            if r.epoch >= safe {
+                break;
+            }
+            self.to_unlink.pop_front();
+            let table = storage.table(r.table);
+            match unlink(table.rows.get(r.rid).header) {
+                Unlink::Unlinked => {
+                    table.index.remove_if(r.key, r.rid, guard);
+                    let epoch = *stamp.get_or_insert_with(|| storage.epochs().retire_stamp());
+                    self.to_free.push_back(Retired { epoch, ..r });
+                }
+                Unlink::Revived => {}
+                Unlink::Busy => {
+                    self.to_unlink.push_back(r);
+                    busy += 1;
+                    if busy > 16 {
+                        break;
+                    }
+                }
+            }
+        }
+        // A fresh reading: a transaction that began after `safe` was read may have found a row id
+        // just unlinked above, and it must hold that slot back.
+        let safe = if self.to_free.is_empty() { safe } else { storage.epochs().min_active() };
+        while let Some(r) = self.to_free.front().copied() {
+            if r.epoch >= safe {
+                break;
+            }
+            self.to_free.pop_front();
+            caches[r.table.index()].release(r.rid);
+            self.freed += 1;
+        }
+    }
+}
