@@ -1,2 +1,235 @@
-//! CLI
-pub fn main() -> i32 { 0 }
+//! The `txlab` command line: `run` and `list`.
+//!
+//! Bad input never panics: every error is one line on stderr that names the flag and the valid
+//! range, and the exit status is 2 for usage errors and 1 for failures while running.
+
+mod run;
+
+use crate::protocols::ProtocolKind;
+use crate::workloads::ycsb::{Preset, YcsbArgs};
+use crate::workloads::WorkloadKind;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Exit status for bad command-line input.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit status for a failure while running.
+pub const EXIT_FAILURE: i32 = 1;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "txlab",
+    version,
+    about = "A multi-core in-memory transaction engine with pluggable concurrency control",
+    long_about = "txlab runs one engine with many concurrency-control protocols over the same \
+storage, index, workloads and measurement path, so that throughput differences are differences \
+in the protocol.\n\nStart with `txlab run` (a short YCSB on every protocol, compared with nocc) \
+and `txlab list` (protocols, workloads, presets).",
+    after_help = "Examples:\n  txlab run\n  txlab run --protocol silo --threads 2 --duration 5 \
+--preset a --theta 0.99 --json out.json\n  txlab run --protocol 2pl-nowait,silo --read-ratio 1 \
+--theta 0 --records 1000000 --repeat 5\n  txlab list"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load a workload and measure one or more protocols on it.
+    ///
+    /// With no flags: a short YCSB (1 M records, 10 ops/txn, 50 % reads, theta 0.8) on every
+    /// protocol, one after another, then a comparison table with each protocol's throughput as
+    /// a ratio of nocc's.
+    Run(Box<RunArgs>),
+    /// List the protocols (with what they guarantee), workloads and YCSB presets.
+    List,
+}
+
+/// Backoff policy after an aborted attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackoffArg {
+    /// Retry at once.
+    None,
+    /// Random wait in [0, --backoff-us) microseconds.
+    Fixed,
+    /// Cicada's globally coordinated hill climbing (§3.9).
+    Adaptive,
+}
+
+#[derive(clap::Args, Debug, serde::Serialize)]
+struct RunArgs {
+    /// Protocols to run, comma separated (default: every protocol)
+    #[arg(long, short = 'p', value_enum, value_delimiter = ',')]
+    protocol: Vec<ProtocolKind>,
+    /// Workload
+    #[arg(long, short = 'w', value_enum, default_value = "ycsb")]
+    workload: WorkloadKind,
+    /// Worker threads, 1 to 1024 [default: the number of cores]
+    #[arg(long, short = 't')]
+    threads: Option<u64>,
+    /// Measured seconds per run, above 0 and at most 86400
+    #[arg(long, short = 'd', default_value_t = 2.0)]
+    duration: f64,
+    /// Warm-up seconds before measuring, 0 to 3600
+    #[arg(long, default_value_t = 0.5)]
+    warmup: f64,
+    /// Measured runs per protocol (the median is reported), 1 to 100
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Backoff after an abort
+    #[arg(long, value_enum, default_value = "none")]
+    backoff: BackoffArg,
+    /// Maximum backoff for --backoff fixed, in microseconds, 0 to 1000000
+    #[arg(long, default_value_t = 100.0)]
+    backoff_us: f64,
+    /// Random seed (every worker derives its own)
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Do not pin worker threads to cores
+    #[arg(long)]
+    no_pin: bool,
+    /// Epoch length in milliseconds (Silo's epochs; GC grace periods), 1 to 10000
+    #[arg(long, default_value_t = 40)]
+    epoch_ms: u64,
+    /// Check every operation against its transaction's piece template (on in debug builds)
+    #[arg(long)]
+    check_templates: bool,
+    /// Declare each transaction's access set before it runs and check it at run time
+    #[arg(long)]
+    check_access_sets: bool,
+    /// Write the results as JSON to this file
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Write the results as CSV (one row per measured run) to this file
+    #[arg(long, value_name = "PATH")]
+    csv: Option<PathBuf>,
+    #[command(flatten)]
+    ycsb: YcsbArgs,
+}
+
+/// Turns a clap error into one line naming the flag and the valid values.
+fn usage_error(e: &clap::Error) -> String {
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.split_whitespace().next().unwrap_or(s).to_string(),
+        _ => String::new(),
+    };
+    let value = match e.get(ContextKind::InvalidValue) {
+        Some(ContextValue::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    match e.kind() {
+        ErrorKind::InvalidValue => {
+            let valid = match e.get(ContextKind::ValidValue) {
+                Some(ContextValue::Strings(v)) => format!("expected one of: {}", v.join(", ")),
+                _ => "see --help".into(),
+            };
+            if value.is_empty() {
+                format!("{arg} needs a value ({valid})")
+            } else {
+                format!("{arg} '{value}' is not valid ({valid})")
+            }
+        }
+        ErrorKind::ValueValidation => {
+            format!("{arg} '{value}' is not valid: {}", source_line(e))
+        }
+        _ => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            format!("{first} (see txlab --help)")
+        }
+    }
+}
+
+fn source_line(e: &clap::Error) -> String {
+    use std::error::Error as _;
+    e.source().map(|s| s.to_string()).unwrap_or_else(|| "see --help".into())
+}
+
+/// Runs the command line; returns the exit status.
+pub fn main() -> i32 {
+    main_with(std::env::args_os())
+}
+
+/// Runs `args` as a command line; returns the exit status.
+pub fn main_with<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return 0;
+            }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return EXIT_USAGE;
+            }
+            eprintln!("error: {}", usage_error(&e));
+            return EXIT_USAGE;
+        }
+    };
+    match cli.command {
+        Command::List => {
+            print!("{}", list());
+            0
+        }
+        Command::Run(args) => match run::run(&args) {
+            Ok(()) => 0,
+            Err(run::Failure::Usage(m)) => {
+                eprintln!("error: {m}");
+                EXIT_USAGE
+            }
+            Err(run::Failure::Run(m)) => {
+                eprintln!("error: {m}");
+                EXIT_FAILURE
+            }
+        },
+    }
+}
+
+fn list() -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from("Protocols (--protocol):\n");
+    for p in ProtocolKind::ALL {
+        let c = p.caps();
+        let _ = writeln!(s, "  {:<13} {}", p.name(), p.description());
+        let _ = writeln!(
+            s,
+            "  {:<13} serializable: {}; inserts/deletes: {}; range scans: {}; needs access sets: {}",
+            "",
+            yes(c.serializable),
+            yes(c.inserts),
+            yes(c.scans),
+            yes(c.needs_access_set)
+        );
+    }
+    s += "\nProtocol options (all protocols):\n";
+    s += "  --backoff none|fixed|adaptive   retry policy after an abort (adaptive: Cicada §3.9)\n";
+    s += "  --backoff-us US                 maximum random backoff for --backoff fixed\n";
+    s += "  --epoch-ms MS                   epoch length (Silo commit epochs, GC grace periods)\n";
+    s += "\nWorkloads (--workload):\n";
+    s += "  ycsb          YCSB with CCBench's parameters: --records --ops --read-ratio --theta\n";
+    s += "                --payload --rmw --threads, plus --insert-ratio --scan-ratio --max-scan\n";
+    s += "                --distribution --index --long-txn-delay-us\n";
+    s += "\nYCSB presets (--preset, theta 0.99 unless --theta is given):\n";
+    for p in Preset::value_variants() {
+        let name = p.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+        let _ = writeln!(s, "  {:<13} {}", name, p.describe());
+    }
+    s
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}

@@ -25,8 +25,9 @@
 //!
 //! **Cost.** An insert costs one atomic RMW on its bucket word. A scan reads one word per bucket
 //! it covers, in batches of 1, 2, 4 ... 64 buckets (one index range call per batch), stopping at
-//! the batch where its limit is reached; a range wider than `slots` buckets reads every word once
-//! and then scans the index in one call. Validation re-reads each recorded word. Granularity is
+//! the batch where its limit is reached; once a scan would cover as many buckets as there are
+//! words, it reads every word once and scans the rest of its range in one call (so no scan reads
+//! more than about twice `slots` words). Validation re-reads each recorded word. Granularity is
 //! the trade-off: a larger bucket means fewer words per scan but more false conflicts between
 //! scans and inserts of nearby keys.
 
@@ -59,6 +60,7 @@ pub struct Batch {
     pub hi: u64,
     first_bucket: u64,
     buckets: u64,
+    visited: u64,
     all: bool,
 }
 
@@ -176,33 +178,38 @@ impl RangeBuckets {
 
     // ---- scan coverage -------------------------------------------------------------------------
 
-    /// The first batch covering `[lo, hi]` (`lo <= hi`).
+    /// The first batch covering `[lo, hi]` (`lo <= hi`): the bucket of `lo`.
     pub fn first_batch(&self, lo: u64, hi: u64) -> Batch {
-        let (b0, b1) = (lo >> self.shift, hi >> self.shift);
-        if b1 - b0 >= self.words.len() as u64 {
+        self.batch(lo, hi, lo >> self.shift, 1, 0)
+    }
+
+    /// The batch after `prev` within `[.., hi]`, or `None` when `prev` reached `hi`. Batches
+    /// double up to 64 buckets; once the buckets covered would reach the number of words, one
+    /// last batch covers the rest of the range with every word.
+    pub fn next_batch(&self, prev: &Batch, hi: u64) -> Option<Batch> {
+        if prev.hi >= hi || prev.all {
+            return None;
+        }
+        let visited = prev.visited;
+        let b = prev.first_bucket + prev.buckets;
+        Some(self.batch(prev.hi + 1, hi, b, (prev.buckets * 2).min(64), visited))
+    }
+
+    fn batch(&self, lo: u64, hi: u64, first_bucket: u64, want: u64, visited: u64) -> Batch {
+        let last_bucket = hi >> self.shift;
+        let buckets = want.min(last_bucket - first_bucket + 1);
+        let slots = self.words.len() as u64;
+        if visited + buckets >= slots && last_bucket - first_bucket + 1 > buckets {
+            // The rest of the range would touch at least every word: read each once.
             return Batch {
                 lo,
                 hi,
                 first_bucket: 0,
-                buckets: self.words.len() as u64,
+                buckets: slots,
+                visited: visited + slots,
                 all: true,
             };
         }
-        self.batch(lo, hi, b0, 1)
-    }
-
-    /// The batch after `prev` within `[.., hi]`, or `None` when `prev` reached `hi`.
-    pub fn next_batch(&self, prev: &Batch, hi: u64) -> Option<Batch> {
-        if prev.hi >= hi {
-            return None;
-        }
-        let b = prev.first_bucket + prev.buckets;
-        Some(self.batch(prev.hi + 1, hi, b, (prev.buckets * 2).min(64)))
-    }
-
-    fn batch(&self, lo: u64, hi: u64, first_bucket: u64, want: u64) -> Batch {
-        let last_bucket = hi >> self.shift;
-        let buckets = want.min(last_bucket - first_bucket + 1);
         let end_bucket = first_bucket + buckets - 1;
         let batch_hi = if end_bucket == last_bucket {
             hi
@@ -214,6 +221,7 @@ impl RangeBuckets {
             hi: batch_hi,
             first_bucket,
             buckets,
+            visited: visited + buckets,
             all: false,
         }
     }
@@ -263,14 +271,17 @@ mod tests {
     }
 
     #[test]
-    fn a_range_wider_than_the_array_reads_every_word_once() {
+    fn a_range_wider_than_the_array_ends_with_one_batch_of_every_word() {
         let rb = RangeBuckets::new(6, 64);
-        let b = rb.first_batch(0, u64::MAX);
-        assert_eq!((b.lo, b.hi), (0, u64::MAX));
-        let mut slots: Vec<_> = rb.batch_slots(&b).collect();
+        let bs = cover(&rb, 0, u64::MAX);
+        let last = bs.last().unwrap();
+        assert_eq!(last.hi, u64::MAX);
+        let mut slots: Vec<_> = rb.batch_slots(last).collect();
         slots.sort_unstable();
         assert_eq!(slots, (0..64).collect::<Vec<_>>());
-        assert!(rb.next_batch(&b, u64::MAX).is_none());
+        let words: u64 = bs.iter().map(|b| b.buckets).sum();
+        assert!(words < 2 * 64, "at most about twice the words in all: {words}");
+        assert_eq!(bs[0].hi, 63, "a scan that stops early reads one bucket");
     }
 
     #[test]

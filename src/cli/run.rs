@@ -1,0 +1,207 @@
+//! `txlab run`: validate, load, measure, report.
+
+use super::{BackoffArg, RunArgs};
+use crate::engine::report::RunReport;
+use crate::engine::{Backoff, Database, DbOptions, Protocol, RunConfig, WorkerStats, Workload};
+use crate::error::Error;
+use crate::protocols::ProtocolKind;
+use crate::storage::check_memory;
+use crate::workloads::ycsb::Ycsb;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// Why `run` failed.
+pub(super) enum Failure {
+    /// Bad input (exit 2).
+    Usage(String),
+    /// A failure while running (exit 1).
+    Run(String),
+}
+
+fn usage(m: impl Into<String>) -> Failure {
+    Failure::Usage(m.into())
+}
+
+fn check_range(flag: &str, v: f64, lo: f64, hi: f64, lo_open: bool) -> Result<(), Failure> {
+    let ok = v.is_finite() && (if lo_open { v > lo } else { v >= lo }) && v <= hi;
+    if ok {
+        Ok(())
+    } else {
+        let low = if lo_open { format!("above {lo}") } else { format!("{lo}") };
+        Err(usage(format!("--{flag} {v} is out of range ({low} to {hi})")))
+    }
+}
+
+pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = args.threads.unwrap_or(cores as u64);
+    if !(1..=1024).contains(&threads) {
+        return Err(usage(format!("--threads {threads} is out of range (1 to 1024)")));
+    }
+    let threads = threads as usize;
+    check_range("duration", args.duration, 0.0, 86_400.0, true)?;
+    check_range("warmup", args.warmup, 0.0, 3_600.0, false)?;
+    check_range("backoff-us", args.backoff_us, 0.0, 1_000_000.0, false)?;
+    if !(1..=100).contains(&args.repeat) {
+        return Err(usage(format!("--repeat {} is out of range (1 to 100)", args.repeat)));
+    }
+    if !(1..=10_000).contains(&args.epoch_ms) {
+        return Err(usage(format!("--epoch-ms {} is out of range (1 to 10000)", args.epoch_ms)));
+    }
+    let ycsb_cfg = args.ycsb.resolve().map_err(|e| usage(e.to_string()))?;
+    let protocols =
+        if args.protocol.is_empty() { ProtocolKind::ALL.to_vec() } else { args.protocol.clone() };
+    let run_cfg = RunConfig {
+        threads,
+        warmup: Duration::from_secs_f64(args.warmup),
+        duration: Duration::from_secs_f64(args.duration),
+        backoff: match args.backoff {
+            BackoffArg::None => Backoff::None,
+            BackoffArg::Fixed => Backoff::Fixed { max_us: args.backoff_us },
+            BackoffArg::Adaptive => Backoff::Adaptive,
+        },
+        pin: !args.no_pin,
+        seed: args.seed,
+        check_templates: args.check_templates || cfg!(debug_assertions),
+        check_access_sets: args.check_access_sets,
+    };
+    let db_opts = DbOptions {
+        max_workers: threads + 8,
+        epoch_interval: Duration::from_millis(args.epoch_ms),
+    };
+    // Refuse a load that cannot fit before spending time on it (the largest header decides).
+    let probe = Ycsb::tables_for(&ycsb_cfg);
+    check_memory::<[u64; 2]>(&probe).map_err(|e| {
+        usage(format!("--records {} with --payload {}: {e}", ycsb_cfg.records, ycsb_cfg.payload))
+    })?;
+    eprintln!("{}", ycsb_cfg.summary());
+    eprintln!(
+        "{} thread(s), {} s measured after {} s warm-up, {} run(s) per protocol, backoff {:?}",
+        threads, args.duration, args.warmup, args.repeat, args.backoff
+    );
+    let t = Instant::now();
+    let workload = Ycsb::new(ycsb_cfg, cores);
+    if t.elapsed() > Duration::from_millis(200) {
+        eprintln!("computed the Zipf constant in {:.1} s", t.elapsed().as_secs_f64());
+    }
+    let config = serde_json::json!({
+        "run": &run_cfg,
+        "database": &db_opts,
+        "workload": workload.config(),
+        "command": args,
+    });
+    let mut all: Vec<Vec<RunReport>> = Vec::new();
+    for kind in &protocols {
+        let reports = crate::with_protocol!(*kind, P => measure::<P, _>(&workload, &run_cfg, &db_opts, cores, args.repeat, &config))
+            .map_err(|e| match e {
+                Error::OutOfMemory(m) => usage(m),
+                Error::Config(m) => usage(m),
+                e => Failure::Run(e.to_string()),
+            })?;
+        all.push(reports);
+    }
+    let medians: Vec<&RunReport> = all.iter().map(|r| median(r)).collect();
+    if medians.len() > 1 {
+        println!("{}", comparison(&medians));
+    }
+    if let Some(path) = &args.json {
+        let value = json_output(&all, &medians);
+        let text = serde_json::to_string_pretty(&value).expect("serializable");
+        std::fs::write(path, text + "\n")
+            .map_err(|e| Failure::Run(format!("--json {}: {e}", path.display())))?;
+    }
+    if let Some(path) = &args.csv {
+        write_csv(path, &all).map_err(|e| Failure::Run(format!("--csv {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+fn measure<P: Protocol + Default, W: Workload>(
+    workload: &W,
+    cfg: &RunConfig,
+    db_opts: &DbOptions,
+    load_threads: usize,
+    repeat: u32,
+    config: &serde_json::Value,
+) -> Result<Vec<RunReport>, Error> {
+    let db = Database::with_options(P::default(), &workload.tables(), db_opts.clone())?;
+    let t = Instant::now();
+    workload.load(&db, load_threads)?;
+    eprintln!("[{}] loaded in {:.2} s", P::NAME, t.elapsed().as_secs_f64());
+    let names: Vec<&str> = workload.txn_types().iter().map(|t| t.name).collect();
+    let mut reports = Vec::new();
+    for i in 0..repeat {
+        let per_worker = P::drive(&db, workload, cfg)?;
+        let mut total = WorkerStats::new(names.len());
+        for s in &per_worker {
+            total.merge(s);
+        }
+        let report = RunReport::new(
+            P::NAME,
+            workload.name(),
+            &names,
+            &total,
+            cfg.threads,
+            cfg.duration.as_secs_f64(),
+            config.clone(),
+        );
+        if repeat > 1 {
+            print!("run {}/{}: ", i + 1, repeat);
+        }
+        print!("{}", report.to_text());
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+/// The run with the median throughput.
+fn median(runs: &[RunReport]) -> &RunReport {
+    let mut idx: Vec<usize> = (0..runs.len()).collect();
+    idx.sort_by(|&a, &b| runs[a].throughput.total_cmp(&runs[b].throughput));
+    &runs[idx[idx.len() / 2]]
+}
+
+fn comparison(medians: &[&RunReport]) -> String {
+    let base = medians.iter().find(|r| r.protocol == "nocc").map(|r| r.throughput);
+    let mut s = String::from("\nComparison (median run per protocol):\n");
+    let _ = writeln!(
+        s,
+        "  {:<13}{:>14}{:>10}{:>13}{:>11}{:>11}",
+        "protocol", "txn/s", "vs nocc", "abort ratio", "p50 us", "p99 us"
+    );
+    for r in medians {
+        let ratio = base.map(|b| format!("{:.3}", r.throughput / b)).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "  {:<13}{:>14.0}{:>10}{:>13.4}{:>11.1}{:>11.1}",
+            r.protocol, r.throughput, ratio, r.abort_ratio, r.latency.p50_us, r.latency.p99_us
+        );
+    }
+    s
+}
+
+fn json_output(all: &[Vec<RunReport>], medians: &[&RunReport]) -> serde_json::Value {
+    if all.len() == 1 {
+        let mut v = serde_json::to_value(medians[0]).expect("serializable");
+        if all[0].len() > 1 {
+            v["runs"] = serde_json::to_value(&all[0]).expect("serializable");
+            v["median_of"] = all[0].len().into();
+        }
+        v
+    } else {
+        serde_json::json!({
+            "comparison": medians,
+            "runs": all.iter().flatten().collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn write_csv(path: &std::path::Path, all: &[Vec<RunReport>]) -> Result<(), Box<dyn std::error::Error>> {
+    let mut w = csv::Writer::from_path(path)?;
+    w.write_record(RunReport::csv_header())?;
+    for r in all.iter().flatten() {
+        w.write_record(r.csv_row())?;
+    }
+    w.flush()?;
+    Ok(())
+}

@@ -1,0 +1,246 @@
+//! YCSB parameters: CCBench's seven plus YCSB's presets, scans, inserts and distributions.
+
+use crate::error::Error;
+use crate::storage::index::IndexKind;
+use crate::storage::MAX_ROW_SIZE;
+use serde::Serialize;
+
+/// YCSB's core workloads (Cooper et al., SoCC 2010, Table 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    /// Update heavy: 50 % reads, 50 % (blind) updates, Zipfian.
+    A,
+    /// Read mostly: 95 % reads, 5 % updates, Zipfian.
+    B,
+    /// Read only, Zipfian.
+    C,
+    /// Read latest: 95 % reads, 5 % inserts, reads favour recent inserts.
+    D,
+    /// Short ranges: 95 % scans of 1..=100 records, 5 % inserts, Zipfian start keys.
+    E,
+    /// Read-modify-write: 50 % reads, 50 % read-modify-writes, Zipfian.
+    F,
+}
+
+impl Preset {
+    /// What the preset sets.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Preset::A => "50% reads, 50% blind updates, zipfian",
+            Preset::B => "95% reads, 5% blind updates, zipfian",
+            Preset::C => "100% reads, zipfian",
+            Preset::D => "95% reads, 5% inserts, read-latest distribution",
+            Preset::E => "95% scans (1..=100 rows), 5% inserts, zipfian start keys",
+            Preset::F => "50% reads, 50% read-modify-writes, zipfian",
+        }
+    }
+}
+
+/// How keys are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Distribution {
+    /// Zipf(θ) over the loaded keys, hottest key 0 (θ = 0 is uniform).
+    Zipfian,
+    /// Uniform over the loaded keys (ignores θ).
+    Uniform,
+    /// Zipf(θ) over recency: the most recently inserted key is the hottest (YCSB-D).
+    Latest,
+}
+
+/// Command-line form of the YCSB parameters: every field optional, so a preset can fill in what
+/// the user did not set.
+#[derive(Clone, Debug, Default, clap::Args, Serialize)]
+#[command(next_help_heading = "YCSB workload")]
+pub struct YcsbArgs {
+    /// Start from a YCSB core workload (explicit flags override it).
+    #[arg(long, value_enum)]
+    pub preset: Option<Preset>,
+    /// Records loaded (cardinality) [default: 1000000]
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// Operations per transaction [default: 10]
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Fraction of operations that are reads, 0 to 1 [default: 0.5]
+    #[arg(long)]
+    pub read_ratio: Option<f64>,
+    /// Zipf skew θ, 0 (uniform) to 0.999 [default: 0.8]
+    #[arg(long)]
+    pub theta: Option<f64>,
+    /// Payload bytes per record [default: 4]
+    #[arg(long)]
+    pub payload: Option<u64>,
+    /// Writes are read-modify-writes instead of blind writes
+    #[arg(long)]
+    pub rmw: bool,
+    /// Fraction of operations that insert a new key, 0 to 1 [default: 0]
+    #[arg(long)]
+    pub insert_ratio: Option<f64>,
+    /// Fraction of operations that are range scans, 0 to 1 [default: 0]
+    #[arg(long)]
+    pub scan_ratio: Option<f64>,
+    /// Longest scan; lengths are uniform in 1..=N [default: 100]
+    #[arg(long)]
+    pub max_scan: Option<u64>,
+    /// Key distribution [default: zipfian]
+    #[arg(long, value_enum)]
+    pub distribution: Option<Distribution>,
+    /// Index of the table [default: ordered]
+    #[arg(long, value_enum)]
+    pub index: Option<IndexKind>,
+    /// Long-transaction delay: worker 0 spins this many microseconds at the end of every
+    /// transaction's read phase (CCBench §7.2) [default: 0]
+    #[arg(long)]
+    pub long_txn_delay_us: Option<u64>,
+}
+
+/// Resolved, validated YCSB parameters.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct YcsbConfig {
+    /// The preset used, if any.
+    pub preset: Option<Preset>,
+    /// Records loaded.
+    pub records: u64,
+    /// Operations per transaction.
+    pub ops: usize,
+    /// Fraction of reads.
+    pub read_ratio: f64,
+    /// Zipf skew.
+    pub theta: f64,
+    /// Payload bytes.
+    pub payload: usize,
+    /// Read-modify-write instead of blind writes.
+    pub rmw: bool,
+    /// Fraction of inserts.
+    pub insert_ratio: f64,
+    /// Fraction of scans.
+    pub scan_ratio: f64,
+    /// Longest scan.
+    pub max_scan: usize,
+    /// Key distribution.
+    pub distribution: Distribution,
+    /// Index kind.
+    pub index: IndexKind,
+    /// Long-transaction delay in µs for worker 0.
+    pub long_txn_delay_us: u64,
+}
+
+impl Default for YcsbConfig {
+    fn default() -> Self {
+        YcsbArgs::default().resolve().expect("defaults are valid")
+    }
+}
+
+fn ratio(flag: &str, v: f64) -> Result<f64, Error> {
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(Error::Config(format!("--{flag} {v} is out of range (0 to 1)")))
+    }
+}
+
+fn range(flag: &str, v: u64, lo: u64, hi: u64, unit: &str) -> Result<u64, Error> {
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(Error::Config(format!("--{flag} {v} is out of range ({lo} to {hi}{unit})")))
+    }
+}
+
+impl YcsbArgs {
+    /// Applies the preset and defaults and validates every value. Errors name the flag and the
+    /// valid range.
+    pub fn resolve(&self) -> Result<YcsbConfig, Error> {
+        // (read, insert, scan, rmw, distribution) per preset.
+        let p = self.preset.map(|p| match p {
+            Preset::A => (0.5, 0.0, 0.0, false, Distribution::Zipfian),
+            Preset::B => (0.95, 0.0, 0.0, false, Distribution::Zipfian),
+            Preset::C => (1.0, 0.0, 0.0, false, Distribution::Zipfian),
+            Preset::D => (0.95, 0.05, 0.0, false, Distribution::Latest),
+            Preset::E => (0.0, 0.05, 0.95, false, Distribution::Zipfian),
+            Preset::F => (0.5, 0.0, 0.0, true, Distribution::Zipfian),
+        });
+        let theta = self.theta.unwrap_or(if self.preset.is_some() { 0.99 } else { 0.8 });
+        if !(0.0..=0.999).contains(&theta) {
+            return Err(Error::Config(format!("--theta {theta} is out of range (0 to 0.999)")));
+        }
+        let records = range("records", self.records.unwrap_or(1_000_000), 1, 1 << 40, "")?;
+        let ops = range("ops", self.ops.unwrap_or(10), 1, 100_000, "")? as usize;
+        let payload = range("payload", self.payload.unwrap_or(4), 1, MAX_ROW_SIZE as u64, " bytes")?;
+        let read_ratio = ratio("read-ratio", self.read_ratio.or(p.map(|p| p.0)).unwrap_or(0.5))?;
+        let insert_ratio = ratio("insert-ratio", self.insert_ratio.or(p.map(|p| p.1)).unwrap_or(0.0))?;
+        let scan_ratio = ratio("scan-ratio", self.scan_ratio.or(p.map(|p| p.2)).unwrap_or(0.0))?;
+        if read_ratio + insert_ratio + scan_ratio > 1.0 + 1e-9 {
+            return Err(Error::Config(format!(
+                "--read-ratio {read_ratio} + --insert-ratio {insert_ratio} + --scan-ratio \
+                 {scan_ratio} exceed 1 (the rest of the operations are writes)"
+            )));
+        }
+        let max_scan = range("max-scan", self.max_scan.unwrap_or(100), 1, 1_000_000, "")? as usize;
+        let index = self.index.unwrap_or(IndexKind::Ordered);
+        if scan_ratio > 0.0 && index == IndexKind::Hash {
+            return Err(Error::Config(
+                "--scan-ratio above 0 needs --index ordered (a hash index cannot scan)".into(),
+            ));
+        }
+        Ok(YcsbConfig {
+            preset: self.preset,
+            records,
+            ops,
+            read_ratio,
+            theta,
+            payload: payload as usize,
+            rmw: self.rmw || p.is_some_and(|p| p.3),
+            insert_ratio,
+            scan_ratio,
+            max_scan,
+            distribution: self.distribution.or(p.map(|p| p.4)).unwrap_or(Distribution::Zipfian),
+            index,
+            long_txn_delay_us: range(
+                "long-txn-delay-us",
+                self.long_txn_delay_us.unwrap_or(0),
+                0,
+                60_000_000,
+                " us",
+            )?,
+        })
+    }
+}
+
+impl YcsbConfig {
+    /// One line describing the workload.
+    pub fn summary(&self) -> String {
+        let writes = 1.0 - self.read_ratio - self.insert_ratio - self.scan_ratio;
+        let mut s = format!(
+            "YCSB{}: {} records, {} ops/txn, {:.0}% reads, {:.0}% {}",
+            self.preset.map(|p| format!("-{p:?}")).unwrap_or_default(),
+            self.records,
+            self.ops,
+            self.read_ratio * 100.0,
+            writes.max(0.0) * 100.0,
+            if self.rmw { "read-modify-writes" } else { "blind writes" },
+        );
+        if self.insert_ratio > 0.0 {
+            s += &format!(", {:.0}% inserts", self.insert_ratio * 100.0);
+        }
+        if self.scan_ratio > 0.0 {
+            s += &format!(", {:.0}% scans (1..={})", self.scan_ratio * 100.0, self.max_scan);
+        }
+        let dist = match self.distribution {
+            Distribution::Zipfian => "zipfian",
+            Distribution::Uniform => "uniform",
+            Distribution::Latest => "latest",
+        };
+        let index = match self.index {
+            IndexKind::Ordered => "ordered",
+            IndexKind::Hash => "hash",
+        };
+        s += &format!(", {dist} theta {}, {} B payload, {index} index", self.theta, self.payload);
+        if self.long_txn_delay_us > 0 {
+            s += &format!(", long txn delay {} us on worker 0", self.long_txn_delay_us);
+        }
+        s
+    }
+}

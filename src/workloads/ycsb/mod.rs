@@ -1,0 +1,340 @@
+//! YCSB (Cooper et al., SoCC 2010) with CCBench's parameters (Tanabe et al., VLDB 2020, §3.2).
+//!
+//! One table, `usertable`, of `records` rows of `payload` bytes keyed `0..records`. A transaction
+//! is `ops` operations, each independently a read, a write (blind, or read-modify-write with
+//! `--rmw`), an insert of a fresh key, or a scan of 1..=`max_scan` rows, in the configured
+//! proportions. Keys follow Zipf(θ) with key 0 hottest (CCBench's generator, Gray et al.), uniform,
+//! or "latest" (Zipf over recency, for YCSB-D). Inserted keys come from a shared counter starting
+//! at `records`. With `--long-txn-delay-us`, worker 0 spins at the end of every read phase
+//! (CCBench §7.2).
+//!
+//! Every transaction declares its access set (exact keys; scans declare their range) and has a
+//! one-piece template, so BOHM- and IC3-style protocols can run it.
+
+mod config;
+
+pub use config::{Distribution, Preset, YcsbArgs, YcsbConfig};
+
+use super::zipf::Zipf;
+use crate::engine::loader::parallel_load;
+use crate::engine::{
+    AccessMode, AccessSet, Database, Generator, Piece, Procedure, Protocol, Recon, TableAccess, Tx,
+    TxnType, Worker, Workload, ALL_COLUMNS,
+};
+use crate::error::{Abort, Error};
+use crate::storage::{TableId, TableSpec};
+use rand::{RngExt, SeedableRng};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The only table.
+pub const USERTABLE: TableId = TableId(0);
+
+static TYPES: [TxnType; 1] = [TxnType {
+    name: "ycsb",
+    pieces: &[Piece {
+        name: "ops",
+        accesses: &[TableAccess { table: USERTABLE, mode: AccessMode::Write, columns: ALL_COLUMNS }],
+    }],
+}];
+
+/// The YCSB workload.
+pub struct Ycsb {
+    cfg: YcsbConfig,
+    zipf: Zipf,
+    next_insert: Arc<AtomicU64>,
+}
+
+impl Ycsb {
+    /// A YCSB workload; computes ζ(records, θ) with up to `threads` threads.
+    pub fn new(cfg: YcsbConfig, threads: usize) -> Self {
+        let theta = if cfg.distribution == Distribution::Uniform { 0.0 } else { cfg.theta };
+        Ycsb {
+            zipf: Zipf::new(cfg.records, theta, threads),
+            next_insert: Arc::new(AtomicU64::new(cfg.records)),
+            cfg,
+        }
+    }
+
+    /// The schema for `cfg` (before computing anything else).
+    pub fn tables_for(c: &YcsbConfig) -> Vec<TableSpec> {
+        let headroom = if c.insert_ratio > 0.0 { c.records.max(64 << 20) } else { 1 << 16 };
+        vec![TableSpec::new("usertable", c.payload, c.records)
+            .with_index(c.index)
+            .with_capacity(c.records + headroom)]
+    }
+
+    /// The configuration.
+    pub fn settings(&self) -> &YcsbConfig {
+        &self.cfg
+    }
+}
+
+/// Initial payload of `key`: its little-endian bytes, repeated.
+fn fill(key: u64, buf: &mut [u8]) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = key.to_le_bytes()[i % 8];
+    }
+}
+
+impl Workload for Ycsb {
+    type Proc = YcsbTxn;
+    type Gen = YcsbGen;
+
+    fn name(&self) -> &'static str {
+        "ycsb"
+    }
+
+    fn tables(&self) -> Vec<TableSpec> {
+        Ycsb::tables_for(&self.cfg)
+    }
+
+    fn txn_types(&self) -> &[TxnType] {
+        &TYPES
+    }
+
+    fn load<P: Protocol>(&self, db: &Database<P>, threads: usize) -> Result<(), Error> {
+        let payload = self.cfg.payload;
+        parallel_load(db, self.cfg.records, threads, "usertable", |loader, keys| {
+            let mut buf = vec![0u8; payload];
+            for key in keys {
+                fill(key, &mut buf);
+                loader.insert(USERTABLE, key, &buf)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn generator(&self, worker: usize, _threads: usize, seed: u64) -> YcsbGen {
+        let c = &self.cfg;
+        let mut value = vec![0u8; c.payload];
+        fill(!(worker as u64), &mut value);
+        YcsbGen {
+            cfg: c.clone(),
+            zipf: self.zipf,
+            rng: rand::rngs::Xoshiro256PlusPlus::seed_from_u64(seed),
+            next_insert: self.next_insert.clone(),
+            txn: YcsbTxn {
+                ops: Vec::with_capacity(c.ops),
+                value,
+                delay: if worker == 0 { Duration::from_micros(c.long_txn_delay_us) } else { Duration::ZERO },
+            },
+        }
+    }
+
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(&self.cfg).expect("serializable")
+    }
+}
+
+/// One YCSB operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Read a row.
+    Read(u64),
+    /// Overwrite a row without reading it.
+    Write(u64),
+    /// Read a row and write it back modified.
+    Rmw(u64),
+    /// Insert a new row.
+    Insert(u64),
+    /// Scan `len` rows starting at the key.
+    Scan(u64, usize),
+}
+
+/// A YCSB transaction.
+#[derive(Clone, Debug)]
+pub struct YcsbTxn {
+    /// The operations in order.
+    pub ops: Vec<Op>,
+    /// Value written by blind writes and inserts.
+    pub value: Vec<u8>,
+    /// Read-phase extension (long transactions).
+    pub delay: Duration,
+}
+
+impl Procedure for YcsbTxn {
+    fn txn_type(&self) -> usize {
+        0
+    }
+
+    fn declare<R: Recon>(&self, _recon: &R, set: &mut AccessSet) -> bool {
+        for op in &self.ops {
+            match *op {
+                Op::Read(k) => set.read(USERTABLE, k),
+                Op::Write(k) | Op::Rmw(k) | Op::Insert(k) => set.write(USERTABLE, k),
+                Op::Scan(k, _) => set.range(USERTABLE, k, u64::MAX, AccessMode::Read),
+            }
+        }
+        true
+    }
+
+    fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        tx.piece(0, |tx| {
+            let mut sink = 0u8;
+            for op in &self.ops {
+                match *op {
+                    Op::Read(k) => {
+                        if let Some(b) = tx.read(USERTABLE, k, |row| row[0])? {
+                            sink ^= b;
+                        }
+                    }
+                    Op::Write(k) => {
+                        tx.write(USERTABLE, k, &self.value)?;
+                    }
+                    Op::Rmw(k) => {
+                        tx.update(USERTABLE, k, |row| row[0] = row[0].wrapping_add(1))?;
+                    }
+                    Op::Insert(k) => {
+                        tx.insert(USERTABLE, k, &self.value)?;
+                    }
+                    Op::Scan(k, len) => {
+                        tx.scan(USERTABLE, k, u64::MAX, len, |_, row| {
+                            sink ^= row[0];
+                            ControlFlow::Continue(())
+                        })?;
+                    }
+                }
+            }
+            if !self.delay.is_zero() {
+                let t = Instant::now();
+                while t.elapsed() < self.delay {
+                    std::hint::spin_loop();
+                }
+            }
+            std::hint::black_box(sink);
+            Ok(())
+        })
+    }
+}
+
+/// A worker's YCSB generator.
+pub struct YcsbGen {
+    cfg: YcsbConfig,
+    zipf: Zipf,
+    rng: rand::rngs::Xoshiro256PlusPlus,
+    next_insert: Arc<AtomicU64>,
+    txn: YcsbTxn,
+}
+
+impl YcsbGen {
+    #[inline]
+    fn key(&mut self) -> u64 {
+        let rank = self.zipf.sample(&mut self.rng);
+        match self.cfg.distribution {
+            Distribution::Latest => {
+                let latest = self.next_insert.load(Ordering::Relaxed).saturating_sub(1);
+                latest.saturating_sub(rank)
+            }
+            _ => rank,
+        }
+    }
+}
+
+impl Generator for YcsbGen {
+    type Proc = YcsbTxn;
+
+    fn next(&mut self) -> &YcsbTxn {
+        self.txn.ops.clear();
+        let c = &self.cfg;
+        let (r, s, i) = (c.read_ratio, c.read_ratio + c.scan_ratio, c.read_ratio + c.scan_ratio + c.insert_ratio);
+        let (rmw, max_scan) = (c.rmw, c.max_scan);
+        for _ in 0..self.cfg.ops {
+            let u: f64 = self.rng.random();
+            let op = if u < r {
+                Op::Read(self.key())
+            } else if u < s {
+                let len = self.rng.random_range(1..=max_scan);
+                Op::Scan(self.key(), len)
+            } else if u < i {
+                Op::Insert(self.next_insert.fetch_add(1, Ordering::Relaxed))
+            } else if rmw {
+                Op::Rmw(self.key())
+            } else {
+                Op::Write(self.key())
+            };
+            self.txn.ops.push(op);
+        }
+        &self.txn
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(f: impl FnOnce(&mut YcsbArgs)) -> Result<YcsbConfig, Error> {
+        let mut a = YcsbArgs::default();
+        f(&mut a);
+        a.resolve()
+    }
+
+    #[test]
+    fn presets_set_the_mix_and_flags_override_them() {
+        let e = args(|a| a.preset = Some(Preset::E)).unwrap();
+        assert_eq!((e.read_ratio, e.scan_ratio, e.insert_ratio, e.max_scan), (0.0, 0.95, 0.05, 100));
+        let d = args(|a| a.preset = Some(Preset::D)).unwrap();
+        assert_eq!(d.distribution, Distribution::Latest);
+        let f = args(|a| {
+            a.preset = Some(Preset::F);
+            a.read_ratio = Some(0.2);
+        })
+        .unwrap();
+        assert!(f.rmw);
+        assert_eq!(f.read_ratio, 0.2);
+        assert_eq!(f.theta, 0.99);
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_flag_and_the_range() {
+        let e = |f: fn(&mut YcsbArgs)| args(f).unwrap_err().to_string();
+        assert_eq!(e(|a| a.theta = Some(1.5)), "--theta 1.5 is out of range (0 to 0.999)");
+        assert_eq!(e(|a| a.payload = Some(0)), "--payload 0 is out of range (1 to 1048576 bytes)");
+        assert_eq!(e(|a| a.read_ratio = Some(-0.1)), "--read-ratio -0.1 is out of range (0 to 1)");
+        assert_eq!(e(|a| a.records = Some(0)), "--records 0 is out of range (1 to 1099511627776)");
+        assert!(e(|a| {
+            a.scan_ratio = Some(0.5);
+            a.index = Some(crate::storage::index::IndexKind::Hash);
+        })
+        .contains("--index ordered"));
+    }
+
+    #[test]
+    fn generated_mix_matches_the_ratios() {
+        let cfg = args(|a| {
+            a.records = Some(1000);
+            a.read_ratio = Some(0.6);
+            a.insert_ratio = Some(0.1);
+            a.scan_ratio = Some(0.1);
+            a.ops = Some(100);
+        })
+        .unwrap();
+        let y = Ycsb::new(cfg, 1);
+        let mut g = y.generator(0, 1, 42);
+        let mut counts = [0usize; 4];
+        for _ in 0..200 {
+            for op in &g.next().ops {
+                counts[match op {
+                    Op::Read(k) | Op::Write(k) => {
+                        assert!(*k < 1000);
+                        if matches!(op, Op::Read(_)) { 0 } else { 3 }
+                    }
+                    Op::Scan(k, len) => {
+                        assert!(*k < 1000 && (1..=100).contains(len));
+                        1
+                    }
+                    Op::Insert(k) => {
+                        assert!(*k >= 1000);
+                        2
+                    }
+                    Op::Rmw(_) => unreachable!("blind writes configured"),
+                }] += 1;
+            }
+        }
+        let frac = |i: usize| counts[i] as f64 / 20_000.0;
+        assert!((frac(0) - 0.6).abs() < 0.02 && (frac(1) - 0.1).abs() < 0.01);
+        assert!((frac(2) - 0.1).abs() < 0.01 && (frac(3) - 0.2).abs() < 0.02);
+    }
+}
