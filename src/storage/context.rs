@@ -57,16 +57,17 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     /// pass now and then, with `unlink` as the protocol's unlink step.
     #[inline]
     pub fn enter(&mut self, unlink: impl FnMut(&R) -> Unlink) {
+        self.guard.repin();
+        self.epoch = self.storage.epochs().enter(self.slot);
         self.since_collect += 1;
         if self.reclaimer.pending() > 0
             && (self.since_collect >= COLLECT_EVERY || self.reclaimer.pending() > COLLECT_BACKLOG)
         {
+            // Collected while this worker's epoch is published: a slot it inspects cannot be
+            // freed and reused by another worker's reclaimer meanwhile.
             self.since_collect = 0;
-            self.guard.repin();
             self.reclaimer.collect(self.storage, &mut self.caches, &self.guard, unlink);
         }
-        self.guard.repin();
-        self.epoch = self.storage.epochs().enter(self.slot);
     }
 
     /// Leaves the transaction.

@@ -22,10 +22,14 @@ use std::collections::VecDeque;
 /// What the protocol did when asked to unlink a retired record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unlink {
-    /// The record was still absent and is now marked unlinked: remove its index entry.
+    /// This call changed the record from absent to unlinked: the caller owns the removal of the
+    /// index entry and the slot.
     Unlinked,
     /// The record was revived by a later insert: forget it.
     Revived,
+    /// The record was already unlinked (by another retire entry for the same row): forget it.
+    /// Treating this as `Unlinked` would free the slot twice.
+    Gone,
     /// The record is locked right now: try again later.
     Busy,
 }
@@ -65,6 +69,8 @@ impl Reclaimer {
     }
 
     /// Advances both stages as far as the epochs allow; `unlink` is the protocol's step 1.
+    /// The calling worker must be inside a transaction epoch (see `WorkerCtx::enter`), so that
+    /// no slot it looks at can be freed and reused under it.
     pub fn collect<R: RecordHeader>(
         &mut self,
         storage: &Storage<R>,
@@ -84,13 +90,20 @@ impl Reclaimer {
             }
             self.to_unlink.pop_front();
             let table = storage.table(r.table);
+            // A row can be retired more than once (an aborted insert, then a revival and a
+            // delete); only an entry the index still maps is acted on, and the protocol's
+            // absent -> unlinked transition decides which of two racing entries owns the row.
+            if table.index.get(r.key, guard) != Some(r.rid) {
+                continue;
+            }
             match unlink(table.rows.get(r.rid).header) {
                 Unlink::Unlinked => {
-                    table.index.remove_if(r.key, r.rid, guard);
+                    let removed = table.index.remove_if(r.key, r.rid, guard);
+                    debug_assert!(removed, "the unlinker owns the index entry");
                     let epoch = *stamp.get_or_insert_with(|| storage.epochs().retire_stamp());
                     self.to_free.push_back(Retired { epoch, ..r });
                 }
-                Unlink::Revived => {}
+                Unlink::Revived | Unlink::Gone => {}
                 Unlink::Busy => {
                     self.to_unlink.push_back(r);
                     busy += 1;

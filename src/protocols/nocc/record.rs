@@ -1,6 +1,6 @@
 //! The `nocc` record header.
 
-use crate::protocols::common::state::{RowState, PRESENT};
+use crate::protocols::common::state::{RowState, ABSENT, PRESENT};
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
 
@@ -23,10 +23,10 @@ impl NoccRecord {
 
     /// The GC's unlink step.
     pub fn unlink(&self) -> Unlink {
-        if self.state.unlink() == PRESENT {
-            Unlink::Revived
-        } else {
-            Unlink::Unlinked
+        match self.state.unlink() {
+            ABSENT => Unlink::Unlinked,
+            PRESENT => Unlink::Revived,
+            _ => Unlink::Gone,
         }
     }
 }

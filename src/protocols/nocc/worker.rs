@@ -96,6 +96,12 @@ impl Worker for NoccWorker<'_> {
                     PRESENT => Ok(false),
                     UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
                     _ => {
+                        // The dead payload is restored too if this transaction deleted the row
+                        // itself and then aborts.
+                        let before = self.scratch.get(tbl.spec.row_size);
+                        row.read_into(before);
+                        let off = self.arena.push(before);
+                        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off } });
                         row.write_from(value);
                         row.header.state.set(PRESENT);
                         self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Revive });

@@ -141,7 +141,7 @@ impl SiloRecord {
             return Unlink::Busy;
         }
         if cur.is_unlinked() {
-            return Unlink::Unlinked;
+            return Unlink::Gone;
         }
         if !cur.is_absent() {
             return Unlink::Revived;
@@ -181,6 +181,6 @@ mod tests {
         r.store(Tid::new(1, 2).with(Tid::ABSENT));
         assert_eq!(r.unlink(), Unlink::Unlinked);
         assert!(r.load().is_unlinked());
-        assert_eq!(r.unlink(), Unlink::Unlinked);
+        assert_eq!(r.unlink(), Unlink::Gone, "only the first unlink owns the row");
     }
 }

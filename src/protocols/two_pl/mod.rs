@@ -18,8 +18,9 @@
 //! timestamp across retries, so it eventually becomes the oldest and wins. Timestamps come from the
 //! invariant TSC plus the worker id (no shared counter). The lock word keeps only the *smallest*
 //! timestamp among readers, and never raises it while readers remain, so a requester may die
-//! needlessly but never waits for an older holder: deadlock freedom holds. Upgrades with other
-//! readers present die under both policies.
+//! needlessly but never waits for an older holder: deadlock freedom holds. An upgrade with other
+//! readers present waits under wait-die only if the upgrader is the oldest reader (then every
+//! other reader is younger); otherwise it dies.
 //!
 //! **Phantoms**: scans and absent-key reads take *scan* holds on the phantom buckets they cover;
 //! inserts take *insert* holds (see [`crate::storage::phantom`]). Bucket holds never wait.

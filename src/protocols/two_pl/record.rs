@@ -8,7 +8,7 @@
 //! ```
 //! An unlocked word is 0.
 
-use crate::protocols::common::state::{RowState, PRESENT, UNLINKED};
+use crate::protocols::common::state::{RowState, ABSENT, PRESENT};
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,15 +62,21 @@ impl TwoPlRecord {
         }
     }
 
-    /// Upgrades a shared lock held alone to an exclusive one.
+    /// Upgrades a shared lock held alone to an exclusive one. `Err(oldest)` when other readers
+    /// hold it: `oldest` is the smallest reader timestamp, which equals the caller's own exactly
+    /// when the caller is the oldest reader (the field never rises while readers remain).
     #[inline]
-    pub fn try_upgrade(&self, ts: u64) -> bool {
+    pub fn try_upgrade(&self, ts: u64) -> Result<(), u64> {
         let cur = self.lock.load(Ordering::Relaxed);
-        cur & (WRITER | READER_MASK) == READER_ONE
+        if cur & (WRITER | READER_MASK) == READER_ONE
             && self
                 .lock
                 .compare_exchange(cur, WRITER | ts, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
+        {
+            return Ok(());
+        }
+        Err(cur & TS_MASK)
     }
 
     /// Releases a shared lock.
@@ -101,8 +107,9 @@ impl TwoPlRecord {
             return Unlink::Busy;
         }
         let r = match self.state.unlink() {
+            ABSENT => Unlink::Unlinked,
             PRESENT => Unlink::Revived,
-            UNLINKED | _ => Unlink::Unlinked,
+            _ => Unlink::Gone,
         };
         self.unlock_write();
         r
@@ -124,10 +131,10 @@ mod tests {
         r.try_read(30).unwrap();
         r.try_read(40).unwrap();
         assert_eq!(r.try_write(10), Err(30));
-        assert!(!r.try_upgrade(50));
+        assert_eq!(r.try_upgrade(50), Err(30));
         r.unlock_read();
         r.unlock_read();
-        assert!(r.try_upgrade(40), "one reader left may upgrade");
+        assert_eq!(r.try_upgrade(40), Ok(()), "one reader left may upgrade");
         assert_eq!(r.try_read(7), Err(40));
         r.unlock_write();
         assert_eq!(r.lock.load(Ordering::Relaxed), 0);
@@ -138,12 +145,13 @@ mod tests {
         let r = rec();
         r.state.set(PRESENT);
         assert_eq!(r.unlink(), Unlink::Revived);
-        r.state.set(crate::protocols::common::state::ABSENT);
+        r.state.set(ABSENT);
         r.try_read(5).unwrap();
         assert_eq!(r.unlink(), Unlink::Busy);
         r.unlock_read();
         assert_eq!(r.unlink(), Unlink::Unlinked);
-        assert_eq!(r.state.get(), UNLINKED);
+        assert_eq!(r.state.get(), crate::protocols::common::state::UNLINKED);
         assert_eq!(r.lock.load(Ordering::Relaxed), 0);
+        assert_eq!(r.unlink(), Unlink::Gone, "only the first unlink owns the row");
     }
 }

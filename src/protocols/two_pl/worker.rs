@@ -66,12 +66,19 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
             if self.locks[i].exclusive || !exclusive {
                 return Ok(());
             }
-            if rec.try_upgrade(self.ts) {
-                self.locks[i].exclusive = true;
-                return Ok(());
+            let mut spin = SpinWait::default();
+            loop {
+                match rec.try_upgrade(self.ts) {
+                    Ok(()) => {
+                        self.locks[i].exclusive = true;
+                        return Ok(());
+                    }
+                    // Wait-die: the oldest reader waits for the younger ones to leave; any
+                    // other upgrader dies, so waits still only go from older to younger.
+                    Err(oldest) if L::WAIT && oldest == self.ts => spin.spin(),
+                    Err(_) => return Err(Abort::new(L::REASON)),
+                }
             }
-            // Other readers: dying is always safe (see module docs).
-            return Err(Abort::new(L::REASON));
         }
         let mut spin = SpinWait::default();
         loop {
@@ -242,6 +249,12 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
                     PRESENT => Ok(false),
                     UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
                     _ => {
+                        // The dead payload is restored too if this transaction deleted the row
+                        // itself and then aborts.
+                        let before = self.scratch.get(tbl.spec.row_size);
+                        row.read_into(before);
+                        let off = self.arena.push(before);
+                        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off } });
                         row.write_from(value);
                         row.header.state.set(PRESENT);
                         self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Revive });
