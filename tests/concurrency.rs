@@ -58,7 +58,12 @@ struct BankOutcome {
 /// Transfers between 16 hot accounts plus a shared transfer counter, with read-only audits that
 /// sum every balance; each thread yields between its reads and its writes to widen races.
 fn bank<P: Protocol + Default>(seed: u64, per_thread: u64) -> BankOutcome {
-    let db = Database::with_options(P::default(), &[TableSpec::new("accounts", 8, ACCOUNTS + 1)], opts()).unwrap();
+    let db = Database::with_options(
+        P::default(),
+        &[TableSpec::new("accounts", 8, ACCOUNTS + 1)],
+        opts(),
+    )
+    .unwrap();
     let mut l = db.loader();
     for k in 0..ACCOUNTS {
         l.insert(A, k, &INITIAL.to_le_bytes()).unwrap();
@@ -144,7 +149,12 @@ fn bank_is_serializable<P: Protocol + Default>() {
 fn scan_insert<P: Protocol + Default>(seed: u64, per_thread: u64) -> (u64, u64) {
     const RANGES: u64 = 4;
     const WIDTH: u64 = 1000;
-    let db = Database::with_options(P::default(), &[TableSpec::new("r", 8, 0).with_capacity(1 << 16)], opts()).unwrap();
+    let db = Database::with_options(
+        P::default(),
+        &[TableSpec::new("r", 8, 0).with_capacity(1 << 16)],
+        opts(),
+    )
+    .unwrap();
     let crowded_scans = AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..THREADS as u64 {
@@ -192,7 +202,10 @@ fn scan_insert<P: Protocol + Default>(seed: u64, per_thread: u64) -> (u64, u64) 
 fn scans_see_no_phantoms<P: Protocol + Default>() {
     for seed in 1..=3 {
         let (crowded, worst) = scan_insert::<P>(seed, 1000);
-        assert_eq!(crowded, 0, "a committed scan saw two rows in one range (seed {seed}, worst {worst})");
+        assert_eq!(
+            crowded, 0,
+            "a committed scan saw two rows in one range (seed {seed}, worst {worst})"
+        );
         assert!(worst <= 1, "a range ended with {worst} rows (seed {seed})");
     }
 }
@@ -202,7 +215,12 @@ fn scans_see_no_phantoms<P: Protocol + Default>() {
 /// Returns the committed transactions that saw both present plus the pairs that end with both.
 fn absent_pairs<P: Protocol + Default>(seed: u64, per_thread: u64) -> u64 {
     const PAIRS: u64 = 4;
-    let db = Database::with_options(P::default(), &[TableSpec::new("p", 8, 0).with_capacity(1 << 16)], opts()).unwrap();
+    let db = Database::with_options(
+        P::default(),
+        &[TableSpec::new("p", 8, 0).with_capacity(1 << 16)],
+        opts(),
+    )
+    .unwrap();
     let both_seen = AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..THREADS as u64 {
@@ -234,13 +252,18 @@ fn absent_pairs<P: Protocol + Default>(seed: u64, per_thread: u64) -> u64 {
             });
         }
     });
-    let end = (0..PAIRS).filter(|p| db.count_present(A, p * 1000, p * 1000 + 1).unwrap() == 2).count();
+    let end =
+        (0..PAIRS).filter(|p| db.count_present(A, p * 1000, p * 1000 + 1).unwrap() == 2).count();
     both_seen.into_inner() + end as u64
 }
 
 fn absent_key_reads_are_protected<P: Protocol + Default>() {
     for seed in 1..=3 {
-        assert_eq!(absent_pairs::<P>(seed, 1000), 0, "both keys of a pair were present (seed {seed})");
+        assert_eq!(
+            absent_pairs::<P>(seed, 1000),
+            0,
+            "both keys of a pair were present (seed {seed})"
+        );
     }
 }
 

@@ -49,7 +49,14 @@ pub fn read_your_writes<P: Protocol + Default>() {
     assert_eq!(w.read(T, 1, val).unwrap(), Some(10));
     assert!(w.write(T, 1, &row(11)).unwrap());
     assert_eq!(w.read(T, 1, val).unwrap(), Some(11));
-    assert_eq!(w.update(T, 1, |r| { r[0] += 1; val(r) }).unwrap(), Some(12));
+    assert_eq!(
+        w.update(T, 1, |r| {
+            r[0] += 1;
+            val(r)
+        })
+        .unwrap(),
+        Some(12)
+    );
     assert_eq!(w.read_for_update(T, 1, val).unwrap(), Some(12));
     assert!(w.delete(T, 1).unwrap());
     assert_eq!(w.read(T, 1, val).unwrap(), None);
@@ -132,7 +139,13 @@ pub fn wrong_payload_length_and_unknown_table_abort<P: Protocol + Default>() {
     w.abort();
 }
 
-fn keys_of<W: Worker>(w: &mut W, t: TableId, lo: u64, hi: u64, limit: usize) -> Result<Vec<u64>, Abort> {
+fn keys_of<W: Worker>(
+    w: &mut W,
+    t: TableId,
+    lo: u64,
+    hi: u64,
+    limit: usize,
+) -> Result<Vec<u64>, Abort> {
     let mut seen = Vec::new();
     w.scan(t, lo, hi, limit, |k, r| {
         assert_eq!(val(r), k, "scan passes each key's own row");
@@ -160,7 +173,11 @@ pub fn scan_limits_order_and_own_writes<P: Protocol + Default>() {
         let mut first = Vec::new();
         let n = w.scan(T, 0, 100, 50, |k, _| {
             first.push(k);
-            if k >= 6 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            if k >= 6 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
         })?;
         assert_eq!((n, first), (3, vec![0, 3, 6]), "break stops the scan");
         // Own inserts appear, own deletes disappear, own updates show the new value.
@@ -179,8 +196,14 @@ pub fn scan_limits_order_and_own_writes<P: Protocol + Default>() {
 static TYPES: [TxnType; 1] = [TxnType {
     name: "transfer",
     pieces: &[
-        Piece { name: "debit", accesses: &[TableAccess { table: T, mode: AccessMode::Write, columns: 0b01 }] },
-        Piece { name: "audit", accesses: &[TableAccess { table: T, mode: AccessMode::Read, columns: ALL_COLUMNS }] },
+        Piece {
+            name: "debit",
+            accesses: &[TableAccess { table: T, mode: AccessMode::Write, columns: 0b01 }],
+        },
+        Piece {
+            name: "audit",
+            accesses: &[TableAccess { table: T, mode: AccessMode::Read, columns: ALL_COLUMNS }],
+        },
     ],
 }];
 
@@ -203,7 +226,9 @@ impl Procedure for Debit {
             if bal < self.amount {
                 return Ok(false);
             }
-            tx.update_cols(T, self.key, 0b01, |r| r[..8].copy_from_slice(&(bal - self.amount).to_le_bytes()))?;
+            tx.update_cols(T, self.key, 0b01, |r| {
+                r[..8].copy_from_slice(&(bal - self.amount).to_le_bytes())
+            })?;
             Ok(true)
         })?;
         if !ok {
@@ -213,7 +238,12 @@ impl Procedure for Debit {
     }
 }
 
-fn run_proc<W: Worker>(w: &mut W, p: &impl Procedure, checks: bool, set: Option<&AccessSet>) -> Result<(), Abort> {
+fn run_proc<W: Worker>(
+    w: &mut W,
+    p: &impl Procedure,
+    checks: bool,
+    set: Option<&AccessSet>,
+) -> Result<(), Abort> {
     w.begin(0);
     let mut tx = Tx::new(w, &TYPES[p.txn_type()], checks, set);
     let r = p.run(&mut tx).and_then(|()| w.commit());
@@ -315,7 +345,12 @@ pub fn access_sets_are_checked_at_run_time<P: Protocol + Default>() {
 
 pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
     let opts = DbOptions { max_workers: 4, epoch_interval: Duration::from_millis(1) };
-    let db = Database::with_options(P::default(), &[TableSpec::new("small", 8, 0).with_capacity(300)], opts).unwrap();
+    let db = Database::with_options(
+        P::default(),
+        &[TableSpec::new("small", 8, 0).with_capacity(300)],
+        opts,
+    )
+    .unwrap();
     let t = TableId(0);
     let mut w = db.worker().unwrap();
     let start = std::time::Instant::now();
@@ -324,14 +359,16 @@ pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
         let mut attempt = 0;
         loop {
             w.begin(attempt);
-            let r = w
-                .insert(t, key, &i.to_le_bytes())
-                .and_then(|_| w.commit());
+            let r = w.insert(t, key, &i.to_le_bytes()).and_then(|_| w.commit());
             match r {
                 Ok(()) => break,
                 Err(a) => {
                     w.abort();
-                    assert_ne!(a.reason, AbortReason::TableFull, "slots were not reclaimed after {i} inserts");
+                    assert_ne!(
+                        a.reason,
+                        AbortReason::TableFull,
+                        "slots were not reclaimed after {i} inserts"
+                    );
                     attempt += 1;
                     assert!(start.elapsed() < Duration::from_secs(30));
                     std::thread::sleep(Duration::from_millis(1));
@@ -350,7 +387,12 @@ pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
 /// many such cycles, fresh rows still each have a record of their own.
 pub fn a_row_retired_twice_is_freed_once<P: Protocol + Default>() {
     let opts = DbOptions { max_workers: 4, epoch_interval: Duration::from_millis(1) };
-    let db = Database::with_options(P::default(), &[TableSpec::new("t", 16, 0).with_capacity(10_000)], opts).unwrap();
+    let db = Database::with_options(
+        P::default(),
+        &[TableSpec::new("t", 16, 0).with_capacity(10_000)],
+        opts,
+    )
+    .unwrap();
     let mut w = db.worker().unwrap();
     for i in 0..200u64 {
         w.begin(0);

@@ -42,6 +42,7 @@ enum Command {
     /// With no flags: a short YCSB (1 M records, 10 ops/txn, 50 % reads, theta 0.8) on every
     /// protocol, one after another, then a comparison table with each protocol's throughput as
     /// a ratio of nocc's.
+    #[command(allow_negative_numbers = true)]
     Run(Box<RunArgs>),
     /// List the protocols (with what they guarantee), workloads and YCSB presets.
     List,

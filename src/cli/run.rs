@@ -111,7 +111,8 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::Run(format!("--json {}: {e}", path.display())))?;
     }
     if let Some(path) = &args.csv {
-        write_csv(path, &all).map_err(|e| Failure::Run(format!("--csv {}: {e}", path.display())))?;
+        write_csv(path, &all)
+            .map_err(|e| Failure::Run(format!("--csv {}: {e}", path.display())))?;
     }
     Ok(())
 }
@@ -196,7 +197,10 @@ fn json_output(all: &[Vec<RunReport>], medians: &[&RunReport]) -> serde_json::Va
     }
 }
 
-fn write_csv(path: &std::path::Path, all: &[Vec<RunReport>]) -> Result<(), Box<dyn std::error::Error>> {
+fn write_csv(
+    path: &std::path::Path,
+    all: &[Vec<RunReport>],
+) -> Result<(), Box<dyn std::error::Error>> {
     let mut w = csv::Writer::from_path(path)?;
     w.write_record(RunReport::csv_header())?;
     for r in all.iter().flatten() {

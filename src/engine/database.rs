@@ -18,10 +18,7 @@ pub struct DbOptions {
 
 impl Default for DbOptions {
     fn default() -> Self {
-        DbOptions {
-            max_workers: 256,
-            epoch_interval: Duration::from_millis(40),
-        }
+        DbOptions { max_workers: 256, epoch_interval: Duration::from_millis(40) }
     }
 }
 
@@ -64,11 +61,7 @@ impl<P: Protocol> Database<P> {
             return Err(Error::Config("max_workers must be at least 1".into()));
         }
         let storage = Storage::new(tables, options.max_workers, options.epoch_interval)?;
-        Ok(Database {
-            protocol,
-            storage,
-            options,
-        })
+        Ok(Database { protocol, storage, options })
     }
 
     /// The protocol.
@@ -179,22 +172,15 @@ impl<P: Protocol> Loader<'_, P> {
                 t.spec.row_size
             )));
         }
-        let rid = t
-            .rows
-            .alloc(&mut self.caches[table.index()])
-            .ok_or_else(|| Error::TableFull {
-                table: t.spec.name.clone(),
-                capacity: t.spec.capacity,
-            })?;
+        let rid = t.rows.alloc(&mut self.caches[table.index()]).ok_or_else(|| {
+            Error::TableFull { table: t.spec.name.clone(), capacity: t.spec.capacity }
+        })?;
         let row = t.rows.get(rid);
         row.write_from(payload);
         self.db.protocol.init_loaded(row.header);
         if t.index.insert_if_absent(key, rid, &self.guard).is_err() {
             self.caches[table.index()].release(rid);
-            return Err(Error::DuplicateKey {
-                table: t.spec.name.clone(),
-                key,
-            });
+            return Err(Error::DuplicateKey { table: t.spec.name.clone(), key });
         }
         Ok(rid)
     }

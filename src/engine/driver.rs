@@ -187,8 +187,10 @@ fn lead(cfg: &RunConfig, shared: &Shared) {
             let cur = shared.max_backoff_ns.load(Ordering::Relaxed) as i64;
             hist = [hist[1], (tput, cur)];
             let (dt, db) = (hist[1].0 - hist[0].0, hist[1].1 - hist[0].1);
-            let up = if db == 0 || dt == 0.0 { rng.next_u32() & 1 == 0 } else { dt / db as f64 > 0.0 };
-            let next = if up { cur + REGULATION_STEP_NS } else { (cur - REGULATION_STEP_NS).max(0) };
+            let up =
+                if db == 0 || dt == 0.0 { rng.next_u32() & 1 == 0 } else { dt / db as f64 > 0.0 };
+            let next =
+                if up { cur + REGULATION_STEP_NS } else { (cur - REGULATION_STEP_NS).max(0) };
             shared.max_backoff_ns.store(next as u64, Ordering::Relaxed);
         }
     }
@@ -205,7 +207,8 @@ fn worker_loop<P: Protocol, W: Workload>(
 ) -> Result<WorkerStats, Error> {
     let types = workload.txn_types();
     let mut stats = WorkerStats::new(types.len());
-    let setup = db.worker().map(|w| (w, workload.generator(i, cfg.threads, worker_seed(cfg.seed, i))));
+    let setup =
+        db.worker().map(|w| (w, workload.generator(i, cfg.threads, worker_seed(cfg.seed, i))));
     barrier.wait();
     let (mut worker, mut gen) = setup?;
     let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed ^ 0xB0FF, i));
@@ -272,10 +275,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                     }
                     if reason.is_fatal() {
                         let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());
-                        f.get_or_insert(Error::Fatal {
-                            txn: types[ty].name.to_string(),
-                            reason,
-                        });
+                        f.get_or_insert(Error::Fatal { txn: types[ty].name.to_string(), reason });
                         shared.phase.store(STOP, Ordering::Release);
                         return Ok(stats);
                     }

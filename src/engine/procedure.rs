@@ -109,12 +109,7 @@ impl AccessSet {
     }
     /// Declares access to every key in `[lo, hi]` (scans; inserts into a range).
     pub fn range(&mut self, table: TableId, lo: u64, hi: u64, mode: AccessMode) {
-        self.ranges.push(RangeEntry {
-            table,
-            lo,
-            hi,
-            mode,
-        });
+        self.ranges.push(RangeEntry { table, lo, hi, mode });
     }
     fn push(&mut self, table: TableId, key: u64, mode: AccessMode) {
         self.keys.push(KeyEntry { table, key, mode });
@@ -146,11 +141,7 @@ impl AccessSet {
     /// Whether an access to `key` with `mode` is covered.
     pub fn covers(&self, table: TableId, key: u64, mode: AccessMode) -> bool {
         debug_assert!(self.sorted, "seal() the set before checking");
-        let probe = KeyEntry {
-            table,
-            key,
-            mode: AccessMode::Read,
-        };
+        let probe = KeyEntry { table, key, mode: AccessMode::Read };
         let start = self.keys.partition_point(|e| *e < probe);
         let hit = self.keys[start..]
             .iter()
@@ -160,9 +151,7 @@ impl AccessSet {
     }
     /// Whether a scan of `[lo, hi]` with `mode` is covered.
     pub fn covers_range(&self, table: TableId, lo: u64, hi: u64, mode: AccessMode) -> bool {
-        self.ranges
-            .iter()
-            .any(|r| r.table == table && r.lo <= lo && hi <= r.hi && r.mode >= mode)
+        self.ranges.iter().any(|r| r.table == table && r.lo <= lo && hi <= r.hi && r.mode >= mode)
     }
 }
 
@@ -208,13 +197,7 @@ impl<'a, W: Worker> Tx<'a, W> {
         check_templates: bool,
         declared: Option<&'a AccessSet>,
     ) -> Self {
-        Tx {
-            worker,
-            ty,
-            piece: None,
-            declared,
-            check_templates,
-        }
+        Tx { worker, ty, piece: None, declared, check_templates }
     }
 
     /// The underlying worker (for protocol-specific extensions).
@@ -223,7 +206,13 @@ impl<'a, W: Worker> Tx<'a, W> {
     }
 
     #[inline]
-    fn check(&self, table: TableId, key: u64, mode: AccessMode, cols: Columns) -> Result<(), Abort> {
+    fn check(
+        &self,
+        table: TableId,
+        key: u64,
+        mode: AccessMode,
+        cols: Columns,
+    ) -> Result<(), Abort> {
         if let Some(set) = self.declared {
             if !set.covers(table, key, mode) {
                 return Err(Abort::new(AbortReason::AccessSetMismatch));

@@ -33,8 +33,12 @@ pub enum ProtocolKind {
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 4] =
-        [ProtocolKind::Nocc, ProtocolKind::TwoPlNoWait, ProtocolKind::TwoPlWaitDie, ProtocolKind::Silo];
+    pub const ALL: [ProtocolKind; 4] = [
+        ProtocolKind::Nocc,
+        ProtocolKind::TwoPlNoWait,
+        ProtocolKind::TwoPlWaitDie,
+        ProtocolKind::Silo,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {

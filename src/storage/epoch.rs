@@ -118,10 +118,7 @@ impl EpochAdvancer {
                 }
             })
             .expect("spawn the epoch thread");
-        EpochAdvancer {
-            stop,
-            handle: Some(handle),
-        }
+        EpochAdvancer { stop, handle: Some(handle) }
     }
 }
 

@@ -61,9 +61,7 @@ pub struct ScanBuf {
 impl ScanBuf {
     /// The `(key, row)` pairs of the last scan, in key order.
     pub fn entries(&self) -> impl ExactSizeIterator<Item = (u64, RowId)> + '_ {
-        self.raw[..self.len]
-            .iter()
-            .map(|&(k, v)| (k as u64, RowId(v as u64)))
+        self.raw[..self.len].iter().map(|&(k, v)| (k as u64, RowId(v as u64)))
     }
     /// Number of entries of the last scan.
     pub fn len(&self) -> usize {
@@ -160,14 +158,7 @@ impl Index {
     /// Collects up to `limit` entries with `lo <= key <= hi`, in key order, into `buf`.
     /// Returns `false` (and leaves `buf` empty) on a hash index, which cannot scan.
     #[inline]
-    pub fn scan(
-        &self,
-        lo: u64,
-        hi: u64,
-        limit: usize,
-        buf: &mut ScanBuf,
-        g: &IndexGuard,
-    ) -> bool {
+    pub fn scan(&self, lo: u64, hi: u64, limit: usize, buf: &mut ScanBuf, g: &IndexGuard) -> bool {
         buf.len = 0;
         let Index::Ordered(t) = self else {
             return false;
@@ -249,7 +240,11 @@ mod tests {
                 }
                 _ => {
                     let lo = key;
-                    let hi = if step % 5 == 0 { u64::MAX } else { lo.saturating_add(rng.random_range(0..300)) };
+                    let hi = if step % 5 == 0 {
+                        u64::MAX
+                    } else {
+                        lo.saturating_add(rng.random_range(0..300))
+                    };
                     let limit = rng.random_range(1..50usize);
                     assert!(idx.scan(lo, hi, limit, &mut buf, &g));
                     let got: Vec<_> = buf.entries().map(|(k, r)| (k, r.0)).collect();

@@ -110,14 +110,8 @@ impl TableSpec {
     /// Declares the column layout.
     #[must_use]
     pub fn with_columns(mut self, cols: &[(&str, usize, usize)]) -> Self {
-        self.columns = cols
-            .iter()
-            .map(|&(n, offset, len)| Column {
-                name: n.into(),
-                offset,
-                len,
-            })
-            .collect();
+        self.columns =
+            cols.iter().map(|&(n, offset, len)| Column { name: n.into(), offset, len }).collect();
         self
     }
 
@@ -247,11 +241,7 @@ impl<R: RecordHeader> Storage<R> {
             .collect::<Result<Vec<_>, Error>>()?;
         let epochs = Arc::new(Epochs::new(max_workers));
         let advancer = EpochAdvancer::start(epochs.clone(), epoch_interval);
-        Ok(Storage {
-            tables,
-            epochs,
-            _advancer: advancer,
-        })
+        Ok(Storage { tables, epochs, _advancer: advancer })
     }
 
     /// The table `id`. Panics on an id not from this database's schema.

@@ -211,31 +211,23 @@ impl RangeBuckets {
             };
         }
         let end_bucket = first_bucket + buckets - 1;
-        let batch_hi = if end_bucket == last_bucket {
-            hi
-        } else {
-            ((end_bucket + 1) << self.shift) - 1
-        };
-        Batch {
-            lo,
-            hi: batch_hi,
-            first_bucket,
-            buckets,
-            visited: visited + buckets,
-            all: false,
-        }
+        let batch_hi =
+            if end_bucket == last_bucket { hi } else { ((end_bucket + 1) << self.shift) - 1 };
+        Batch { lo, hi: batch_hi, first_bucket, buckets, visited: visited + buckets, all: false }
     }
 
     /// The words a batch covers, in order (each once when the batch covers every word).
     pub fn batch_slots(&self, batch: &Batch) -> impl Iterator<Item = usize> + '_ {
         let (all, first) = (batch.all, batch.first_bucket);
-        (0..batch.buckets).map(move |i| {
-            if all {
-                i as usize
-            } else {
-                self.slot_of_bucket(first + i)
-            }
-        })
+        (0..batch.buckets).map(
+            move |i| {
+                if all {
+                    i as usize
+                } else {
+                    self.slot_of_bucket(first + i)
+                }
+            },
+        )
     }
 }
 

@@ -55,12 +55,7 @@ impl Reclaimer {
     /// Queues a deleted record retired at `epoch`.
     #[inline]
     pub fn retire(&mut self, table: TableId, key: u64, rid: RowId, epoch: u64) {
-        self.to_unlink.push_back(Retired {
-            table,
-            key,
-            rid,
-            epoch,
-        });
+        self.to_unlink.push_back(Retired { table, key, rid, epoch });
     }
 
     /// Number of records waiting in either stage.

@@ -283,11 +283,7 @@ impl<R: RecordHeader> RowStore<R> {
                 slot.add(self.header_size) as *const AtomicU64,
                 self.words,
             );
-            RowRef {
-                header,
-                words,
-                len: self.row_size,
-            }
+            RowRef { header, words, len: self.row_size }
         }
     }
 }

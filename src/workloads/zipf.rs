@@ -89,7 +89,6 @@ impl Zipf {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,8 +16,8 @@ pub use worker::NoccWorker;
 
 use crate::engine::{Capabilities, Database, Protocol};
 use crate::error::Error;
-use crate::storage::context::WorkerCtx;
 use crate::protocols::common::state::PRESENT;
+use crate::storage::context::WorkerCtx;
 
 /// The `nocc` protocol. Stateless.
 #[derive(Clone, Copy, Debug, Default)]
@@ -27,12 +27,8 @@ impl Protocol for Nocc {
     const NAME: &'static str = "nocc";
     const DESCRIPTION: &'static str =
         "no concurrency control: the throughput ceiling (loses updates, reads dirty data)";
-    const CAPS: Capabilities = Capabilities {
-        serializable: false,
-        inserts: true,
-        scans: true,
-        needs_access_set: false,
-    };
+    const CAPS: Capabilities =
+        Capabilities { serializable: false, inserts: true, scans: true, needs_access_set: false };
     type Record = NoccRecord;
     type Worker<'db> = NoccWorker<'db>;
 

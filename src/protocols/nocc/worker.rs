@@ -1,9 +1,9 @@
 //! The `nocc` worker: direct reads and writes plus an undo log for user aborts.
 
 use super::record::NoccRecord;
-use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
+use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{check_len, table, Arena, Scratch, Undo, UndoKind};
 use crate::storage::context::WorkerCtx;
 use crate::storage::{RowId, TableId};
@@ -53,7 +53,12 @@ impl Worker for NoccWorker<'_> {
     }
 
     #[inline]
-    fn read<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+    fn read<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let Some(rid) = self.find(t, key)? else { return Ok(None) };
         let tbl = self.ctx.storage.table(t);
         let buf = self.scratch.get(tbl.spec.row_size);
@@ -62,7 +67,12 @@ impl Worker for NoccWorker<'_> {
     }
 
     #[inline]
-    fn read_for_update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+    fn read_for_update<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         self.read(t, key, f)
     }
 
@@ -73,7 +83,12 @@ impl Worker for NoccWorker<'_> {
     }
 
     #[inline]
-    fn update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<Option<T>, Abort> {
+    fn update<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let Some(rid) = self.find(t, key)? else { return Ok(None) };
         let tbl = self.ctx.storage.table(t);
         let row = tbl.rows.get(rid);

@@ -49,12 +49,8 @@ impl Protocol for Silo {
     const NAME: &'static str = "silo";
     const DESCRIPTION: &'static str =
         "optimistic; TID words, epochs, invisible reads, sorted write locking, validation (SOSP'13)";
-    const CAPS: Capabilities = Capabilities {
-        serializable: true,
-        inserts: true,
-        scans: true,
-        needs_access_set: false,
-    };
+    const CAPS: Capabilities =
+        Capabilities { serializable: true, inserts: true, scans: true, needs_access_set: false };
     type Record = SiloRecord;
     type Worker<'db> = SiloWorker<'db>;
 

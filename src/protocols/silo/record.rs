@@ -123,7 +123,12 @@ impl SiloRecord {
     pub fn try_lock(&self, cur: Tid) -> bool {
         debug_assert!(!cur.is_locked());
         self.tid
-            .compare_exchange_weak(cur.0, cur.with(Tid::LOCK).0, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange_weak(
+                cur.0,
+                cur.with(Tid::LOCK).0,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
             .is_ok()
     }
 

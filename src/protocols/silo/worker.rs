@@ -255,7 +255,12 @@ impl Worker for SiloWorker<'_> {
     }
 
     #[inline]
-    fn read<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+    fn read<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
         let len = tbl.spec.row_size;
@@ -280,7 +285,12 @@ impl Worker for SiloWorker<'_> {
     }
 
     #[inline]
-    fn read_for_update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+    fn read_for_update<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         self.read(t, key, f)
     }
 
@@ -304,12 +314,24 @@ impl Worker for SiloWorker<'_> {
         }
         // A blind write reads nothing: presence is re-checked when the record is locked.
         let off = self.arena.push(value);
-        self.writes.push(WriteEntry { table: t, rid, key, kind: WriteKind::Update, off, locked_tid: Tid(0) });
+        self.writes.push(WriteEntry {
+            table: t,
+            rid,
+            key,
+            kind: WriteKind::Update,
+            off,
+            locked_tid: Tid(0),
+        });
         Ok(true)
     }
 
     #[inline]
-    fn update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<Option<T>, Abort> {
+    fn update<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
         let len = tbl.spec.row_size;
@@ -326,7 +348,14 @@ impl Worker for SiloWorker<'_> {
             Stable::Present(tid) => {
                 self.reads.push(ReadEntry { table: t, rid, tid });
                 let out = f(self.arena.get_mut(off, len));
-                self.writes.push(WriteEntry { table: t, rid, key, kind: WriteKind::Update, off, locked_tid: Tid(0) });
+                self.writes.push(WriteEntry {
+                    table: t,
+                    rid,
+                    key,
+                    kind: WriteKind::Update,
+                    off,
+                    locked_tid: Tid(0),
+                });
                 Ok(Some(out))
             }
             Stable::Absent(tid) => {
@@ -375,7 +404,14 @@ impl Worker for SiloWorker<'_> {
                 // Revive a deleted record: its TID must not change before we lock it at commit.
                 self.reads.push(ReadEntry { table: t, rid, tid: cur });
                 let off = self.arena.push(value);
-                self.writes.push(WriteEntry { table: t, rid, key, kind: WriteKind::Revive, off, locked_tid: Tid(0) });
+                self.writes.push(WriteEntry {
+                    table: t,
+                    rid,
+                    key,
+                    kind: WriteKind::Revive,
+                    off,
+                    locked_tid: Tid(0),
+                });
                 self.bump(tbl, key);
                 return Ok(true);
             }
@@ -388,7 +424,14 @@ impl Worker for SiloWorker<'_> {
                 continue;
             }
             let off = self.arena.push(value);
-            self.writes.push(WriteEntry { table: t, rid, key, kind: WriteKind::Insert, off, locked_tid: Tid(0) });
+            self.writes.push(WriteEntry {
+                table: t,
+                rid,
+                key,
+                kind: WriteKind::Insert,
+                off,
+                locked_tid: Tid(0),
+            });
             self.bump(tbl, key);
             return Ok(true);
         }
@@ -421,7 +464,14 @@ impl Worker for SiloWorker<'_> {
         if tid.is_absent() {
             return Ok(false);
         }
-        self.writes.push(WriteEntry { table: t, rid, key, kind: WriteKind::Delete, off: 0, locked_tid: Tid(0) });
+        self.writes.push(WriteEntry {
+            table: t,
+            rid,
+            key,
+            kind: WriteKind::Delete,
+            off: 0,
+            locked_tid: Tid(0),
+        });
         Ok(true)
     }
 

@@ -82,12 +82,8 @@ pub type TwoPlWaitDie = TwoPl<WaitDie>;
 impl<L: LockPolicy> Protocol for TwoPl<L> {
     const NAME: &'static str = L::NAME;
     const DESCRIPTION: &'static str = L::DESCRIPTION;
-    const CAPS: Capabilities = Capabilities {
-        serializable: true,
-        inserts: true,
-        scans: true,
-        needs_access_set: false,
-    };
+    const CAPS: Capabilities =
+        Capabilities { serializable: true, inserts: true, scans: true, needs_access_set: false };
     type Record = TwoPlRecord;
     type Worker<'db> = TwoPlWorker<'db, L>;
 

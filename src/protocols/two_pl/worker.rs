@@ -139,7 +139,12 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
     /// Finds and locks the record of `key`. `None` when the key is absent; the absence is then
     /// protected by a scan hold on its bucket.
     #[inline]
-    fn locate(&mut self, tbl: &Table<TwoPlRecord>, key: u64, exclusive: bool) -> Result<Option<RowId>, Abort> {
+    fn locate(
+        &mut self,
+        tbl: &Table<TwoPlRecord>,
+        key: u64,
+        exclusive: bool,
+    ) -> Result<Option<RowId>, Abort> {
         let rid = match tbl.index.get(key, &self.ctx.guard) {
             Some(rid) => rid,
             None => {
@@ -200,7 +205,12 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     }
 
     #[inline]
-    fn read<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+    fn read<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, false)? else { return Ok(None) };
         let buf = self.scratch.get(tbl.spec.row_size);
@@ -209,7 +219,12 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     }
 
     #[inline]
-    fn read_for_update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Abort> {
+    fn read_for_update<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, true)? else { return Ok(None) };
         let buf = self.scratch.get(tbl.spec.row_size);
@@ -224,7 +239,12 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     }
 
     #[inline]
-    fn update<T>(&mut self, t: TableId, key: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<Option<T>, Abort> {
+    fn update<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, true)? else { return Ok(None) };
         let row = tbl.rows.get(rid);

@@ -168,9 +168,11 @@ impl YcsbArgs {
         }
         let records = range("records", self.records.unwrap_or(1_000_000), 1, 1 << 40, "")?;
         let ops = range("ops", self.ops.unwrap_or(10), 1, 100_000, "")? as usize;
-        let payload = range("payload", self.payload.unwrap_or(4), 1, MAX_ROW_SIZE as u64, " bytes")?;
+        let payload =
+            range("payload", self.payload.unwrap_or(4), 1, MAX_ROW_SIZE as u64, " bytes")?;
         let read_ratio = ratio("read-ratio", self.read_ratio.or(p.map(|p| p.0)).unwrap_or(0.5))?;
-        let insert_ratio = ratio("insert-ratio", self.insert_ratio.or(p.map(|p| p.1)).unwrap_or(0.0))?;
+        let insert_ratio =
+            ratio("insert-ratio", self.insert_ratio.or(p.map(|p| p.1)).unwrap_or(0.0))?;
         let scan_ratio = ratio("scan-ratio", self.scan_ratio.or(p.map(|p| p.2)).unwrap_or(0.0))?;
         if read_ratio + insert_ratio + scan_ratio > 1.0 + 1e-9 {
             return Err(Error::Config(format!(

@@ -36,7 +36,11 @@ static TYPES: [TxnType; 1] = [TxnType {
     name: "ycsb",
     pieces: &[Piece {
         name: "ops",
-        accesses: &[TableAccess { table: USERTABLE, mode: AccessMode::Write, columns: ALL_COLUMNS }],
+        accesses: &[TableAccess {
+            table: USERTABLE,
+            mode: AccessMode::Write,
+            columns: ALL_COLUMNS,
+        }],
     }],
 }];
 
@@ -119,7 +123,11 @@ impl Workload for Ycsb {
             txn: YcsbTxn {
                 ops: Vec::with_capacity(c.ops),
                 value,
-                delay: if worker == 0 { Duration::from_micros(c.long_txn_delay_us) } else { Duration::ZERO },
+                delay: if worker == 0 {
+                    Duration::from_micros(c.long_txn_delay_us)
+                } else {
+                    Duration::ZERO
+                },
             },
         }
     }
@@ -239,7 +247,11 @@ impl Generator for YcsbGen {
     fn next(&mut self) -> &YcsbTxn {
         self.txn.ops.clear();
         let c = &self.cfg;
-        let (r, s, i) = (c.read_ratio, c.read_ratio + c.scan_ratio, c.read_ratio + c.scan_ratio + c.insert_ratio);
+        let (r, s, i) = (
+            c.read_ratio,
+            c.read_ratio + c.scan_ratio,
+            c.read_ratio + c.scan_ratio + c.insert_ratio,
+        );
         let (rmw, max_scan) = (c.rmw, c.max_scan);
         for _ in 0..self.cfg.ops {
             let u: f64 = self.rng.random();
@@ -274,7 +286,10 @@ mod tests {
     #[test]
     fn presets_set_the_mix_and_flags_override_them() {
         let e = args(|a| a.preset = Some(Preset::E)).unwrap();
-        assert_eq!((e.read_ratio, e.scan_ratio, e.insert_ratio, e.max_scan), (0.0, 0.95, 0.05, 100));
+        assert_eq!(
+            (e.read_ratio, e.scan_ratio, e.insert_ratio, e.max_scan),
+            (0.0, 0.95, 0.05, 100)
+        );
         let d = args(|a| a.preset = Some(Preset::D)).unwrap();
         assert_eq!(d.distribution, Distribution::Latest);
         let f = args(|a| {
@@ -319,7 +334,11 @@ mod tests {
                 counts[match op {
                     Op::Read(k) | Op::Write(k) => {
                         assert!(*k < 1000);
-                        if matches!(op, Op::Read(_)) { 0 } else { 3 }
+                        if matches!(op, Op::Read(_)) {
+                            0
+                        } else {
+                            3
+                        }
                     }
                     Op::Scan(k, len) => {
                         assert!(*k < 1000 && (1..=100).contains(len));

@@ -1,0 +1,225 @@
+//! The command line: bad input gets one line naming the flag and the valid range, and a non-zero
+//! exit; a small run writes JSON with the fields scripts rely on.
+
+use std::process::{Command, Output};
+
+fn txlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_txlab")).args(args).output().expect("run txlab")
+}
+
+fn fails_with(args: &[&str], code: i32, message: &str) {
+    let out = txlab(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: one line expected, got:\n{stderr}");
+    assert_eq!(stderr.trim_end(), message, "{args:?}");
+    assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+}
+
+#[test]
+fn an_unknown_protocol_is_refused_with_the_valid_names() {
+    fails_with(
+        &["run", "--protocol", "foo"],
+        2,
+        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo)",
+    );
+}
+
+#[test]
+fn theta_outside_its_range_is_refused() {
+    fails_with(&["run", "--theta", "1.5"], 2, "error: --theta 1.5 is out of range (0 to 0.999)");
+    fails_with(&["run", "--theta", "-0.1"], 2, "error: --theta -0.1 is out of range (0 to 0.999)");
+}
+
+#[test]
+fn zero_threads_is_refused() {
+    fails_with(&["run", "--threads", "0"], 2, "error: --threads 0 is out of range (1 to 1024)");
+    fails_with(
+        &["run", "--threads", "-3"],
+        2,
+        "error: --threads '-3' is not valid: invalid digit found in string",
+    );
+}
+
+#[test]
+fn a_zero_payload_is_refused() {
+    fails_with(
+        &["run", "--payload", "0"],
+        2,
+        "error: --payload 0 is out of range (1 to 1048576 bytes)",
+    );
+}
+
+#[test]
+fn other_out_of_range_values_are_refused() {
+    fails_with(&["run", "--read-ratio", "2"], 2, "error: --read-ratio 2 is out of range (0 to 1)");
+    fails_with(
+        &["run", "--duration", "0"],
+        2,
+        "error: --duration 0 is out of range (above 0 to 86400)",
+    );
+    fails_with(&["run", "--ops", "0"], 2, "error: --ops 0 is out of range (1 to 100000)");
+    fails_with(&["run", "--repeat", "0"], 2, "error: --repeat 0 is out of range (1 to 100)");
+    fails_with(
+        &["run", "--read-ratio", "0.6", "--scan-ratio", "0.6"],
+        2,
+        "error: --read-ratio 0.6 + --insert-ratio 0 + --scan-ratio 0.6 exceed 1 (the rest of the operations are writes)",
+    );
+    fails_with(
+        &["run", "--preset", "e", "--index", "hash"],
+        2,
+        "error: --scan-ratio above 0 needs --index ordered (a hash index cannot scan)",
+    );
+}
+
+#[test]
+fn malformed_numbers_and_unknown_flags_get_one_line() {
+    fails_with(
+        &["run", "--threads", "abc"],
+        2,
+        "error: --threads 'abc' is not valid: invalid digit found in string",
+    );
+    let out = txlab(&["run", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--bogus"), "{stderr}");
+}
+
+#[test]
+fn more_records_than_memory_allows_is_refused_before_loading() {
+    let out = txlab(&["run", "--records", "1000000000000", "--protocol", "silo"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: --records 1000000000000 with --payload 4: the data needs about"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("GiB of memory is available"), "{stderr}");
+}
+
+#[test]
+fn a_small_run_writes_json_and_csv_with_the_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let csv = dir.path().join("out.csv");
+    let out = txlab(&[
+        "run",
+        "--protocol",
+        "silo",
+        "--workload",
+        "ycsb",
+        "--threads",
+        "2",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0",
+        "--records",
+        "10000",
+        "--ops",
+        "4",
+        "--read-ratio",
+        "0.5",
+        "--theta",
+        "0.9",
+        "--payload",
+        "16",
+        "--rmw",
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["protocol"], "silo");
+    assert!(v["throughput"].as_f64().unwrap() > 0.0);
+    let ar = v["abort_ratio"].as_f64().unwrap();
+    assert!((0.0..1.0).contains(&ar));
+    assert_eq!(v["config"]["workload"]["records"], 10000);
+    assert_eq!(v["config"]["workload"]["rmw"], true);
+    assert_eq!(v["config"]["run"]["threads"], 2);
+    assert!(v["git_revision"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(v["machine"]["cores"].as_u64().unwrap() >= 1);
+    assert!(v["latency"]["p99_us"].as_f64().unwrap() >= v["latency"]["p50_us"].as_f64().unwrap());
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().starts_with("protocol,workload,threads"));
+    assert!(lines.next().unwrap().starts_with("silo,ycsb,2,"));
+}
+
+#[test]
+fn running_every_protocol_prints_a_comparison_against_nocc() {
+    let out = txlab(&[
+        "run",
+        "--threads",
+        "2",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0",
+        "--records",
+        "5000",
+        "--preset",
+        "e",
+        "--ops",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Comparison"), "{stdout}");
+    for p in ["nocc", "2pl-nowait", "2pl-waitdie", "silo"] {
+        assert!(stdout.lines().any(|l| l.trim_start().starts_with(p)), "{p} missing:\n{stdout}");
+    }
+    let table = stdout.split("Comparison").nth(1).unwrap();
+    let nocc = table.lines().find(|l| l.trim_start().starts_with("nocc ")).unwrap();
+    assert!(nocc.contains("1.000"), "nocc's ratio to itself: {nocc}");
+}
+
+#[test]
+fn list_names_every_protocol_workload_and_preset() {
+    let out = txlab(&["list"]);
+    assert_eq!(out.status.code(), Some(0));
+    let s = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "nocc",
+        "2pl-nowait",
+        "2pl-waitdie",
+        "silo",
+        "ycsb",
+        "serializable: no",
+        "serializable: yes",
+    ] {
+        assert!(s.contains(word), "{word} missing:\n{s}");
+    }
+    for p in ["a ", "b ", "c ", "d ", "e ", "f "] {
+        assert!(s.lines().any(|l| l.trim_start().starts_with(p)), "preset {p} missing");
+    }
+}
+
+#[test]
+fn help_reads_like_a_manual() {
+    let out = txlab(&["run", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let s = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--protocol",
+        "--workload",
+        "--threads",
+        "--duration",
+        "--json",
+        "--records",
+        "--ops",
+        "--read-ratio",
+        "--theta",
+        "--payload",
+        "--rmw",
+        "--preset",
+        "--backoff",
+    ] {
+        assert!(s.contains(flag), "{flag} missing from --help");
+    }
+}
