@@ -358,6 +358,12 @@ impl<'a, W: Worker> Tx<'a, W> {
         self.worker.scan(table, lo, hi, limit, f)
     }
 
+    /// See [`Worker::prefetch`]: a hint, never checked against templates or access sets.
+    #[inline]
+    pub fn prefetch(&mut self, table: TableId, key: u64) {
+        self.worker.prefetch(table, key);
+    }
+
     /// Aborts on purpose: `return tx.user_abort()`.
     pub fn user_abort<T>(&mut self) -> Result<T, Abort> {
         Err(Abort::user())

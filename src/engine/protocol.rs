@@ -126,6 +126,14 @@ pub trait Worker {
         f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<usize, Abort>;
 
+    /// A hint that `key` will be accessed soon: looks it up and prefetches its record so that
+    /// the cache misses of several upcoming operations overlap. Changes no state and records
+    /// nothing for validation; the default does nothing.
+    #[inline]
+    fn prefetch(&mut self, table: TableId, key: u64) {
+        let _ = (table, key);
+    }
+
     /// Marks the start of piece `piece` of the transaction's template. IC3 acts on it; other
     /// protocols ignore it.
     #[inline]

@@ -209,7 +209,10 @@ impl<R: RecordHeader> RowStore<R> {
 
     fn seg_layout(&self) -> Layout {
         let bytes = self.slot_size << self.seg_shift;
-        Layout::from_size_align(bytes, CACHE_LINE).expect("segment layout")
+        // Segments of at least 2 MiB are 2 MiB-aligned so the kernel can back them with
+        // transparent huge pages (fewer TLB misses on random record access).
+        let align = if bytes >= SEGMENT_BYTES { SEGMENT_BYTES } else { CACHE_LINE };
+        Layout::from_size_align(bytes, align).expect("segment layout")
     }
 
     /// Makes sure the segment holding `rid` exists.
@@ -222,6 +225,14 @@ impl<R: RecordHeader> RowStore<R> {
         let mem = unsafe { alloc_zeroed(layout) };
         if mem.is_null() {
             std::alloc::handle_alloc_error(layout);
+        }
+        #[cfg(target_os = "linux")]
+        if layout.align() == SEGMENT_BYTES {
+            // SAFETY: `mem` is a live allocation of `layout.size()` bytes aligned to 2 MiB;
+            // MADV_HUGEPAGE is advice only and does not change its contents.
+            unsafe {
+                libc::madvise(mem.cast(), layout.size(), libc::MADV_HUGEPAGE);
+            }
         }
         // Release: pairs with the Acquire in `get` and above, publishing the zeroed segment.
         if self.dir[seg]

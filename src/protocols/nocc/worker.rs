@@ -189,6 +189,11 @@ impl Worker for NoccWorker<'_> {
         r
     }
 
+    #[inline]
+    fn prefetch(&mut self, t: TableId, key: u64) {
+        self.ctx.prefetch(t, key);
+    }
+
     fn commit(&mut self) -> Result<(), Abort> {
         for i in 0..self.deleted.len() {
             let (t, key, rid) = self.deleted[i];

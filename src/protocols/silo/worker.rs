@@ -542,6 +542,11 @@ impl Worker for SiloWorker<'_> {
         result
     }
 
+    #[inline]
+    fn prefetch(&mut self, t: TableId, key: u64) {
+        self.ctx.prefetch(t, key);
+    }
+
     fn commit(&mut self) -> Result<(), Abort> {
         // Phase 1.
         if let Err(a) = self.lock_write_set() {

@@ -366,6 +366,11 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         result
     }
 
+    #[inline]
+    fn prefetch(&mut self, t: TableId, key: u64) {
+        self.ctx.prefetch(t, key);
+    }
+
     fn commit(&mut self) -> Result<(), Abort> {
         for i in 0..self.deleted.len() {
             let (t, key, rid) = self.deleted[i];

@@ -94,6 +94,10 @@ pub struct YcsbArgs {
     /// transaction's read phase (CCBench §7.2) [default: 0]
     #[arg(long)]
     pub long_txn_delay_us: Option<u64>,
+    /// Do not prefetch each transaction's records before running its operations (prefetching
+    /// overlaps the cache misses of independent operations; it is the same for every protocol)
+    #[arg(long)]
+    pub no_prefetch: bool,
 }
 
 /// Resolved, validated YCSB parameters.
@@ -125,6 +129,8 @@ pub struct YcsbConfig {
     pub index: IndexKind,
     /// Long-transaction delay in µs for worker 0.
     pub long_txn_delay_us: u64,
+    /// Prefetch each transaction's records before running it.
+    pub prefetch: bool,
 }
 
 impl Default for YcsbConfig {
@@ -207,6 +213,7 @@ impl YcsbArgs {
                 60_000_000,
                 " us",
             )?,
+            prefetch: !self.no_prefetch,
         })
     }
 }
@@ -240,6 +247,9 @@ impl YcsbConfig {
             IndexKind::Hash => "hash",
         };
         s += &format!(", {dist} theta {}, {} B payload, {index} index", self.theta, self.payload);
+        if !self.prefetch {
+            s += ", no prefetch";
+        }
         if self.long_txn_delay_us > 0 {
             s += &format!(", long txn delay {} us on worker 0", self.long_txn_delay_us);
         }

@@ -128,6 +128,7 @@ impl Workload for Ycsb {
                 } else {
                     Duration::ZERO
                 },
+                prefetch: c.prefetch,
             },
         }
     }
@@ -161,6 +162,8 @@ pub struct YcsbTxn {
     pub value: Vec<u8>,
     /// Read-phase extension (long transactions).
     pub delay: Duration,
+    /// Prefetch every point access before running the operations.
+    pub prefetch: bool,
 }
 
 impl Procedure for YcsbTxn {
@@ -181,6 +184,13 @@ impl Procedure for YcsbTxn {
 
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         tx.piece(0, |tx| {
+            if self.prefetch {
+                for op in &self.ops {
+                    if let Op::Read(k) | Op::Write(k) | Op::Rmw(k) = *op {
+                        tx.prefetch(USERTABLE, k);
+                    }
+                }
+            }
             let mut sink = 0u8;
             for op in &self.ops {
                 match *op {
