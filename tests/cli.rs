@@ -174,6 +174,13 @@ fn running_every_protocol_prints_a_comparison_against_nocc() {
     for p in ["nocc", "2pl-nowait", "2pl-waitdie", "silo"] {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(p)), "{p} missing:\n{stdout}");
     }
+    for p in ["nocc", "2pl-nowait", "2pl-waitdie", "silo"] {
+        let runs = stdout
+            .lines()
+            .filter(|l| l.starts_with("run ") && l.contains(&format!(": {p} on")))
+            .count();
+        assert_eq!(runs, 2, "two interleaved runs of {p}:\n{stdout}");
+    }
     let table = stdout.split("Comparison").nth(1).unwrap();
     let nocc = table.lines().find(|l| l.trim_start().starts_with("nocc ")).unwrap();
     assert!(nocc.contains("1.000"), "nocc's ratio to itself: {nocc}");

@@ -90,15 +90,48 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
         "workload": workload.config(),
         "command": args,
     });
-    let mut all: Vec<Vec<RunReport>> = Vec::new();
-    for kind in &protocols {
-        let reports = crate::with_protocol!(*kind, P => measure::<P, _>(&workload, &run_cfg, &db_opts, cores, args.repeat, &config))
-            .map_err(|e| match e {
-                Error::OutOfMemory(m) => usage(m),
-                Error::Config(m) => usage(m),
-                e => Failure::Run(e.to_string()),
-            })?;
-        all.push(reports);
+    let fail = |e: Error| match e {
+        Error::OutOfMemory(m) | Error::Config(m) => usage(m),
+        e => Failure::Run(e.to_string()),
+    };
+    // Interleave the protocols' runs when every database fits in memory at once, so that each
+    // protocol's median samples the same stretches of machine noise (ratios side by side).
+    let need = check_memory::<[u64; 2]>(&probe).unwrap_or(0);
+    let interleave = protocols.len() > 1
+        && args.repeat > 1
+        && crate::storage::available_memory()
+            .is_none_or(|avail| need.saturating_mul(protocols.len() as u64) <= avail / 10 * 9);
+    let mut all: Vec<Vec<RunReport>> = vec![Vec::new(); protocols.len()];
+    if interleave {
+        let mut sessions = Vec::new();
+        for kind in &protocols {
+            sessions.push(
+                crate::with_protocol!(*kind, P => prepare::<P, _>(&workload, &run_cfg, &db_opts, cores, &config))
+                    .map_err(fail)?,
+            );
+        }
+        for round in 0..args.repeat as usize {
+            for i in 0..sessions.len() {
+                let at = (round + i) % sessions.len();
+                let report = (sessions[at])().map_err(fail)?;
+                print!("run {}/{}: {}", round + 1, args.repeat, report.to_text());
+                all[at].push(report);
+            }
+        }
+    } else {
+        for (at, kind) in protocols.iter().enumerate() {
+            let mut session =
+                crate::with_protocol!(*kind, P => prepare::<P, _>(&workload, &run_cfg, &db_opts, cores, &config))
+                    .map_err(fail)?;
+            for round in 0..args.repeat {
+                let report = session().map_err(fail)?;
+                if args.repeat > 1 {
+                    print!("run {}/{}: ", round + 1, args.repeat);
+                }
+                print!("{}", report.to_text());
+                all[at].push(report);
+            }
+        }
     }
     let medians: Vec<&RunReport> = all.iter().map(|r| median(r)).collect();
     if medians.len() > 1 {
@@ -117,27 +150,31 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn measure<P: Protocol + Default, W: Workload>(
-    workload: &W,
-    cfg: &RunConfig,
+/// One measured window of a loaded database.
+type Session<'a> = Box<dyn FnMut() -> Result<RunReport, Error> + 'a>;
+
+/// Creates and loads a database for protocol `P`; returns a closure that measures one window.
+/// (The closure is boxed so that protocols of different types can take turns; the call happens
+/// once per window, never per transaction.)
+fn prepare<'a, P: Protocol + Default, W: Workload>(
+    workload: &'a W,
+    cfg: &'a RunConfig,
     db_opts: &DbOptions,
     load_threads: usize,
-    repeat: u32,
-    config: &serde_json::Value,
-) -> Result<Vec<RunReport>, Error> {
+    config: &'a serde_json::Value,
+) -> Result<Session<'a>, Error> {
     let db = Database::with_options(P::default(), &workload.tables(), db_opts.clone())?;
     let t = Instant::now();
     workload.load(&db, load_threads)?;
     eprintln!("[{}] loaded in {:.2} s", P::NAME, t.elapsed().as_secs_f64());
-    let names: Vec<&str> = workload.txn_types().iter().map(|t| t.name).collect();
-    let mut reports = Vec::new();
-    for i in 0..repeat {
+    let names: Vec<&'static str> = workload.txn_types().iter().map(|t| t.name).collect();
+    Ok(Box::new(move || {
         let per_worker = P::drive(&db, workload, cfg)?;
         let mut total = WorkerStats::new(names.len());
         for s in &per_worker {
             total.merge(s);
         }
-        let report = RunReport::new(
+        Ok(RunReport::new(
             P::NAME,
             workload.name(),
             &names,
@@ -145,14 +182,8 @@ fn measure<P: Protocol + Default, W: Workload>(
             cfg.threads,
             cfg.duration.as_secs_f64(),
             config.clone(),
-        );
-        if repeat > 1 {
-            print!("run {}/{}: ", i + 1, repeat);
-        }
-        print!("{}", report.to_text());
-        reports.push(report);
-    }
-    Ok(reports)
+        ))
+    }))
 }
 
 /// The run with the median throughput.
