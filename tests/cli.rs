@@ -167,6 +167,8 @@ fn running_every_protocol_prints_a_comparison_against_nocc() {
         "e",
         "--ops",
         "2",
+        "--repeat",
+        "2",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
