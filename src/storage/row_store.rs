@@ -29,7 +29,7 @@
 //! hot path touches no shared counter except once per `CHUNK` allocations.
 
 use crate::error::Error;
-use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::alloc::Layout;
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
@@ -209,38 +209,22 @@ impl<R: RecordHeader> RowStore<R> {
 
     fn seg_layout(&self) -> Layout {
         let bytes = self.slot_size << self.seg_shift;
-        // Segments of at least 2 MiB are 2 MiB-aligned so the kernel can back them with
-        // transparent huge pages (fewer TLB misses on random record access).
-        let align = if bytes >= SEGMENT_BYTES { SEGMENT_BYTES } else { CACHE_LINE };
-        Layout::from_size_align(bytes, align).expect("segment layout")
+        Layout::from_size_align(bytes, CACHE_LINE).expect("segment layout")
     }
 
-    /// Makes sure the segment holding `rid` exists.
+    /// Makes sure the segment `seg` exists.
     fn ensure_segment(&self, seg: usize) {
         if !self.dir[seg].load(Ordering::Acquire).is_null() {
             return;
         }
-        let layout = self.seg_layout();
-        // SAFETY: the layout has a non-zero size (slot_size >= 64).
-        let mem = unsafe { alloc_zeroed(layout) };
-        if mem.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        #[cfg(target_os = "linux")]
-        if layout.align() == SEGMENT_BYTES {
-            // SAFETY: `mem` is a live allocation of `layout.size()` bytes aligned to 2 MiB;
-            // MADV_HUGEPAGE is advice only and does not change its contents.
-            unsafe {
-                libc::madvise(mem.cast(), layout.size(), libc::MADV_HUGEPAGE);
-            }
-        }
+        let mem = segment::map(self.seg_layout());
         // Release: pairs with the Acquire in `get` and above, publishing the zeroed segment.
         if self.dir[seg]
             .compare_exchange(ptr::null_mut(), mem, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            // SAFETY: `mem` was allocated above with `layout` and never published.
-            unsafe { dealloc(mem, layout) };
+            // SAFETY: `mem` was mapped above with this layout and never published.
+            unsafe { segment::unmap(mem, self.seg_layout()) };
         }
     }
 
@@ -305,11 +289,93 @@ impl<R: RecordHeader> Drop for RowStore<R> {
         for seg in self.dir.iter() {
             let p = seg.load(Ordering::Acquire);
             if !p.is_null() {
-                // SAFETY: each non-null entry was allocated in `ensure_segment` with `layout`,
-                // and `&mut self` proves no reference into it is alive.
-                unsafe { dealloc(p, layout) };
+                // SAFETY: each non-null entry was mapped in `ensure_segment` with `layout`, and
+                // `&mut self` proves no reference into it is alive.
+                unsafe { segment::unmap(p, layout) };
             }
         }
+    }
+}
+
+/// Zeroed segment memory. On Linux, segments are mapped directly, aligned to 2 MiB and advised as
+/// transparent huge pages before they are first touched, so that every table (whichever is loaded
+/// first) gets huge pages alike: random record access then costs no TLB walk. (Through the global
+/// allocator the memory may be pre-touched or unaligned, and only some tables got huge pages,
+/// which biased comparisons between databases.)
+mod segment {
+    use std::alloc::Layout;
+
+    const HUGE: usize = 2 << 20;
+
+    /// Maps zeroed memory for `layout`; aborts like the global allocator if none is left.
+    #[cfg(target_os = "linux")]
+    pub fn map(layout: Layout) -> *mut u8 {
+        let len = layout.size();
+        let span = len + HUGE;
+        // SAFETY: an anonymous private mapping with no address hint; the result is checked.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                span,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            std::alloc::handle_alloc_error(layout);
+        }
+        let start = raw as usize;
+        let aligned = start.next_multiple_of(HUGE);
+        let head = aligned - start;
+        let tail = span - head - len;
+        // SAFETY: `[start, start + span)` is our mapping; the head and tail trimmed here lie
+        // inside it and outside `[aligned, aligned + len)`, which stays mapped. MADV_HUGEPAGE
+        // is advice and changes no contents (fresh anonymous memory reads as zero).
+        unsafe {
+            if head > 0 {
+                libc::munmap(start as *mut libc::c_void, head);
+            }
+            if tail > 0 {
+                libc::munmap((aligned + len) as *mut libc::c_void, tail);
+            }
+            libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+        aligned as *mut u8
+    }
+
+    /// Unmaps memory from [`map`].
+    ///
+    /// # Safety
+    ///
+    /// `p` came from `map(layout)` with the same layout and nothing refers into it any more.
+    #[cfg(target_os = "linux")]
+    pub unsafe fn unmap(p: *mut u8, layout: Layout) {
+        // SAFETY: by the contract, `p..p + size` is exactly one live mapping of ours.
+        unsafe { libc::munmap(p.cast(), layout.size()) };
+    }
+
+    /// Allocates zeroed memory for `layout`.
+    #[cfg(not(target_os = "linux"))]
+    pub fn map(layout: Layout) -> *mut u8 {
+        // SAFETY: the layout has a non-zero size (slots are at least 64 bytes).
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        p
+    }
+
+    /// Frees memory from [`map`].
+    ///
+    /// # Safety
+    ///
+    /// `p` came from `map(layout)` with the same layout and nothing refers into it any more.
+    #[cfg(not(target_os = "linux"))]
+    pub unsafe fn unmap(p: *mut u8, layout: Layout) {
+        // SAFETY: by the contract, `p` was allocated with `layout` by the global allocator.
+        unsafe { std::alloc::dealloc(p, layout) };
     }
 }
 
