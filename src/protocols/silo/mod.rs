@@ -23,6 +23,9 @@
 //!    TID, and in epoch `e` or later;
 //! 5. install the buffered values and release each lock by storing the new TID.
 //!
+//! A transaction with an empty write set only validates (step 3): it holds no locks whose
+//! acquisition a fence would have to order, and needs no TID.
+//!
 //! **Deletes** mark the record absent at commit; the shared epoch GC unlinks it and removes the
 //! index entry two grace periods later (§4.6).
 //!

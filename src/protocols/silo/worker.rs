@@ -548,6 +548,13 @@ impl Worker for SiloWorker<'_> {
     }
 
     fn commit(&mut self) -> Result<(), Abort> {
+        if self.writes.is_empty() {
+            // Read-only: no locks to order before validation (so no fence), no TID to choose;
+            // the transaction serializes at its validation.
+            let r = self.validate();
+            self.clear();
+            return r;
+        }
         // Phase 1.
         if let Err(a) = self.lock_write_set() {
             self.rollback();
