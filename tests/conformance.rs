@@ -12,7 +12,7 @@ const H: TableId = TableId(1);
 fn db<P: Protocol + Default>() -> Database<P> {
     let opts = DbOptions { max_workers: 16, epoch_interval: Duration::from_millis(1) };
     let tables = [
-        TableSpec::new("t", 16, 1000).with_columns(&[("a", 0, 8), ("b", 8, 8)]),
+        TableSpec::new("t", 16, 20_000).with_columns(&[("a", 0, 8), ("b", 8, 8)]),
         TableSpec::new("h", 16, 1000).with_index(IndexKind::Hash),
     ];
     Database::with_options(P::default(), &tables, opts).unwrap()
@@ -187,6 +187,17 @@ pub fn scan_limits_order_and_own_writes<P: Protocol + Default>() {
         assert_eq!(keys_of(w, T, 10, 20, 100)?, vec![12, 13, 18]);
         Ok(())
     });
+    // A dense range: batches of up to 64 buckets hold more than one 256-entry index chunk.
+    txn(&mut w, |w| {
+        for k in 10_000..16_000u64 {
+            w.insert(T, k, &row(k))?;
+        }
+        Ok(())
+    });
+    let dense = txn(&mut w, |w| keys_of(w, T, 10_000, u64::MAX, 100_000));
+    assert_eq!(dense, (10_000..16_000).collect::<Vec<_>>());
+    let some = txn(&mut w, |w| keys_of(w, T, 10_100, 15_000, 700));
+    assert_eq!(some, (10_100..10_800).collect::<Vec<_>>());
     // A scan of a hash table is refused, not wrong.
     w.begin(0);
     assert_eq!(keys_of(&mut w, H, 0, 10, 10).unwrap_err().reason, AbortReason::Unsupported);

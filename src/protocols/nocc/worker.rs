@@ -3,6 +3,7 @@
 use super::record::NoccRecord;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
+use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{check_len, table, Arena, Scratch, Undo, UndoKind};
 use crate::storage::context::WorkerCtx;
@@ -156,37 +157,36 @@ impl Worker for NoccWorker<'_> {
         mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<usize, Abort> {
         let tbl = table(self.ctx.storage, t)?;
+        if limit == 0 {
+            return Ok(0);
+        }
         let mut buf = std::mem::take(&mut self.ctx.scan_buf);
-        let r = (|| {
-            let mut n = 0;
-            let mut from = lo;
-            while n < limit && from <= hi {
-                let req = (limit - n).min(256);
-                if !tbl.index.scan(from, hi, req, &mut buf, &self.ctx.guard) {
-                    return Err(Abort::new(AbortReason::Unsupported));
-                }
-                let Some((last, _)) = buf.entries().last() else { break };
-                for (k, rid) in buf.entries() {
-                    let row = tbl.rows.get(rid);
-                    if !row.header.present() {
-                        continue;
+        let mut cursor = RangeCursor::new(tbl, lo, hi);
+        let mut n = 0;
+        let result = 'outer: loop {
+            match cursor.next(tbl, limit - n, &mut buf, &self.ctx.guard) {
+                Err(a) => break Err(a),
+                Ok(None) => break Ok(n),
+                // No isolation: nothing to protect.
+                Ok(Some(Step::Cover(_))) => {}
+                Ok(Some(Step::Entries)) => {
+                    for (k, rid) in buf.entries() {
+                        let row = tbl.rows.get(rid);
+                        if !row.header.present() {
+                            continue;
+                        }
+                        let data = self.scratch.get(tbl.spec.row_size);
+                        row.read_into(data);
+                        n += 1;
+                        if f(k, data).is_break() || n == limit {
+                            break 'outer Ok(n);
+                        }
                     }
-                    let data = self.scratch.get(tbl.spec.row_size);
-                    row.read_into(data);
-                    n += 1;
-                    if f(k, data).is_break() || n == limit {
-                        return Ok(n);
-                    }
-                }
-                match last.checked_add(1) {
-                    Some(next) if buf.len() == req => from = next,
-                    _ => break,
                 }
             }
-            Ok(n)
-        })();
+        };
         self.ctx.scan_buf = buf;
-        r
+        result
     }
 
     #[inline]

@@ -3,6 +3,7 @@
 use super::record::{SiloRecord, Tid};
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
+use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::{check_len, table, Arena, Scratch, SpinWait};
 use crate::storage::context::WorkerCtx;
 use crate::storage::{RowId, Table, TableId};
@@ -484,58 +485,52 @@ impl Worker for SiloWorker<'_> {
         mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<usize, Abort> {
         let tbl = table(self.ctx.storage, t)?;
-        if lo > hi || limit == 0 {
+        if limit == 0 {
             return Ok(0);
         }
         let len = tbl.spec.row_size;
         let mut buf = std::mem::take(&mut self.ctx.scan_buf);
+        let mut cursor = RangeCursor::new(tbl, lo, hi);
         let mut n = 0;
-        let mut batch = tbl.buckets.first_batch(lo, hi);
         let result = 'outer: loop {
-            // Bucket versions first, then the index (see storage::phantom).
-            for slot in tbl.buckets.batch_slots(&batch) {
-                let version = tbl.buckets.version(slot);
-                self.phantoms.push(PhantomEntry { table: t, slot: slot as u32, version });
-            }
-            let mut from = batch.lo;
-            loop {
-                let req = (limit - n).min(256);
-                if !tbl.index.scan(from, batch.hi, req, &mut buf, &self.ctx.guard) {
-                    break 'outer Err(Abort::new(AbortReason::Unsupported));
-                }
-                let Some((last, _)) = buf.entries().last() else { break };
-                for (k, rid) in buf.entries() {
-                    if let Some(i) = self.find_write(t, rid) {
-                        let w = self.writes[i];
-                        if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
-                            continue;
-                        }
-                        n += 1;
-                        if f(k, self.arena.get(w.off, len)).is_break() || n == limit {
-                            break 'outer Ok(n);
-                        }
-                        continue;
+            match cursor.next(tbl, limit - n, &mut buf, &self.ctx.guard) {
+                Err(a) => break Err(a),
+                Ok(None) => break Ok(n),
+                // Bucket versions first, then the index (see storage::phantom).
+                Ok(Some(Step::Cover(batch))) => {
+                    for slot in tbl.buckets.batch_slots(&batch) {
+                        let version = tbl.buckets.version(slot);
+                        self.phantoms.push(PhantomEntry { table: t, slot: slot as u32, version });
                     }
-                    let data = self.scratch.get(len);
-                    match Self::stable_read(tbl.rows.get(rid), data) {
-                        Stable::Present(tid) => {
-                            self.reads.push(ReadEntry { table: t, rid, tid });
+                }
+                Ok(Some(Step::Entries)) => {
+                    for (k, rid) in buf.entries() {
+                        if let Some(i) = self.find_write(t, rid) {
+                            let w = self.writes[i];
+                            if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                                continue;
+                            }
                             n += 1;
-                            if f(k, data).is_break() || n == limit {
+                            if f(k, self.arena.get(w.off, len)).is_break() || n == limit {
                                 break 'outer Ok(n);
                             }
+                            continue;
                         }
-                        Stable::Absent(tid) => self.reads.push(ReadEntry { table: t, rid, tid }),
+                        let data = self.scratch.get(len);
+                        match Self::stable_read(tbl.rows.get(rid), data) {
+                            Stable::Present(tid) => {
+                                self.reads.push(ReadEntry { table: t, rid, tid });
+                                n += 1;
+                                if f(k, data).is_break() || n == limit {
+                                    break 'outer Ok(n);
+                                }
+                            }
+                            Stable::Absent(tid) => {
+                                self.reads.push(ReadEntry { table: t, rid, tid })
+                            }
+                        }
                     }
                 }
-                if buf.len() < req || last >= batch.hi {
-                    break;
-                }
-                from = last + 1;
-            }
-            match tbl.buckets.next_batch(&batch, hi) {
-                Some(b) => batch = b,
-                None => break Ok(n),
             }
         };
         self.ctx.scan_buf = buf;

@@ -4,6 +4,7 @@ use super::record::{TwoPlRecord, TS_MASK, WRITER};
 use super::LockPolicy;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
+use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{check_len, table, Arena, Scratch, SpinWait, Undo, UndoKind};
 use crate::storage::context::WorkerCtx;
@@ -317,49 +318,42 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<usize, Abort> {
         let tbl = table(self.ctx.storage, t)?;
-        if lo > hi || limit == 0 {
+        if limit == 0 {
             return Ok(0);
         }
         let len = tbl.spec.row_size;
         let mut buf = std::mem::take(&mut self.ctx.scan_buf);
+        let mut cursor = RangeCursor::new(tbl, lo, hi);
         let mut n = 0;
-        let mut batch = tbl.buckets.first_batch(lo, hi);
         let result = 'outer: loop {
-            for slot in tbl.buckets.batch_slots(&batch) {
-                if let Err(a) = self.hold_scan(tbl, slot) {
-                    break 'outer Err(a);
-                }
-            }
-            let mut from = batch.lo;
-            loop {
-                let req = (limit - n).min(256);
-                if !tbl.index.scan(from, batch.hi, req, &mut buf, &self.ctx.guard) {
-                    break 'outer Err(Abort::new(AbortReason::Unsupported));
-                }
-                let Some((last, _)) = buf.entries().last() else { break };
-                for (k, rid) in buf.entries() {
-                    if let Err(a) = self.lock(tbl, rid, false) {
-                        break 'outer Err(a);
-                    }
-                    let row = tbl.rows.get(rid);
-                    if !row.header.state.present() {
-                        continue;
-                    }
-                    let data = self.scratch.get(len);
-                    row.read_into(data);
-                    n += 1;
-                    if f(k, data).is_break() || n == limit {
-                        break 'outer Ok(n);
+            match cursor.next(tbl, limit - n, &mut buf, &self.ctx.guard) {
+                Err(a) => break Err(a),
+                Ok(None) => break Ok(n),
+                // Scan holds on the batch's buckets before reading it from the index.
+                Ok(Some(Step::Cover(batch))) => {
+                    for slot in tbl.buckets.batch_slots(&batch) {
+                        if let Err(a) = self.hold_scan(tbl, slot) {
+                            break 'outer Err(a);
+                        }
                     }
                 }
-                if buf.len() < req || last >= batch.hi {
-                    break;
+                Ok(Some(Step::Entries)) => {
+                    for (k, rid) in buf.entries() {
+                        if let Err(a) = self.lock(tbl, rid, false) {
+                            break 'outer Err(a);
+                        }
+                        let row = tbl.rows.get(rid);
+                        if !row.header.state.present() {
+                            continue;
+                        }
+                        let data = self.scratch.get(len);
+                        row.read_into(data);
+                        n += 1;
+                        if f(k, data).is_break() || n == limit {
+                            break 'outer Ok(n);
+                        }
+                    }
                 }
-                from = last + 1;
-            }
-            match tbl.buckets.next_batch(&batch, hi) {
-                Some(b) => batch = b,
-                None => break Ok(n),
             }
         };
         self.ctx.scan_buf = buf;
