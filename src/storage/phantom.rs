@@ -2,7 +2,7 @@
 //!
 //! A table's key space is cut into *buckets* of `2^shift` consecutive keys (the granularity,
 //! chosen per table; default 64 keys). Each bucket maps to one word of a fixed array of
-//! `slots` words (default 4096) by a mixing fold of the bucket number; consecutive buckets land on
+//! `slots` words (default 16384, 128 KiB per table) by a mixing fold of the bucket number; consecutive buckets land on
 //! distinct words, far-apart buckets may share a word (a false conflict, never a missed one).
 //!
 //! The word is read two ways, depending on the protocol family:
@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Default log2 of keys per bucket.
 pub const DEFAULT_SHIFT: u32 = 6;
 /// Default number of bucket words per table.
-pub const DEFAULT_SLOTS: usize = 4096;
+pub const DEFAULT_SLOTS: usize = 16384;
 
 const SCAN_ONE: u64 = 1;
 const SCAN_MASK: u64 = 0xFFFF_FFFF;

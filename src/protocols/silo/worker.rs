@@ -370,7 +370,10 @@ impl Worker for SiloWorker<'_> {
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
         loop {
-            if let Some(rid) = self.lookup(tbl, key) {
+            // No phantom entry for the key itself: creating the index entry is atomic (a racing
+            // insert of the same key is seen by `insert_if_absent`, a revived record through its
+            // TID), and an entry here would make inserts of neighbouring keys abort each other.
+            if let Some(rid) = tbl.index.get(key, &self.ctx.guard) {
                 if let Some(i) = self.find_write(t, rid) {
                     let w = self.writes[i];
                     return Ok(match w.kind {

@@ -9,6 +9,8 @@ use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{check_len, table, Arena, Scratch, SpinWait, Undo, UndoKind};
 use crate::storage::context::WorkerCtx;
 use crate::storage::{RowId, Table, TableId};
+use rustc_hash::FxBuildHasher;
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
@@ -33,6 +35,9 @@ pub struct TwoPlWorker<'db, L: LockPolicy> {
     clock: quanta::Clock,
     ts: u64,
     locks: Vec<Held>,
+    /// `(table, row) -> index in locks`, so re-entrant acquisition is O(1) even for scans that
+    /// lock hundreds of rows (cleared per transaction; keeps its capacity).
+    held: HashMap<(u32, u64), usize, FxBuildHasher>,
     buckets: Vec<BucketHold>,
     undo: Vec<Undo>,
     arena: Arena,
@@ -49,6 +54,7 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
             clock: quanta::Clock::new(),
             ts: 0,
             locks: Vec::new(),
+            held: HashMap::default(),
             buckets: Vec::new(),
             undo: Vec::new(),
             arena: Arena::default(),
@@ -63,7 +69,7 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
     #[inline]
     fn lock(&mut self, tbl: &Table<TwoPlRecord>, rid: RowId, exclusive: bool) -> Result<(), Abort> {
         let rec = tbl.rows.get(rid).header;
-        if let Some(i) = self.locks.iter().rposition(|h| h.rid == rid && h.table == tbl.id) {
+        if let Some(&i) = self.held.get(&(tbl.id.0, rid.0)) {
             if self.locks[i].exclusive || !exclusive {
                 return Ok(());
             }
@@ -86,6 +92,7 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
             let r = if exclusive { rec.try_write(self.ts) } else { rec.try_read(self.ts) };
             match r {
                 Ok(()) => {
+                    self.held.insert((tbl.id.0, rid.0), self.locks.len());
                     self.locks.push(Held { table: tbl.id, rid, exclusive });
                     return Ok(());
                 }
@@ -185,6 +192,7 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
             }
         }
         self.locks.clear();
+        self.held.clear();
         self.buckets.clear();
         self.undo.clear();
         self.arena.clear();
@@ -290,6 +298,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
             row.write_from(value);
             row.header.state.set(PRESENT);
             if tbl.index.insert_if_absent(key, rid, &self.ctx.guard).is_ok() {
+                self.held.insert((t.0, rid.0), self.locks.len());
                 self.locks.push(Held { table: t, rid, exclusive: true });
                 self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Insert });
                 return Ok(true);
