@@ -126,6 +126,11 @@ impl<'db> SiloWorker<'db> {
     }
 
     #[inline]
+    fn push_write(&mut self, table: TableId, rid: RowId, key: u64, kind: WriteKind, off: u32) {
+        self.writes.push(WriteEntry { table, rid, key, kind, off, locked_tid: Tid(0) });
+    }
+
+    #[inline]
     fn find_write(&self, t: TableId, rid: RowId) -> Option<usize> {
         self.writes.iter().rposition(|w| w.rid == rid && w.table == t)
     }
@@ -315,14 +320,7 @@ impl Worker for SiloWorker<'_> {
         }
         // A blind write reads nothing: presence is re-checked when the record is locked.
         let off = self.arena.push(value);
-        self.writes.push(WriteEntry {
-            table: t,
-            rid,
-            key,
-            kind: WriteKind::Update,
-            off,
-            locked_tid: Tid(0),
-        });
+        self.push_write(t, rid, key, WriteKind::Update, off);
         Ok(true)
     }
 
@@ -349,14 +347,7 @@ impl Worker for SiloWorker<'_> {
             Stable::Present(tid) => {
                 self.reads.push(ReadEntry { table: t, rid, tid });
                 let out = f(self.arena.get_mut(off, len));
-                self.writes.push(WriteEntry {
-                    table: t,
-                    rid,
-                    key,
-                    kind: WriteKind::Update,
-                    off,
-                    locked_tid: Tid(0),
-                });
+                self.push_write(t, rid, key, WriteKind::Update, off);
                 Ok(Some(out))
             }
             Stable::Absent(tid) => {
@@ -408,14 +399,7 @@ impl Worker for SiloWorker<'_> {
                 // Revive a deleted record: its TID must not change before we lock it at commit.
                 self.reads.push(ReadEntry { table: t, rid, tid: cur });
                 let off = self.arena.push(value);
-                self.writes.push(WriteEntry {
-                    table: t,
-                    rid,
-                    key,
-                    kind: WriteKind::Revive,
-                    off,
-                    locked_tid: Tid(0),
-                });
+                self.push_write(t, rid, key, WriteKind::Revive, off);
                 self.bump(tbl, key);
                 return Ok(true);
             }
@@ -428,14 +412,7 @@ impl Worker for SiloWorker<'_> {
                 continue;
             }
             let off = self.arena.push(value);
-            self.writes.push(WriteEntry {
-                table: t,
-                rid,
-                key,
-                kind: WriteKind::Insert,
-                off,
-                locked_tid: Tid(0),
-            });
+            self.push_write(t, rid, key, WriteKind::Insert, off);
             self.bump(tbl, key);
             return Ok(true);
         }
@@ -468,14 +445,7 @@ impl Worker for SiloWorker<'_> {
         if tid.is_absent() {
             return Ok(false);
         }
-        self.writes.push(WriteEntry {
-            table: t,
-            rid,
-            key,
-            kind: WriteKind::Delete,
-            off: 0,
-            locked_tid: Tid(0),
-        });
+        self.push_write(t, rid, key, WriteKind::Delete, 0);
         Ok(true)
     }
 
