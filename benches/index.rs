@@ -1,7 +1,8 @@
-//! Index micro-benchmark behind the choice of index crates (see storage/index.rs):
-//! 1 M `u64` keys inserted in shuffled order, then uniform random point lookups, 50-key range
-//! scans, and inserts into a loaded index, for congee (the ordered index txlab uses),
-//! scc::TreeIndex (the alternative ordered index) and scc::HashIndex (the hash index).
+//! Index micro-benchmark behind the choice of indexes (see storage/index.rs): 1 M and 10 M `u64`
+//! keys inserted in shuffled order, then uniform random point lookups, 50-key range scans, and
+//! inserts into a loaded index, for congee (the ordered index txlab uses), scc::TreeIndex (the
+//! alternative ordered index), txlab's own hash index and scc::HashIndex (the hash index it
+//! replaced).
 //!
 //! `cargo bench --bench index`
 
@@ -13,8 +14,8 @@ use txlab::storage::RowId;
 
 const N: u64 = 1_000_000;
 
-fn shuffled() -> Vec<u64> {
-    let mut keys: Vec<u64> = (0..N).collect();
+fn shuffled(n: u64) -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..n).collect();
     let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(1);
     for i in (1..keys.len()).rev() {
         let j = rng.random_range(0..=i);
@@ -23,25 +24,55 @@ fn shuffled() -> Vec<u64> {
     keys
 }
 
-fn bench(c: &mut Criterion) {
-    let keys = shuffled();
+/// Uniform point lookups on `n` keys in every index.
+fn gets(c: &mut Criterion, n: u64, name: &str) {
     let g = pin();
     let congee = Index::new(IndexKind::Ordered, 0);
-    let hash = Index::new(IndexKind::Hash, N as usize);
+    let hash = Index::new(IndexKind::Hash, n as usize);
+    let scc_hash = scc::HashIndex::<u64, u64, rustc_hash::FxBuildHasher>::with_capacity_and_hasher(
+        n as usize,
+        rustc_hash::FxBuildHasher,
+    );
     let tree = scc::TreeIndex::<u64, u64>::new();
+    for k in shuffled(n) {
+        congee.insert_if_absent(k, RowId(k), &g).unwrap();
+        hash.insert_if_absent(k, RowId(k), &g).unwrap();
+        scc_hash.insert_sync(k, k).unwrap();
+        tree.insert_sync(k, k).unwrap();
+    }
+    let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(2);
+    let mut group = c.benchmark_group(name);
+    group.bench_function("congee", |b| b.iter(|| black_box(congee.get(rng.next_u64() % n, &g))));
+    group.bench_function("scc_tree", |b| {
+        b.iter(|| black_box(tree.peek_with(&(rng.next_u64() % n), |_, v| *v)))
+    });
+    group.bench_function("txlab_hash", |b| b.iter(|| black_box(hash.get(rng.next_u64() % n, &g))));
+    group.bench_function("scc_hash", |b| {
+        b.iter(|| black_box(scc_hash.peek_with(&(rng.next_u64() % n), |_, v| *v)))
+    });
+    group.finish();
+}
+
+fn bench(c: &mut Criterion) {
+    gets(c, N, "get_uniform_1M");
+    gets(c, 10 * N, "get_uniform_10M");
+    let keys = shuffled(N);
+    let g = pin();
+    let congee = Index::new(IndexKind::Ordered, 0);
+    // Sized for the keys the insert benchmark adds, so its chains do not grow without bound.
+    let hash = Index::new(IndexKind::Hash, 32 * N as usize);
+    let tree = scc::TreeIndex::<u64, u64>::new();
+    let scc_hash = scc::HashIndex::<u64, u64, rustc_hash::FxBuildHasher>::with_capacity_and_hasher(
+        N as usize,
+        rustc_hash::FxBuildHasher,
+    );
     for &k in &keys {
         congee.insert_if_absent(k, RowId(k), &g).unwrap();
         hash.insert_if_absent(k, RowId(k), &g).unwrap();
         tree.insert_sync(k, k).unwrap();
+        scc_hash.insert_sync(k, k).unwrap();
     }
-    let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(2);
-    let mut group = c.benchmark_group("get_uniform_1M");
-    group.bench_function("congee", |b| b.iter(|| black_box(congee.get(rng.next_u64() % N, &g))));
-    group.bench_function("scc_tree", |b| {
-        b.iter(|| black_box(tree.peek_with(&(rng.next_u64() % N), |_, v| *v)))
-    });
-    group.bench_function("scc_hash", |b| b.iter(|| black_box(hash.get(rng.next_u64() % N, &g))));
-    group.finish();
+    let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(3);
 
     let mut group = c.benchmark_group("scan50_1M");
     let mut buf = ScanBuf::default();
@@ -75,10 +106,16 @@ fn bench(c: &mut Criterion) {
             tree.insert_sync(next.wrapping_mul(0x9E37_79B9) % (N * 1000), next)
         })
     });
-    group.bench_function("scc_hash", |b| {
+    group.bench_function("txlab_hash", |b| {
         b.iter(|| {
             next += 1;
             hash.insert_if_absent(next.wrapping_mul(0x9E37_79B9) % (N * 1000), RowId(next), &g)
+        })
+    });
+    group.bench_function("scc_hash", |b| {
+        b.iter(|| {
+            next += 1;
+            scc_hash.insert_sync(next.wrapping_mul(0x9E37_79B9) % (N * 1000), next)
         })
     });
     group.finish();

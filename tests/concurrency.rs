@@ -57,10 +57,10 @@ struct BankOutcome {
 
 /// Transfers between 16 hot accounts plus a shared transfer counter, with read-only audits that
 /// sum every balance; each thread yields between its reads and its writes to widen races.
-fn bank<P: Protocol + Default>(seed: u64, per_thread: u64) -> BankOutcome {
+fn bank<P: Protocol + Default>(seed: u64, per_thread: u64, index: IndexKind) -> BankOutcome {
     let db = Database::with_options(
         P::default(),
-        &[TableSpec::new("accounts", 8, ACCOUNTS + 1)],
+        &[TableSpec::new("accounts", 8, ACCOUNTS + 1).with_index(index)],
         opts(),
     )
     .unwrap();
@@ -132,9 +132,9 @@ fn bank<P: Protocol + Default>(seed: u64, per_thread: u64) -> BankOutcome {
     }
 }
 
-fn bank_is_serializable<P: Protocol + Default>() {
+fn bank_is_serializable<P: Protocol + Default>(index: IndexKind) {
     for seed in 1..=3 {
-        let o = bank::<P>(seed, 1000);
+        let o = bank::<P>(seed, 1000, index);
         assert_eq!(o.total, ACCOUNTS * INITIAL, "money conserved (seed {seed}): {o:?}");
         assert_eq!(o.counter, o.transfers, "no lost update on the counter (seed {seed}): {o:?}");
         assert_eq!(o.bad_audits, 0, "audits saw a consistent total (seed {seed}): {o:?}");
@@ -213,11 +213,11 @@ fn scans_see_no_phantoms<P: Protocol + Default>() {
 /// Write skew over absent keys: keys 2i and 2i+1 must never both be present. A transaction reads
 /// both and inserts its own key of the pair only when both are absent; another deletes both.
 /// Returns the committed transactions that saw both present plus the pairs that end with both.
-fn absent_pairs<P: Protocol + Default>(seed: u64, per_thread: u64) -> u64 {
+fn absent_pairs<P: Protocol + Default>(seed: u64, per_thread: u64, index: IndexKind) -> u64 {
     const PAIRS: u64 = 4;
     let db = Database::with_options(
         P::default(),
-        &[TableSpec::new("p", 8, 0).with_capacity(1 << 16)],
+        &[TableSpec::new("p", 8, 0).with_capacity(1 << 16).with_index(index)],
         opts(),
     )
     .unwrap();
@@ -257,10 +257,10 @@ fn absent_pairs<P: Protocol + Default>(seed: u64, per_thread: u64) -> u64 {
     both_seen.into_inner() + end as u64
 }
 
-fn absent_key_reads_are_protected<P: Protocol + Default>() {
+fn absent_key_reads_are_protected<P: Protocol + Default>(index: IndexKind) {
     for seed in 1..=3 {
         assert_eq!(
-            absent_pairs::<P>(seed, 1000),
+            absent_pairs::<P>(seed, 1000, index),
             0,
             "both keys of a pair were present (seed {seed})"
         );
@@ -271,9 +271,12 @@ macro_rules! serializable_suite {
     ($($name:ident => $P:ty),* $(,)?) => {$(
         mod $name {
             type P = $P;
-            #[test] fn bank_transfers_conserve_money_and_lose_no_update() { super::bank_is_serializable::<P>() }
+            use txlab::storage::index::IndexKind::{Hash, Ordered};
+            #[test] fn bank_transfers_conserve_money_and_lose_no_update() { super::bank_is_serializable::<P>(Ordered) }
+            #[test] fn bank_transfers_on_a_hash_index() { super::bank_is_serializable::<P>(Hash) }
             #[test] fn scans_racing_inserts_see_no_phantoms() { super::scans_see_no_phantoms::<P>() }
-            #[test] fn absent_key_reads_are_protected_against_inserts() { super::absent_key_reads_are_protected::<P>() }
+            #[test] fn absent_key_reads_are_protected_against_inserts() { super::absent_key_reads_are_protected::<P>(Ordered) }
+            #[test] fn absent_key_reads_on_a_hash_index() { super::absent_key_reads_are_protected::<P>(Hash) }
         }
     )*};
 }
@@ -287,7 +290,7 @@ serializable_suite! {
 /// The positive control: the same bank workload under `nocc` loses updates.
 #[test]
 fn nocc_is_caught_losing_updates_in_the_bank_test() {
-    let o = bank::<txlab::protocols::nocc::Nocc>(1, 400);
+    let o = bank::<txlab::protocols::nocc::Nocc>(1, 400, IndexKind::Ordered);
     assert!(
         o.counter < o.transfers || o.total != ACCOUNTS * INITIAL,
         "nocc showed no anomaly, so the test could not see one: {o:?}"
@@ -298,7 +301,7 @@ fn nocc_is_caught_losing_updates_in_the_bank_test() {
 #[test]
 fn nocc_is_caught_with_phantoms() {
     let (crowded, worst) = scan_insert::<txlab::protocols::nocc::Nocc>(1, 300);
-    let pairs = absent_pairs::<txlab::protocols::nocc::Nocc>(1, 300);
+    let pairs = absent_pairs::<txlab::protocols::nocc::Nocc>(1, 300, IndexKind::Hash);
     assert!(crowded > 0 || worst > 1, "nocc showed no phantom in the scan test");
     assert!(pairs > 0, "nocc showed no write skew over absent keys");
 }

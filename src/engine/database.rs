@@ -3,6 +3,7 @@
 use super::procedure::Recon;
 use super::protocol::Protocol;
 use crate::error::Error;
+use crate::storage::index::IndexKind;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::{index, RowId, SlotCache, Storage, TableId, TableSpec};
 use std::time::Duration;
@@ -100,11 +101,28 @@ impl<P: Protocol> Database<P> {
         }
     }
 
-    /// Counts the present rows with keys in `[lo, hi]` of an ordered table, outside any
-    /// transaction (for checks after a run). `None` for a hash table.
+    /// Longest key range [`Self::count_present`] probes on a hash table.
+    pub const MAX_HASH_COUNT_RANGE: u64 = 1 << 20;
+
+    /// Counts the present rows with keys in `[lo, hi]`, outside any transaction (for checks
+    /// after a run). A hash table is probed key by key, so there the range may span at most
+    /// [`Self::MAX_HASH_COUNT_RANGE`] keys. `None` for an unknown table or a longer hash range.
     pub fn count_present(&self, table: TableId, lo: u64, hi: u64) -> Option<u64> {
         let t = self.storage.try_table(table)?;
         let g = index::pin();
+        if t.index.kind() == IndexKind::Hash {
+            if hi < lo {
+                return Some(0);
+            }
+            if hi - lo >= Self::MAX_HASH_COUNT_RANGE {
+                return None;
+            }
+            let present = (lo..=hi)
+                .filter_map(|k| t.index.get(k, &g))
+                .filter(|&rid| self.protocol.is_present(t.rows.get(rid).header))
+                .count();
+            return Some(present as u64);
+        }
         let mut buf = index::ScanBuf::default();
         let mut from = lo;
         let mut n = 0;

@@ -3,21 +3,22 @@
 //! * `Ordered` is `congee` (an adaptive radix tree with optimistic lock coupling): readers write no
 //!   shared memory, writers lock single nodes, keys are exactly our 8-byte keys, and in our
 //!   micro-benchmark it was the fastest ordered index for `u64` (see `benches/index.rs`).
-//! * `Hash` is `scc::HashIndex` with an Fx hasher: lock-free reads, bucket-locked writes; point
-//!   operations only, so a scan of a hash table is refused with [`AbortReason::Unsupported`].
+//! * `Hash` is txlab's own pre-sized, one-cache-line-per-bucket hash table
+//!   ([`crate::storage::hash_index`]): optimistic reads that write nothing, chain-locked writes;
+//!   point operations only, so a scan of a hash table is refused with [`AbortReason::Unsupported`].
+//!   It replaced `scc::HashIndex`, whose lookups touch several cache lines (see that module).
 //!
 //! The index is not generic over the protocol: every protocol is measured against the same index,
 //! and the kind is a per-table choice dispatched by one `match` (no `dyn`).
 //!
-//! Reclamation of index nodes is the crates' own business: congee defers frees through
-//! `crossbeam-epoch`, whose guard the caller passes in ([`IndexGuard`]); scc uses `sdd`.
+//! Reclamation of index nodes: congee defers frees through `crossbeam-epoch`, whose guard the
+//! caller passes in ([`IndexGuard`]); the hash index frees nothing while it lives.
 //!
 //! [`AbortReason::Unsupported`]: crate::error::AbortReason::Unsupported
 
+use crate::storage::hash_index::HashIndex;
 use crate::storage::row_store::RowId;
 use congee::Congee;
-use rustc_hash::FxBuildHasher;
-use scc::HashIndex;
 use serde::Serialize;
 
 /// Guard that keeps index nodes read by the caller alive. A worker repins it per transaction.
@@ -45,8 +46,8 @@ impl IndexKind {
         match self {
             // ART leaves with 8-byte values plus inner nodes; measured ~40 B/key at 10 M keys.
             IndexKind::Ordered => 48,
-            // scc buckets with 16-byte entries and metadata at the default load factor.
-            IndexKind::Hash => 40,
+            // One 64-byte bucket per one to two keys.
+            IndexKind::Hash => HashIndex::MAX_BYTES_PER_KEY,
         }
     }
 }
@@ -78,7 +79,7 @@ pub enum Index {
     /// See module docs.
     Ordered(Congee<usize, usize>),
     /// See module docs.
-    Hash(HashIndex<u64, u64, FxBuildHasher>),
+    Hash(HashIndex),
 }
 
 impl Index {
@@ -86,9 +87,7 @@ impl Index {
     pub fn new(kind: IndexKind, expected: usize) -> Self {
         match kind {
             IndexKind::Ordered => Index::Ordered(Congee::default()),
-            IndexKind::Hash => {
-                Index::Hash(HashIndex::with_capacity_and_hasher(expected, FxBuildHasher))
-            }
+            IndexKind::Hash => Index::Hash(HashIndex::new(expected)),
         }
     }
 
@@ -105,7 +104,7 @@ impl Index {
     pub fn get(&self, key: u64, g: &IndexGuard) -> Option<RowId> {
         match self {
             Index::Ordered(t) => t.get(&(key as usize), g).map(|v| RowId(v as u64)),
-            Index::Hash(h) => h.peek_with(&key, |_, v| RowId(*v)),
+            Index::Hash(h) => h.get(key),
         }
     }
 
@@ -122,17 +121,7 @@ impl Index {
                     Some(v) => Err(RowId(v as u64)),
                 }
             }
-            Index::Hash(h) => loop {
-                match h.insert_sync(key, rid.0) {
-                    Ok(()) => return Ok(()),
-                    Err(_) => {
-                        if let Some(v) = h.peek_with(&key, |_, v| *v) {
-                            return Err(RowId(v));
-                        }
-                        // Removed between the two calls: try again.
-                    }
-                }
-            },
+            Index::Hash(h) => h.insert_if_absent(key, rid),
         }
     }
 
@@ -151,7 +140,7 @@ impl Index {
                     Some((old, None)) if old == target
                 )
             }
-            Index::Hash(h) => h.remove_if_sync(&key, |v| *v == rid.0),
+            Index::Hash(h) => h.remove_if(key, rid),
         }
     }
 

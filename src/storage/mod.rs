@@ -7,7 +7,9 @@
 
 pub mod context;
 pub mod epoch;
+pub mod hash_index;
 pub mod index;
+pub(crate) mod memory;
 pub mod phantom;
 pub mod reclaim;
 pub mod row_store;
