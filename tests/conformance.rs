@@ -424,6 +424,40 @@ pub fn a_row_retired_twice_is_freed_once<P: Protocol + Default>() {
     }
 }
 
+/// A key prefetched by a running transaction, then deleted, unlinked by the GC and inserted again
+/// under a new row before the transaction reads it, reads as present: the prefetched row id is
+/// dead and must not answer for the key. Run on both index kinds.
+pub fn prefetched_key_reinserted_after_unlink_reads_present<P: Protocol + Default>() {
+    let db = db::<P>();
+    for t in [T, H] {
+        let index = &db.storage().table(t).index;
+        let g = txlab::storage::index::pin();
+        let mut w0 = db.worker().unwrap();
+        let mut w1 = db.worker().unwrap();
+        txn(&mut w1, |w| w.insert(t, 5, &row(1)));
+        let old = index.get(5, &g).expect("inserted");
+        txn(&mut w1, |w| w.delete(t, 5));
+        // Let the epoch pass the delete's, so that w0's transaction does not hold the unlink back.
+        std::thread::sleep(Duration::from_millis(20));
+        w0.begin(0);
+        w0.prefetch(t, 5);
+        // w1's reclaimer unlinks the row during one of its next begins.
+        for _ in 0..2000 {
+            if index.get(5, &g).is_none() {
+                break;
+            }
+            txn(&mut w1, |_| Ok(()));
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert_eq!(index.get(5, &g), None, "the GC did not unlink the deleted row");
+        txn(&mut w1, |w| w.insert(t, 5, &row(2)));
+        assert_ne!(index.get(5, &g), Some(old), "the re-insert made a new row");
+        let seen = w0.read(t, 5, val).expect("read");
+        assert_eq!(seen, Some(2), "table {t:?}: the dead prefetched row answered for the key");
+        w0.commit().expect("commit");
+    }
+}
+
 macro_rules! protocol_suite {
     ($($name:ident => $P:ty),* $(,)?) => {$(
         mod $name {
@@ -438,6 +472,7 @@ macro_rules! protocol_suite {
             #[test] fn access_sets_are_checked_at_run_time() { super::access_sets_are_checked_at_run_time::<P>() }
             #[test] fn deleted_rows_are_reclaimed_and_slots_reused() { super::deleted_rows_are_reclaimed_and_slots_reused::<P>() }
             #[test] fn a_row_retired_twice_is_freed_once() { super::a_row_retired_twice_is_freed_once::<P>() }
+            #[test] fn prefetched_key_reinserted_after_unlink_reads_present() { super::prefetched_key_reinserted_after_unlink_reads_present::<P>() }
         }
     )*};
 }

@@ -127,8 +127,9 @@ pub trait Worker {
     ) -> Result<usize, Abort>;
 
     /// A hint that `key` will be accessed soon: looks it up and prefetches its record so that
-    /// the cache misses of several upcoming operations overlap. Changes no state and records
-    /// nothing for validation; the default does nothing.
+    /// the cache misses of several upcoming operations overlap; a protocol may remember the row
+    /// id for this attempt's next operation on the key. Records nothing for validation and
+    /// changes no shared state; the default does nothing.
     #[inline]
     fn prefetch(&mut self, table: TableId, key: u64) {
         let _ = (table, key);

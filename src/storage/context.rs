@@ -5,13 +5,23 @@
 use super::index::{pin, IndexGuard, ScanBuf};
 use super::reclaim::{Reclaimer, Unlink};
 use super::row_store::RecordHeader;
-use super::{RowId, SlotCache, Storage, TableId};
+use super::{RowId, SlotCache, Storage, Table, TableId};
 use crate::error::{Abort, AbortReason, Error};
 
 /// Transactions between two reclamation passes when the queues are short.
 const COLLECT_EVERY: u32 = 64;
 /// Queue length that triggers a reclamation pass at every begin.
 const COLLECT_BACKLOG: usize = 4096;
+/// Row ids remembered from prefetches per transaction attempt.
+const MAX_HINTS: usize = 32;
+
+/// A row id that `prefetch` found for a key in the running attempt.
+#[derive(Clone, Copy, Default)]
+struct Hint {
+    table: u32,
+    key: u64,
+    rid: u64,
+}
 
 /// A worker thread's storage-side state. Not `Send`: it belongs to the thread that created it.
 pub struct WorkerCtx<'db, R: RecordHeader> {
@@ -30,6 +40,11 @@ pub struct WorkerCtx<'db, R: RecordHeader> {
     /// Epoch entered by the running transaction.
     pub epoch: u64,
     since_collect: u32,
+    /// Whether a transaction attempt is running (between `enter` and `exit`).
+    in_txn: bool,
+    /// Row ids found by `prefetch` in this attempt; see [`WorkerCtx::lookup`].
+    hints: [Hint; MAX_HINTS],
+    n_hints: usize,
 }
 
 impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
@@ -50,6 +65,9 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             scan_buf: ScanBuf::default(),
             epoch: 0,
             since_collect: 0,
+            in_txn: false,
+            hints: [Hint::default(); MAX_HINTS],
+            n_hints: 0,
         })
     }
 
@@ -59,6 +77,8 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     pub fn enter(&mut self, unlink: impl FnMut(&R) -> Unlink) {
         self.guard.repin();
         self.epoch = self.storage.epochs().enter(self.slot);
+        self.in_txn = true;
+        self.n_hints = 0;
         self.since_collect += 1;
         if self.reclaimer.pending() > 0
             && (self.since_collect >= COLLECT_EVERY || self.reclaimer.pending() > COLLECT_BACKLOG)
@@ -73,7 +93,36 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     /// Leaves the transaction.
     #[inline]
     pub fn exit(&mut self) {
+        self.in_txn = false;
+        self.n_hints = 0;
         self.storage.epochs().exit(self.slot);
+    }
+
+    /// Looks `key` up in `table`'s index, or takes the row id a `prefetch` of this attempt found.
+    ///
+    /// A hint is as good as a fresh lookup done at prefetch time: the row cannot have been freed
+    /// and reused since, because reuse waits for every transaction that was running when the row
+    /// was unlinked, this one included. It may, like any lookup result, have been deleted and
+    /// unlinked since; a protocol that finds the row unlinked calls [`WorkerCtx::forget`] and
+    /// looks again (the key may have been inserted anew under another row).
+    #[inline]
+    pub fn lookup(&self, table: &Table<R>, key: u64) -> Option<RowId> {
+        for h in &self.hints[..self.n_hints] {
+            if h.key == key && h.table == table.id.0 {
+                return Some(RowId(h.rid));
+            }
+        }
+        table.index.get(key, &self.guard)
+    }
+
+    /// Drops the hint for `key` (its row was found unlinked).
+    #[inline]
+    pub fn forget(&mut self, table: TableId, key: u64) {
+        let n = self.n_hints;
+        if let Some(i) = self.hints[..n].iter().position(|h| h.key == key && h.table == table.0) {
+            self.hints[i] = self.hints[n - 1];
+            self.n_hints = n - 1;
+        }
     }
 
     /// Allocates a slot in `table`, or aborts with `TableFull`.
@@ -87,11 +136,17 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     }
 
     /// Looks `key` up in `table` and prefetches its record (up to four cache lines; a hint, see
-    /// `Worker::prefetch`). Unknown tables and missing keys are ignored.
+    /// `Worker::prefetch`). Inside a transaction attempt the row id is remembered for
+    /// [`WorkerCtx::lookup`], so the operation that follows does not search the index again.
+    /// Unknown tables and missing keys are ignored.
     #[inline]
-    pub fn prefetch(&self, table: TableId, key: u64) {
+    pub fn prefetch(&mut self, table: TableId, key: u64) {
         let Some(t) = self.storage.try_table(table) else { return };
         if let Some(rid) = t.index.get(key, &self.guard) {
+            if self.in_txn && self.n_hints < MAX_HINTS {
+                self.hints[self.n_hints] = Hint { table: table.0, key, rid: rid.0 };
+                self.n_hints += 1;
+            }
             let rec = (t.rows.get(rid).header as *const R).cast::<u8>();
             let lines = (t.rows.slot_size() / 64).min(4);
             for i in 0..lines {

@@ -33,9 +33,18 @@ impl<'db> NoccWorker<'db> {
     }
 
     #[inline]
-    fn find(&self, t: TableId, key: u64) -> Result<Option<RowId>, Abort> {
+    fn find(&mut self, t: TableId, key: u64) -> Result<Option<RowId>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
-        Ok(tbl.index.get(key, &self.ctx.guard).filter(|rid| tbl.rows.get(*rid).header.present()))
+        let Some(mut rid) = self.ctx.lookup(tbl, key) else { return Ok(None) };
+        if tbl.rows.get(rid).header.state.get() == UNLINKED {
+            // A prefetched row unlinked since: the key may live in another row now.
+            self.ctx.forget(t, key);
+            match tbl.index.get(key, &self.ctx.guard) {
+                Some(r) => rid = r,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(rid).filter(|rid| tbl.rows.get(*rid).header.present()))
     }
 
     fn finish(&mut self) {

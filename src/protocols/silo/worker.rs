@@ -137,9 +137,14 @@ impl<'db> SiloWorker<'db> {
 
     /// Looks `key` up; on a miss, protects the absent key with its phantom bucket (version read
     /// before a second lookup, so an insert racing with the first lookup is not missed).
+    ///
+    /// Callers that then find the row unlinked call [`Self::relookup`] and start over: an
+    /// unlinked row is no longer the key's index entry, so "absent" read from it proves nothing
+    /// (the key may have been inserted again under another row), and its TID never changes again,
+    /// so validation would not notice.
     #[inline]
     fn lookup(&mut self, tbl: &Table<SiloRecord>, key: u64) -> Option<RowId> {
-        if let Some(rid) = tbl.index.get(key, &self.ctx.guard) {
+        if let Some(rid) = self.ctx.lookup(tbl, key) {
             return Some(rid);
         }
         let slot = tbl.buckets.slot_of(key);
@@ -149,6 +154,13 @@ impl<'db> SiloWorker<'db> {
             self.phantoms.push(PhantomEntry { table: tbl.id, slot: slot as u32, version });
         }
         again
+    }
+
+    /// Forgets a prefetched row id found unlinked and lets the GC finish removing the index entry.
+    #[cold]
+    fn relookup(&mut self, t: TableId, key: u64) {
+        self.ctx.forget(t, key);
+        std::hint::spin_loop();
     }
 
     /// Bumps `key`'s bucket after an insert; re-stamps our own phantom entry so that our own
@@ -268,24 +280,27 @@ impl Worker for SiloWorker<'_> {
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
-        let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
         let len = tbl.spec.row_size;
-        if let Some(i) = self.find_write(t, rid) {
-            let w = self.writes[i];
-            return Ok(match w.kind {
-                WriteKind::Delete | WriteKind::InsertDeleted => None,
-                _ => Some(f(self.arena.get(w.off, len))),
-            });
-        }
-        let buf = self.scratch.get(len);
-        match Self::stable_read(tbl.rows.get(rid), buf) {
-            Stable::Present(tid) => {
-                self.reads.push(ReadEntry { table: t, rid, tid });
-                Ok(Some(f(buf)))
+        loop {
+            let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
+            if let Some(i) = self.find_write(t, rid) {
+                let w = self.writes[i];
+                return Ok(match w.kind {
+                    WriteKind::Delete | WriteKind::InsertDeleted => None,
+                    _ => Some(f(self.arena.get(w.off, len))),
+                });
             }
-            Stable::Absent(tid) => {
-                self.reads.push(ReadEntry { table: t, rid, tid });
-                Ok(None)
+            let buf = self.scratch.get(len);
+            match Self::stable_read(tbl.rows.get(rid), buf) {
+                Stable::Present(tid) => {
+                    self.reads.push(ReadEntry { table: t, rid, tid });
+                    return Ok(Some(f(buf)));
+                }
+                Stable::Absent(tid) if tid.is_unlinked() => self.relookup(t, key),
+                Stable::Absent(tid) => {
+                    self.reads.push(ReadEntry { table: t, rid, tid });
+                    return Ok(None);
+                }
             }
         }
     }
@@ -304,16 +319,22 @@ impl Worker for SiloWorker<'_> {
     fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
-        let Some(rid) = self.lookup(tbl, key) else { return Ok(false) };
-        if let Some(i) = self.find_write(t, rid) {
-            let w = self.writes[i];
-            if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
-                return Ok(false);
+        let (rid, tid) = loop {
+            let Some(rid) = self.lookup(tbl, key) else { return Ok(false) };
+            if let Some(i) = self.find_write(t, rid) {
+                let w = self.writes[i];
+                if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                    return Ok(false);
+                }
+                self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                return Ok(true);
             }
-            self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
-            return Ok(true);
-        }
-        let tid = Self::stable_tid(tbl.rows.get(rid).header);
+            let tid = Self::stable_tid(tbl.rows.get(rid).header);
+            if !tid.is_unlinked() {
+                break (rid, tid);
+            }
+            self.relookup(t, key);
+        };
         if tid.is_absent() {
             self.reads.push(ReadEntry { table: t, rid, tid });
             return Ok(false);
@@ -332,27 +353,30 @@ impl Worker for SiloWorker<'_> {
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
-        let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
         let len = tbl.spec.row_size;
-        if let Some(i) = self.find_write(t, rid) {
-            let w = self.writes[i];
-            if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
-                return Ok(None);
+        loop {
+            let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
+            if let Some(i) = self.find_write(t, rid) {
+                let w = self.writes[i];
+                if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                    return Ok(None);
+                }
+                return Ok(Some(f(self.arena.get_mut(w.off, len))));
             }
-            return Ok(Some(f(self.arena.get_mut(w.off, len))));
-        }
-        let off = self.arena.push_zeroed(len);
-        let buf = self.arena.get_mut(off, len);
-        match Self::stable_read(tbl.rows.get(rid), buf) {
-            Stable::Present(tid) => {
-                self.reads.push(ReadEntry { table: t, rid, tid });
-                let out = f(self.arena.get_mut(off, len));
-                self.push_write(t, rid, key, WriteKind::Update, off);
-                Ok(Some(out))
-            }
-            Stable::Absent(tid) => {
-                self.reads.push(ReadEntry { table: t, rid, tid });
-                Ok(None)
+            let off = self.arena.push_zeroed(len);
+            let buf = self.arena.get_mut(off, len);
+            match Self::stable_read(tbl.rows.get(rid), buf) {
+                Stable::Present(tid) => {
+                    self.reads.push(ReadEntry { table: t, rid, tid });
+                    let out = f(self.arena.get_mut(off, len));
+                    self.push_write(t, rid, key, WriteKind::Update, off);
+                    return Ok(Some(out));
+                }
+                Stable::Absent(tid) if tid.is_unlinked() => self.relookup(t, key),
+                Stable::Absent(tid) => {
+                    self.reads.push(ReadEntry { table: t, rid, tid });
+                    return Ok(None);
+                }
             }
         }
     }
@@ -420,7 +444,17 @@ impl Worker for SiloWorker<'_> {
 
     fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
         let tbl = table(self.ctx.storage, t)?;
-        let Some(rid) = self.lookup(tbl, key) else { return Ok(false) };
+        let (rid, tid) = loop {
+            let Some(rid) = self.lookup(tbl, key) else { return Ok(false) };
+            if self.find_write(t, rid).is_some() {
+                break (rid, Tid(0));
+            }
+            let tid = Self::stable_tid(tbl.rows.get(rid).header);
+            if !tid.is_unlinked() {
+                break (rid, tid);
+            }
+            self.relookup(t, key);
+        };
         if let Some(i) = self.find_write(t, rid) {
             let w = &mut self.writes[i];
             return Ok(match w.kind {
@@ -440,7 +474,6 @@ impl Worker for SiloWorker<'_> {
                 WriteKind::Delete | WriteKind::InsertDeleted => false,
             });
         }
-        let tid = Self::stable_tid(tbl.rows.get(rid).header);
         self.reads.push(ReadEntry { table: t, rid, tid });
         if tid.is_absent() {
             return Ok(false);

@@ -153,23 +153,33 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
         key: u64,
         exclusive: bool,
     ) -> Result<Option<RowId>, Abort> {
-        let rid = match tbl.index.get(key, &self.ctx.guard) {
-            Some(rid) => rid,
-            None => {
-                self.hold_key_scan(tbl, key)?;
-                match tbl.index.get(key, &self.ctx.guard) {
-                    Some(rid) => rid,
-                    None => return Ok(None),
+        loop {
+            let rid = match self.ctx.lookup(tbl, key) {
+                Some(rid) => rid,
+                None => {
+                    self.hold_key_scan(tbl, key)?;
+                    match tbl.index.get(key, &self.ctx.guard) {
+                        Some(rid) => rid,
+                        None => return Ok(None),
+                    }
+                }
+            };
+            self.lock(tbl, rid, exclusive)?;
+            match tbl.rows.get(rid).header.state.get() {
+                PRESENT => return Ok(Some(rid)),
+                // Unlinked before we locked it: no longer the key's index entry, and the key may
+                // have been inserted again under another row. Look again.
+                UNLINKED => {
+                    self.ctx.forget(tbl.id, key);
+                    std::hint::spin_loop();
+                }
+                _ => {
+                    // Deleted: while we hold its lock it stays the key's entry (unlinking and
+                    // reviving both need the exclusive lock); the bucket hold covers the absence.
+                    self.hold_key_scan(tbl, key)?;
+                    return Ok(None);
                 }
             }
-        };
-        self.lock(tbl, rid, exclusive)?;
-        if tbl.rows.get(rid).header.state.present() {
-            Ok(Some(rid))
-        } else {
-            // Deleted, or about to be unlinked: a later insert would make a new index entry.
-            self.hold_key_scan(tbl, key)?;
-            Ok(None)
         }
     }
 
