@@ -12,6 +12,8 @@
 //!   [`Procedure`](engine::Procedure), [`Workload`](engine::Workload); the driver and results.
 //! * [`protocols`] — one module per protocol (`nocc`, `two_pl`, `silo`) plus `common`.
 //! * [`storage`] — tables of stable record slots, indexes, phantom buckets, epochs, reclamation.
+//! * [`history`] and [`checker`] — recorded histories (every protocol reports through one
+//!   recorder) and the serializability checker over them (Adya's direct serialization graph).
 //!
 //! ## Embedding
 //!
@@ -31,9 +33,11 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+pub mod checker;
 pub mod cli;
 pub mod engine;
 pub mod error;
+pub mod history;
 pub mod protocols;
 pub mod storage;
 pub mod workloads;

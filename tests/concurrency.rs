@@ -21,7 +21,7 @@ fn u(r: &[u8]) -> u64 {
 type Rng = rand::rngs::Xoshiro256PlusPlus;
 
 fn opts() -> DbOptions {
-    DbOptions { max_workers: 32, epoch_interval: Duration::from_millis(2) }
+    DbOptions { max_workers: 32, epoch_interval: Duration::from_millis(2), ..Default::default() }
 }
 
 /// Retries `body` until it commits, with randomized exponential backoff (no-wait protocols have

@@ -10,7 +10,11 @@ const T: TableId = TableId(0);
 const H: TableId = TableId(1);
 
 fn db<P: Protocol + Default>() -> Database<P> {
-    let opts = DbOptions { max_workers: 16, epoch_interval: Duration::from_millis(1) };
+    let opts = DbOptions {
+        max_workers: 16,
+        epoch_interval: Duration::from_millis(1),
+        ..Default::default()
+    };
     let tables = [
         TableSpec::new("t", 16, 20_000).with_columns(&[("a", 0, 8), ("b", 8, 8)]),
         TableSpec::new("h", 16, 1000).with_index(IndexKind::Hash),
@@ -355,7 +359,11 @@ pub fn access_sets_are_checked_at_run_time<P: Protocol + Default>() {
 }
 
 pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
-    let opts = DbOptions { max_workers: 4, epoch_interval: Duration::from_millis(1) };
+    let opts = DbOptions {
+        max_workers: 4,
+        epoch_interval: Duration::from_millis(1),
+        ..Default::default()
+    };
     let db = Database::with_options(
         P::default(),
         &[TableSpec::new("small", 8, 0).with_capacity(300)],
@@ -397,7 +405,11 @@ pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
 /// A row retired twice (an aborted insert, then a revival and a delete) is freed once: after
 /// many such cycles, fresh rows still each have a record of their own.
 pub fn a_row_retired_twice_is_freed_once<P: Protocol + Default>() {
-    let opts = DbOptions { max_workers: 4, epoch_interval: Duration::from_millis(1) };
+    let opts = DbOptions {
+        max_workers: 4,
+        epoch_interval: Duration::from_millis(1),
+        ..Default::default()
+    };
     let db = Database::with_options(
         P::default(),
         &[TableSpec::new("t", 16, 0).with_capacity(10_000)],

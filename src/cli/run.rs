@@ -68,6 +68,7 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     let db_opts = DbOptions {
         max_workers: threads + 8,
         epoch_interval: Duration::from_millis(args.epoch_ms),
+        record_history: false,
     };
     // Refuse a load that cannot fit before spending time on it (the largest header decides).
     let probe = Ycsb::tables_for(&ycsb_cfg);

@@ -15,11 +15,18 @@ pub struct DbOptions {
     pub max_workers: usize,
     /// Interval between global epoch advances (Silo: 40 ms).
     pub epoch_interval: Duration,
+    /// Record every transaction's reads and writes for the serializability checker (see
+    /// [`crate::history`]); [`Database::take_history`] collects them. Off by default.
+    pub record_history: bool,
 }
 
 impl Default for DbOptions {
     fn default() -> Self {
-        DbOptions { max_workers: 256, epoch_interval: Duration::from_millis(40) }
+        DbOptions {
+            max_workers: 256,
+            epoch_interval: Duration::from_millis(40),
+            record_history: false,
+        }
     }
 }
 
@@ -61,7 +68,10 @@ impl<P: Protocol> Database<P> {
         if options.max_workers == 0 {
             return Err(Error::Config("max_workers must be at least 1".into()));
         }
-        let storage = Storage::new(tables, options.max_workers, options.epoch_interval)?;
+        let mut storage = Storage::new(tables, options.max_workers, options.epoch_interval)?;
+        if options.record_history {
+            storage.record_history();
+        }
         Ok(Database { protocol, storage, options })
     }
 
@@ -90,6 +100,13 @@ impl<P: Protocol> Database<P> {
     /// A worker for the calling thread. Workers are not `Send`; create one per thread.
     pub fn worker(&self) -> Result<P::Worker<'_>, Error> {
         P::worker(self)
+    }
+
+    /// The histories of every worker dropped since the last call (empty unless the database
+    /// was created with `record_history`). Drop the workers first: each delivers its history
+    /// when it is dropped.
+    pub fn take_history(&self) -> crate::history::History {
+        self.storage.history().map(|s| s.take()).unwrap_or_default()
     }
 
     /// A bulk loader for the calling thread (non-transactional; use before running).

@@ -7,6 +7,7 @@ use super::reclaim::{Reclaimer, Unlink};
 use super::row_store::RecordHeader;
 use super::{RowId, SlotCache, Storage, Table, TableId};
 use crate::error::{Abort, AbortReason, Error};
+use crate::history::Recorder;
 
 /// Transactions between two reclamation passes when the queues are short.
 const COLLECT_EVERY: u32 = 64;
@@ -45,6 +46,9 @@ pub struct WorkerCtx<'db, R: RecordHeader> {
     /// Row ids found by `prefetch` in this attempt; see [`WorkerCtx::lookup`].
     hints: [Hint; MAX_HINTS],
     n_hints: usize,
+    /// The history recorder, when the database records histories. Protocols report reads,
+    /// writes and range reads here; attempts begin and end with `enter` and `exit`.
+    pub history: Option<Recorder>,
 }
 
 impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
@@ -68,6 +72,7 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             in_txn: false,
             hints: [Hint::default(); MAX_HINTS],
             n_hints: 0,
+            history: storage.history().map(|s| s.recorder()),
         })
     }
 
@@ -79,6 +84,9 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         self.epoch = self.storage.epochs().enter(self.slot);
         self.in_txn = true;
         self.n_hints = 0;
+        if let Some(h) = &mut self.history {
+            h.begin();
+        }
         self.since_collect += 1;
         if self.reclaimer.pending() > 0
             && (self.since_collect >= COLLECT_EVERY || self.reclaimer.pending() > COLLECT_BACKLOG)
@@ -95,6 +103,9 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     pub fn exit(&mut self) {
         self.in_txn = false;
         self.n_hints = 0;
+        if let Some(h) = &mut self.history {
+            h.end();
+        }
         self.storage.epochs().exit(self.slot);
     }
 
@@ -174,6 +185,10 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
 
 impl<R: RecordHeader> Drop for WorkerCtx<'_, R> {
     fn drop(&mut self) {
+        if let (Some(h), Some(sink)) = (&mut self.history, self.storage.history()) {
+            h.end();
+            sink.deliver(&mut h.take());
+        }
         self.storage.epochs().unregister(self.slot);
     }
 }

@@ -260,3 +260,47 @@ mod tests {
         assert!(!idx.scan(0, 10, 5, &mut buf, &g));
     }
 }
+
+#[cfg(test)]
+mod concurrent_tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+
+    /// Keys are owned by whoever inserted them until they remove them: while owned, a key must
+    /// map to the owner's row for everybody, and nobody else's insert may succeed.
+    fn ownership(kind: IndexKind) {
+        let idx = Index::new(kind, 64);
+        std::thread::scope(|s| {
+            for t in 0..8u64 {
+                let idx = &idx;
+                s.spawn(move || {
+                    let g = pin();
+                    let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(t);
+                    for n in 0..20_000u64 {
+                        let k = rng.random_range(0..64u64);
+                        let rid = RowId((t << 32) | n);
+                        if idx.insert_if_absent(k, rid, &g).is_ok() {
+                            for _ in 0..3 {
+                                assert_eq!(idx.get(k, &g), Some(rid), "key {k} lost its entry");
+                                std::thread::yield_now();
+                            }
+                            assert!(idx.remove_if(k, rid, &g), "key {k}: our entry was replaced");
+                        } else if let Some(other) = idx.get(k, &g) {
+                            assert_ne!(other.0 >> 32, t, "key {k} maps to a row we removed");
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn ordered_index_keeps_owned_keys_under_concurrency() {
+        ownership(IndexKind::Ordered);
+    }
+
+    #[test]
+    fn hash_index_keeps_owned_keys_under_concurrency() {
+        ownership(IndexKind::Hash);
+    }
+}

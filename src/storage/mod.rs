@@ -207,6 +207,8 @@ pub fn check_memory<R>(specs: &[TableSpec]) -> Result<u64, Error> {
 pub struct Storage<R: RecordHeader> {
     tables: Vec<Table<R>>,
     epochs: Arc<Epochs>,
+    /// Where workers deliver their recorded histories, when recording is on.
+    history: Option<crate::history::Sink>,
     _advancer: EpochAdvancer,
 }
 
@@ -243,7 +245,18 @@ impl<R: RecordHeader> Storage<R> {
             .collect::<Result<Vec<_>, Error>>()?;
         let epochs = Arc::new(Epochs::new(max_workers));
         let advancer = EpochAdvancer::start(epochs.clone(), epoch_interval);
-        Ok(Storage { tables, epochs, _advancer: advancer })
+        Ok(Storage { tables, epochs, history: None, _advancer: advancer })
+    }
+
+    /// Turns history recording on for workers created from now on.
+    pub fn record_history(&mut self) {
+        self.history.get_or_insert_with(Default::default);
+    }
+
+    /// The history sink, when recording is on.
+    #[inline]
+    pub fn history(&self) -> Option<&crate::history::Sink> {
+        self.history.as_ref()
     }
 
     /// The table `id`. Panics on an id not from this database's schema.

@@ -5,8 +5,10 @@ pub mod scan;
 pub mod state;
 
 use crate::error::{Abort, AbortReason};
+use crate::storage::context::WorkerCtx;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::{RowId, Storage, Table, TableId};
+use state::{HasState, ABSENT, PRESENT};
 
 /// Looks up table `t`, or aborts with `Unsupported` (a procedure naming a table that does not
 /// exist is a bug the driver reports).
@@ -110,6 +112,8 @@ pub struct Undo {
     pub key: u64,
     /// What to restore.
     pub kind: UndoKind,
+    /// The version stamp before the change (history recording; 0 otherwise).
+    pub prev: u64,
 }
 
 /// A thread-local row-sized scratch buffer.
@@ -119,12 +123,72 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// A zeroed buffer of `len` bytes (reusing capacity).
+    /// A buffer of `len` bytes (reusing capacity; contents are whatever was left in it).
     #[inline]
     pub fn get(&mut self, len: usize) -> &mut [u8] {
         if self.buf.len() < len {
             self.buf.resize(len, 0);
         }
         &mut self.buf[..len]
+    }
+}
+
+/// Revives the absent row `rid` of `key` in place with `value` (nocc, 2PL; the caller holds
+/// whatever lock its protocol needs): logs the dead payload and version for the undo log, writes
+/// the row and installs a new version, reporting the tombstone read and the write to the history.
+#[allow(clippy::too_many_arguments)]
+pub fn revive_in_place<R: RecordHeader + HasState>(
+    ctx: &mut WorkerCtx<'_, R>,
+    tbl: &Table<R>,
+    rid: RowId,
+    key: u64,
+    value: &[u8],
+    scratch: &mut Scratch,
+    arena: &mut Arena,
+    undo: &mut Vec<Undo>,
+) {
+    let row = tbl.rows.get(rid);
+    let state = row.header.state();
+    state.note_read(&mut ctx.history, tbl.id.0, key);
+    // The dead payload is restored too if this transaction deleted the row itself and aborts.
+    let before = scratch.get(tbl.spec.row_size);
+    row.read_into(before);
+    let off = arena.push(before);
+    row.write_from(value);
+    let prev = state.install(&mut ctx.history, tbl.id.0, key, PRESENT, false);
+    let table = tbl.id;
+    undo.push(Undo { table, rid, key, kind: UndoKind::Update { off }, prev });
+    undo.push(Undo { table, rid, key, kind: UndoKind::Revive, prev });
+}
+
+/// Rolls an in-place writer's undo log back, newest first: payloads, states and version stamps
+/// (so that recorded histories show the aborted versions gone); rows the transaction inserted
+/// are retired.
+pub fn roll_back<R: RecordHeader + HasState>(
+    ctx: &mut WorkerCtx<'_, R>,
+    undo: &[Undo],
+    arena: &Arena,
+) {
+    let storage = ctx.storage;
+    for u in undo.iter().rev() {
+        let tbl = storage.table(u.table);
+        let row = tbl.rows.get(u.rid);
+        let state = row.header.state();
+        match u.kind {
+            UndoKind::Update { off } => {
+                row.write_from(arena.get(off, tbl.spec.row_size));
+                state.restore_stamp(u.prev);
+            }
+            UndoKind::Insert => {
+                state.set_versioned(ABSENT, u.prev);
+                ctx.retire(u.table, u.key, u.rid);
+            }
+            UndoKind::Revive => {
+                state.set_versioned(ABSENT, u.prev);
+            }
+            UndoKind::Delete => {
+                state.set_versioned(PRESENT, u.prev);
+            }
+        }
     }
 }

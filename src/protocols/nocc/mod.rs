@@ -33,7 +33,7 @@ impl Protocol for Nocc {
     type Worker<'db> = NoccWorker<'db>;
 
     fn init_loaded(&self, rec: &NoccRecord) {
-        rec.state.set(PRESENT);
+        rec.state.set_versioned(PRESENT, crate::history::INITIAL as u64);
     }
 
     fn is_present(&self, rec: &NoccRecord) -> bool {

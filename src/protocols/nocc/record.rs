@@ -14,6 +14,13 @@ pub struct NoccRecord {
 // SAFETY: one atomic word; zero (ABSENT) is valid; no Drop; align 8.
 unsafe impl RecordHeader for NoccRecord {}
 
+impl crate::protocols::common::state::HasState for NoccRecord {
+    #[inline]
+    fn state(&self) -> &crate::protocols::common::state::RowState {
+        &self.state
+    }
+}
+
 impl NoccRecord {
     /// Whether the record is present.
     #[inline]

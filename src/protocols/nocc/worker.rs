@@ -3,9 +3,12 @@
 use super::record::NoccRecord;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
+use crate::history::UNBORN;
 use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
-use crate::protocols::common::{check_len, table, Arena, Scratch, Undo, UndoKind};
+use crate::protocols::common::{
+    check_len, revive_in_place, roll_back, table, Arena, Scratch, Undo, UndoKind,
+};
 use crate::storage::context::WorkerCtx;
 use crate::storage::{RowId, TableId};
 use std::ops::ControlFlow;
@@ -35,16 +38,19 @@ impl<'db> NoccWorker<'db> {
     #[inline]
     fn find(&mut self, t: TableId, key: u64) -> Result<Option<RowId>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
-        let Some(mut rid) = self.ctx.lookup(tbl, key) else { return Ok(None) };
-        if tbl.rows.get(rid).header.state.get() == UNLINKED {
-            // A prefetched row unlinked since: the key may live in another row now.
-            self.ctx.forget(t, key);
-            match tbl.index.get(key, &self.ctx.guard) {
-                Some(r) => rid = r,
-                None => return Ok(None),
+        let mut found = self.ctx.lookup(tbl, key);
+        if let Some(rid) = found {
+            if tbl.rows.get(rid).header.state.get() == UNLINKED {
+                // A prefetched row unlinked since: the key may live in another row now.
+                self.ctx.forget(t, key);
+                found = tbl.index.get(key, &self.ctx.guard);
             }
         }
-        Ok(Some(rid).filter(|rid| tbl.rows.get(*rid).header.present()))
+        let found = found.filter(|rid| tbl.rows.get(*rid).header.present());
+        if let (None, Some(h)) = (found, &mut self.ctx.history) {
+            h.range(t.0, key, key);
+        }
+        Ok(found)
     }
 
     fn finish(&mut self) {
@@ -71,8 +77,10 @@ impl Worker for NoccWorker<'_> {
     ) -> Result<Option<T>, Abort> {
         let Some(rid) = self.find(t, key)? else { return Ok(None) };
         let tbl = self.ctx.storage.table(t);
+        let row = tbl.rows.get(rid);
+        row.header.state.note_read(&mut self.ctx.history, t.0, key);
         let buf = self.scratch.get(tbl.spec.row_size);
-        tbl.rows.get(rid).read_into(buf);
+        row.read_into(buf);
         Ok(Some(f(buf)))
     }
 
@@ -102,12 +110,14 @@ impl Worker for NoccWorker<'_> {
         let Some(rid) = self.find(t, key)? else { return Ok(None) };
         let tbl = self.ctx.storage.table(t);
         let row = tbl.rows.get(rid);
+        row.header.state.note_read(&mut self.ctx.history, t.0, key);
         let buf = self.scratch.get(tbl.spec.row_size);
         row.read_into(buf);
         let off = self.arena.push(buf);
-        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off } });
         let out = f(buf);
         row.write_from(buf);
+        let prev = row.header.state.install(&mut self.ctx.history, t.0, key, PRESENT, false);
+        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off }, prev });
         Ok(Some(out))
     }
 
@@ -118,18 +128,23 @@ impl Worker for NoccWorker<'_> {
             if let Some(rid) = tbl.index.get(key, &self.ctx.guard) {
                 let row = tbl.rows.get(rid);
                 return match row.header.state.get() {
-                    PRESENT => Ok(false),
+                    PRESENT => {
+                        row.header.state.note_read(&mut self.ctx.history, t.0, key);
+                        Ok(false)
+                    }
                     UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
                     _ => {
-                        // The dead payload is restored too if this transaction deleted the row
-                        // itself and then aborts.
-                        let before = self.scratch.get(tbl.spec.row_size);
-                        row.read_into(before);
-                        let off = self.arena.push(before);
-                        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off } });
-                        row.write_from(value);
-                        row.header.state.set(PRESENT);
-                        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Revive });
+                        let (scratch, arena) = (&mut self.scratch, &mut self.arena);
+                        revive_in_place(
+                            &mut self.ctx,
+                            tbl,
+                            rid,
+                            key,
+                            value,
+                            scratch,
+                            arena,
+                            &mut self.undo,
+                        );
                         tbl.buckets.bump(key);
                         Ok(true)
                     }
@@ -138,9 +153,11 @@ impl Worker for NoccWorker<'_> {
             let rid = self.ctx.alloc(t)?;
             let row = tbl.rows.get(rid);
             row.write_from(value);
-            row.header.state.set(PRESENT);
+            row.header.state.set_versioned(PRESENT, UNBORN as u64);
             if tbl.index.insert_if_absent(key, rid, &self.ctx.guard).is_ok() {
-                self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Insert });
+                let h = &mut self.ctx.history;
+                let prev = row.header.state.install(h, t.0, key, PRESENT, true);
+                self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Insert, prev });
                 tbl.buckets.bump(key);
                 return Ok(true);
             }
@@ -151,8 +168,10 @@ impl Worker for NoccWorker<'_> {
 
     fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
         let Some(rid) = self.find(t, key)? else { return Ok(false) };
-        self.ctx.storage.table(t).rows.get(rid).header.state.set(ABSENT);
-        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Delete });
+        let state = &self.ctx.storage.table(t).rows.get(rid).header.state;
+        state.note_read(&mut self.ctx.history, t.0, key);
+        let prev = state.install(&mut self.ctx.history, t.0, key, ABSENT, false);
+        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Delete, prev });
         self.deleted.push((t, key, rid));
         Ok(true)
     }
@@ -172,6 +191,7 @@ impl Worker for NoccWorker<'_> {
         let mut buf = std::mem::take(&mut self.ctx.scan_buf);
         let mut cursor = RangeCursor::new(tbl, lo, hi);
         let mut n = 0;
+        let mut stop = hi;
         let result = 'outer: loop {
             match cursor.next(tbl, limit - n, &mut buf, &self.ctx.guard) {
                 Err(a) => break Err(a),
@@ -181,6 +201,7 @@ impl Worker for NoccWorker<'_> {
                 Ok(Some(Step::Entries)) => {
                     for (k, rid) in buf.entries() {
                         let row = tbl.rows.get(rid);
+                        row.header.state.note_read(&mut self.ctx.history, t.0, k);
                         if !row.header.present() {
                             continue;
                         }
@@ -188,6 +209,7 @@ impl Worker for NoccWorker<'_> {
                         row.read_into(data);
                         n += 1;
                         if f(k, data).is_break() || n == limit {
+                            stop = k;
                             break 'outer Ok(n);
                         }
                     }
@@ -195,6 +217,9 @@ impl Worker for NoccWorker<'_> {
             }
         };
         self.ctx.scan_buf = buf;
+        if let (Ok(_), Some(h)) = (&result, &mut self.ctx.history) {
+            h.range(t.0, lo, stop);
+        }
         result
     }
 
@@ -204,6 +229,9 @@ impl Worker for NoccWorker<'_> {
     }
 
     fn commit(&mut self) -> Result<(), Abort> {
+        if let Some(h) = &mut self.ctx.history {
+            h.committed();
+        }
         for i in 0..self.deleted.len() {
             let (t, key, rid) = self.deleted[i];
             self.ctx.retire(t, key, rid);
@@ -216,20 +244,7 @@ impl Worker for NoccWorker<'_> {
         if !self.active {
             return;
         }
-        let storage = self.ctx.storage;
-        for u in self.undo.iter().rev() {
-            let tbl = storage.table(u.table);
-            let row = tbl.rows.get(u.rid);
-            match u.kind {
-                UndoKind::Update { off } => row.write_from(self.arena.get(off, tbl.spec.row_size)),
-                UndoKind::Insert => {
-                    row.header.state.set(ABSENT);
-                    self.ctx.retire(u.table, u.key, u.rid);
-                }
-                UndoKind::Revive => row.header.state.set(ABSENT),
-                UndoKind::Delete => row.header.state.set(PRESENT),
-            }
-        }
+        roll_back(&mut self.ctx, &self.undo, &self.arena);
         self.finish();
     }
 }

@@ -58,7 +58,7 @@ impl Protocol for Silo {
     type Worker<'db> = SiloWorker<'db>;
 
     fn init_loaded(&self, rec: &SiloRecord) {
-        rec.tid.store(Tid::new(1, 0).with(Tid::LATEST).0, Ordering::Release);
+        rec.tid.store(Tid::LOADED.with(Tid::LATEST).0, Ordering::Release);
     }
 
     fn is_present(&self, rec: &SiloRecord) -> bool {

@@ -10,8 +10,10 @@
 //!
 //! TIDs compare as integers on the epoch/sequence bits, so the epoch dominates.
 
+use crate::history::{Stamp, INITIAL, UNBORN};
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
+use crate::storage::RowId;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -80,7 +82,26 @@ impl Tid {
     pub const fn is_unlinked(self) -> bool {
         self.0 & Self::UNLINKED != 0
     }
+    /// The TID of loaded records: epoch 0, below every commit TID (the global epoch starts at 1
+    /// and a commit TID is at least `(current epoch, 0)`).
+    pub const LOADED: Tid = Tid::new(0, 1);
+    /// The version this TID names on row `rid` in a recorded history: the row id and the
+    /// epoch and sequence bits, with the loader's TID as [`INITIAL`] and a never-committed row
+    /// (TID 0) as [`UNBORN`]. The row id is part of it because TIDs are unique per row only: two
+    /// incarnations of a key (deleted, unlinked, inserted again) may commit equal TIDs.
+    pub const fn stamp(self, rid: RowId) -> Stamp {
+        let v = self.0 & !Self::STATUS;
+        if v == 0 {
+            UNBORN
+        } else if v == Self::LOADED.0 {
+            INITIAL
+        } else {
+            ((rid.0 as u128) << 64) | v as u128
+        }
+    }
 }
+
+const _NO_COLLISION: () = assert!(UNBORN == 0 && INITIAL as u64 & Tid::STATUS != 0);
 
 impl fmt::Debug for Tid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -3,6 +3,7 @@
 use super::record::{SiloRecord, Tid};
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
+use crate::history::Recorder;
 use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::{check_len, table, Arena, Scratch, SpinWait};
 use crate::storage::context::WorkerCtx;
@@ -62,6 +63,14 @@ pub struct SiloWorker<'db> {
     /// Write-set entries locked so far during commit (in sorted order).
     locked: usize,
     active: bool,
+}
+
+/// Records a read of the version `tid` names (when recording histories).
+#[inline]
+fn note_read(h: &mut Option<Recorder>, t: TableId, key: u64, rid: RowId, tid: Tid) {
+    if let Some(h) = h {
+        h.read(t.0, key, tid.stamp(rid));
+    }
 }
 
 /// Outcome of a stable read.
@@ -152,6 +161,9 @@ impl<'db> SiloWorker<'db> {
         let again = tbl.index.get(key, &self.ctx.guard);
         if again.is_none() {
             self.phantoms.push(PhantomEntry { table: tbl.id, slot: slot as u32, version });
+            if let Some(h) = &mut self.ctx.history {
+                h.range(tbl.id.0, key, key);
+            }
         }
         again
     }
@@ -294,11 +306,13 @@ impl Worker for SiloWorker<'_> {
             match Self::stable_read(tbl.rows.get(rid), buf) {
                 Stable::Present(tid) => {
                     self.reads.push(ReadEntry { table: t, rid, tid });
+                    note_read(&mut self.ctx.history, t, key, rid, tid);
                     return Ok(Some(f(buf)));
                 }
                 Stable::Absent(tid) if tid.is_unlinked() => self.relookup(t, key),
                 Stable::Absent(tid) => {
                     self.reads.push(ReadEntry { table: t, rid, tid });
+                    note_read(&mut self.ctx.history, t, key, rid, tid);
                     return Ok(None);
                 }
             }
@@ -337,6 +351,7 @@ impl Worker for SiloWorker<'_> {
         };
         if tid.is_absent() {
             self.reads.push(ReadEntry { table: t, rid, tid });
+            note_read(&mut self.ctx.history, t, key, rid, tid);
             return Ok(false);
         }
         // A blind write reads nothing: presence is re-checked when the record is locked.
@@ -368,6 +383,7 @@ impl Worker for SiloWorker<'_> {
             match Self::stable_read(tbl.rows.get(rid), buf) {
                 Stable::Present(tid) => {
                     self.reads.push(ReadEntry { table: t, rid, tid });
+                    note_read(&mut self.ctx.history, t, key, rid, tid);
                     let out = f(self.arena.get_mut(off, len));
                     self.push_write(t, rid, key, WriteKind::Update, off);
                     return Ok(Some(out));
@@ -375,6 +391,7 @@ impl Worker for SiloWorker<'_> {
                 Stable::Absent(tid) if tid.is_unlinked() => self.relookup(t, key),
                 Stable::Absent(tid) => {
                     self.reads.push(ReadEntry { table: t, rid, tid });
+                    note_read(&mut self.ctx.history, t, key, rid, tid);
                     return Ok(None);
                 }
             }
@@ -410,10 +427,11 @@ impl Worker for SiloWorker<'_> {
                 if !cur.is_absent() {
                     // Present: the insert fails; its outcome depends on the record staying present.
                     let tid = Self::stable_tid(rec);
-                    self.reads.push(ReadEntry { table: t, rid, tid });
                     if tid.is_absent() {
                         continue;
                     }
+                    self.reads.push(ReadEntry { table: t, rid, tid });
+                    note_read(&mut self.ctx.history, t, key, rid, tid);
                     return Ok(false);
                 }
                 if cur.is_locked() || cur.is_unlinked() {
@@ -422,6 +440,7 @@ impl Worker for SiloWorker<'_> {
                 }
                 // Revive a deleted record: its TID must not change before we lock it at commit.
                 self.reads.push(ReadEntry { table: t, rid, tid: cur });
+                note_read(&mut self.ctx.history, t, key, rid, cur);
                 let off = self.arena.push(value);
                 self.push_write(t, rid, key, WriteKind::Revive, off);
                 self.bump(tbl, key);
@@ -430,7 +449,8 @@ impl Worker for SiloWorker<'_> {
             // §4.5: a new record, locked and absent, goes into the index now.
             let rid = self.ctx.alloc(t)?;
             let rec = tbl.rows.get(rid).header;
-            rec.store(self.last_tid.with(Tid::ABSENT | Tid::LOCK));
+            // TID 0: a row no transaction has committed yet (UNBORN in recorded histories).
+            rec.store(Tid(0).with(Tid::ABSENT | Tid::LOCK));
             if tbl.index.insert_if_absent(key, rid, &self.ctx.guard).is_err() {
                 self.ctx.caches[t.index()].release(rid);
                 continue;
@@ -475,6 +495,7 @@ impl Worker for SiloWorker<'_> {
             });
         }
         self.reads.push(ReadEntry { table: t, rid, tid });
+        note_read(&mut self.ctx.history, t, key, rid, tid);
         if tid.is_absent() {
             return Ok(false);
         }
@@ -498,6 +519,8 @@ impl Worker for SiloWorker<'_> {
         let mut buf = std::mem::take(&mut self.ctx.scan_buf);
         let mut cursor = RangeCursor::new(tbl, lo, hi);
         let mut n = 0;
+        // The last key the scan covered: `hi`, or where the limit or the caller stopped it.
+        let mut stop = hi;
         let result = 'outer: loop {
             match cursor.next(tbl, limit - n, &mut buf, &self.ctx.guard) {
                 Err(a) => break Err(a),
@@ -518,6 +541,7 @@ impl Worker for SiloWorker<'_> {
                             }
                             n += 1;
                             if f(k, self.arena.get(w.off, len)).is_break() || n == limit {
+                                stop = k;
                                 break 'outer Ok(n);
                             }
                             continue;
@@ -526,13 +550,16 @@ impl Worker for SiloWorker<'_> {
                         match Self::stable_read(tbl.rows.get(rid), data) {
                             Stable::Present(tid) => {
                                 self.reads.push(ReadEntry { table: t, rid, tid });
+                                note_read(&mut self.ctx.history, t, k, rid, tid);
                                 n += 1;
                                 if f(k, data).is_break() || n == limit {
+                                    stop = k;
                                     break 'outer Ok(n);
                                 }
                             }
                             Stable::Absent(tid) => {
-                                self.reads.push(ReadEntry { table: t, rid, tid })
+                                self.reads.push(ReadEntry { table: t, rid, tid });
+                                note_read(&mut self.ctx.history, t, k, rid, tid);
                             }
                         }
                     }
@@ -540,6 +567,9 @@ impl Worker for SiloWorker<'_> {
             }
         };
         self.ctx.scan_buf = buf;
+        if let (Ok(_), Some(h)) = (&result, &mut self.ctx.history) {
+            h.range(t.0, lo, stop);
+        }
         result
     }
 
@@ -552,7 +582,13 @@ impl Worker for SiloWorker<'_> {
         if self.writes.is_empty() {
             // Read-only: no locks to order before validation (so no fence), no TID to choose;
             // the transaction serializes at its validation.
+            if let Some(h) = &mut self.ctx.history {
+                h.serial_point();
+            }
             let r = self.validate();
+            if let (Ok(()), Some(h)) = (&r, &mut self.ctx.history) {
+                h.committed();
+            }
             self.clear();
             return r;
         }
@@ -564,10 +600,16 @@ impl Worker for SiloWorker<'_> {
         // Phase 2: the serialization point.
         fence(Ordering::SeqCst);
         let epoch = self.ctx.storage.epochs().global();
+        if let Some(h) = &mut self.ctx.history {
+            h.serial_point();
+        }
         // Phase 3.
         if let Err(a) = self.validate() {
             self.rollback();
             return Err(a);
+        }
+        if let Some(h) = &mut self.ctx.history {
+            h.committed();
         }
         // Phase 4: the commit TID.
         let mut max = self.last_tid.version();
@@ -597,6 +639,11 @@ impl Worker for SiloWorker<'_> {
                     row.header.store(tid.with(Tid::LATEST | Tid::ABSENT));
                     self.ctx.retire(w.table, w.key, w.rid);
                 }
+            }
+            if let Some(h) = &mut self.ctx.history {
+                let present =
+                    matches!(w.kind, WriteKind::Update | WriteKind::Revive | WriteKind::Insert);
+                h.write(w.table.0, w.key, tid.stamp(w.rid), w.locked_tid.stamp(w.rid), present);
             }
         }
         self.clear();

@@ -88,7 +88,7 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
     type Worker<'db> = TwoPlWorker<'db, L>;
 
     fn init_loaded(&self, rec: &TwoPlRecord) {
-        rec.state.set(PRESENT);
+        rec.state.set_versioned(PRESENT, crate::history::INITIAL as u64);
     }
 
     fn is_present(&self, rec: &TwoPlRecord) -> bool {

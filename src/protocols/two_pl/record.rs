@@ -34,6 +34,13 @@ pub struct TwoPlRecord {
 // SAFETY: two atomic words; zero (unlocked, absent) is valid; no Drop; align 16 <= 64.
 unsafe impl RecordHeader for TwoPlRecord {}
 
+impl crate::protocols::common::state::HasState for TwoPlRecord {
+    #[inline]
+    fn state(&self) -> &crate::protocols::common::state::RowState {
+        &self.state
+    }
+}
+
 impl TwoPlRecord {
     /// Takes a shared lock, or returns the holder's timestamp.
     #[inline]

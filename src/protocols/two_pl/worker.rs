@@ -4,9 +4,12 @@ use super::record::{TwoPlRecord, TS_MASK, WRITER};
 use super::LockPolicy;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
+use crate::history::UNBORN;
 use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
-use crate::protocols::common::{check_len, table, Arena, Scratch, SpinWait, Undo, UndoKind};
+use crate::protocols::common::{
+    check_len, revive_in_place, roll_back, table, Arena, Scratch, SpinWait, Undo, UndoKind,
+};
 use crate::storage::context::WorkerCtx;
 use crate::storage::{RowId, Table, TableId};
 use rustc_hash::FxBuildHasher;
@@ -160,7 +163,12 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
                     self.hold_key_scan(tbl, key)?;
                     match tbl.index.get(key, &self.ctx.guard) {
                         Some(rid) => rid,
-                        None => return Ok(None),
+                        None => {
+                            if let Some(h) = &mut self.ctx.history {
+                                h.range(tbl.id.0, key, key);
+                            }
+                            return Ok(None);
+                        }
                     }
                 }
             };
@@ -177,6 +185,8 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
                     // Deleted: while we hold its lock it stays the key's entry (unlinking and
                     // reviving both need the exclusive lock); the bucket hold covers the absence.
                     self.hold_key_scan(tbl, key)?;
+                    // The tombstone read (its stamp names the delete).
+                    tbl.rows.get(rid).header.state.note_read(&mut self.ctx.history, tbl.id.0, key);
                     return Ok(None);
                 }
             }
@@ -232,8 +242,10 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, false)? else { return Ok(None) };
+        let row = tbl.rows.get(rid);
+        row.header.state.note_read(&mut self.ctx.history, t.0, key);
         let buf = self.scratch.get(tbl.spec.row_size);
-        tbl.rows.get(rid).read_into(buf);
+        row.read_into(buf);
         Ok(Some(f(buf)))
     }
 
@@ -246,8 +258,10 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, true)? else { return Ok(None) };
+        let row = tbl.rows.get(rid);
+        row.header.state.note_read(&mut self.ctx.history, t.0, key);
         let buf = self.scratch.get(tbl.spec.row_size);
-        tbl.rows.get(rid).read_into(buf);
+        row.read_into(buf);
         Ok(Some(f(buf)))
     }
 
@@ -267,12 +281,14 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, true)? else { return Ok(None) };
         let row = tbl.rows.get(rid);
+        row.header.state.note_read(&mut self.ctx.history, t.0, key);
         let buf = self.scratch.get(tbl.spec.row_size);
         row.read_into(buf);
         let off = self.arena.push(buf);
-        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off } });
         let out = f(buf);
         row.write_from(buf);
+        let prev = row.header.state.install(&mut self.ctx.history, t.0, key, PRESENT, false);
+        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off }, prev });
         Ok(Some(out))
     }
 
@@ -285,18 +301,23 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
                 self.lock(tbl, rid, true)?;
                 let row = tbl.rows.get(rid);
                 return match row.header.state.get() {
-                    PRESENT => Ok(false),
+                    PRESENT => {
+                        row.header.state.note_read(&mut self.ctx.history, t.0, key);
+                        Ok(false)
+                    }
                     UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
                     _ => {
-                        // The dead payload is restored too if this transaction deleted the row
-                        // itself and then aborts.
-                        let before = self.scratch.get(tbl.spec.row_size);
-                        row.read_into(before);
-                        let off = self.arena.push(before);
-                        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off } });
-                        row.write_from(value);
-                        row.header.state.set(PRESENT);
-                        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Revive });
+                        let (scratch, arena) = (&mut self.scratch, &mut self.arena);
+                        revive_in_place(
+                            &mut self.ctx,
+                            tbl,
+                            rid,
+                            key,
+                            value,
+                            scratch,
+                            arena,
+                            &mut self.undo,
+                        );
                         Ok(true)
                     }
                 };
@@ -306,11 +327,12 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
             // Published already locked by us; the index insert below publishes it (Release).
             row.header.lock.store(WRITER | self.ts, Ordering::Relaxed);
             row.write_from(value);
-            row.header.state.set(PRESENT);
+            row.header.state.set_versioned(PRESENT, UNBORN as u64);
             if tbl.index.insert_if_absent(key, rid, &self.ctx.guard).is_ok() {
                 self.held.insert((t.0, rid.0), self.locks.len());
                 self.locks.push(Held { table: t, rid, exclusive: true });
-                self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Insert });
+                let prev = row.header.state.install(&mut self.ctx.history, t.0, key, PRESENT, true);
+                self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Insert, prev });
                 return Ok(true);
             }
             row.header.state.set(ABSENT);
@@ -322,8 +344,10 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, true)? else { return Ok(false) };
-        tbl.rows.get(rid).header.state.set(ABSENT);
-        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Delete });
+        let state = &tbl.rows.get(rid).header.state;
+        state.note_read(&mut self.ctx.history, t.0, key);
+        let prev = state.install(&mut self.ctx.history, t.0, key, ABSENT, false);
+        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Delete, prev });
         self.deleted.push((t, key, rid));
         Ok(true)
     }
@@ -344,6 +368,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         let mut buf = std::mem::take(&mut self.ctx.scan_buf);
         let mut cursor = RangeCursor::new(tbl, lo, hi);
         let mut n = 0;
+        let mut stop = hi;
         let result = 'outer: loop {
             match cursor.next(tbl, limit - n, &mut buf, &self.ctx.guard) {
                 Err(a) => break Err(a),
@@ -362,6 +387,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
                             break 'outer Err(a);
                         }
                         let row = tbl.rows.get(rid);
+                        row.header.state.note_read(&mut self.ctx.history, t.0, k);
                         if !row.header.state.present() {
                             continue;
                         }
@@ -369,6 +395,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
                         row.read_into(data);
                         n += 1;
                         if f(k, data).is_break() || n == limit {
+                            stop = k;
                             break 'outer Ok(n);
                         }
                     }
@@ -376,6 +403,9 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
             }
         };
         self.ctx.scan_buf = buf;
+        if let (Ok(_), Some(h)) = (&result, &mut self.ctx.history) {
+            h.range(t.0, lo, stop);
+        }
         result
     }
 
@@ -385,6 +415,11 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     }
 
     fn commit(&mut self) -> Result<(), Abort> {
+        // Every lock is still held: this is the serialization point.
+        if let Some(h) = &mut self.ctx.history {
+            h.serial_point();
+            h.committed();
+        }
         for i in 0..self.deleted.len() {
             let (t, key, rid) = self.deleted[i];
             self.ctx.retire(t, key, rid);
@@ -397,20 +432,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         if !self.active {
             return;
         }
-        let storage = self.ctx.storage;
-        for u in self.undo.iter().rev() {
-            let tbl = storage.table(u.table);
-            let row = tbl.rows.get(u.rid);
-            match u.kind {
-                UndoKind::Update { off } => row.write_from(self.arena.get(off, tbl.spec.row_size)),
-                UndoKind::Insert => {
-                    row.header.state.set(ABSENT);
-                    self.ctx.reclaimer.retire(u.table, u.key, u.rid, storage.epochs().global());
-                }
-                UndoKind::Revive => row.header.state.set(ABSENT),
-                UndoKind::Delete => row.header.state.set(PRESENT),
-            }
-        }
+        roll_back(&mut self.ctx, &self.undo, &self.arena);
         self.release();
     }
 }

@@ -1,0 +1,321 @@
+//! Transaction histories: what each transaction read, installed and scanned, for the
+//! serializability checker ([`crate::checker`]).
+//!
+//! Every protocol reports through the same small interface, a per-worker [`Recorder`] reached
+//! through the worker's storage context, and only when the database was created with history
+//! recording on (otherwise the recorder is absent and the protocol pays one predictable branch).
+//!
+//! ## Versions and stamps
+//!
+//! A version of a key is named by a [`Stamp`], a number unique among the versions of that key.
+//! Which number is the protocol's business: Silo uses the TID it installs, single-version
+//! protocols without TIDs (2PL, `nocc`) keep a stamp word in the record header and give every
+//! write a fresh stamp. Two stamps are reserved: [`UNBORN`], the state of a row before its first
+//! insert, and [`INITIAL`], the version the loader wrote. A delete installs a version too, a
+//! tombstone (`present: false`), so that reading an absent row is reading a version.
+//!
+//! * `Read { stamp }`: the transaction observed that version (a tombstone for an absent row).
+//! * `Write { stamp, prev }`: it installed version `stamp` directly after version `prev` of the
+//!   same key, `prev` being [`UNBORN`] for a brand-new row. Transactions that later abort report
+//!   the writes they made visible too (in-place writers), so reads of aborted data can be seen.
+//! * `Range { lo, hi }`: a predicate read. Every key of `[lo, hi]` that the transaction has no
+//!   `Read` of was observed absent. A point read that finds no row is `Range { k, k }`.
+//!
+//! Each transaction also carries a timestamp `ts` taken at its serialization point (with its
+//! locks held or before its validation); the checker uses it only to order the incarnations of a
+//! key (a key deleted, unlinked and inserted again) and to tell which absent state of a key a
+//! predicate read observed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// Names one version of one key. See the module docs. (128 bits so that a protocol can fold a
+/// row id into it: Silo's TIDs are unique per row, not per key.)
+pub type Stamp = u128;
+
+/// The state of a row before its first insert.
+pub const UNBORN: Stamp = 0;
+/// The version written by the loader.
+pub const INITIAL: Stamp = 1;
+
+/// One thing a transaction did. See the module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Observed version `stamp` of `key`.
+    Read {
+        /// Table id.
+        table: u32,
+        /// Key.
+        key: u64,
+        /// The version observed.
+        stamp: Stamp,
+    },
+    /// Installed version `stamp` of `key` directly after version `prev`.
+    Write {
+        /// Table id.
+        table: u32,
+        /// Key.
+        key: u64,
+        /// The new version.
+        stamp: Stamp,
+        /// The version it follows.
+        prev: Stamp,
+        /// `false` for a delete (a tombstone).
+        present: bool,
+    },
+    /// Observed every key of `[lo, hi]` it did not read as absent.
+    Range {
+        /// Table id.
+        table: u32,
+        /// First key.
+        lo: u64,
+        /// Last key (inclusive).
+        hi: u64,
+    },
+}
+
+/// Whether a recorded transaction committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Committed.
+    Committed,
+    /// Aborted (by the protocol or the user).
+    Aborted,
+}
+
+/// One recorded transaction attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnRecord {
+    /// Unique id: `(worker + 1) << 40 | attempt number` for recorded runs.
+    pub id: u64,
+    /// Commit or abort.
+    pub outcome: Outcome,
+    /// Nanoseconds since the process's first recorded transaction, at the serialization point.
+    pub ts: u64,
+    first: usize,
+    len: usize,
+}
+
+/// A set of recorded transactions, in no particular order.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    txns: Vec<TxnRecord>,
+    events: Vec<Event>,
+}
+
+impl History {
+    /// An empty history.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The transactions.
+    pub fn txns(&self) -> &[TxnRecord] {
+        &self.txns
+    }
+
+    /// The events of `t`, in the order it did them.
+    pub fn events(&self, t: &TxnRecord) -> &[Event] {
+        &self.events[t.first..t.first + t.len]
+    }
+
+    /// Number of transactions.
+    pub fn len(&self) -> usize {
+        self.txns.len()
+    }
+
+    /// Whether no transaction was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.txns.is_empty()
+    }
+
+    /// Appends a finished transaction (for hand-written histories and tests).
+    pub fn push(&mut self, id: u64, outcome: Outcome, ts: u64, events: &[Event]) {
+        let first = self.events.len();
+        self.events.extend_from_slice(events);
+        self.txns.push(TxnRecord { id, outcome, ts, first, len: events.len() });
+    }
+
+    /// Moves every transaction of `other` into `self`.
+    pub fn append(&mut self, other: &mut History) {
+        let base = self.events.len();
+        self.events.append(&mut other.events);
+        self.txns.extend(other.txns.drain(..).map(|t| TxnRecord { first: t.first + base, ..t }));
+    }
+}
+
+/// Nanoseconds on a clock shared by all threads (the first call starts it).
+pub fn now_ns() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Where workers deliver their histories when they are dropped.
+#[derive(Debug, Default)]
+pub struct Sink {
+    merged: Mutex<History>,
+    recorders: AtomicU64,
+}
+
+impl Sink {
+    /// A recorder with an id no other recorder of this sink has had. (Worker slots are reused
+    /// when workers come and go, so they cannot name recorders: two would hand out equal stamps.)
+    pub fn recorder(&self) -> Recorder {
+        Recorder::new(self.recorders.fetch_add(1, Ordering::Relaxed) as usize)
+    }
+
+    /// Adds a worker's history.
+    pub fn deliver(&self, h: &mut History) {
+        self.merged.lock().unwrap_or_else(|e| e.into_inner()).append(h);
+    }
+
+    /// Takes everything delivered so far.
+    pub fn take(&self) -> History {
+        std::mem::take(&mut *self.merged.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// A worker's recorder: the one interface every protocol reports through.
+#[derive(Debug)]
+pub struct Recorder {
+    worker: u64,
+    attempts: u64,
+    writes: u64,
+    open: Option<Open>,
+    history: History,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    id: u64,
+    first: usize,
+    ts: Option<u64>,
+    committed: bool,
+}
+
+impl Recorder {
+    /// A recorder numbered `worker`: its transaction ids and stamps embed the number, so each
+    /// recorder of one history needs its own (see [`Sink::recorder`]).
+    pub fn new(worker: usize) -> Self {
+        Recorder {
+            worker: worker as u64 + 1,
+            attempts: 0,
+            writes: 0,
+            open: None,
+            history: History::new(),
+        }
+    }
+
+    /// Starts a transaction attempt (called by the storage context at begin).
+    #[inline]
+    pub fn begin(&mut self) {
+        self.attempts += 1;
+        let id = (self.worker << 40) | self.attempts;
+        let first = self.history.events.len();
+        self.open = Some(Open { id, first, ts: None, committed: false });
+    }
+
+    /// A fresh stamp for a write by this worker (for protocols without TIDs), unique in the
+    /// history; never [`UNBORN`] or [`INITIAL`]. It fits in 62 bits.
+    #[inline]
+    pub fn next_stamp(&mut self) -> u64 {
+        self.writes += 1;
+        (self.worker << 40) | self.writes
+    }
+
+    /// Records a read of version `stamp`.
+    #[inline]
+    pub fn read(&mut self, table: u32, key: u64, stamp: Stamp) {
+        self.history.events.push(Event::Read { table, key, stamp });
+    }
+
+    /// Records an installed version.
+    #[inline]
+    pub fn write(&mut self, table: u32, key: u64, stamp: Stamp, prev: Stamp, present: bool) {
+        self.history.events.push(Event::Write { table, key, stamp, prev, present });
+    }
+
+    /// Records a predicate read of `[lo, hi]`.
+    #[inline]
+    pub fn range(&mut self, table: u32, lo: u64, hi: u64) {
+        self.history.events.push(Event::Range { table, lo, hi });
+    }
+
+    /// Marks the serialization point (the first call of an attempt counts). Without a call,
+    /// the end of the attempt is used.
+    #[inline]
+    pub fn serial_point(&mut self) {
+        if let Some(o) = &mut self.open {
+            o.ts.get_or_insert_with(now_ns);
+        }
+    }
+
+    /// Marks the attempt committed (called by the protocol once its commit cannot fail).
+    #[inline]
+    pub fn committed(&mut self) {
+        if let Some(o) = &mut self.open {
+            o.committed = true;
+        }
+    }
+
+    /// Ends the attempt (called by the storage context when the transaction leaves).
+    #[inline]
+    pub fn end(&mut self) {
+        if let Some(o) = self.open.take() {
+            let outcome = if o.committed { Outcome::Committed } else { Outcome::Aborted };
+            let len = self.history.events.len() - o.first;
+            let ts = o.ts.unwrap_or_else(now_ns);
+            self.history.txns.push(TxnRecord { id: o.id, outcome, ts, first: o.first, len });
+        }
+    }
+
+    /// The history recorded so far (moved out).
+    pub fn take(&mut self) -> History {
+        std::mem::take(&mut self.history)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorder_assigns_unique_ids_and_stamps_and_keeps_events_per_attempt() {
+        let mut r = Recorder::new(3);
+        r.begin();
+        let s = r.next_stamp() as Stamp;
+        assert!(s > INITIAL);
+        r.write(0, 7, s, INITIAL, true);
+        r.committed();
+        r.end();
+        r.begin();
+        r.read(0, 7, s);
+        r.end();
+        let h = r.take();
+        assert_eq!(h.len(), 2);
+        let (a, b) = (h.txns()[0], h.txns()[1]);
+        assert_ne!(a.id, b.id);
+        assert_eq!(a.outcome, Outcome::Committed);
+        assert_eq!(b.outcome, Outcome::Aborted);
+        assert_eq!(
+            h.events(&a),
+            &[Event::Write { table: 0, key: 7, stamp: s, prev: INITIAL, present: true }]
+        );
+        assert_eq!(h.events(&b), &[Event::Read { table: 0, key: 7, stamp: s }]);
+        assert_ne!(Recorder::new(4).next_stamp() as Stamp, s, "stamps differ between workers");
+    }
+
+    #[test]
+    fn append_keeps_each_transactions_events() {
+        let mut a = History::new();
+        a.push(1, Outcome::Committed, 5, &[Event::Range { table: 1, lo: 2, hi: 3 }]);
+        let mut b = History::new();
+        b.push(2, Outcome::Aborted, 6, &[Event::Read { table: 0, key: 1, stamp: INITIAL }]);
+        a.append(&mut b);
+        assert!(b.is_empty());
+        let t = a.txns()[1];
+        assert_eq!(t.id, 2);
+        assert_eq!(a.events(&t), &[Event::Read { table: 0, key: 1, stamp: INITIAL }]);
+    }
+}
