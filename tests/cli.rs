@@ -199,8 +199,8 @@ fn list_names_every_protocol_workload_and_preset() {
         "2pl-waitdie",
         "silo",
         "ycsb",
-        "serializable: no",
-        "serializable: yes",
+        "isolation: no isolation",
+        "isolation: serializable",
     ] {
         assert!(s.contains(word), "{word} missing:\n{s}");
     }
@@ -231,4 +231,100 @@ fn help_reads_like_a_manual() {
     ] {
         assert!(s.contains(flag), "{flag} missing from --help");
     }
+}
+
+/// The CI gate of the checker: every protocol's quick check passes (only permitted anomalies).
+fn quick_check_passes(protocol: &str) -> String {
+    let out = txlab(&["check", "--protocol", protocol, "--quick"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("verdict: PASS"), "{stdout}");
+    for w in ["bank", "write-skew", "read-only", "hot-rmw", "scan-insert"] {
+        assert!(stdout.contains(&format!("  {w} ")), "{w} missing:\n{stdout}");
+    }
+    stdout
+}
+
+#[test]
+fn check_quick_passes_for_2pl_nowait() {
+    let s = quick_check_passes("2pl-nowait");
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+}
+
+#[test]
+fn check_quick_passes_for_2pl_waitdie() {
+    let s = quick_check_passes("2pl-waitdie");
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+}
+
+#[test]
+fn check_quick_passes_for_silo() {
+    let s = quick_check_passes("silo");
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+}
+
+/// `nocc` promises nothing, so it passes, but the check must see it lose updates and read
+/// aborted data (the positive control).
+#[test]
+fn check_sees_nocc_lose_updates_and_read_aborted_data() {
+    let s = quick_check_passes("nocc");
+    assert!(s.contains("lost update (permitted)"), "{s}");
+    assert!(s.contains("G1a (aborted read) (permitted)"), "{s}");
+    assert!(s.contains("G2 (phantom) (permitted)"), "{s}");
+}
+
+/// Held to a level it does not reach, a protocol fails: exit 1, the cycle and a replay command.
+#[test]
+fn check_fails_a_protocol_held_to_a_level_it_breaks() {
+    let out =
+        txlab(&["check", "-p", "nocc", "-w", "hot-rmw", "--quick", "--isolation", "serializable"]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{s}");
+    assert!(s.contains("verdict: FAIL"), "{s}");
+    assert!(s.contains("lost update (not permitted)"), "{s}");
+    assert!(s.contains("cycle: w"), "{s}");
+    assert!(
+        s.contains("replay: txlab check --protocol nocc --workload hot-rmw --seed 1 --txns 2000"),
+        "{s}"
+    );
+}
+
+#[test]
+fn check_refuses_bad_input() {
+    fails_with(&["check", "--threads", "0"], 2, "error: --threads 0 is out of range (1 to 1024)");
+    fails_with(&["check", "--txns", "0"], 2, "error: --txns 0 is out of range (at least 1)");
+    fails_with(
+        &["check", "--max-pause-us", "2000000"],
+        2,
+        "error: --max-pause-us 2000000 is out of range (0 to 1000000)",
+    );
+    let out = txlab(&["check", "--quick", "--long"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = txlab(&["check", "--workload", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bank, write-skew, read-only"));
+}
+
+#[test]
+fn check_writes_json_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("check.json");
+    let out = txlab(&[
+        "check",
+        "-p",
+        "silo",
+        "-w",
+        "bank",
+        "--txns",
+        "200",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(v["passed"], true);
+    assert_eq!(v["verdicts"][0]["protocol"], "silo");
+    assert_eq!(v["verdicts"][0]["workloads"][0]["workload"], "bank");
+    assert!(v["verdicts"][0]["workloads"][0]["committed"].as_u64().unwrap() > 1000);
 }

@@ -24,6 +24,7 @@
 //! by the transactions' serialization timestamps (see [`crate::history`]).
 
 mod graph;
+pub mod suite;
 
 use crate::history::{Event, History, Outcome, Stamp, INITIAL, UNBORN};
 use graph::{EdgeKind, Graph};
@@ -161,18 +162,25 @@ impl fmt::Display for Report {
         for a in &self.anomalies {
             writeln!(f, "{}: {} found; e.g. {}", a.class, a.count, a.example)?;
             if !a.cycle.is_empty() {
-                write!(f, "  cycle: {}", txn_name(a.cycle[0].from))?;
-                for s in &a.cycle {
-                    write!(f, " -{}[t{} k{}]-> {}", s.kind, s.table, s.key, txn_name(s.to))?;
-                }
-                writeln!(f)?;
+                writeln!(f, "  cycle: {}", cycle_text(&a.cycle))?;
             }
         }
         Ok(())
     }
 }
 
-/// A transaction id as `w<worker>.<attempt>` when it has the recorder's shape.
+/// A cycle as `w0.5 -rw[t0 k17]-> w3.9 -ww[t0 k17]-> w0.5`: transactions, edge kinds, and the
+/// table and key each edge is about.
+pub fn cycle_text(cycle: &[CycleStep]) -> String {
+    let Some(first) = cycle.first() else { return String::new() };
+    let mut s = txn_name(first.from);
+    for c in cycle {
+        s.push_str(&format!(" -{}[t{} k{}]-> {}", c.kind, c.table, c.key, txn_name(c.to)));
+    }
+    s
+}
+
+/// A transaction id as `w<recorder>.<attempt>` when it has the recorder's shape.
 pub fn txn_name(id: u64) -> String {
     let worker = id >> 40;
     if worker > 0 {

@@ -15,7 +15,7 @@ pub use procedure::{
     AccessMode, AccessSet, Checks, Columns, Piece, Procedure, Recon, TableAccess, Tx, TxnType,
     ALL_COLUMNS,
 };
-pub use protocol::{Capabilities, Protocol, Worker};
+pub use protocol::{Capabilities, Isolation, Protocol, Worker};
 pub use report::RunReport;
 pub use stats::WorkerStats;
 pub use workload::{Generator, Workload};

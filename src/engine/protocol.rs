@@ -30,14 +30,47 @@ use std::ops::ControlFlow;
 /// combinations with a message instead of a crash.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct Capabilities {
-    /// Commits only serializable histories.
-    pub serializable: bool,
+    /// The isolation level the protocol promises (what `txlab check` holds it to).
+    pub isolation: Isolation,
     /// Supports inserts and deletes.
     pub inserts: bool,
     /// Supports range scans (with phantom protection if serializable).
     pub scans: bool,
     /// Needs each transaction's access set before it runs.
     pub needs_access_set: bool,
+}
+
+/// An isolation level a protocol promises. The checker maps each to the anomaly classes it
+/// permits (`checker::permitted`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// Serializable: no anomaly at all.
+    Serializable,
+    /// Snapshot isolation: write skew and the read-only anomaly (G2-item) are permitted.
+    Snapshot,
+    /// No isolation (`nocc`): anything goes.
+    None,
+}
+
+impl Isolation {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Serializable => "serializable",
+            Isolation::Snapshot => "snapshot isolation",
+            Isolation::None => "no isolation",
+        }
+    }
+
+    /// The command-line value (`txlab check --isolation`).
+    pub fn flag(self) -> &'static str {
+        match self {
+            Isolation::Serializable => "serializable",
+            Isolation::Snapshot => "snapshot",
+            Isolation::None => "none",
+        }
+    }
 }
 
 /// A concurrency-control protocol: one value per database, shared by all workers.

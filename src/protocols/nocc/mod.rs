@@ -14,7 +14,7 @@ mod worker;
 pub use record::NoccRecord;
 pub use worker::NoccWorker;
 
-use crate::engine::{Capabilities, Database, Protocol};
+use crate::engine::{Capabilities, Database, Isolation, Protocol};
 use crate::error::Error;
 use crate::protocols::common::state::PRESENT;
 use crate::storage::context::WorkerCtx;
@@ -27,8 +27,12 @@ impl Protocol for Nocc {
     const NAME: &'static str = "nocc";
     const DESCRIPTION: &'static str =
         "no concurrency control: the throughput ceiling (loses updates, reads dirty data)";
-    const CAPS: Capabilities =
-        Capabilities { serializable: false, inserts: true, scans: true, needs_access_set: false };
+    const CAPS: Capabilities = Capabilities {
+        isolation: Isolation::None,
+        inserts: true,
+        scans: true,
+        needs_access_set: false,
+    };
     type Record = NoccRecord;
     type Worker<'db> = NoccWorker<'db>;
 

@@ -39,7 +39,7 @@ mod worker;
 pub use record::{SiloRecord, Tid};
 pub use worker::SiloWorker;
 
-use crate::engine::{Capabilities, Database, Protocol};
+use crate::engine::{Capabilities, Database, Isolation, Protocol};
 use crate::error::Error;
 use crate::storage::context::WorkerCtx;
 use std::sync::atomic::Ordering;
@@ -52,8 +52,12 @@ impl Protocol for Silo {
     const NAME: &'static str = "silo";
     const DESCRIPTION: &'static str =
         "optimistic; TID words, epochs, invisible reads, sorted write locking, validation (SOSP'13)";
-    const CAPS: Capabilities =
-        Capabilities { serializable: true, inserts: true, scans: true, needs_access_set: false };
+    const CAPS: Capabilities = Capabilities {
+        isolation: Isolation::Serializable,
+        inserts: true,
+        scans: true,
+        needs_access_set: false,
+    };
     type Record = SiloRecord;
     type Worker<'db> = SiloWorker<'db>;
 

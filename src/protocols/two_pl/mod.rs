@@ -31,7 +31,7 @@ mod worker;
 pub use record::TwoPlRecord;
 pub use worker::TwoPlWorker;
 
-use crate::engine::{Capabilities, Database, Protocol};
+use crate::engine::{Capabilities, Database, Isolation, Protocol};
 use crate::error::{AbortReason, Error};
 use crate::protocols::common::state::PRESENT;
 use crate::storage::context::WorkerCtx;
@@ -82,8 +82,12 @@ pub type TwoPlWaitDie = TwoPl<WaitDie>;
 impl<L: LockPolicy> Protocol for TwoPl<L> {
     const NAME: &'static str = L::NAME;
     const DESCRIPTION: &'static str = L::DESCRIPTION;
-    const CAPS: Capabilities =
-        Capabilities { serializable: true, inserts: true, scans: true, needs_access_set: false };
+    const CAPS: Capabilities = Capabilities {
+        isolation: Isolation::Serializable,
+        inserts: true,
+        scans: true,
+        needs_access_set: false,
+    };
     type Record = TwoPlRecord;
     type Worker<'db> = TwoPlWorker<'db, L>;
 
