@@ -328,3 +328,44 @@ fn check_writes_json_verdicts() {
     assert_eq!(v["verdicts"][0]["workloads"][0]["workload"], "bank");
     assert!(v["verdicts"][0]["workloads"][0]["committed"].as_u64().unwrap() > 1000);
 }
+
+/// `run --record-history` checks each run's history: clean for Silo and 2PL on a skewed YCSB,
+/// reported in the text and the JSON; nocc's anomalies are shown as permitted.
+#[test]
+fn run_record_history_checks_every_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = txlab(&[
+        "run",
+        "-p",
+        "nocc,2pl-nowait,silo",
+        "--threads",
+        "4",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0",
+        "--records",
+        "1000",
+        "--theta",
+        "0.9",
+        "--preset",
+        "a",
+        "--record-history",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(s.matches("  history     ").count(), 3, "{s}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for run in v["runs"].as_array().unwrap() {
+        let h = &run["history_check"];
+        assert!(h["committed"].as_u64().unwrap() > 100, "{h}");
+        assert_eq!(h["permitted"], true, "{h}");
+        if run["protocol"] != "nocc" {
+            assert_eq!(h["anomalies"].as_array().unwrap().len(), 0, "{h}");
+        }
+    }
+}

@@ -28,7 +28,8 @@ pub mod suite;
 
 use crate::history::{Event, History, Outcome, Stamp, INITIAL, UNBORN};
 use graph::{EdgeKind, Graph};
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeSet;
 use std::fmt;
 
 pub use graph::CycleStep;
@@ -219,7 +220,7 @@ pub fn check(history: &History) -> Report {
     let committed = |i: u32| txns[i as usize].outcome == Outcome::Committed;
 
     // 1. Every installed version, committed or not.
-    let mut vers: HashMap<VKey, Ver> = HashMap::new();
+    let mut vers: HashMap<VKey, Ver> = HashMap::default();
     let mut seen_keys: Vec<Key> = Vec::new();
     for (i, t) in txns.iter().enumerate() {
         let events = history.events(t);
@@ -268,8 +269,8 @@ pub fn check(history: &History) -> Report {
         }
         (prev, dirty)
     };
-    let mut succ: HashMap<VKey, Stamp> = HashMap::new();
-    let mut unborn_roots: HashMap<Key, Vec<Stamp>> = HashMap::new();
+    let mut succ: HashMap<VKey, Stamp> = HashMap::default();
+    let mut unborn_roots: HashMap<Key, Vec<Stamp>> = HashMap::default();
     let mut written: BTreeSet<Key> = BTreeSet::new();
     for (&(table, key, stamp), v) in &vers {
         if !v.committed {
@@ -312,8 +313,8 @@ pub fn check(history: &History) -> Report {
         }
         succ.insert((table, key, prev), stamp);
     }
-    let mut orders: HashMap<Key, Vec<State>> = HashMap::new();
-    let mut pos: HashMap<VKey, usize> = HashMap::new();
+    let mut orders: HashMap<Key, Vec<State>> = HashMap::default();
+    let mut pos: HashMap<VKey, usize> = HashMap::default();
     for &(table, key) in &written {
         let mut states = Vec::new();
         let follow = |states: &mut Vec<State>, mut s: Stamp| loop {

@@ -141,6 +141,12 @@ struct RunArgs {
     /// Do not pin worker threads to cores
     #[arg(long)]
     no_pin: bool,
+    /// Record every transaction's reads and writes and check the history after each run
+    /// (warm-up included) against the protocol's isolation level; exit status 1 if it shows an
+    /// anomaly the protocol does not permit. Costs memory (about 50 bytes per operation) and
+    /// some throughput
+    #[arg(long)]
+    record_history: bool,
     /// Epoch length in milliseconds (Silo's epochs; GC grace periods), 1 to 10000
     #[arg(long, default_value_t = 40)]
     epoch_ms: u64,

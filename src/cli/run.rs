@@ -1,7 +1,7 @@
 //! `txlab run`: validate, load, measure, report.
 
 use super::{BackoffArg, RunArgs};
-use crate::engine::report::RunReport;
+use crate::engine::report::{HistoryCheck, RunReport};
 use crate::engine::{Backoff, Database, DbOptions, Protocol, RunConfig, WorkerStats, Workload};
 use crate::error::Error;
 use crate::protocols::ProtocolKind;
@@ -68,7 +68,7 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     let db_opts = DbOptions {
         max_workers: threads + 8,
         epoch_interval: Duration::from_millis(args.epoch_ms),
-        record_history: false,
+        record_history: args.record_history,
     };
     // Refuse a load that cannot fit before spending time on it (the largest header decides).
     let probe = Ycsb::tables_for(&ycsb_cfg);
@@ -148,6 +148,18 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
         write_csv(path, &all)
             .map_err(|e| Failure::Run(format!("--csv {}: {e}", path.display())))?;
     }
+    let unpermitted: Vec<&str> = all
+        .iter()
+        .flatten()
+        .filter(|r| r.history_check.as_ref().is_some_and(|h| !h.permitted))
+        .map(|r| r.protocol.as_str())
+        .collect();
+    if !unpermitted.is_empty() {
+        return Err(Failure::Run(format!(
+            "recorded histories show anomalies their protocol does not permit: {}",
+            unpermitted.join(", ")
+        )));
+    }
     Ok(())
 }
 
@@ -165,6 +177,7 @@ fn prepare<'a, P: Protocol + Default, W: Workload>(
     config: &'a serde_json::Value,
 ) -> Result<Session<'a>, Error> {
     let db = Database::with_options(P::default(), &workload.tables(), db_opts.clone())?;
+    let record = db_opts.record_history;
     let t = Instant::now();
     workload.load(&db, load_threads)?;
     eprintln!("[{}] loaded in {:.2} s", P::NAME, t.elapsed().as_secs_f64());
@@ -175,7 +188,7 @@ fn prepare<'a, P: Protocol + Default, W: Workload>(
         for s in &per_worker {
             total.merge(s);
         }
-        Ok(RunReport::new(
+        let mut report = RunReport::new(
             P::NAME,
             workload.name(),
             &names,
@@ -183,7 +196,19 @@ fn prepare<'a, P: Protocol + Default, W: Workload>(
             cfg.threads,
             cfg.duration.as_secs_f64(),
             config.clone(),
-        ))
+        );
+        if record {
+            let history = db.take_history();
+            let checked = crate::checker::check(&history);
+            let allowed = crate::checker::suite::permitted(P::CAPS.isolation);
+            report.history_check = Some(HistoryCheck {
+                txns: checked.txns,
+                committed: checked.committed,
+                permitted: checked.anomalies.iter().all(|a| allowed.contains(&a.class)),
+                anomalies: checked.anomalies,
+            });
+        }
+        Ok(report)
     }))
 }
 

@@ -116,6 +116,22 @@ pub struct RunReport {
     pub backoff_share: f64,
     /// The full configuration: run, workload and protocol settings.
     pub config: serde_json::Value,
+    /// The serializability check of the run's recorded history (`--record-history`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_check: Option<HistoryCheck>,
+}
+
+/// The result of checking a run's recorded history (warm-up included).
+#[derive(Clone, Debug, Serialize)]
+pub struct HistoryCheck {
+    /// Recorded transactions (attempts).
+    pub txns: usize,
+    /// Committed ones.
+    pub committed: usize,
+    /// Every anomaly class seen, with counts and examples.
+    pub anomalies: Vec<crate::checker::Anomaly>,
+    /// Whether every class seen is permitted by the protocol's isolation level.
+    pub permitted: bool,
 }
 
 impl RunReport {
@@ -169,6 +185,7 @@ impl RunReport {
             },
             backoff_share: stats.backoff_ns as f64 / (duration_s * 1e9 * threads as f64),
             config,
+            history_check: None,
         }
     }
 
@@ -193,6 +210,27 @@ impl RunReport {
         if !self.aborts.is_empty() {
             let list: Vec<_> = self.aborts.iter().map(|(k, v)| format!("{k} {v}")).collect();
             let _ = writeln!(s, "  aborts      {}", list.join(", "));
+        }
+        if let Some(h) = &self.history_check {
+            let classes: Vec<_> = h.anomalies.iter().map(|a| a.class.name()).collect();
+            let _ = writeln!(
+                s,
+                "  history     {} transactions ({} committed): {}{}",
+                h.txns,
+                h.committed,
+                if classes.is_empty() { "no anomaly".to_string() } else { classes.join(", ") },
+                if h.permitted {
+                    ""
+                } else {
+                    " -- NOT PERMITTED by the protocol's isolation level"
+                }
+            );
+            for a in h.anomalies.iter().filter(|_| !h.permitted) {
+                let _ = writeln!(s, "    {}: e.g. {}", a.class, a.example);
+                if !a.cycle.is_empty() {
+                    let _ = writeln!(s, "      cycle: {}", crate::checker::cycle_text(&a.cycle));
+                }
+            }
         }
         if self.per_type.len() > 1 {
             for t in &self.per_type {
