@@ -72,8 +72,8 @@ struct CheckArgs {
     /// Quick mode: 2000 transactions per thread and workload (seconds per protocol; CI)
     #[arg(long, conflicts_with = "long")]
     quick: bool,
-    /// Long mode for release checks: 125 000 transactions per thread and workload (1 M with 8
-    /// threads)
+    /// Long mode for release checks: 150 000 transactions per thread and workload (at least 1 M
+    /// committed per workload with 8 threads)
     #[arg(long)]
     long: bool,
     /// Transactions per thread and workload (overrides --quick and --long) [default: 20000]
