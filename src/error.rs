@@ -157,6 +157,9 @@ pub enum Error {
         /// The key.
         key: u64,
     },
+    /// A workload's invariant did not hold after a run (e.g. SmallBank's money).
+    #[error("invariant violated: {0}")]
+    Invariant(String),
     /// A run stopped because a procedure returned a fatal abort.
     #[error("run stopped: a '{txn}' transaction aborted with '{reason}' (a procedure bug or an exhausted resource)")]
     Fatal {

@@ -369,3 +369,54 @@ fn run_record_history_checks_every_run() {
         }
     }
 }
+
+#[test]
+fn smallbank_parameters_are_checked() {
+    fails_with(
+        &["run", "--workload", "smallbank", "--customers", "0"],
+        2,
+        "error: --customers 0 is out of range (2 to 4294967296)",
+    );
+    fails_with(
+        &["run", "--workload", "smallbank", "--records", "5"],
+        2,
+        "error: --records applies to --workload ycsb",
+    );
+    fails_with(
+        &["run", "--customers", "50"],
+        2,
+        "error: --customers and --spin-us apply to --workload smallbank",
+    );
+}
+
+#[test]
+fn a_short_smallbank_run_reports_every_transaction_type() {
+    let out = txlab(&[
+        "run",
+        "-p",
+        "silo",
+        "-w",
+        "smallbank",
+        "--customers",
+        "100",
+        "--threads",
+        "2",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0",
+    ]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{}", String::from_utf8_lossy(&out.stderr));
+    for t in [
+        "balance",
+        "deposit-checking",
+        "transact-savings",
+        "amalgamate",
+        "write-check",
+        "send-payment",
+    ] {
+        assert!(s.contains(&format!("  {t} ")), "{t} missing:\n{s}");
+    }
+    assert!(!s.contains("invariant"), "{s}");
+}

@@ -141,6 +141,12 @@ struct RunArgs {
     /// Do not pin worker threads to cores
     #[arg(long)]
     no_pin: bool,
+    /// SmallBank: customers, 2 to 4294967296 (BOHM uses 50 and 100000) [default: 100000]
+    #[arg(long, help_heading = "SmallBank workload")]
+    customers: Option<u64>,
+    /// SmallBank: busy-wait inside every transaction, microseconds (BOHM uses 50) [default: 0]
+    #[arg(long, help_heading = "SmallBank workload")]
+    spin_us: Option<u64>,
     /// Record every transaction's reads and writes and check the history after each run
     /// (warm-up included) against the protocol's isolation level; exit status 1 if it shows an
     /// anomaly the protocol does not permit. Costs memory (about 50 bytes per operation) and
@@ -286,6 +292,8 @@ fn list() -> String {
     s += "  ycsb          YCSB with CCBench's parameters: --records --ops --read-ratio --theta\n";
     s += "                --payload --rmw --threads, plus --insert-ratio --scan-ratio --max-scan\n";
     s += "                --distribution --index --long-txn-delay-us\n";
+    s += "  smallbank     SmallBank (H-Store mix; BOHM §4.3): --customers --spin-us; checks that\n";
+    s += "                money changes only by committed deposits and checks\n";
     s += "\nYCSB presets (--preset, theta 0.99 unless --theta is given):\n";
     for p in Preset::value_variants() {
         let name = p.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();

@@ -2,11 +2,15 @@
 
 use super::{BackoffArg, RunArgs};
 use crate::engine::report::{HistoryCheck, RunReport};
-use crate::engine::{Backoff, Database, DbOptions, Protocol, RunConfig, WorkerStats, Workload};
+use crate::engine::{
+    Backoff, Database, DbOptions, Isolation, Protocol, RunConfig, WorkerStats, Workload,
+};
 use crate::error::Error;
 use crate::protocols::ProtocolKind;
 use crate::storage::check_memory;
+use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
 use crate::workloads::ycsb::Ycsb;
+use crate::workloads::WorkloadKind;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -48,7 +52,6 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     if !(1..=10_000).contains(&args.epoch_ms) {
         return Err(usage(format!("--epoch-ms {} is out of range (1 to 10000)", args.epoch_ms)));
     }
-    let ycsb_cfg = args.ycsb.resolve().map_err(|e| usage(e.to_string()))?;
     let protocols =
         if args.protocol.is_empty() { ProtocolKind::ALL.to_vec() } else { args.protocol.clone() };
     let run_cfg = RunConfig {
@@ -70,25 +73,83 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
         epoch_interval: Duration::from_millis(args.epoch_ms),
         record_history: args.record_history,
     };
-    // Refuse a load that cannot fit before spending time on it (the largest header decides).
-    let probe = Ycsb::tables_for(&ycsb_cfg);
-    check_memory::<[u64; 2]>(&probe).map_err(|e| {
-        usage(format!("--records {} with --payload {}: {e}", ycsb_cfg.records, ycsb_cfg.payload))
-    })?;
-    eprintln!("{}", ycsb_cfg.summary());
+    let common = Common { protocols, run_cfg, db_opts, cores };
+    match args.workload {
+        WorkloadKind::Ycsb => {
+            if args.customers.is_some() || args.spin_us.is_some() {
+                return Err(usage(
+                    "--customers and --spin-us apply to --workload smallbank".to_string(),
+                ));
+            }
+            let ycsb_cfg = args.ycsb.resolve().map_err(|e| usage(e.to_string()))?;
+            // Refuse a load that cannot fit before spending time on it (the largest header
+            // decides).
+            let probe = Ycsb::tables_for(&ycsb_cfg);
+            check_memory::<[u64; 2]>(&probe).map_err(|e| {
+                usage(format!(
+                    "--records {} with --payload {}: {e}",
+                    ycsb_cfg.records, ycsb_cfg.payload
+                ))
+            })?;
+            eprintln!("{}", ycsb_cfg.summary());
+            let t = Instant::now();
+            let first = Ycsb::new(ycsb_cfg.clone(), cores);
+            if t.elapsed() > Duration::from_millis(200) {
+                eprintln!("computed the Zipf constant in {:.1} s", t.elapsed().as_secs_f64());
+            }
+            // ζ is cached, so each database's own instance costs nothing more.
+            measure(args, &common, first.config(), &probe, || Ycsb::new(ycsb_cfg.clone(), cores))
+        }
+        WorkloadKind::Smallbank => {
+            if let Some(flag) = args.ycsb.given_flag() {
+                return Err(usage(format!("--{flag} applies to --workload ycsb")));
+            }
+            let cfg = SmallBankConfig {
+                customers: args.customers.unwrap_or(100_000),
+                spin_us: args.spin_us.unwrap_or(0),
+            };
+            cfg.validate().map_err(usage)?;
+            let probe = SmallBank::tables_for(&cfg);
+            check_memory::<[u64; 2]>(&probe)
+                .map_err(|e| usage(format!("--customers {}: {e}", cfg.customers)))?;
+            eprintln!(
+                "SmallBank: {} customers, H-Store mix, spin {} us per transaction",
+                cfg.customers, cfg.spin_us
+            );
+            let config = SmallBank::new(cfg.clone()).config();
+            measure(args, &common, config, &probe, || SmallBank::new(cfg.clone()))
+        }
+    }
+}
+
+/// What every workload's run shares.
+struct Common {
+    protocols: Vec<ProtocolKind>,
+    run_cfg: RunConfig,
+    db_opts: DbOptions,
+    cores: usize,
+}
+
+/// Loads a workload from `make` for each protocol, measures, reports. Each database gets its own
+/// workload instance: state such as YCSB's insert counter or SmallBank's money ledger belongs to
+/// one database.
+fn measure<W: Workload + 'static>(
+    args: &RunArgs,
+    common: &Common,
+    workload_config: serde_json::Value,
+    probe: &[crate::storage::TableSpec],
+    make: impl Fn() -> W,
+) -> Result<(), Failure> {
+    let Common { protocols, run_cfg, db_opts, cores } = common;
+    let (protocols, run_cfg, db_opts, cores) = (protocols.clone(), run_cfg, db_opts, *cores);
     eprintln!(
         "{} thread(s), {} s measured after {} s warm-up, {} run(s) per protocol, backoff {:?}",
-        threads, args.duration, args.warmup, args.repeat, args.backoff
+        run_cfg.threads, args.duration, args.warmup, args.repeat, args.backoff
     );
-    let t = Instant::now();
-    let workload = Ycsb::new(ycsb_cfg, cores);
-    if t.elapsed() > Duration::from_millis(200) {
-        eprintln!("computed the Zipf constant in {:.1} s", t.elapsed().as_secs_f64());
-    }
     let config = serde_json::json!({
         "run": &run_cfg,
         "database": &db_opts,
-        "workload": workload.config(),
+        "workload": workload_config,
         "command": args,
     });
     let fail = |e: Error| match e {
@@ -97,7 +158,7 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     };
     // Interleave the protocols' runs when every database fits in memory at once, so that each
     // protocol's median samples the same stretches of machine noise (ratios side by side).
-    let need = check_memory::<[u64; 2]>(&probe).unwrap_or(0);
+    let need = check_memory::<[u64; 2]>(probe).unwrap_or(0);
     let interleave = protocols.len() > 1
         && args.repeat > 1
         && crate::storage::available_memory()
@@ -107,7 +168,7 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
         let mut sessions = Vec::new();
         for kind in &protocols {
             sessions.push(
-                crate::with_protocol!(*kind, P => prepare::<P, _>(&workload, &run_cfg, &db_opts, cores, &config))
+                crate::with_protocol!(*kind, P => prepare::<P, _>(make(), run_cfg, db_opts, cores, &config))
                     .map_err(fail)?,
             );
         }
@@ -122,7 +183,7 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     } else {
         for (at, kind) in protocols.iter().enumerate() {
             let mut session =
-                crate::with_protocol!(*kind, P => prepare::<P, _>(&workload, &run_cfg, &db_opts, cores, &config))
+                crate::with_protocol!(*kind, P => prepare::<P, _>(make(), run_cfg, db_opts, cores, &config))
                     .map_err(fail)?;
             for round in 0..args.repeat {
                 let report = session().map_err(fail)?;
@@ -169,8 +230,8 @@ type Session<'a> = Box<dyn FnMut() -> Result<RunReport, Error> + 'a>;
 /// Creates and loads a database for protocol `P`; returns a closure that measures one window.
 /// (The closure is boxed so that protocols of different types can take turns; the call happens
 /// once per window, never per transaction.)
-fn prepare<'a, P: Protocol + Default, W: Workload>(
-    workload: &'a W,
+fn prepare<'a, P: Protocol + Default, W: Workload + 'a>(
+    workload: W,
     cfg: &'a RunConfig,
     db_opts: &DbOptions,
     load_threads: usize,
@@ -183,7 +244,12 @@ fn prepare<'a, P: Protocol + Default, W: Workload>(
     eprintln!("[{}] loaded in {:.2} s", P::NAME, t.elapsed().as_secs_f64());
     let names: Vec<&'static str> = workload.txn_types().iter().map(|t| t.name).collect();
     Ok(Box::new(move || {
-        let per_worker = P::drive(&db, workload, cfg)?;
+        let per_worker = P::drive(&db, &workload, cfg)?;
+        // A serializable protocol must keep the workload's invariant; others are only reported.
+        let broken = workload.check(&db).err();
+        if let (Some(m), Isolation::Serializable) = (&broken, P::CAPS.isolation) {
+            return Err(Error::Invariant(format!("{} on {}: {m}", P::NAME, workload.name())));
+        }
         let mut total = WorkerStats::new(names.len());
         for s in &per_worker {
             total.merge(s);
@@ -197,6 +263,7 @@ fn prepare<'a, P: Protocol + Default, W: Workload>(
             cfg.duration.as_secs_f64(),
             config.clone(),
         );
+        report.invariant_violation = broken;
         if record {
             let history = db.take_history();
             let checked = crate::checker::check(&history);

@@ -253,6 +253,7 @@ fn worker_loop<P: Protocol, W: Workload>(
             match result {
                 Ok(()) => {
                     committed += 1;
+                    gen.committed();
                     shared.commits[i].store(committed, Ordering::Relaxed);
                     if measuring {
                         stats.commits[ty] += 1;

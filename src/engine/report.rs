@@ -116,6 +116,10 @@ pub struct RunReport {
     pub backoff_share: f64,
     /// The full configuration: run, workload and protocol settings.
     pub config: serde_json::Value,
+    /// The workload's invariant, when it did not hold (reported for protocols that do not promise
+    /// serializability; a serializable protocol breaking it fails the run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invariant_violation: Option<String>,
     /// The serializability check of the run's recorded history (`--record-history`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history_check: Option<HistoryCheck>,
@@ -185,6 +189,7 @@ impl RunReport {
             },
             backoff_share: stats.backoff_ns as f64 / (duration_s * 1e9 * threads as f64),
             config,
+            invariant_violation: None,
             history_check: None,
         }
     }
@@ -210,6 +215,9 @@ impl RunReport {
         if !self.aborts.is_empty() {
             let list: Vec<_> = self.aborts.iter().map(|(k, v)| format!("{k} {v}")).collect();
             let _ = writeln!(s, "  aborts      {}", list.join(", "));
+        }
+        if let Some(m) = &self.invariant_violation {
+            let _ = writeln!(s, "  invariant   broken (the protocol does not promise it): {m}");
         }
         if let Some(h) = &self.history_check {
             let classes: Vec<_> = h.anomalies.iter().map(|a| a.class.name()).collect();

@@ -39,4 +39,8 @@ pub trait Generator: Send {
     type Proc: Procedure;
     /// The next transaction to run.
     fn next(&mut self) -> &Self::Proc;
+    /// Called by the driver after the transaction from the last `next` committed (for
+    /// workloads that account for committed effects, such as SmallBank's money ledger).
+    #[inline]
+    fn committed(&mut self) {}
 }

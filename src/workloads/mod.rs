@@ -2,7 +2,9 @@
 //!
 //! * [`ycsb`] — YCSB with CCBench's seven parameters, presets A–F, scans, inserts, read-latest,
 //!   and a long-transaction option.
+//! * [`smallbank`] — SmallBank (Cahill et al.; BOHM §4.3) with its money invariant.
 
+pub mod smallbank;
 pub mod ycsb;
 pub mod zipf;
 
@@ -14,6 +16,8 @@ use serde::Serialize;
 pub enum WorkloadKind {
     /// YCSB (Cooper et al., SoCC 2010) with CCBench's parameters.
     Ycsb,
+    /// SmallBank (Cahill et al., SIGMOD 2008), H-Store's mix.
+    Smallbank,
 }
 
 impl WorkloadKind {
@@ -21,6 +25,7 @@ impl WorkloadKind {
     pub fn name(self) -> &'static str {
         match self {
             WorkloadKind::Ycsb => "ycsb",
+            WorkloadKind::Smallbank => "smallbank",
         }
     }
 }

@@ -100,6 +100,30 @@ pub struct YcsbArgs {
     pub no_prefetch: bool,
 }
 
+impl YcsbArgs {
+    /// The first YCSB flag given on the command line, if any (to refuse it for other workloads).
+    pub fn given_flag(&self) -> Option<&'static str> {
+        [
+            (self.preset.is_some(), "preset"),
+            (self.records.is_some(), "records"),
+            (self.ops.is_some(), "ops"),
+            (self.read_ratio.is_some(), "read-ratio"),
+            (self.theta.is_some(), "theta"),
+            (self.payload.is_some(), "payload"),
+            (self.rmw, "rmw"),
+            (self.insert_ratio.is_some(), "insert-ratio"),
+            (self.scan_ratio.is_some(), "scan-ratio"),
+            (self.max_scan.is_some(), "max-scan"),
+            (self.distribution.is_some(), "distribution"),
+            (self.index.is_some(), "index"),
+            (self.long_txn_delay_us.is_some(), "long-txn-delay-us"),
+            (self.no_prefetch, "no-prefetch"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
 /// Resolved, validated YCSB parameters.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct YcsbConfig {
