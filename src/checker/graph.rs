@@ -203,13 +203,23 @@ impl Graph {
         c: u32,
         seen: &mut Vec<u32>,
     ) -> Option<Vec<Edge>> {
+        // `seen` holds each reached node's predecessor edge (MAX = unseen) and is reset only
+        // where this search wrote, so that many searches in small components of a big graph
+        // cost what they visit, not the graph's size each.
         let n = self.ids.len();
-        seen.clear();
-        seen.resize(n, u32::MAX); // predecessor edge index, MAX = unseen
+        if seen.len() != n {
+            seen.clear();
+            seen.resize(n, u32::MAX);
+        }
         const ROOT: u32 = u32::MAX - 1;
         seen[src as usize] = ROOT;
-        let mut queue = std::collections::VecDeque::from([src]);
-        while let Some(v) = queue.pop_front() {
+        // The queue doubles as the list of reached nodes.
+        let mut queue = vec![src];
+        let mut head = 0;
+        let mut found = None;
+        while head < queue.len() {
+            let v = queue[head];
+            head += 1;
             if v == dst {
                 let mut path = Vec::new();
                 let mut at = dst;
@@ -219,7 +229,8 @@ impl Graph {
                     at = e.from;
                 }
                 path.reverse();
-                return Some(path);
+                found = Some(path);
+                break;
             }
             let base = self.start[v as usize];
             for (i, e) in self.out(v).iter().enumerate() {
@@ -230,10 +241,13 @@ impl Graph {
                     continue;
                 }
                 seen[e.to as usize] = (base + i) as u32;
-                queue.push_back(e.to);
+                queue.push(e.to);
             }
         }
-        None
+        for v in queue {
+            seen[v as usize] = u32::MAX;
+        }
+        found
     }
 
     fn steps(&self, edges: &[Edge]) -> Vec<CycleStep> {
