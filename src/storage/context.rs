@@ -88,9 +88,13 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             h.begin();
         }
         self.since_collect += 1;
-        if self.reclaimer.pending() > 0
-            && (self.since_collect >= COLLECT_EVERY || self.reclaimer.pending() > COLLECT_BACKLOG)
-        {
+        let due = self.since_collect >= COLLECT_EVERY;
+        if due {
+            self.since_collect = 0;
+            // Rows and slots of dropped workers (one flag load every few dozen transactions).
+            self.storage.adopt_orphans(&mut self.reclaimer, &mut self.caches);
+        }
+        if self.reclaimer.pending() > 0 && (due || self.reclaimer.pending() > COLLECT_BACKLOG) {
             // Collected while this worker's epoch is published: a slot it inspects cannot be
             // freed and reused by another worker's reclaimer meanwhile.
             self.since_collect = 0;
@@ -189,6 +193,7 @@ impl<R: RecordHeader> Drop for WorkerCtx<'_, R> {
             h.end();
             sink.deliver(&mut h.take());
         }
+        self.storage.leave(&mut self.reclaimer, &mut self.caches);
         self.storage.epochs().unregister(self.slot);
     }
 }

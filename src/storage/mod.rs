@@ -209,7 +209,18 @@ pub struct Storage<R: RecordHeader> {
     epochs: Arc<Epochs>,
     /// Where workers deliver their recorded histories, when recording is on.
     history: Option<crate::history::Sink>,
+    /// Reclamation queues and free slots of workers that were dropped, for a live worker to adopt.
+    orphans: std::sync::Mutex<Orphans>,
+    /// Whether `orphans` holds anything (checked by workers every few dozen transactions).
+    has_orphans: std::sync::atomic::AtomicBool,
     _advancer: EpochAdvancer,
+}
+
+/// What dropped workers left behind. See [`Storage::leave`].
+#[derive(Default)]
+struct Orphans {
+    reclaimer: reclaim::Reclaimer,
+    caches: Vec<SlotCache>,
 }
 
 impl<R: RecordHeader> Storage<R> {
@@ -245,7 +256,42 @@ impl<R: RecordHeader> Storage<R> {
             .collect::<Result<Vec<_>, Error>>()?;
         let epochs = Arc::new(Epochs::new(max_workers));
         let advancer = EpochAdvancer::start(epochs.clone(), epoch_interval);
-        Ok(Storage { tables, epochs, history: None, _advancer: advancer })
+        Ok(Storage {
+            tables,
+            epochs,
+            history: None,
+            orphans: Default::default(),
+            has_orphans: Default::default(),
+            _advancer: advancer,
+        })
+    }
+
+    /// Takes what a departing worker still holds: deleted rows waiting for their grace periods
+    /// and free slots. Without this, a dropped worker's queued rows would never be unlinked or
+    /// freed.
+    pub fn leave(&self, reclaimer: &mut reclaim::Reclaimer, caches: &mut [SlotCache]) {
+        let mut o = self.orphans.lock().unwrap_or_else(|p| p.into_inner());
+        o.reclaimer.adopt(reclaimer);
+        if o.caches.len() < caches.len() {
+            o.caches.resize_with(caches.len(), SlotCache::default);
+        }
+        for (mine, theirs) in o.caches.iter_mut().zip(caches.iter_mut()) {
+            theirs.hand_over(mine);
+        }
+        self.has_orphans.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Moves what departed workers left into a live worker's queues and caches, if anything.
+    pub fn adopt_orphans(&self, reclaimer: &mut reclaim::Reclaimer, caches: &mut [SlotCache]) {
+        if !self.has_orphans.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        let mut o = self.orphans.lock().unwrap_or_else(|p| p.into_inner());
+        reclaimer.adopt(&mut o.reclaimer);
+        for (mine, theirs) in caches.iter_mut().zip(o.caches.iter_mut()) {
+            theirs.hand_over(mine);
+        }
+        self.has_orphans.store(false, std::sync::atomic::Ordering::Release);
     }
 
     /// Turns history recording on for workers created from now on.

@@ -58,6 +58,14 @@ impl Reclaimer {
         self.to_unlink.push_back(Retired { table, key, rid, epoch });
     }
 
+    /// Moves every queued record of `other` into `self` (a worker adopting a departed worker's
+    /// queues; order within each stage is kept per source, which is all `collect` relies on
+    /// for progress, not for safety: every entry is checked against the epochs on its own).
+    pub fn adopt(&mut self, other: &mut Reclaimer) {
+        self.to_unlink.append(&mut other.to_unlink);
+        self.to_free.append(&mut other.to_free);
+    }
+
     /// Number of records waiting in either stage.
     pub fn pending(&self) -> usize {
         self.to_unlink.len() + self.to_free.len()

@@ -70,6 +70,14 @@ impl SlotCache {
     pub fn release(&mut self, rid: RowId) {
         self.free.push(rid);
     }
+
+    /// Moves every slot this cache holds (free list and the rest of its chunk) into `other`, so
+    /// that a worker that goes away leaves no slot stranded.
+    pub fn hand_over(&mut self, other: &mut SlotCache) {
+        other.free.append(&mut self.free);
+        other.free.extend((self.next..self.end).map(RowId));
+        self.next = self.end;
+    }
 }
 
 /// Stable storage for the records of one table. See the module docs.
