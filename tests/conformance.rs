@@ -358,18 +358,19 @@ pub fn access_sets_are_checked_at_run_time<P: Protocol + Default>() {
     assert_eq!(txn(&mut w, |w| w.read(T, 6, |r| r[8])), Some(!6u64 as u8 + 1));
 }
 
-pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
+/// A database with one table of at most 300 rows and 1 ms epochs (reclamation tests).
+fn small_db<P: Protocol + Default>() -> Database<P> {
     let opts = DbOptions {
         max_workers: 4,
         epoch_interval: Duration::from_millis(1),
         ..Default::default()
     };
-    let db = Database::with_options(
-        P::default(),
-        &[TableSpec::new("small", 8, 0).with_capacity(300)],
-        opts,
-    )
-    .unwrap();
+    let tables = [TableSpec::new("small", 8, 0).with_capacity(300)];
+    Database::with_options(P::default(), &tables, opts).unwrap()
+}
+
+pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
+    let db = small_db::<P>();
     let t = TableId(0);
     let mut w = db.worker().unwrap();
     let start = std::time::Instant::now();
@@ -474,17 +475,7 @@ pub fn prefetched_key_reinserted_after_unlink_reads_present<P: Protocol + Defaul
 /// that stay: 30 short-lived workers each insert and delete 40 rows of a 300-row table, so the
 /// table fills up unless departed workers' rows are reclaimed and their slots reused.
 pub fn departed_workers_rows_are_reclaimed<P: Protocol + Default>() {
-    let opts = DbOptions {
-        max_workers: 4,
-        epoch_interval: Duration::from_millis(1),
-        ..Default::default()
-    };
-    let db = Database::with_options(
-        P::default(),
-        &[TableSpec::new("small", 8, 0).with_capacity(300)],
-        opts,
-    )
-    .unwrap();
+    let db = small_db::<P>();
     let t = TableId(0);
     let start = std::time::Instant::now();
     for round in 0..30u64 {

@@ -242,29 +242,25 @@ where
             print!("{}", list());
             0
         }
-        Command::Check(args) => match check::check(&args) {
-            Ok(true) => 0,
-            Ok(false) => EXIT_FAILURE,
-            Err(run::Failure::Usage(m)) => {
-                eprintln!("error: {m}");
-                EXIT_USAGE
-            }
-            Err(run::Failure::Run(m)) => {
-                eprintln!("error: {m}");
-                EXIT_FAILURE
-            }
-        },
-        Command::Run(args) => match run::run(&args) {
-            Ok(()) => 0,
-            Err(run::Failure::Usage(m)) => {
-                eprintln!("error: {m}");
-                EXIT_USAGE
-            }
-            Err(run::Failure::Run(m)) => {
-                eprintln!("error: {m}");
-                EXIT_FAILURE
-            }
-        },
+        Command::Check(args) => {
+            exit_status(check::check(&args).map(|passed| if passed { 0 } else { EXIT_FAILURE }))
+        }
+        Command::Run(args) => exit_status(run::run(&args).map(|()| 0)),
+    }
+}
+
+/// The exit status of a command's outcome; failures are one line on stderr.
+fn exit_status(outcome: Result<i32, run::Failure>) -> i32 {
+    match outcome {
+        Ok(code) => code,
+        Err(run::Failure::Usage(m)) => {
+            eprintln!("error: {m}");
+            EXIT_USAGE
+        }
+        Err(run::Failure::Run(m)) => {
+            eprintln!("error: {m}");
+            EXIT_FAILURE
+        }
     }
 }
 

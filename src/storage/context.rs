@@ -130,6 +130,17 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         table.index.get(key, &self.guard)
     }
 
+    /// Ends a range scan: gives the scan buffer back and, when the scan succeeded and histories
+    /// are recorded, reports the predicate read of `[lo, last]` (`last`: the scan's upper bound,
+    /// or the key where its limit or its caller stopped it).
+    #[inline]
+    pub fn end_scan(&mut self, buf: ScanBuf, ok: bool, table: TableId, lo: u64, last: u64) {
+        self.scan_buf = buf;
+        if let (true, Some(h)) = (ok, &mut self.history) {
+            h.range(table.0, lo, last);
+        }
+    }
+
     /// Drops the hint for `key` (its row was found unlinked).
     #[inline]
     pub fn forget(&mut self, table: TableId, key: u64) {

@@ -216,10 +216,7 @@ impl Worker for NoccWorker<'_> {
                 }
             }
         };
-        self.ctx.scan_buf = buf;
-        if let (Ok(_), Some(h)) = (&result, &mut self.ctx.history) {
-            h.range(t.0, lo, stop);
-        }
+        self.ctx.end_scan(buf, result.is_ok(), t, lo, stop);
         result
     }
 

@@ -402,10 +402,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
                 }
             }
         };
-        self.ctx.scan_buf = buf;
-        if let (Ok(_), Some(h)) = (&result, &mut self.ctx.history) {
-            h.range(t.0, lo, stop);
-        }
+        self.ctx.end_scan(buf, result.is_ok(), t, lo, stop);
         result
     }
 
