@@ -40,11 +40,15 @@ pub enum AbortReason {
     Unsupported,
     /// The table is full (its row capacity is exhausted). The driver stops the run.
     TableFull,
+    /// A row the workload's own invariants say must exist was not found (e.g. the order of a
+    /// TPC-C new-order row). Under a serializable protocol this means a broken database and
+    /// fails the run; without isolation (`nocc`) it happens. A final outcome, not retried.
+    MissingRow,
 }
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 10] = [
+    pub const ALL: [AbortReason; 11] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
@@ -55,6 +59,7 @@ impl AbortReason {
         AbortReason::TemplateViolation,
         AbortReason::Unsupported,
         AbortReason::TableFull,
+        AbortReason::MissingRow,
     ];
     /// Number of reasons (the length of per-reason counter arrays).
     pub const COUNT: usize = Self::ALL.len();
@@ -72,6 +77,7 @@ impl AbortReason {
             AbortReason::TemplateViolation => "template-violation",
             AbortReason::Unsupported => "unsupported",
             AbortReason::TableFull => "table-full",
+            AbortReason::MissingRow => "missing-row",
         }
     }
 
@@ -90,9 +96,15 @@ impl AbortReason {
         )
     }
 
+    /// Whether this reason ends a transaction for good without stopping the run (a user abort,
+    /// a missing row).
+    pub fn is_final(self) -> bool {
+        matches!(self, AbortReason::User | AbortReason::MissingRow)
+    }
+
     /// Whether this reason means the run cannot go on (a procedure bug or a full table).
     pub fn is_fatal(self) -> bool {
-        !self.is_retryable() && self != AbortReason::User
+        !self.is_retryable() && !self.is_final()
     }
 }
 

@@ -420,3 +420,99 @@ fn a_short_smallbank_run_reports_every_transaction_type() {
     }
     assert!(!s.contains("invariant"), "{s}");
 }
+
+#[test]
+fn tpcc_parameters_are_checked() {
+    fails_with(
+        &["run", "-w", "tpcc", "--warehouses", "0"],
+        2,
+        "error: --warehouses 0 is out of range (1 to 65535)",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--warehouses", "70000"],
+        2,
+        "error: --warehouses 70000 is out of range (1 to 65535)",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--mix", "45,43,4,4,5"],
+        2,
+        "error: --mix 45,43,4,4,5 sums to 101, not 100",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--mix", "50,50"],
+        2,
+        "error: --mix '50,50' needs five comma-separated percentages (new-order, payment, \
+         order-status, delivery, stock-level), e.g. 45,43,4,4,4",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--np", "--mix", "50,50,0,0,0"],
+        2,
+        "error: the argument '--np' cannot be used with '--mix <NO,P,OS,D,SL>' (see txlab --help)",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--simplify", "everything"],
+        2,
+        "error: --simplify 'everything' is not valid (expected one of: no-remote, no-rollback, \
+         customer-by-id)",
+    );
+    fails_with(&["run", "--warehouses", "2"], 2, "error: --warehouses applies to --workload tpcc");
+    fails_with(&["run", "-w", "smallbank", "--np"], 2, "error: --np applies to --workload tpcc");
+    fails_with(
+        &["run", "-w", "tpcc", "--theta", "0.5"],
+        2,
+        "error: --theta applies to --workload ycsb",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--customers", "5"],
+        2,
+        "error: --customers and --spin-us apply to --workload smallbank",
+    );
+}
+
+#[test]
+fn a_short_tpcc_run_reports_new_orders_the_mix_and_simplifications() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tpcc.json");
+    let out = txlab(&[
+        "run",
+        "-p",
+        "silo,2pl-nowait",
+        "-w",
+        "tpcc",
+        "--threads",
+        "2",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0",
+        "--simplify",
+        "no-remote",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{err}");
+    assert!(
+        err.contains("TPC-C: 1 warehouse(s)") && err.contains("SIMPLIFIED: no-remote"),
+        "{err}"
+    );
+    assert!(s.contains("  note        SIMPLIFIED: no-remote"), "{s}");
+    for t in ["new-order", "payment", "order-status", "delivery", "stock-level"] {
+        assert!(s.contains(&format!("  {t} ")), "{t} missing:\n{s}");
+    }
+    assert!(s.contains("tpmC-style"), "{s}");
+    assert!(s.contains("new-order/s"), "comparison shows the headline:\n{s}");
+    assert!(!s.contains("invariant"), "{s}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in v["comparison"].as_array().unwrap() {
+        let h = &r["headline"];
+        assert_eq!(h["name"], "new-order");
+        assert!(h["throughput"].as_f64().unwrap() > 0.0);
+        let shares: f64 =
+            r["per_type"].as_array().unwrap().iter().map(|t| t["share"].as_f64().unwrap()).sum();
+        assert!((shares - 1.0).abs() < 1e-9, "measured mix sums to 1: {shares}");
+        assert_eq!(r["notes"][0], "SIMPLIFIED: no-remote");
+    }
+}

@@ -5,7 +5,9 @@
 //! when it shows a class its isolation level does not permit.
 
 use super::{check, AnomalyClass, Report};
-use crate::engine::{Database, DbOptions, Isolation, Protocol, Worker};
+use crate::engine::{
+    Database, DbOptions, Generator, Isolation, Procedure, Protocol, Tx, Worker, Workload,
+};
 use crate::error::{Abort, AbortReason, Error};
 use crate::storage::TableId;
 use crate::storage::TableSpec;
@@ -44,16 +46,20 @@ pub enum CheckWorkload {
     /// Scans of 8-key blocks racing inserts and deletes: a transaction inserts into a block only
     /// if its scan saw fewer than 2 keys, so no block may ever hold 3.
     ScanInsert,
+    /// TPC-C's full mix on one warehouse (every thread on it), then its consistency conditions
+    /// 1-10 and 12. No pauses are injected into its procedures.
+    Tpcc,
 }
 
 impl CheckWorkload {
     /// Every workload.
-    pub const ALL: [CheckWorkload; 5] = [
+    pub const ALL: [CheckWorkload; 6] = [
         CheckWorkload::Bank,
         CheckWorkload::WriteSkew,
         CheckWorkload::ReadOnly,
         CheckWorkload::HotRmw,
         CheckWorkload::ScanInsert,
+        CheckWorkload::Tpcc,
     ];
 
     /// The command-line name.
@@ -64,6 +70,7 @@ impl CheckWorkload {
             CheckWorkload::ReadOnly => "read-only",
             CheckWorkload::HotRmw => "hot-rmw",
             CheckWorkload::ScanInsert => "scan-insert",
+            CheckWorkload::Tpcc => "tpcc",
         }
     }
 }
@@ -155,12 +162,19 @@ pub fn run<P: Protocol + Default>(
     workload: CheckWorkload,
     cfg: &CheckConfig,
 ) -> Result<WorkloadOutcome, Error> {
+    if workload == CheckWorkload::Tpcc {
+        let tpcc = crate::workloads::tpcc::Tpcc::new(crate::workloads::tpcc::TpccConfig {
+            seed: cfg.seed,
+            ..crate::workloads::tpcc::TpccConfig::new(1)
+        });
+        return run_workload::<P, _>(workload, &tpcc, cfg);
+    }
     let rows = match workload {
         CheckWorkload::Bank => ACCOUNTS,
         CheckWorkload::WriteSkew => 2 * PAIRS,
         CheckWorkload::ReadOnly => 2 * CUSTOMERS,
         CheckWorkload::HotRmw => COUNTERS,
-        CheckWorkload::ScanInsert => 0,
+        CheckWorkload::ScanInsert | CheckWorkload::Tpcc => 0,
     };
     let opts = DbOptions {
         max_workers: cfg.threads + 2,
@@ -176,7 +190,7 @@ pub fn run<P: Protocol + Default>(
             CheckWorkload::WriteSkew => 1,
             CheckWorkload::ReadOnly => 0,
             CheckWorkload::HotRmw => 0,
-            CheckWorkload::ScanInsert => 0,
+            CheckWorkload::ScanInsert | CheckWorkload::Tpcc => 0,
         };
         loader.insert(T, k, &v.to_le_bytes())?;
     }
@@ -189,6 +203,7 @@ pub fn run<P: Protocol + Default>(
             CheckWorkload::ReadOnly => read_only(w, rng, max_us),
             CheckWorkload::HotRmw => hot_rmw(w, rng, max_us),
             CheckWorkload::ScanInsert => scan_insert(w, rng, max_us),
+            CheckWorkload::Tpcc => unreachable!("TPC-C runs through run_workload"),
         }
     };
     let committed = AtomicU64::new(0);
@@ -256,6 +271,96 @@ pub fn run<P: Protocol + Default>(
     let report = check(&db.take_history());
     Ok(WorkloadOutcome {
         workload,
+        committed: committed.into_inner(),
+        aborted: aborted.into_inner(),
+        seconds,
+        report,
+        violations,
+    })
+}
+
+/// Runs a benchmark workload's own generator and procedures: `txns_per_thread` transactions per
+/// thread (each retried until it commits or ends for good), history recorded; then the
+/// workload's invariants (mapped to G2: a state no serial execution reaches) and the checker.
+fn run_workload<P: Protocol + Default, W: Workload>(
+    which: CheckWorkload,
+    workload: &W,
+    cfg: &CheckConfig,
+) -> Result<WorkloadOutcome, Error> {
+    let opts = DbOptions {
+        max_workers: cfg.threads + 2,
+        epoch_interval: Duration::from_millis(2),
+        record_history: true,
+    };
+    let db = Database::with_options(P::default(), &workload.tables(), opts)?;
+    workload.load(&db, 2)?;
+    // Loading records nothing; start from an empty history all the same.
+    drop(db.take_history());
+    let committed = AtomicU64::new(0);
+    let aborted = AtomicU64::new(0);
+    let failure: Mutex<Option<Error>> = Mutex::new(None);
+    let types = workload.txn_types();
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..cfg.threads {
+            let (db, committed, aborted, failure) = (&db, &committed, &aborted, &failure);
+            s.spawn(move || {
+                let fail = |e: Error| {
+                    failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                };
+                let mut w = match db.worker() {
+                    Ok(w) => w,
+                    Err(e) => return fail(e),
+                };
+                let seed = cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ t as u64;
+                let mut gen = workload.generator(t, cfg.threads, seed);
+                let mut rng = Rng::seed_from_u64(seed ^ 0xB0FF);
+                for _ in 0..cfg.txns_per_thread {
+                    let proc = gen.next();
+                    let ty = &types[proc.txn_type()];
+                    let mut attempt = 0u32;
+                    loop {
+                        w.begin(attempt);
+                        let r = proc
+                            .run(&mut Tx::new(&mut w, ty, true, None))
+                            .and_then(|()| w.commit());
+                        match r {
+                            Ok(()) => {
+                                committed.fetch_add(1, Ordering::Relaxed);
+                                gen.committed();
+                                break;
+                            }
+                            Err(a) => {
+                                let reason = crate::engine::driver::classify(&mut w, a);
+                                w.abort();
+                                aborted.fetch_add(1, Ordering::Relaxed);
+                                if reason.is_fatal() {
+                                    return fail(Error::Fatal { txn: ty.name.into(), reason });
+                                }
+                                if reason.is_final() {
+                                    break;
+                                }
+                                attempt += 1;
+                                let cap = 1u64 << attempt.min(8);
+                                std::thread::sleep(Duration::from_micros(rng.random_range(0..cap)));
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let violations = match workload.check(&db) {
+        Ok(()) => Vec::new(),
+        Err(m) => vec![(AnomalyClass::G2, m)],
+    };
+    let report = check(&db.take_history());
+    Ok(WorkloadOutcome {
+        workload: which,
         committed: committed.into_inner(),
         aborted: aborted.into_inner(),
         seconds,
@@ -424,7 +529,7 @@ fn final_invariant<P: Protocol + Default>(
                 }
             }
         }
-        CheckWorkload::ReadOnly => {}
+        CheckWorkload::ReadOnly | CheckWorkload::Tpcc => {}
         CheckWorkload::HotRmw => {
             let total: i64 = (0..COUNTERS).map(v).sum();
             if total != increments as i64 {

@@ -147,6 +147,8 @@ struct RunArgs {
     /// SmallBank: busy-wait inside every transaction, microseconds (BOHM uses 50) [default: 0]
     #[arg(long, help_heading = "SmallBank workload")]
     spin_us: Option<u64>,
+    #[command(flatten)]
+    tpcc: TpccArgs,
     /// Record every transaction's reads and writes and check the history after each run
     /// (warm-up included) against the protocol's isolation level; exit status 1 if it shows an
     /// anomaly the protocol does not permit. Costs memory (about 50 bytes per operation) and
@@ -170,6 +172,70 @@ struct RunArgs {
     csv: Option<PathBuf>,
     #[command(flatten)]
     ycsb: YcsbArgs,
+}
+
+/// TPC-C's command-line parameters.
+#[derive(clap::Args, Debug, Default, serde::Serialize)]
+#[command(next_help_heading = "TPC-C workload")]
+struct TpccArgs {
+    /// TPC-C: warehouses, 1 to 65535 [default: 1]
+    #[arg(long)]
+    warehouses: Option<u64>,
+    /// TPC-C: percent of new-order, payment, order-status, delivery, stock-level; must sum to
+    /// 100 [default: 45,43,4,4,4]
+    #[arg(long, value_name = "NO,P,OS,D,SL")]
+    mix: Option<String>,
+    /// TPC-C: NewOrder and Payment only, 50/50 (DBx1000's and Cicada's TPC-C-NP)
+    #[arg(long, conflicts_with = "mix")]
+    np: bool,
+    /// TPC-C: bind each worker to a home warehouse, or pick one at random per transaction
+    /// [default: home]
+    #[arg(long, value_enum)]
+    warehouse_choice: Option<crate::workloads::tpcc::WarehouseChoice>,
+    /// TPC-C: departures from the specification, comma separated (each is printed with the
+    /// results) [default: none]
+    #[arg(long, value_enum, value_delimiter = ',')]
+    simplify: Vec<crate::workloads::tpcc::Simplification>,
+}
+
+impl TpccArgs {
+    /// The first TPC-C flag given, for refusing it on another workload.
+    fn given_flag(&self) -> Option<&'static str> {
+        [
+            (self.warehouses.is_some(), "warehouses"),
+            (self.mix.is_some(), "mix"),
+            (self.np, "np"),
+            (self.warehouse_choice.is_some(), "warehouse-choice"),
+            (!self.simplify.is_empty(), "simplify"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
+    /// The validated configuration.
+    fn resolve(&self, seed: u64) -> Result<crate::workloads::tpcc::TpccConfig, String> {
+        use crate::workloads::tpcc::{TpccConfig, NP_MIX};
+        let warehouses = self.warehouses.unwrap_or(1);
+        let mut cfg = TpccConfig::new(u32::try_from(warehouses).unwrap_or(0));
+        if cfg.warehouses == 0 && warehouses != 0 {
+            return Err(format!("--warehouses {warehouses} is out of range (1 to 65535)"));
+        }
+        if let Some(m) = &self.mix {
+            cfg.mix = TpccConfig::parse_mix(m)?;
+        }
+        if self.np {
+            cfg.mix = NP_MIX;
+        }
+        if let Some(c) = self.warehouse_choice {
+            cfg.warehouse_choice = c;
+        }
+        cfg.simplifications = self.simplify.clone();
+        cfg.simplifications.sort();
+        cfg.simplifications.dedup();
+        cfg.seed = seed;
+        cfg.validate()?;
+        Ok(cfg)
+    }
 }
 
 /// Turns a clap error into one line naming the flag and the valid values.
@@ -290,6 +356,8 @@ fn list() -> String {
     s += "                --distribution --index --long-txn-delay-us\n";
     s += "  smallbank     SmallBank (H-Store mix; BOHM §4.3): --customers --spin-us; checks that\n";
     s += "                money changes only by committed deposits and checks\n";
+    s += "  tpcc          TPC-C 5.11, full mix: --warehouses --mix --np --warehouse-choice\n";
+    s += "                --simplify; checks consistency conditions 1-10 and 12 after each run\n";
     s += "\nYCSB presets (--preset, theta 0.99 unless --theta is given):\n";
     for p in Preset::value_variants() {
         let name = p.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();

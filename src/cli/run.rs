@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::protocols::ProtocolKind;
 use crate::storage::check_memory;
 use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
+use crate::workloads::tpcc::{Tpcc, WarehouseChoice};
 use crate::workloads::ycsb::Ycsb;
 use crate::workloads::WorkloadKind;
 use std::fmt::Write as _;
@@ -76,6 +77,9 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     let common = Common { protocols, run_cfg, db_opts, cores };
     match args.workload {
         WorkloadKind::Ycsb => {
+            if let Some(flag) = args.tpcc.given_flag() {
+                return Err(usage(format!("--{flag} applies to --workload tpcc")));
+            }
             if args.customers.is_some() || args.spin_us.is_some() {
                 return Err(usage(
                     "--customers and --spin-us apply to --workload smallbank".to_string(),
@@ -104,6 +108,9 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
             if let Some(flag) = args.ycsb.given_flag() {
                 return Err(usage(format!("--{flag} applies to --workload ycsb")));
             }
+            if let Some(flag) = args.tpcc.given_flag() {
+                return Err(usage(format!("--{flag} applies to --workload tpcc")));
+            }
             let cfg = SmallBankConfig {
                 customers: args.customers.unwrap_or(100_000),
                 spin_us: args.spin_us.unwrap_or(0),
@@ -118,6 +125,34 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
             );
             let config = SmallBank::new(cfg.clone()).config();
             measure(args, &common, config, &probe, || SmallBank::new(cfg.clone()))
+        }
+        WorkloadKind::Tpcc => {
+            if let Some(flag) = args.ycsb.given_flag() {
+                return Err(usage(format!("--{flag} applies to --workload ycsb")));
+            }
+            if args.customers.is_some() || args.spin_us.is_some() {
+                return Err(usage(
+                    "--customers and --spin-us apply to --workload smallbank".to_string(),
+                ));
+            }
+            let cfg = args.tpcc.resolve(args.seed).map_err(usage)?;
+            let probe = Tpcc::tables_for(&cfg);
+            check_memory::<[u64; 2]>(&probe)
+                .map_err(|e| usage(format!("--warehouses {}: {e}", cfg.warehouses)))?;
+            eprintln!("{}", cfg.summary());
+            if cfg.warehouse_choice == WarehouseChoice::Home
+                && (common.run_cfg.threads as u64) < u64::from(cfg.warehouses)
+            {
+                eprintln!(
+                    "note: {} threads bound to home warehouses: warehouses {} to {} have no \
+                     terminal of their own (they are still reached remotely)",
+                    common.run_cfg.threads,
+                    common.run_cfg.threads + 1,
+                    cfg.warehouses
+                );
+            }
+            let config = Tpcc::new(cfg.clone()).config();
+            measure(args, &common, config, &probe, || Tpcc::new(cfg.clone()))
         }
     }
 }
@@ -264,6 +299,17 @@ fn prepare<'a, P: Protocol + Default, W: Workload + 'a>(
             config.clone(),
         );
         report.invariant_violation = broken;
+        report.set_headline(workload.headline(), &total, cfg.duration.as_secs_f64());
+        report.notes = workload.notes();
+        let missing = total.aborts[crate::error::AbortReason::MissingRow as usize];
+        if missing > 0 && P::CAPS.isolation == Isolation::Serializable {
+            return Err(Error::Invariant(format!(
+                "{} on {}: {missing} transactions found a row missing that the database's \
+                 invariants guarantee",
+                P::NAME,
+                workload.name()
+            )));
+        }
         if record {
             let history = db.take_history();
             let checked = crate::checker::check(&history);
@@ -289,17 +335,26 @@ fn median(runs: &[RunReport]) -> &RunReport {
 fn comparison(medians: &[&RunReport]) -> String {
     let base = medians.iter().find(|r| r.protocol == "nocc").map(|r| r.throughput);
     let mut s = String::from("\nComparison (median run per protocol):\n");
+    let headline = medians.iter().find_map(|r| r.headline.as_ref()).map(|h| h.name.clone());
+    let head_col = headline.as_ref().map(|n| format!("{n}/s")).unwrap_or_default();
     let _ = writeln!(
         s,
-        "  {:<13}{:>14}{:>10}{:>13}{:>11}{:>11}",
-        "protocol", "txn/s", "vs nocc", "abort ratio", "p50 us", "p99 us"
+        "  {:<13}{:>14}{:>14}{:>10}{:>13}{:>11}{:>11}",
+        "protocol", "txn/s", head_col, "vs nocc", "abort ratio", "p50 us", "p99 us"
     );
     for r in medians {
         let ratio = base.map(|b| format!("{:.3}", r.throughput / b)).unwrap_or_else(|| "-".into());
+        let head = r.headline.as_ref().map(|h| format!("{:.0}", h.throughput)).unwrap_or_default();
         let _ = writeln!(
             s,
-            "  {:<13}{:>14.0}{:>10}{:>13.4}{:>11.1}{:>11.1}",
-            r.protocol, r.throughput, ratio, r.abort_ratio, r.latency.p50_us, r.latency.p99_us
+            "  {:<13}{:>14.0}{:>14}{:>10}{:>13.4}{:>11.1}{:>11.1}",
+            r.protocol,
+            r.throughput,
+            head,
+            ratio,
+            r.abort_ratio,
+            r.latency.p50_us,
+            r.latency.p99_us
         );
     }
     s

@@ -6,6 +6,7 @@ use crate::error::Error;
 use crate::storage::index::IndexKind;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::{index, RowId, SlotCache, Storage, TableId, TableSpec};
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 /// Database-wide options.
@@ -125,32 +126,68 @@ impl<P: Protocol> Database<P> {
     /// after a run). A hash table is probed key by key, so there the range may span at most
     /// [`Self::MAX_HASH_COUNT_RANGE`] keys. `None` for an unknown table or a longer hash range.
     pub fn count_present(&self, table: TableId, lo: u64, hi: u64) -> Option<u64> {
+        let mut n = 0;
+        self.visit_present(table, lo, hi, usize::MAX, |_, _| {
+            n += 1;
+            ControlFlow::Continue(())
+        })?;
+        Some(n)
+    }
+
+    /// Visits the present rows with keys in `[lo, hi]` in key order (at most `limit`, stopping
+    /// when `f` breaks), outside any transaction: exact when no transaction runs (checks after a
+    /// run), best effort otherwise (reconnaissance). A hash table is probed key by key, so there
+    /// the range may span at most [`Self::MAX_HASH_COUNT_RANGE`] keys. Returns the number
+    /// visited; `None` for an unknown table or a longer hash range.
+    pub fn visit_present(
+        &self,
+        table: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Option<usize> {
         let t = self.storage.try_table(table)?;
         let g = index::pin();
-        if t.index.kind() == IndexKind::Hash {
-            if hi < lo {
-                return Some(0);
+        let mut n = 0;
+        let mut visit = |k: u64, rid: RowId, n: &mut usize| -> ControlFlow<()> {
+            let row = t.rows.get(rid);
+            if !self.protocol.is_present(row.header) {
+                return ControlFlow::Continue(());
             }
+            *n += 1;
+            let flow = with_row_copy(&row, |bytes| f(k, bytes));
+            if *n >= limit {
+                return ControlFlow::Break(());
+            }
+            flow
+        };
+        if hi < lo || limit == 0 {
+            return Some(0);
+        }
+        if t.index.kind() == IndexKind::Hash {
             if hi - lo >= Self::MAX_HASH_COUNT_RANGE {
                 return None;
             }
-            let present = (lo..=hi)
-                .filter_map(|k| t.index.get(k, &g))
-                .filter(|&rid| self.protocol.is_present(t.rows.get(rid).header))
-                .count();
-            return Some(present as u64);
+            for k in lo..=hi {
+                if let Some(rid) = t.index.get(k, &g) {
+                    if visit(k, rid, &mut n).is_break() {
+                        break;
+                    }
+                }
+            }
+            return Some(n);
         }
         let mut buf = index::ScanBuf::default();
         let mut from = lo;
-        let mut n = 0;
         loop {
             if !t.index.scan(from, hi, 1024, &mut buf, &g) {
                 return None;
             }
             let mut last = None;
             for (k, rid) in buf.entries() {
-                if self.protocol.is_present(t.rows.get(rid).header) {
-                    n += 1;
+                if visit(k, rid, &mut n).is_break() {
+                    return Some(n);
                 }
                 last = Some(k);
             }
@@ -162,6 +199,20 @@ impl<P: Protocol> Database<P> {
     }
 }
 
+/// Runs `f` on a private copy of `row`'s payload (on the stack for rows up to 1 KiB).
+fn with_row_copy<R, T>(row: &crate::storage::RowRef<'_, R>, f: impl FnOnce(&[u8]) -> T) -> T {
+    let mut small = [0u8; 1024];
+    let mut big;
+    let buf: &mut [u8] = if row.len() <= small.len() {
+        &mut small[..row.len()]
+    } else {
+        big = vec![0u8; row.len()];
+        &mut big
+    };
+    row.read_into(buf);
+    f(buf)
+}
+
 impl<P: Protocol> Recon for Database<P> {
     fn peek<T>(&self, table: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
         let t = self.storage.try_table(table)?;
@@ -171,16 +222,18 @@ impl<P: Protocol> Recon for Database<P> {
         if !self.protocol.is_present(row.header) {
             return None;
         }
-        let mut small = [0u8; 256];
-        let mut big;
-        let buf: &mut [u8] = if row.len() <= small.len() {
-            &mut small[..row.len()]
-        } else {
-            big = vec![0u8; row.len()];
-            &mut big
-        };
-        row.read_into(buf);
-        Some(f(buf))
+        Some(with_row_copy(&row, f))
+    }
+
+    fn scan(
+        &self,
+        table: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> usize {
+        self.visit_present(table, lo, hi, limit, f).unwrap_or(0)
     }
 }
 

@@ -16,7 +16,7 @@ use super::procedure::{AccessSet, Procedure, Tx};
 use super::protocol::{Protocol, Worker};
 use super::stats::WorkerStats;
 use super::workload::{Generator, Workload};
-use crate::error::{AbortReason, Error};
+use crate::error::{Abort, AbortReason, Error};
 use crossbeam_utils::CachePadded;
 use rand::{Rng, RngExt, SeedableRng};
 use serde::Serialize;
@@ -262,14 +262,14 @@ fn worker_loop<P: Protocol, W: Workload>(
                     break;
                 }
                 Err(abort) => {
+                    let reason = classify(&mut worker, abort);
                     worker.abort();
-                    let reason = abort.reason;
                     if measuring {
                         stats.aborts[reason as usize] += 1;
                     }
-                    if reason == AbortReason::User {
+                    if reason.is_final() {
                         if measuring {
-                            stats.user_aborts[ty] += 1;
+                            stats.user_aborts[ty] += u64::from(reason == AbortReason::User);
                             stats.latency.saturating_record(clock.delta_as_nanos(t0, clock.raw()));
                         }
                         break;
@@ -303,4 +303,15 @@ fn worker_loop<P: Protocol, W: Workload>(
         }
     }
     Ok(stats)
+}
+
+/// The reason to count for a failed attempt, asked before the worker rolls back: a
+/// `MissingRow` seen through reads that no longer validate is a concurrency abort (an
+/// optimistic attempt saw an inconsistent mix of states) and is retried.
+pub fn classify<W: Worker>(worker: &mut W, abort: Abort) -> AbortReason {
+    if abort.reason == AbortReason::MissingRow && !worker.reads_still_valid() {
+        AbortReason::ReadValidation
+    } else {
+        abort.reason
+    }
 }

@@ -9,14 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-const CHUNK: u64 = 1 << 14;
-
-/// Loads items `0..total` with `threads` threads: each thread takes chunks of items and calls
-/// `f(loader, range)`. A progress bar labelled `label` is drawn on stderr when it is a terminal;
-/// only this (the calling) thread touches it.
+/// Loads items `0..total` with `threads` threads: each thread takes `chunk` items at a time and
+/// calls `f(loader, range)`. A progress bar labelled `label` is drawn on stderr when it is a
+/// terminal and the load has at least two chunks; only this (the calling) thread touches it.
 pub fn parallel_load<P: Protocol>(
     db: &Database<P>,
     total: u64,
+    chunk: u64,
     threads: usize,
     label: &str,
     f: impl Fn(&mut Loader<'_, P>, std::ops::Range<u64>) -> Result<(), Error> + Sync,
@@ -25,13 +24,14 @@ pub fn parallel_load<P: Protocol>(
     let done = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
     let error = Mutex::new(None);
-    let bar = if std::io::stderr().is_terminal() && total >= 100_000 {
+    let chunk = chunk.max(1);
+    let bar = if std::io::stderr().is_terminal() && total >= 2 * chunk {
         ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
     } else {
         ProgressBar::hidden()
     };
     bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} rows ({per_sec}, eta {eta})")
+        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
             .expect("valid template")
             .progress_chars("=> "),
     );
@@ -42,11 +42,11 @@ pub fn parallel_load<P: Protocol>(
             s.spawn(|| {
                 let mut loader = db.loader();
                 while !failed.load(Ordering::Relaxed) {
-                    let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+                    let start = next.fetch_add(chunk, Ordering::Relaxed);
                     if start >= total {
                         break;
                     }
-                    let end = (start + CHUNK).min(total);
+                    let end = (start + chunk).min(total);
                     if let Err(e) = f(&mut loader, start..end) {
                         failed.store(true, Ordering::Relaxed);
                         *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
@@ -59,7 +59,7 @@ pub fn parallel_load<P: Protocol>(
         while done.load(Ordering::Relaxed) < total && !failed.load(Ordering::Relaxed) {
             bar.set_position(done.load(Ordering::Relaxed));
             std::thread::sleep(Duration::from_millis(50));
-            if next.load(Ordering::Relaxed) >= total + CHUNK * threads as u64 {
+            if next.load(Ordering::Relaxed) >= total + chunk * threads as u64 {
                 break;
             }
         }

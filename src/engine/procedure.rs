@@ -66,6 +66,18 @@ pub trait Recon {
     /// Reads the current committed-or-not row of `key`, best effort (may be stale or torn; the
     /// run-time check catches a wrong guess).
     fn peek<T>(&self, table: TableId, key: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T>;
+
+    /// Visits the present rows with `lo <= key <= hi` in key order, at most `limit`, stopping
+    /// when `f` breaks, best effort like [`Recon::peek`]. Returns the number visited (0 on a
+    /// hash-indexed table's range longer than a probe can cover).
+    fn scan(
+        &self,
+        table: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> usize;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -362,6 +374,12 @@ impl<'a, W: Worker> Tx<'a, W> {
     #[inline]
     pub fn prefetch(&mut self, table: TableId, key: u64) {
         self.worker.prefetch(table, key);
+    }
+
+    /// See [`Worker::prefetch_many`]: a hint, never checked.
+    #[inline]
+    pub fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
+        self.worker.prefetch_many(keys);
     }
 
     /// Aborts on purpose: `return tx.user_abort()`.

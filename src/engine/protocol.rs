@@ -168,12 +168,34 @@ pub trait Worker {
         let _ = (table, key);
     }
 
+    /// [`Worker::prefetch`] for several keys at once, so that index misses overlap too (a hash
+    /// index's buckets are all requested before any is searched). The default prefetches one
+    /// key after another.
+    #[inline]
+    fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
+        for &(t, k) in keys {
+            self.prefetch(t, k);
+        }
+    }
+
     /// Marks the start of piece `piece` of the transaction's template. IC3 acts on it; other
     /// protocols ignore it.
     #[inline]
     fn piece(&mut self, piece: usize) -> Result<(), Abort> {
         let _ = piece;
         Ok(())
+    }
+
+    /// Whether every read of the open transaction would still pass validation now. Optimistic
+    /// protocols check their read and phantom sets without locking anything; protocols whose
+    /// reads cannot go stale (locking, or no isolation at all) answer `true`, the default.
+    ///
+    /// Optimistic transactions may observe a mix of states that validation would reject later
+    /// (no opacity). The driver asks this when a procedure finds its data inconsistent (a
+    /// [`MissingRow`](crate::error::AbortReason::MissingRow) abort): if the reads are stale the
+    /// attempt is a concurrency abort and is retried, otherwise the row really is missing.
+    fn reads_still_valid(&mut self) -> bool {
+        true
     }
 
     /// Tries to commit. On `Err` the transaction has been rolled back.

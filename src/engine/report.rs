@@ -64,6 +64,19 @@ pub struct TypeReport {
     pub user_aborts: u64,
     /// Concurrency-control aborts in the window.
     pub aborts: u64,
+    /// This type's share of all commits (the measured mix), 0 to 1.
+    pub share: f64,
+}
+
+/// The workload's headline figure: one transaction type's commit rate (TPC-C: NewOrder).
+#[derive(Clone, Debug, Serialize)]
+pub struct Headline {
+    /// Transaction type name.
+    pub name: String,
+    /// Its commits per second.
+    pub throughput: f64,
+    /// Its commits per minute (TPC-C's tpmC unit; not an audited tpmC).
+    pub per_minute: f64,
 }
 
 /// Latency percentiles in microseconds.
@@ -123,6 +136,12 @@ pub struct RunReport {
     /// The serializability check of the run's recorded history (`--record-history`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history_check: Option<HistoryCheck>,
+    /// The workload's headline figure, if it has one (TPC-C: new orders per second).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headline: Option<Headline>,
+    /// Departures from the workload's specification in use (printed in the header).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The result of checking a run's recorded history (warm-up included).
@@ -178,6 +197,11 @@ impl RunReport {
                     throughput: stats.commits[i] as f64 / duration_s,
                     user_aborts: stats.user_aborts[i],
                     aborts: stats.aborts_by_type[i],
+                    share: if commits == 0 {
+                        0.0
+                    } else {
+                        stats.commits[i] as f64 / commits as f64
+                    },
                 })
                 .collect(),
             latency: Latency {
@@ -191,7 +215,18 @@ impl RunReport {
             config,
             invariant_violation: None,
             history_check: None,
+            headline: None,
+            notes: Vec::new(),
         }
+    }
+
+    /// Sets the headline figure to transaction type `ty`'s commit rate.
+    pub fn set_headline(&mut self, ty: Option<usize>, stats: &WorkerStats, duration_s: f64) {
+        self.headline = ty.and_then(|i| {
+            let name = self.per_type.get(i)?.name.clone();
+            let rate = stats.commits[i] as f64 / duration_s;
+            Some(Headline { name, throughput: rate, per_minute: rate * 60.0 })
+        });
     }
 
     /// A human-readable summary.
@@ -202,11 +237,21 @@ impl RunReport {
             "{} on {} | {} threads | {:.2} s measured",
             self.protocol, self.workload, self.threads, self.duration_s
         );
+        for n in &self.notes {
+            let _ = writeln!(s, "  note        {n}");
+        }
         let _ = writeln!(
             s,
             "  throughput  {:>12.0} txn/s   commits {}   abort ratio {:.4}",
             self.throughput, self.commits, self.abort_ratio
         );
+        if let Some(h) = &self.headline {
+            let _ = writeln!(
+                s,
+                "  {:<12}{:>12.0} txn/s   ({:.0} per minute, tpmC-style, not audited)",
+                h.name, h.throughput, h.per_minute
+            );
+        }
         let _ = writeln!(
             s,
             "  latency     p50 {:.1} us   p99 {:.1} us   p99.9 {:.1} us   max {:.1} us",
@@ -244,8 +289,8 @@ impl RunReport {
             for t in &self.per_type {
                 let _ = writeln!(
                     s,
-                    "  {:<12}{:>12.0} txn/s   commits {}   aborts {}   user aborts {}",
-                    t.name, t.throughput, t.commits, t.aborts, t.user_aborts
+                    "  {:<12}{:>12.0} txn/s   {:>5.1} % of commits   commits {}   aborts {}   user aborts {}",
+                    t.name, t.throughput, t.share * 100.0, t.commits, t.aborts, t.user_aborts
                 );
             }
         }

@@ -66,12 +66,13 @@ impl WorkerStats {
         self.user_aborts.iter().sum()
     }
 
-    /// Total concurrency-control aborts (everything but user aborts).
+    /// Total concurrency-control aborts (everything but final outcomes: user aborts, missing
+    /// rows).
     pub fn total_cc_aborts(&self) -> u64 {
         self.aborts
             .iter()
             .zip(AbortReason::ALL)
-            .filter(|(_, r)| *r != AbortReason::User)
+            .filter(|(_, r)| !r.is_final())
             .map(|(n, _)| n)
             .sum()
     }
@@ -79,7 +80,9 @@ impl WorkerStats {
     /// CC aborts / (CC aborts + finished transactions): the share of attempts that were wasted.
     pub fn abort_ratio(&self) -> f64 {
         let aborts = self.total_cc_aborts();
-        let done = self.total_commits() + self.total_user_aborts();
+        let done = self.total_commits()
+            + self.total_user_aborts()
+            + self.aborts[AbortReason::MissingRow as usize];
         if aborts + done == 0 {
             0.0
         } else {

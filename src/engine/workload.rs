@@ -30,6 +30,15 @@ pub trait Workload: Sync {
         let _ = db;
         Ok(())
     }
+    /// The transaction type whose throughput is the workload's headline figure, reported beside
+    /// the total (TPC-C: NewOrder, as tpmC counts it). `None` by default.
+    fn headline(&self) -> Option<usize> {
+        None
+    }
+    /// Departures from the benchmark's specification in use, printed with every result.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Produces the next transaction of one worker. Reuses one procedure value, so generating a

@@ -161,6 +161,22 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             .ok_or(Abort::new(AbortReason::TableFull))
     }
 
+    /// Prefetches several keys: first every hash bucket, then each record (see
+    /// [`WorkerCtx::prefetch`]), so that the index misses overlap as well as the record misses.
+    #[inline]
+    pub fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
+        for &(table, key) in keys {
+            if let Some(crate::storage::index::Index::Hash(h)) =
+                self.storage.try_table(table).map(|t| &t.index)
+            {
+                h.prefetch(key);
+            }
+        }
+        for &(table, key) in keys {
+            self.prefetch(table, key);
+        }
+    }
+
     /// Looks `key` up in `table` and prefetches its record (up to four cache lines; a hint, see
     /// `Worker::prefetch`). Inside a transaction attempt the row id is remembered for
     /// [`WorkerCtx::lookup`], so the operation that follows does not search the index again.

@@ -3,8 +3,10 @@
 //! * [`ycsb`] — YCSB with CCBench's seven parameters, presets A–F, scans, inserts, read-latest,
 //!   and a long-transaction option.
 //! * [`smallbank`] — SmallBank (Cahill et al.; BOHM §4.3) with its money invariant.
+//! * [`tpcc`] — TPC-C 5.11: nine tables, the five transactions, consistency conditions.
 
 pub mod smallbank;
+pub mod tpcc;
 pub mod ycsb;
 pub mod zipf;
 
@@ -18,6 +20,8 @@ pub enum WorkloadKind {
     Ycsb,
     /// SmallBank (Cahill et al., SIGMOD 2008), H-Store's mix.
     Smallbank,
+    /// TPC-C (specification 5.11), the full mix.
+    Tpcc,
 }
 
 impl WorkloadKind {
@@ -26,6 +30,7 @@ impl WorkloadKind {
         match self {
             WorkloadKind::Ycsb => "ycsb",
             WorkloadKind::Smallbank => "smallbank",
+            WorkloadKind::Tpcc => "tpcc",
         }
     }
 }

@@ -184,7 +184,7 @@ impl Workload for SmallBank {
     }
 
     fn load<P: Protocol>(&self, db: &Database<P>, threads: usize) -> Result<(), Error> {
-        parallel_load(db, self.cfg.customers, threads, "customers", |loader, ids| {
+        parallel_load(db, self.cfg.customers, 1 << 14, threads, "customers", |loader, ids| {
             let mut name = [0u8; NAME_LEN];
             for c in ids {
                 let text = format!("customer-{c:010}");

@@ -225,6 +225,11 @@ impl Worker for NoccWorker<'_> {
         self.ctx.prefetch(t, key);
     }
 
+    #[inline]
+    fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
+        self.ctx.prefetch_many(keys);
+    }
+
     fn commit(&mut self) -> Result<(), Abort> {
         if let Some(h) = &mut self.ctx.history {
             h.committed();

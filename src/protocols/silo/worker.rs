@@ -402,61 +402,64 @@ impl Worker for SiloWorker<'_> {
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
         loop {
-            // No phantom entry for the key itself: creating the index entry is atomic (a racing
-            // insert of the same key is seen by `insert_if_absent`, a revived record through its
-            // TID), and an entry here would make inserts of neighbouring keys abort each other.
-            if let Some(rid) = tbl.index.get(key, &self.ctx.guard) {
-                if let Some(i) = self.find_write(t, rid) {
-                    let w = self.writes[i];
-                    return Ok(match w.kind {
-                        WriteKind::Delete => {
-                            self.writes[i].kind = WriteKind::Update;
-                            self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
-                            true
-                        }
-                        WriteKind::InsertDeleted => {
-                            self.writes[i].kind = WriteKind::Insert;
-                            self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
-                            true
-                        }
-                        _ => false,
-                    });
-                }
-                let rec = tbl.rows.get(rid).header;
-                let cur = rec.load();
-                if !cur.is_absent() {
-                    // Present: the insert fails; its outcome depends on the record staying present.
-                    let tid = Self::stable_tid(rec);
-                    if tid.is_absent() {
-                        continue;
-                    }
-                    self.reads.push(ReadEntry { table: t, rid, tid });
-                    note_read(&mut self.ctx.history, t, key, rid, tid);
-                    return Ok(false);
-                }
-                if cur.is_locked() || cur.is_unlinked() {
-                    // Another transaction is inserting or reviving it, or the GC is removing it.
-                    return Err(Abort::new(AbortReason::InsertConflict));
-                }
-                // Revive a deleted record: its TID must not change before we lock it at commit.
-                self.reads.push(ReadEntry { table: t, rid, tid: cur });
-                note_read(&mut self.ctx.history, t, key, rid, cur);
-                let off = self.arena.push(value);
-                self.push_write(t, rid, key, WriteKind::Revive, off);
-                self.bump(tbl, key);
-                return Ok(true);
-            }
-            // §4.5: a new record, locked and absent, goes into the index now.
-            let rid = self.ctx.alloc(t)?;
-            let rec = tbl.rows.get(rid).header;
+            // §4.5: a new record, locked and absent, goes into the index now. Trying the insert
+            // first costs one index traversal when the key is new (the common case), instead of
+            // a lookup and then an insert. No phantom entry for the key itself: creating the
+            // index entry is atomic (a racing insert of the same key is seen by
+            // `insert_if_absent`, a revived record through its TID), and an entry here would
+            // make inserts of neighbouring keys abort each other.
+            let fresh = self.ctx.alloc(t)?;
             // TID 0: a row no transaction has committed yet (UNBORN in recorded histories).
-            rec.store(Tid(0).with(Tid::ABSENT | Tid::LOCK));
-            if tbl.index.insert_if_absent(key, rid, &self.ctx.guard).is_err() {
-                self.ctx.caches[t.index()].release(rid);
-                continue;
+            tbl.rows.get(fresh).header.store(Tid(0).with(Tid::ABSENT | Tid::LOCK));
+            let rid = match tbl.index.insert_if_absent(key, fresh, &self.ctx.guard) {
+                Ok(()) => {
+                    let off = self.arena.push(value);
+                    self.push_write(t, fresh, key, WriteKind::Insert, off);
+                    self.bump(tbl, key);
+                    return Ok(true);
+                }
+                Err(existing) => {
+                    self.ctx.caches[t.index()].release(fresh);
+                    existing
+                }
+            };
+            if let Some(i) = self.find_write(t, rid) {
+                let w = self.writes[i];
+                return Ok(match w.kind {
+                    WriteKind::Delete => {
+                        self.writes[i].kind = WriteKind::Update;
+                        self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                        true
+                    }
+                    WriteKind::InsertDeleted => {
+                        self.writes[i].kind = WriteKind::Insert;
+                        self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                        true
+                    }
+                    _ => false,
+                });
             }
+            let rec = tbl.rows.get(rid).header;
+            let cur = rec.load();
+            if !cur.is_absent() {
+                // Present: the insert fails; its outcome depends on the record staying present.
+                let tid = Self::stable_tid(rec);
+                if tid.is_absent() {
+                    continue;
+                }
+                self.reads.push(ReadEntry { table: t, rid, tid });
+                note_read(&mut self.ctx.history, t, key, rid, tid);
+                return Ok(false);
+            }
+            if cur.is_locked() || cur.is_unlinked() {
+                // Another transaction is inserting or reviving it, or the GC is removing it.
+                return Err(Abort::new(AbortReason::InsertConflict));
+            }
+            // Revive a deleted record: its TID must not change before we lock it at commit.
+            self.reads.push(ReadEntry { table: t, rid, tid: cur });
+            note_read(&mut self.ctx.history, t, key, rid, cur);
             let off = self.arena.push(value);
-            self.push_write(t, rid, key, WriteKind::Insert, off);
+            self.push_write(t, rid, key, WriteKind::Revive, off);
             self.bump(tbl, key);
             return Ok(true);
         }
@@ -573,6 +576,15 @@ impl Worker for SiloWorker<'_> {
     #[inline]
     fn prefetch(&mut self, t: TableId, key: u64) {
         self.ctx.prefetch(t, key);
+    }
+
+    #[inline]
+    fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
+        self.ctx.prefetch_many(keys);
+    }
+
+    fn reads_still_valid(&mut self) -> bool {
+        self.validate().is_ok()
     }
 
     fn commit(&mut self) -> Result<(), Abort> {

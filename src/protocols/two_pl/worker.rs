@@ -411,6 +411,11 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         self.ctx.prefetch(t, key);
     }
 
+    #[inline]
+    fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
+        self.ctx.prefetch_many(keys);
+    }
+
     fn commit(&mut self) -> Result<(), Abort> {
         // Every lock is still held: this is the serialization point.
         if let Some(h) = &mut self.ctx.history {

@@ -101,7 +101,7 @@ impl Workload for Ycsb {
 
     fn load<P: Protocol>(&self, db: &Database<P>, threads: usize) -> Result<(), Error> {
         let payload = self.cfg.payload;
-        parallel_load(db, self.cfg.records, threads, "usertable", |loader, keys| {
+        parallel_load(db, self.cfg.records, 1 << 14, threads, "usertable", |loader, keys| {
             let mut buf = vec![0u8; payload];
             for key in keys {
                 fill(key, &mut buf);

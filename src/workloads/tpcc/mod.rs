@@ -1,0 +1,509 @@
+//! TPC-C (specification revision 5.11): nine tables, the clause 4.3 population, the five
+//! transactions with the 45/43/4/4/4 mix, and the consistency conditions of clause 3.3.2.
+//!
+//! * [`schema`]: row layouts (with column masks for templates) and composite keys.
+//! * [`random`]: NURand and its run-time constants, strings, last names.
+//! * [`load`]: the population, warehouse by warehouse, in parallel.
+//! * [`txns`]: the procedures, their declared access sets and piece templates.
+//! * [`consistency`]: conditions 1-10 and 12, checked after every run.
+//!
+//! Inserts (orders, order lines, new orders, history) and deletes (delivered new orders) are
+//! real, and range scans (customer by last name, a customer's latest order, Delivery's oldest
+//! new order, Stock-Level's last 20 orders) go through the protocols' phantom protection. Two
+//! secondary indexes are tables of their own: CUSTOMER by (W, D, C_LAST, C_ID) carrying C_FIRST,
+//! and ORDER by (W, D, C_ID, O_ID).
+
+pub mod consistency;
+pub mod load;
+pub mod random;
+pub mod schema;
+pub mod txns;
+
+use crate::engine::loader::parallel_load;
+use crate::engine::{Database, Generator, Protocol, TxnType, Workload};
+use crate::error::Error;
+use crate::storage::index::IndexKind;
+use crate::storage::TableSpec;
+use random::{NuConstants, TpccRand};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use txns::{Kind, TpccTxn};
+
+/// Table ids, in [`Tpcc::tables`] order.
+pub mod tables {
+    use crate::storage::TableId;
+    /// WAREHOUSE.
+    pub const WAREHOUSE: TableId = TableId(0);
+    /// DISTRICT.
+    pub const DISTRICT: TableId = TableId(1);
+    /// CUSTOMER.
+    pub const CUSTOMER: TableId = TableId(2);
+    /// HISTORY.
+    pub const HISTORY: TableId = TableId(3);
+    /// NEW-ORDER.
+    pub const NEW_ORDER: TableId = TableId(4);
+    /// ORDER.
+    pub const ORDER: TableId = TableId(5);
+    /// ORDER-LINE.
+    pub const ORDER_LINE: TableId = TableId(6);
+    /// ITEM.
+    pub const ITEM: TableId = TableId(7);
+    /// STOCK.
+    pub const STOCK: TableId = TableId(8);
+    /// Secondary index: customers by last name.
+    pub const CUSTOMER_NAME: TableId = TableId(9);
+    /// Secondary index: orders by customer.
+    pub const ORDER_CUSTOMER: TableId = TableId(10);
+}
+
+/// The default mix, in percent: NewOrder, Payment, Order-Status, Delivery, Stock-Level.
+pub const DEFAULT_MIX: [u32; 5] = [45, 43, 4, 4, 4];
+/// NewOrder and Payment only, half each (DBx1000's and Cicada's "TPC-C-NP").
+pub const NP_MIX: [u32; 5] = [50, 50, 0, 0, 0];
+
+/// A departure from the specification, off unless asked for; each one in use is printed with
+/// the results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Simplification {
+    /// Every access is to the home warehouse: no remote supply warehouses (1 % of order lines)
+    /// and no remote Payment customers (15 %).
+    NoRemote,
+    /// No NewOrder is rolled back (the specification rolls back 1 % with an invalid item).
+    NoRollback,
+    /// Payment and Order-Status always select the customer by id (the specification selects
+    /// 60 % by last name through the name index).
+    CustomerById,
+}
+
+impl Simplification {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Simplification::NoRemote => "no-remote",
+            Simplification::NoRollback => "no-rollback",
+            Simplification::CustomerById => "customer-by-id",
+        }
+    }
+}
+
+/// How workers choose the warehouse of a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum WarehouseChoice {
+    /// Worker i is bound to warehouse (i mod W) + 1, like a terminal (clause 2.1.6... 5.2).
+    Home,
+    /// Every transaction picks its warehouse uniformly at random.
+    Random,
+}
+
+/// TPC-C's parameters.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TpccConfig {
+    /// Warehouses (1 to [`schema::MAX_WAREHOUSES`]).
+    pub warehouses: u32,
+    /// Percent of NewOrder, Payment, Order-Status, Delivery, Stock-Level (sums to 100).
+    pub mix: [u32; 5],
+    /// Home-warehouse binding.
+    pub warehouse_choice: WarehouseChoice,
+    /// Departures from the specification in use (none by default).
+    pub simplifications: Vec<Simplification>,
+    /// Seed of the population and of the NURand constants.
+    pub seed: u64,
+}
+
+impl TpccConfig {
+    /// The specification's defaults for `warehouses`.
+    pub fn new(warehouses: u32) -> Self {
+        TpccConfig {
+            warehouses,
+            mix: DEFAULT_MIX,
+            warehouse_choice: WarehouseChoice::Home,
+            simplifications: Vec::new(),
+            seed: 1,
+        }
+    }
+
+    /// Parses a mix written as five comma-separated percentages.
+    pub fn parse_mix(text: &str) -> Result<[u32; 5], String> {
+        let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+        if parts.len() != 5 {
+            return Err(format!(
+                "--mix '{text}' needs five comma-separated percentages (new-order, payment, \
+                 order-status, delivery, stock-level), e.g. 45,43,4,4,4"
+            ));
+        }
+        let mut mix = [0u32; 5];
+        for (slot, p) in mix.iter_mut().zip(&parts) {
+            *slot = p.parse().map_err(|_| {
+                format!("--mix '{text}': '{p}' is not a whole percentage (0 to 100)")
+            })?;
+        }
+        Ok(mix)
+    }
+
+    /// Checks the ranges; the message names the flag.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.warehouses == 0 || u64::from(self.warehouses) > schema::MAX_WAREHOUSES {
+            return Err(format!(
+                "--warehouses {} is out of range (1 to {})",
+                self.warehouses,
+                schema::MAX_WAREHOUSES
+            ));
+        }
+        let sum: u64 = self.mix.iter().map(|&p| u64::from(p)).sum();
+        if sum != 100 {
+            let m: Vec<String> = self.mix.iter().map(u32::to_string).collect();
+            return Err(format!("--mix {} sums to {sum}, not 100", m.join(",")));
+        }
+        Ok(())
+    }
+
+    fn has(&self, s: Simplification) -> bool {
+        self.simplifications.contains(&s)
+    }
+
+    /// One line describing the configuration, with every simplification in use.
+    pub fn summary(&self) -> String {
+        let mix = if self.mix == NP_MIX {
+            "NewOrder+Payment only (TPC-C-NP, 50/50)".to_string()
+        } else {
+            let m: Vec<String> = self.mix.iter().map(u32::to_string).collect();
+            format!("mix {} (new-order/payment/order-status/delivery/stock-level)", m.join("/"))
+        };
+        let simplified = if self.simplifications.is_empty() {
+            "no simplifications".to_string()
+        } else {
+            let s: Vec<&str> = self.simplifications.iter().map(|s| s.name()).collect();
+            format!("SIMPLIFIED: {}", s.join(", "))
+        };
+        format!(
+            "TPC-C: {} warehouse(s), {mix}, {} warehouses, {simplified}",
+            self.warehouses,
+            match self.warehouse_choice {
+                WarehouseChoice::Home => "home",
+                WarehouseChoice::Random => "random",
+            }
+        )
+    }
+}
+
+/// The TPC-C workload.
+pub struct Tpcc {
+    cfg: TpccConfig,
+    nu: NuConstants,
+    /// Numbers generators (each one's history rows get their own key range); 0 is the loader.
+    generators: Arc<AtomicU64>,
+    /// Rows each growing table may reach, fixed at creation from the memory available.
+    growth: u64,
+}
+
+/// Bytes one committed NewOrder adds at most (order, new order, order-by-customer, 15 lines,
+/// index entries) plus one Payment's history row, with room for a protocol header.
+const BYTES_PER_ORDER: u64 = 3 * 128 + 15 * 128 + 128 + 20 * 48;
+
+impl Tpcc {
+    /// The workload for `cfg` (validated).
+    pub fn new(cfg: TpccConfig) -> Self {
+        let loaded: u64 =
+            Self::tables_with(&cfg, 0).iter().map(|s| s.estimated_bytes::<[u64; 2]>()).sum();
+        // Growing tables may use half of the memory left after loading; a run that orders more
+        // stops with a clear "table full" error instead of exhausting the machine.
+        let avail = crate::storage::available_memory().unwrap_or(8 << 30);
+        let growth = (avail.saturating_sub(loaded) / 2 / BYTES_PER_ORDER).max(1 << 16);
+        Tpcc {
+            nu: NuConstants::draw(cfg.seed),
+            cfg,
+            generators: Arc::new(AtomicU64::new(1)),
+            growth,
+        }
+    }
+
+    /// The configuration.
+    pub fn config_ref(&self) -> &TpccConfig {
+        &self.cfg
+    }
+
+    /// The tables for `cfg` (for memory checks before creating the workload).
+    pub fn tables_for(cfg: &TpccConfig) -> Vec<TableSpec> {
+        Self::tables_with(cfg, 0)
+    }
+
+    fn tables_with(cfg: &TpccConfig, growth: u64) -> Vec<TableSpec> {
+        let w = u64::from(cfg.warehouses);
+        let districts = w * u64::from(schema::DISTRICTS);
+        let customers = districts * u64::from(schema::CUSTOMERS);
+        let orders = districts * u64::from(schema::ORDERS);
+        // Slots are handed to each loading or running thread in chunks, so even a table that
+        // never grows needs room for the chunks threads keep partly used.
+        const SLACK: u64 = 1 << 16;
+        let fixed =
+            |name: &str, size: usize, rows: u64, cols: Vec<(&'static str, usize, usize)>| {
+                TableSpec::new(name, size, rows)
+                    .with_index(IndexKind::Hash)
+                    .with_capacity(rows + SLACK)
+                    .with_columns(&cols)
+            };
+        let growing = |name: &str,
+                       size: usize,
+                       rows: u64,
+                       more: u64,
+                       cols: Vec<(&'static str, usize, usize)>| {
+            TableSpec::new(name, size, rows)
+                .with_capacity(rows.saturating_add(more).saturating_add(SLACK))
+                .with_columns(&cols)
+        };
+        vec![
+            fixed("warehouse", schema::warehouse::SIZE, w, schema::warehouse::columns()),
+            fixed("district", schema::district::SIZE, districts, schema::district::columns()),
+            fixed("customer", schema::customer::SIZE, customers, schema::customer::columns()),
+            growing(
+                "history",
+                schema::history::SIZE,
+                customers,
+                growth,
+                schema::history::columns(),
+            ),
+            growing(
+                "new_order",
+                schema::new_order::SIZE,
+                districts * u64::from(schema::ORDERS - schema::FIRST_UNDELIVERED + 1),
+                growth,
+                schema::new_order::columns(),
+            ),
+            growing("order", schema::order::SIZE, orders, growth, schema::order::columns()),
+            // One phantom bucket per order: Stock-Level's scan of 20 orders never conflicts
+            // with the next order's inserts.
+            growing(
+                "order_line",
+                schema::order_line::SIZE,
+                orders * 10,
+                growth * 15,
+                schema::order_line::columns(),
+            )
+            .with_phantom_shift(4),
+            fixed("item", schema::item::SIZE, u64::from(schema::ITEMS), schema::item::columns()),
+            fixed(
+                "stock",
+                schema::stock::SIZE,
+                w * u64::from(schema::ITEMS),
+                schema::stock::columns(),
+            ),
+            // One phantom bucket per (warehouse, district, last name).
+            TableSpec::new("customer_name", schema::customer_name::SIZE, customers)
+                .with_capacity(customers + SLACK)
+                .with_phantom_shift(12)
+                .with_columns(&schema::customer_name::columns()),
+            // One phantom bucket per customer: a customer's new order conflicts with a scan of
+            // that customer's orders only.
+            growing(
+                "order_customer",
+                schema::order_customer::SIZE,
+                orders,
+                growth,
+                schema::order_customer::columns(),
+            )
+            .with_phantom_shift(32),
+        ]
+    }
+}
+
+impl Workload for Tpcc {
+    type Proc = TpccTxn;
+    type Gen = TpccGen;
+
+    fn name(&self) -> &'static str {
+        "tpcc"
+    }
+
+    fn tables(&self) -> Vec<TableSpec> {
+        Self::tables_with(&self.cfg, self.growth)
+    }
+
+    fn txn_types(&self) -> &[TxnType] {
+        &txns::TYPES
+    }
+
+    fn load<P: Protocol>(&self, db: &Database<P>, threads: usize) -> Result<(), Error> {
+        let seed = self.cfg.seed;
+        parallel_load(db, u64::from(schema::ITEMS), 1 << 14, threads, "items", |loader, ids| {
+            load::items(loader, ids.start + 1..ids.end + 1, seed)
+        })?;
+        let now = now_secs();
+        parallel_load(db, u64::from(self.cfg.warehouses), 1, threads, "warehouses", |loader, ws| {
+            for w in ws {
+                load::warehouse(loader, w as u32 + 1, &self.nu, seed, now)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn generator(&self, worker: usize, _threads: usize, seed: u64) -> TpccGen {
+        let source = self.generators.fetch_add(1, Ordering::Relaxed);
+        let w = self.cfg.warehouses;
+        let mut thresholds = [0u32; 5];
+        let mut acc = 0;
+        for (t, p) in thresholds.iter_mut().zip(self.cfg.mix) {
+            acc += p;
+            *t = acc;
+        }
+        TpccGen {
+            warehouses: w,
+            home: match self.cfg.warehouse_choice {
+                WarehouseChoice::Home => Some((worker as u64 % u64::from(w)) as u32 + 1),
+                WarehouseChoice::Random => None,
+            },
+            thresholds,
+            nu: self.nu,
+            remote: !self.cfg.has(Simplification::NoRemote) && w > 1,
+            rollback: !self.cfg.has(Simplification::NoRollback),
+            by_name: !self.cfg.has(Simplification::CustomerById),
+            rng: TpccRand::new(seed),
+            txn: TpccTxn::new(Kind::NewOrder),
+            source,
+            seq: 0,
+            hints: vec![0; w as usize * schema::DISTRICTS as usize],
+        }
+    }
+
+    fn config(&self) -> serde_json::Value {
+        serde_json::json!({ "tpcc": &self.cfg, "nurand_constants": &self.nu })
+    }
+
+    fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
+        let found = consistency::check(db, self.cfg.warehouses);
+        if found.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("TPC-C consistency conditions violated: {}", found.join("; ")))
+        }
+    }
+
+    fn headline(&self) -> Option<usize> {
+        (self.cfg.mix[0] > 0).then_some(Kind::NewOrder as usize)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> =
+            self.cfg.simplifications.iter().map(|s| format!("SIMPLIFIED: {}", s.name())).collect();
+        if self.cfg.mix != DEFAULT_MIX {
+            let m: Vec<String> = self.cfg.mix.iter().map(u32::to_string).collect();
+            notes.push(format!("mix {} (not the specification's 45/43/4/4/4)", m.join("/")));
+        }
+        notes
+    }
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(1)
+}
+
+/// A worker's TPC-C generator: a terminal's inputs per clause 2.4.1 to 2.8.1.
+pub struct TpccGen {
+    warehouses: u32,
+    home: Option<u32>,
+    thresholds: [u32; 5],
+    nu: NuConstants,
+    remote: bool,
+    rollback: bool,
+    by_name: bool,
+    rng: TpccRand,
+    txn: TpccTxn,
+    /// This generator's number: its history rows are keyed `(source, seq)`.
+    source: u64,
+    seq: u64,
+    /// Per (warehouse, district): no new-order row with a lower id exists, because this worker
+    /// committed the delivery of the order just below it (new orders only get higher ids, so
+    /// once the oldest is delivered no lower one can appear). Delivery's scan starts there
+    /// instead of at 0, as Silo's TPC-C does.
+    hints: Vec<u32>,
+}
+
+impl TpccGen {
+    fn other_warehouse(&mut self, w: u32) -> u32 {
+        let o = self.rng.uniform(1, self.warehouses - 1);
+        if o >= w {
+            o + 1
+        } else {
+            o
+        }
+    }
+
+    fn customer(&mut self) {
+        let t = &mut self.txn;
+        if self.by_name && self.rng.uniform(1, 100) <= 60 {
+            t.by_name = Some(self.rng.nurand(255, 0, 999, self.nu.c_last_run));
+        } else {
+            t.by_name = None;
+            t.c = self.rng.nurand(1023, 1, schema::CUSTOMERS, self.nu.c_id);
+        }
+    }
+}
+
+impl Generator for TpccGen {
+    type Proc = TpccTxn;
+
+    fn next(&mut self) -> &TpccTxn {
+        let pick = self.rng.uniform(0, 99);
+        let kind = Kind::ALL[self.thresholds.iter().position(|&t| pick < t).unwrap_or(0)];
+        let w = self.home.unwrap_or_else(|| self.rng.uniform(1, self.warehouses));
+        let d = self.rng.uniform(1, schema::DISTRICTS);
+        self.txn.kind = kind;
+        self.txn.w = w;
+        self.txn.d = d;
+        self.txn.c_w = w;
+        self.txn.c_d = d;
+        self.txn.now = now_secs();
+        match kind {
+            Kind::NewOrder => {
+                self.txn.by_name = None;
+                self.txn.c = self.rng.nurand(1023, 1, schema::CUSTOMERS, self.nu.c_id);
+                let n = self.rng.uniform(5, 15);
+                let rollback = self.rollback && self.rng.uniform(1, 100) == 1;
+                for i in 0..n as usize {
+                    let remote = self.remote && self.rng.uniform(1, 100) == 1;
+                    let supply_w = if remote { self.other_warehouse(w) } else { w };
+                    let item = self.rng.nurand(8191, 1, schema::ITEMS, self.nu.ol_i_id);
+                    let quantity = self.rng.uniform(1, 10);
+                    self.txn.lines[i] = txns::Line { item, supply_w, quantity };
+                }
+                if rollback {
+                    self.txn.lines[n as usize - 1].item = schema::ITEMS + 1;
+                }
+                self.txn.ol_cnt = n;
+            }
+            Kind::Payment => {
+                if self.remote && self.rng.uniform(1, 100) > 85 {
+                    self.txn.c_w = self.other_warehouse(w);
+                    self.txn.c_d = self.rng.uniform(1, schema::DISTRICTS);
+                }
+                self.customer();
+                self.txn.amount = self.rng.uniform64(100, 500_000);
+                self.seq += 1;
+                self.txn.history_key = schema::key::history(self.source, self.seq);
+            }
+            Kind::OrderStatus => self.customer(),
+            Kind::Delivery => {
+                self.txn.carrier = self.rng.uniform(1, 10);
+                let base = (w as usize - 1) * schema::DISTRICTS as usize;
+                self.txn.hints.copy_from_slice(&self.hints[base..base + 10]);
+            }
+            Kind::StockLevel => self.txn.threshold = self.rng.uniform(10, 20),
+        }
+        &self.txn
+    }
+
+    fn committed(&mut self) {
+        if self.txn.kind == Kind::Delivery {
+            let base = (self.txn.w as usize - 1) * schema::DISTRICTS as usize;
+            for (hint, o) in self.hints[base..base + 10].iter_mut().zip(&self.txn.delivered) {
+                if o.get() != 0 {
+                    *hint = o.get() + 1;
+                }
+            }
+        }
+    }
+}

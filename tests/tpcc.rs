@@ -1,0 +1,218 @@
+//! TPC-C: the loader's cardinalities (clause 4.3.3.1), the consistency conditions after a
+//! contended run (1 warehouse, 8 threads on 2 cores, templates and declared access sets checked
+//! at run time) under every serializable protocol, and the conditions' own power to detect
+//! broken databases.
+
+use std::ops::ControlFlow;
+use std::time::Duration;
+use txlab::engine::{Backoff, RunConfig, WorkerStats, Workload};
+use txlab::prelude::*;
+use txlab::workloads::tpcc::consistency;
+use txlab::workloads::tpcc::schema::{self, key};
+use txlab::workloads::tpcc::tables::*;
+use txlab::workloads::tpcc::{Tpcc, TpccConfig};
+
+fn loaded<P: Protocol + Default>(cfg: TpccConfig) -> (Tpcc, Database<P>) {
+    let tpcc = Tpcc::new(cfg);
+    let opts = DbOptions {
+        max_workers: 16,
+        epoch_interval: Duration::from_millis(2),
+        ..Default::default()
+    };
+    let db = Database::with_options(P::default(), &tpcc.tables(), opts).unwrap();
+    tpcc.load(&db, 2).unwrap();
+    (tpcc, db)
+}
+
+fn count<P: Protocol>(db: &Database<P>, t: TableId, lo: u64, hi: u64) -> u64 {
+    db.count_present(t, lo, hi).expect("countable range")
+}
+
+#[test]
+fn loader_produces_the_specified_cardinalities() {
+    let (tpcc, db) = loaded::<txlab::protocols::nocc::Nocc>(TpccConfig::new(2));
+    for w in 1..=2u32 {
+        assert_eq!(count(&db, WAREHOUSE, w.into(), w.into()), 1);
+        assert_eq!(count(&db, DISTRICT, key::district(w, 0), key::district(w, 15)), 10);
+        assert_eq!(count(&db, STOCK, key::stock(w, 0), key::stock(w, (1 << 17) - 1)), 100_000);
+        for d in 1..=10 {
+            let customers = count(&db, CUSTOMER, key::customer(w, d, 0), key::customer(w, d, 4095));
+            assert_eq!(customers, 3000);
+            let names = count(
+                &db,
+                CUSTOMER_NAME,
+                key::customer_name(w, d, 0, 0),
+                key::customer_name(w, d, 1023, 4095),
+            );
+            assert_eq!(names, 3000);
+            let (lo, hi) = (key::order(w, d, 0), key::order(w, d, u32::MAX));
+            assert_eq!(count(&db, ORDER, lo, hi), 3000);
+            assert_eq!(count(&db, NEW_ORDER, lo, hi), 900);
+            assert_eq!(count(&db, NEW_ORDER, lo, key::order(w, d, 2100)), 0, "2101..=3000 only");
+            let (lo, hi) =
+                (key::order_customer(w, d, 0, 0), key::order_customer(w, d, 4095, u32::MAX));
+            assert_eq!(count(&db, ORDER_CUSTOMER, lo, hi), 3000);
+            // Order lines: O_OL_CNT of each order, 5 to 15.
+            let mut want = 0u64;
+            db.visit_present(
+                ORDER,
+                key::order(w, d, 0),
+                key::order(w, d, u32::MAX),
+                usize::MAX,
+                |_, r| {
+                    let n = schema::order::u32(r, schema::order::O_OL_CNT);
+                    assert!((5..=15).contains(&n));
+                    want += u64::from(n);
+                    ControlFlow::Continue(())
+                },
+            );
+            let lines = count(
+                &db,
+                ORDER_LINE,
+                key::order_line(w, d, 0, 0),
+                key::order_line(w, d, u32::MAX, 15),
+            );
+            assert_eq!(lines, want);
+            // The first 1000 customers carry the 1000 last names, one each.
+            let mut seen = [false; 1000];
+            for last in 0..1000 {
+                let mut firsts = 0;
+                db.visit_present(
+                    CUSTOMER_NAME,
+                    key::customer_name(w, d, last, 1),
+                    key::customer_name(w, d, last, 1000),
+                    usize::MAX,
+                    |_, _| {
+                        firsts += 1;
+                        ControlFlow::Continue(())
+                    },
+                );
+                seen[last as usize] = firsts == 1;
+            }
+            assert!(seen.iter().all(|&s| s), "customers 1..=1000 take last names 0..=999");
+        }
+    }
+    assert_eq!(count(&db, ITEM, 0, 200_000), 100_000);
+    assert_eq!(count(&db, HISTORY, 0, u64::MAX), 60_000);
+    // About 10 % ORIGINAL items and bad-credit customers.
+    let mut original = 0;
+    db.visit_present(ITEM, 1, 100_000, usize::MAX, |_, r| {
+        let data = schema::item::get(r, schema::item::I_DATA);
+        original += usize::from(data.windows(8).any(|w| w == b"ORIGINAL"));
+        ControlFlow::Continue(())
+    });
+    assert!((9_000..11_000).contains(&original), "{original} ORIGINAL items");
+    let mut bad = 0;
+    db.visit_present(
+        CUSTOMER,
+        key::customer(1, 1, 0),
+        key::customer(1, 1, 4095),
+        usize::MAX,
+        |_, r| {
+            bad += usize::from(schema::customer::get(r, schema::customer::C_CREDIT) == b"BC");
+            ControlFlow::Continue(())
+        },
+    );
+    assert!((200..400).contains(&bad), "{bad} of 3000 customers with bad credit");
+    assert_eq!(tpcc.check(&db), Ok(()), "a fresh population is consistent");
+}
+
+fn contended<P: Protocol + Default>(seed: u64) {
+    let (tpcc, db) = loaded::<P>(TpccConfig::new(1));
+    let cfg = RunConfig {
+        threads: 8,
+        warmup: Duration::ZERO,
+        duration: Duration::from_millis(600),
+        backoff: Backoff::Fixed { max_us: 20.0 },
+        pin: false,
+        seed,
+        check_templates: true,
+        check_access_sets: true,
+    };
+    let stats = P::drive(&db, &tpcc, &cfg).unwrap();
+    let mut total = WorkerStats::new(5);
+    for s in &stats {
+        total.merge(s);
+    }
+    assert!(total.commits.iter().all(|&c| c > 0), "every type committed: {:?}", total.commits);
+    assert!(total.total_commits() > 2_000, "too few commits: {:?}", total.commits);
+    assert!(total.user_aborts[0] > 0, "the 1 % NewOrder rollback happened");
+    assert_eq!(total.aborts[txlab::error::AbortReason::MissingRow as usize], 0);
+    assert_eq!(tpcc.check(&db), Ok(()), "seed {seed}");
+}
+
+#[test]
+fn two_pl_nowait_keeps_the_consistency_conditions() {
+    contended::<txlab::protocols::two_pl::TwoPlNoWait>(1);
+}
+
+#[test]
+fn two_pl_waitdie_keeps_the_consistency_conditions() {
+    contended::<txlab::protocols::two_pl::TwoPlWaitDie>(2);
+}
+
+#[test]
+fn silo_keeps_the_consistency_conditions() {
+    contended::<txlab::protocols::silo::Silo>(3);
+}
+
+/// Changes one row of a loaded database with `f`, in a committed transaction.
+fn corrupt<P: Protocol + Default>(db: &Database<P>, t: TableId, k: u64, f: impl FnOnce(&mut [u8])) {
+    let mut w = db.worker().unwrap();
+    w.begin(0);
+    w.update(t, k, f).unwrap().expect("row exists");
+    w.commit().unwrap();
+}
+
+#[test]
+fn the_conditions_detect_broken_databases() {
+    use schema::{customer as cu, district as di, order as or};
+    type P = txlab::protocols::silo::Silo;
+    let expect = |tpcc: &Tpcc, db: &Database<P>, conditions: &[&str]| {
+        let found = consistency::check(db, tpcc.config_ref().warehouses);
+        for c in conditions {
+            assert!(found.iter().any(|f| f.starts_with(c)), "{c} not reported in {found:?}");
+        }
+    };
+    // A district's year-to-date changed without a history row: conditions 1 and 9.
+    let (tpcc, db) = loaded::<P>(TpccConfig::new(1));
+    corrupt(&db, DISTRICT, key::district(1, 3), |r| {
+        di::set_i64(r, di::D_YTD, di::i64(r, di::D_YTD) + 1)
+    });
+    expect(&tpcc, &db, &["condition 1:", "condition 9:"]);
+    // The next order id skipped ahead: condition 2 (and a hole in the order ids).
+    corrupt(&db, DISTRICT, key::district(1, 4), |r| di::set_u32(r, di::D_NEXT_O_ID, 3002));
+    expect(&tpcc, &db, &["condition 2:"]);
+    // A new-order row vanished from the middle: conditions 3 and 5.
+    let mut w = db.worker().unwrap();
+    w.begin(0);
+    assert!(w.delete(NEW_ORDER, key::order(1, 5, 2500)).unwrap());
+    w.commit().unwrap();
+    drop(w);
+    expect(&tpcc, &db, &["condition 3:", "condition 5:"]);
+    // An order claims one line more than it has: conditions 4 and 6.
+    corrupt(&db, ORDER, key::order(1, 6, 10), |r| {
+        or::set_u32(r, or::O_OL_CNT, or::u32(r, or::O_OL_CNT) + 1)
+    });
+    expect(&tpcc, &db, &["condition 4:", "condition 6:"]);
+    // An undelivered order got a carrier: conditions 5 and 7.
+    corrupt(&db, ORDER, key::order(1, 7, 2999), |r| or::set_u32(r, or::O_CARRIER_ID, 3));
+    expect(&tpcc, &db, &["condition 5:", "condition 7:"]);
+    // A balance changed with nothing delivered or paid: conditions 10 and 12.
+    corrupt(&db, CUSTOMER, key::customer(1, 8, 77), |r| cu::set_i64(r, cu::C_BALANCE, 5));
+    expect(&tpcc, &db, &["condition 10:", "condition 12:"]);
+    let msg = tpcc.check(&db).unwrap_err();
+    assert!(msg.starts_with("TPC-C consistency conditions violated: "), "{msg}");
+}
+
+#[test]
+fn configurations_out_of_range_are_refused_with_the_flag_named() {
+    let mut c = TpccConfig::new(0);
+    assert_eq!(c.validate().unwrap_err(), "--warehouses 0 is out of range (1 to 65535)");
+    c.warehouses = 1;
+    c.mix = [45, 43, 4, 4, 5];
+    assert_eq!(c.validate().unwrap_err(), "--mix 45,43,4,4,5 sums to 101, not 100");
+    assert!(TpccConfig::parse_mix("50,50").unwrap_err().contains("needs five"));
+    assert!(TpccConfig::parse_mix("50,50,x,0,0").unwrap_err().contains("'x' is not a whole"));
+    assert_eq!(TpccConfig::parse_mix(" 10, 20,30,40 ,0").unwrap(), [10, 20, 30, 40, 0]);
+}
