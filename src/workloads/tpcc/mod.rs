@@ -91,7 +91,7 @@ impl Simplification {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum WarehouseChoice {
-    /// Worker i is bound to warehouse (i mod W) + 1, like a terminal (clause 2.1.6... 5.2).
+    /// Worker i is bound to warehouse (i mod W) + 1, like a TPC-C terminal to its warehouse.
     Home,
     /// Every transaction picks its warehouse uniformly at random.
     Random,
