@@ -336,25 +336,25 @@ fn comparison(medians: &[&RunReport]) -> String {
     let base = medians.iter().find(|r| r.protocol == "nocc").map(|r| r.throughput);
     let mut s = String::from("\nComparison (median run per protocol):\n");
     let headline = medians.iter().find_map(|r| r.headline.as_ref()).map(|h| h.name.clone());
-    let head_col = headline.as_ref().map(|n| format!("{n}/s")).unwrap_or_default();
+    // The headline column (TPC-C: new orders per second) only for workloads that have one.
+    let head_col =
+        headline.as_ref().map(|n| format!("{:>14}", format!("{n}/s"))).unwrap_or_default();
     let _ = writeln!(
         s,
-        "  {:<13}{:>14}{:>14}{:>10}{:>13}{:>11}{:>11}",
-        "protocol", "txn/s", head_col, "vs nocc", "abort ratio", "p50 us", "p99 us"
+        "  {:<13}{:>14}{head_col}{:>10}{:>13}{:>11}{:>11}",
+        "protocol", "txn/s", "vs nocc", "abort ratio", "p50 us", "p99 us"
     );
     for r in medians {
         let ratio = base.map(|b| format!("{:.3}", r.throughput / b)).unwrap_or_else(|| "-".into());
-        let head = r.headline.as_ref().map(|h| format!("{:.0}", h.throughput)).unwrap_or_default();
+        let head = match (&headline, &r.headline) {
+            (Some(_), Some(h)) => format!("{:>14.0}", h.throughput),
+            (Some(_), None) => format!("{:>14}", "-"),
+            (None, _) => String::new(),
+        };
         let _ = writeln!(
             s,
-            "  {:<13}{:>14.0}{:>14}{:>10}{:>13.4}{:>11.1}{:>11.1}",
-            r.protocol,
-            r.throughput,
-            head,
-            ratio,
-            r.abort_ratio,
-            r.latency.p50_us,
-            r.latency.p99_us
+            "  {:<13}{:>14.0}{head}{:>10}{:>13.4}{:>11.1}{:>11.1}",
+            r.protocol, r.throughput, ratio, r.abort_ratio, r.latency.p50_us, r.latency.p99_us
         );
     }
     s
