@@ -132,6 +132,100 @@ pub fn insert_and_delete_visibility<P: Protocol + Default>() {
     }
 }
 
+/// A table of three 8-byte columns `a`, `b`, `c`, with poisoning on: what a projected copy
+/// leaves out reads as `POISON`.
+fn columns_db<P: Protocol + Default>() -> Database<P> {
+    let opts = DbOptions { max_workers: 4, poison_unprojected: true, ..Default::default() };
+    let spec = TableSpec::new("c", 24, 10).with_columns(&[("a", 0, 8), ("b", 8, 8), ("c", 16, 8)]);
+    Database::with_options(P::default(), &[spec], opts).unwrap()
+}
+
+const A: u64 = 1;
+const B: u64 = 2;
+const C: u64 = 4;
+
+fn col(r: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(r[i * 8..i * 8 + 8].try_into().unwrap())
+}
+
+fn set_col(r: &mut [u8], i: usize, v: u64) {
+    r[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn cols3<W: Worker>(w: &mut W) -> Option<[u64; 3]> {
+    txn(w, |w| w.read(T, 1, |r| [col(r, 0), col(r, 1), col(r, 2)]))
+}
+
+pub fn column_projection_copies_and_writes_back_only_declared_columns<P: Protocol + Default>() {
+    let db = columns_db::<P>();
+    let mut w = db.worker().unwrap();
+    let poison = u64::from_ne_bytes([txlab::storage::projection::POISON; 8]);
+    let mut init = [0u8; 24];
+    (0..3).for_each(|i| set_col(&mut init, i, i as u64 + 1));
+    txn(&mut w, |w| w.insert(T, 1, &init).map(|ok| assert!(ok)));
+    // A projected read sees its columns; the others hold the marker.
+    let seen = txn(&mut w, |w| w.read_cols(T, 1, B, |r| [col(r, 0), col(r, 1), col(r, 2)]));
+    assert_eq!(seen, Some([poison, 2, poison]));
+    // Updates of different columns of one row in one transaction, then reads of more columns
+    // than were updated: every column keeps its latest value.
+    txn(&mut w, |w| {
+        w.update_cols(T, 1, A, |r| {
+            assert_eq!((col(r, 0), col(r, 1)), (1, poison));
+            set_col(r, 0, 10);
+        })?;
+        w.update_cols(T, 1, B, |r| set_col(r, 1, col(r, 1) * 10))?;
+        assert_eq!(w.read_cols(T, 1, A | C, |r| (col(r, 0), col(r, 2)))?, Some((10, 3)));
+        assert_eq!(w.read(T, 1, |r| [col(r, 0), col(r, 1), col(r, 2)])?, Some([10, 20, 3]));
+        Ok(())
+    });
+    assert_eq!(cols3(&mut w), Some([10, 20, 3]));
+    // Marker bytes written outside the declared columns are not written back.
+    txn(&mut w, |w| w.update_cols(T, 1, C, |r| set_col(r, 2, 30)));
+    assert_eq!(cols3(&mut w), Some([10, 20, 30]));
+    // An aborted projected update restores its columns and leaves the others alone.
+    w.begin(0);
+    w.update_cols(T, 1, B, |r| set_col(r, 1, 99)).unwrap();
+    w.update_cols(T, 1, A | B, |r| set_col(r, 0, col(r, 1) + 1)).unwrap();
+    w.abort();
+    assert_eq!(cols3(&mut w), Some([10, 20, 30]));
+    // A whole-row write after a projected update replaces every column.
+    txn(&mut w, |w| {
+        w.update_cols(T, 1, A, |r| set_col(r, 0, 11))?;
+        assert!(w.write(T, 1, &init)?);
+        Ok(())
+    });
+    assert_eq!(cols3(&mut w), Some([1, 2, 3]));
+}
+
+/// A projected update followed by a read of a column another transaction changed in between:
+/// both cannot commit (Silo aborts the widening read, 2PL never lets the other write).
+pub fn widening_a_projected_update_sees_no_lost_update<P: Protocol + Default>() {
+    let db = columns_db::<P>();
+    let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+    txn(&mut a, |w| w.insert(T, 1, &[0u8; 24]).map(|ok| assert!(ok)));
+    a.begin(0);
+    a.update_cols(T, 1, A, |r| set_col(r, 0, 1)).unwrap();
+    b.begin(0);
+    let b_committed = b.update_cols(T, 1, C, |r| set_col(r, 2, 7)).is_ok_and(|r| r.is_some())
+        && b.commit().is_ok();
+    if !b_committed {
+        b.abort();
+    }
+    let a_committed = match a.read_cols(T, 1, C, |r| col(r, 2)) {
+        Ok(Some(c)) => {
+            assert_eq!(c, if b_committed { 7 } else { 0 });
+            a.commit().is_ok()
+        }
+        _ => {
+            a.abort();
+            false
+        }
+    };
+    assert!(!(a_committed && b_committed), "both committed: one's write is lost");
+    let last = cols3(&mut a).unwrap();
+    assert_eq!(last, [u64::from(a_committed), 0, if b_committed { 7 } else { 0 }]);
+}
+
 pub fn wrong_payload_length_and_unknown_table_abort<P: Protocol + Default>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
@@ -513,6 +607,7 @@ macro_rules! protocol_suite {
             #[test] fn read_your_writes() { super::read_your_writes::<P>() }
             #[test] fn abort_rolls_back_everything() { super::abort_rolls_back_everything::<P>() }
             #[test] fn insert_and_delete_visibility() { super::insert_and_delete_visibility::<P>() }
+            #[test] fn column_projection_copies_and_writes_back_only_declared_columns() { super::column_projection_copies_and_writes_back_only_declared_columns::<P>() }
             #[test] fn wrong_payload_length_and_unknown_table_abort() { super::wrong_payload_length_and_unknown_table_abort::<P>() }
             #[test] fn scan_limits_order_and_own_writes() { super::scan_limits_order_and_own_writes::<P>() }
             #[test] fn user_abort_rolls_back_and_is_reported() { super::user_abort_rolls_back_and_is_reported::<P>() }
@@ -531,6 +626,7 @@ macro_rules! serializable_suite {
     ($($name:ident => $P:ty),* $(,)?) => {$(
         mod $name {
             type P = $P;
+            #[test] fn widening_a_projected_update_sees_no_lost_update() { super::widening_a_projected_update_sees_no_lost_update::<P>() }
             #[test] fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit() { super::two_scanners_inserting_into_the_scanned_range_cannot_both_commit::<P>() }
         }
     )*};

@@ -18,6 +18,7 @@ fn db<P: Protocol + Default>(rows: u64, index: IndexKind) -> Database<P> {
         max_workers: 32,
         epoch_interval: Duration::from_millis(1),
         record_history: true,
+        ..Default::default()
     };
     let db = Database::with_options(
         P::default(),

@@ -17,6 +17,8 @@ fn loaded<P: Protocol + Default>(cfg: TpccConfig) -> (Tpcc, Database<P>) {
     let opts = DbOptions {
         max_workers: 16,
         epoch_interval: Duration::from_millis(2),
+        // A procedure using a column it did not declare would compute with marker bytes.
+        poison_unprojected: true,
         ..Default::default()
     };
     let db = Database::with_options(P::default(), &tpcc.tables(), opts).unwrap();

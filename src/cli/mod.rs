@@ -158,7 +158,8 @@ struct RunArgs {
     /// Epoch length in milliseconds (Silo's epochs; GC grace periods), 1 to 10000
     #[arg(long, default_value_t = 40)]
     epoch_ms: u64,
-    /// Check every operation against its transaction's piece template (on in debug builds)
+    /// Check every operation against its transaction's piece template, and fill the bytes of
+    /// columns a read did not declare with a marker (on in debug builds)
     #[arg(long)]
     check_templates: bool,
     /// Declare each transaction's access set before it runs and check it at run time

@@ -19,6 +19,11 @@ pub struct DbOptions {
     /// Record every transaction's reads and writes for the serializability checker (see
     /// [`crate::history`]); [`Database::take_history`] collects them. Off by default.
     pub record_history: bool,
+    /// Fill the bytes a column-projected read or update does not copy with
+    /// [`crate::storage::projection::POISON`], so that a procedure using a column it did not
+    /// declare computes with garbage that tests notice, instead of silently with stale bytes.
+    /// For tests; off by default.
+    pub poison_unprojected: bool,
 }
 
 impl Default for DbOptions {
@@ -27,6 +32,7 @@ impl Default for DbOptions {
             max_workers: 256,
             epoch_interval: Duration::from_millis(40),
             record_history: false,
+            poison_unprojected: false,
         }
     }
 }
@@ -72,6 +78,9 @@ impl<P: Protocol> Database<P> {
         let mut storage = Storage::new(tables, options.max_workers, options.epoch_interval)?;
         if options.record_history {
             storage.record_history();
+        }
+        if options.poison_unprojected {
+            storage.poison_unprojected();
         }
         Ok(Database { protocol, storage, options })
     }

@@ -27,8 +27,7 @@ pub enum AccessMode {
     Write,
 }
 
-/// A column mask: bit `i` is column `i` of the table's declared layout.
-pub type Columns = u64;
+pub use crate::storage::projection::Columns;
 /// Every column.
 pub const ALL_COLUMNS: Columns = u64::MAX;
 
@@ -289,7 +288,7 @@ impl<'a, W: Worker> Tx<'a, W> {
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         self.check(table, key, AccessMode::Read, cols)?;
-        self.worker.read(table, key, f)
+        self.worker.read_cols(table, key, cols, f)
     }
 
     /// See [`Worker::read_for_update`].
@@ -332,7 +331,7 @@ impl<'a, W: Worker> Tx<'a, W> {
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         self.check(table, key, AccessMode::Write, cols)?;
-        self.worker.update(table, key, f)
+        self.worker.update_cols(table, key, cols, f)
     }
 
     /// See [`Worker::insert`].

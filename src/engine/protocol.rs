@@ -22,6 +22,7 @@ use super::driver::{self, RunConfig};
 use super::stats::WorkerStats;
 use super::workload::Workload;
 use crate::error::{Abort, Error};
+use crate::storage::projection::Columns;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::TableId;
 use std::ops::ControlFlow;
@@ -140,6 +141,37 @@ pub trait Worker {
         key: u64,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort>;
+
+    /// [`Worker::read`] of only the columns in `cols` (a mask over the table's declared columns):
+    /// `f` sees a whole-row slice in which only those columns' bytes are guaranteed. A protocol
+    /// that copies rows copies just the words they occupy (see `storage::projection`); the
+    /// default reads the whole row.
+    #[inline]
+    fn read_cols<T>(
+        &mut self,
+        table: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        let _ = cols;
+        self.read(table, key, f)
+    }
+
+    /// [`Worker::update`] touching only the columns in `cols`: `f` may read and change those
+    /// columns' bytes only (the others are unspecified and changes to them may be lost). The
+    /// default updates the whole row.
+    #[inline]
+    fn update_cols<T>(
+        &mut self,
+        table: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        let _ = cols;
+        self.update(table, key, f)
+    }
 
     /// Inserts a new row. `Ok(false)` if `key` is present.
     fn insert(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort>;

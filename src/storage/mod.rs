@@ -11,6 +11,7 @@ pub mod hash_index;
 pub mod index;
 pub(crate) mod memory;
 pub mod phantom;
+pub mod projection;
 pub mod reclaim;
 pub mod row_store;
 
@@ -176,6 +177,8 @@ pub struct Table<R: RecordHeader> {
     pub index: Index,
     /// Phantom buckets.
     pub buckets: RangeBuckets,
+    /// Payload words of each declared column (column-projected copies).
+    pub projection: projection::Projection,
 }
 
 /// Memory available to this process, from `/proc/meminfo` (`MemAvailable`), if known.
@@ -250,6 +253,7 @@ impl<R: RecordHeader> Storage<R> {
                     rows: RowStore::new(s.row_size, s.capacity)?,
                     index: Index::new(s.index, usize::try_from(s.expected_rows).unwrap_or(0)),
                     buckets: RangeBuckets::new(s.phantom_shift, s.phantom_slots),
+                    projection: projection::Projection::new(s),
                     spec: s.clone(),
                 })
             })
@@ -292,6 +296,14 @@ impl<R: RecordHeader> Storage<R> {
             theirs.hand_over(mine);
         }
         self.has_orphans.store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Fills what column-projected copies leave out with a marker (see
+    /// [`projection::Projection::set_poison`]).
+    pub fn poison_unprojected(&mut self) {
+        for t in &mut self.tables {
+            t.projection.set_poison(true);
+        }
     }
 
     /// Turns history recording on for workers created from now on.

@@ -28,6 +28,7 @@
 //! from the table with one `fetch_add`, plus a free list of slots reclaimed by the epoch GC. The
 //! hot path touches no shared counter except once per `CHUNK` allocations.
 
+use super::projection::{Columns, Projection};
 use crate::error::Error;
 use crate::storage::memory;
 use std::alloc::Layout;
@@ -132,8 +133,25 @@ impl<R> RowRef<'_, R> {
     #[inline]
     pub fn read_into(&self, dst: &mut [u8]) {
         debug_assert_eq!(dst.len(), self.len);
-        let mut chunks = dst.chunks_exact_mut(8);
-        let mut i = 0;
+        self.read_words_into(dst, 0, self.words.len());
+    }
+
+    /// Overwrites the payload with `src` (which must be `len()` bytes) with relaxed stores.
+    /// The caller holds the record's exclusive lock and publishes with its header.
+    #[inline]
+    pub fn write_from(&self, src: &[u8]) {
+        debug_assert_eq!(src.len(), self.len);
+        self.write_words_from(src, 0, self.words.len());
+    }
+
+    /// Copies payload words `lo..hi` into the same byte positions of `dst` (`len()` bytes; the
+    /// last word may be partial). Same contract as [`RowRef::read_into`].
+    #[inline]
+    pub fn read_words_into(&self, dst: &mut [u8], lo: usize, hi: usize) {
+        debug_assert!(dst.len() == self.len && lo <= hi && hi <= self.words.len());
+        let end = (hi * 8).min(self.len);
+        let mut chunks = dst[lo * 8..end].chunks_exact_mut(8);
+        let mut i = lo;
         for c in &mut chunks {
             // Relaxed: ordering comes from the protocol's header (see module docs).
             c.copy_from_slice(&self.words[i].load(Ordering::Relaxed).to_ne_bytes());
@@ -146,13 +164,14 @@ impl<R> RowRef<'_, R> {
         }
     }
 
-    /// Overwrites the payload with `src` (which must be `len()` bytes) with relaxed stores.
-    /// The caller holds the record's exclusive lock and publishes with its header.
+    /// Overwrites payload words `lo..hi` from the same byte positions of `src` (`len()` bytes).
+    /// Same contract as [`RowRef::write_from`].
     #[inline]
-    pub fn write_from(&self, src: &[u8]) {
-        debug_assert_eq!(src.len(), self.len);
-        let mut chunks = src.chunks_exact(8);
-        let mut i = 0;
+    pub fn write_words_from(&self, src: &[u8], lo: usize, hi: usize) {
+        debug_assert!(src.len() == self.len && lo <= hi && hi <= self.words.len());
+        let end = (hi * 8).min(self.len);
+        let mut chunks = src[lo * 8..end].chunks_exact(8);
+        let mut i = lo;
         for c in &mut chunks {
             let mut w = [0u8; 8];
             w.copy_from_slice(c);
@@ -165,6 +184,19 @@ impl<R> RowRef<'_, R> {
             w[..rest.len()].copy_from_slice(rest);
             self.words[i].store(u64::from_ne_bytes(w), Ordering::Relaxed);
         }
+    }
+
+    /// Copies the words of the columns in `cols` (see [`Projection`]) into `dst`.
+    #[inline]
+    pub fn read_cols_into(&self, dst: &mut [u8], p: &Projection, cols: Columns) {
+        p.prepare(dst, cols);
+        p.runs(cols, |lo, hi| self.read_words_into(dst, lo, hi));
+    }
+
+    /// Writes back the words of the columns in `cols` from `src`.
+    #[inline]
+    pub fn write_cols_from(&self, src: &[u8], p: &Projection, cols: Columns) {
+        p.runs(cols, |lo, hi| self.write_words_from(src, lo, hi));
     }
 }
 

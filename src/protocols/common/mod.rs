@@ -4,8 +4,10 @@
 pub mod scan;
 pub mod state;
 
+use crate::engine::procedure::ALL_COLUMNS;
 use crate::error::{Abort, AbortReason};
 use crate::storage::context::WorkerCtx;
+use crate::storage::projection::Columns;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::{RowId, Storage, Table, TableId};
 use state::{HasState, ABSENT, PRESENT};
@@ -88,10 +90,12 @@ impl Arena {
 /// What an undo entry restores on abort (in-place protocols: nocc, 2PL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UndoKind {
-    /// Restore the before-image at `off`.
+    /// Restore the before-image at `off` (the words of the columns `cols`).
     Update {
-        /// Arena offset of the before-image.
+        /// Arena offset of the before-image (a whole row's bytes, of which `cols` are valid).
         off: u32,
+        /// The columns changed.
+        cols: Columns,
     },
     /// A fresh record was inserted: mark it absent and retire it.
     Insert,
@@ -157,8 +161,38 @@ pub fn revive_in_place<R: RecordHeader + HasState>(
     row.write_from(value);
     let prev = state.install(&mut ctx.history, tbl.id.0, key, PRESENT, false);
     let table = tbl.id;
-    undo.push(Undo { table, rid, key, kind: UndoKind::Update { off }, prev });
+    undo.push(Undo { table, rid, key, kind: UndoKind::Update { off, cols: ALL_COLUMNS }, prev });
     undo.push(Undo { table, rid, key, kind: UndoKind::Revive, prev });
+}
+
+/// Runs `f` on the columns `cols` of the present row `rid` in place (nocc, 2PL: the caller holds
+/// whatever lock its protocol needs to write it): copies those columns' words out, logs them as
+/// the before-image for [`roll_back`], writes them back changed and reports the read and the
+/// write to the history.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn update_in_place<R: RecordHeader + HasState, T>(
+    ctx: &mut WorkerCtx<'_, R>,
+    tbl: &Table<R>,
+    rid: RowId,
+    key: u64,
+    cols: Columns,
+    scratch: &mut Scratch,
+    arena: &mut Arena,
+    undo: &mut Vec<Undo>,
+    f: impl FnOnce(&mut [u8]) -> T,
+) -> T {
+    let row = tbl.rows.get(rid);
+    let state = row.header.state();
+    state.note_read(&mut ctx.history, tbl.id.0, key);
+    let buf = scratch.get(tbl.spec.row_size);
+    row.read_cols_into(buf, &tbl.projection, cols);
+    let off = arena.push(buf);
+    let out = f(buf);
+    row.write_cols_from(buf, &tbl.projection, cols);
+    let prev = state.install(&mut ctx.history, tbl.id.0, key, PRESENT, false);
+    undo.push(Undo { table: tbl.id, rid, key, kind: UndoKind::Update { off, cols }, prev });
+    out
 }
 
 /// Rolls an in-place writer's undo log back, newest first: payloads, states and version stamps
@@ -175,8 +209,8 @@ pub fn roll_back<R: RecordHeader + HasState>(
         let row = tbl.rows.get(u.rid);
         let state = row.header.state();
         match u.kind {
-            UndoKind::Update { off } => {
-                row.write_from(arena.get(off, tbl.spec.row_size));
+            UndoKind::Update { off, cols } => {
+                row.write_cols_from(arena.get(off, tbl.spec.row_size), &tbl.projection, cols);
                 state.restore_stamp(u.prev);
             }
             UndoKind::Insert => {

@@ -1,15 +1,17 @@
 //! The `nocc` worker: direct reads and writes plus an undo log for user aborts.
 
 use super::record::NoccRecord;
+use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
 use crate::history::UNBORN;
 use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{
-    check_len, revive_in_place, roll_back, table, Arena, Scratch, Undo, UndoKind,
+    check_len, revive_in_place, roll_back, table, update_in_place, Arena, Scratch, Undo, UndoKind,
 };
 use crate::storage::context::WorkerCtx;
+use crate::storage::projection::Columns;
 use crate::storage::{RowId, TableId};
 use std::ops::ControlFlow;
 
@@ -75,12 +77,23 @@ impl Worker for NoccWorker<'_> {
         key: u64,
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
+        self.read_cols(t, key, ALL_COLUMNS, f)
+    }
+
+    #[inline]
+    fn read_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let Some(rid) = self.find(t, key)? else { return Ok(None) };
         let tbl = self.ctx.storage.table(t);
         let row = tbl.rows.get(rid);
         row.header.state.note_read(&mut self.ctx.history, t.0, key);
         let buf = self.scratch.get(tbl.spec.row_size);
-        row.read_into(buf);
+        row.read_cols_into(buf, &tbl.projection, cols);
         Ok(Some(f(buf)))
     }
 
@@ -107,17 +120,21 @@ impl Worker for NoccWorker<'_> {
         key: u64,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
+        self.update_cols(t, key, ALL_COLUMNS, f)
+    }
+
+    #[inline]
+    fn update_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let Some(rid) = self.find(t, key)? else { return Ok(None) };
         let tbl = self.ctx.storage.table(t);
-        let row = tbl.rows.get(rid);
-        row.header.state.note_read(&mut self.ctx.history, t.0, key);
-        let buf = self.scratch.get(tbl.spec.row_size);
-        row.read_into(buf);
-        let off = self.arena.push(buf);
-        let out = f(buf);
-        row.write_from(buf);
-        let prev = row.header.state.install(&mut self.ctx.history, t.0, key, PRESENT, false);
-        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off }, prev });
+        let (scratch, arena, undo) = (&mut self.scratch, &mut self.arena, &mut self.undo);
+        let out = update_in_place(&mut self.ctx, tbl, rid, key, cols, scratch, arena, undo, f);
         Ok(Some(out))
     }
 

@@ -1,12 +1,14 @@
 //! The Silo worker: read phase operations and the commit protocol.
 
 use super::record::{SiloRecord, Tid};
+use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
 use crate::history::Recorder;
 use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::{check_len, table, Arena, Scratch, SpinWait};
 use crate::storage::context::WorkerCtx;
+use crate::storage::projection::{Columns, Projection};
 use crate::storage::{RowId, Table, TableId};
 use std::ops::ControlFlow;
 use std::sync::atomic::{fence, Ordering};
@@ -39,6 +41,9 @@ struct WriteEntry {
     key: u64,
     kind: WriteKind,
     off: u32,
+    /// The columns the buffered row holds (an `update_cols` copies only its own); the words
+    /// they cover are what commit installs.
+    cols: Columns,
     /// The TID seen when locking at commit.
     locked_tid: Tid,
 }
@@ -94,10 +99,15 @@ impl<'db> SiloWorker<'db> {
         }
     }
 
-    /// Reads a consistent copy of the record into `buf` (§4.4: wait while locked, copy, re-check).
-    /// Absent records are not copied.
+    /// Reads a consistent copy of the columns `cols` of the record into `buf` (§4.4: wait while
+    /// locked, copy, re-check). Absent records are not copied.
     #[inline]
-    fn stable_read(rec: crate::storage::RowRef<'_, SiloRecord>, buf: &mut [u8]) -> Stable {
+    fn stable_read(
+        rec: crate::storage::RowRef<'_, SiloRecord>,
+        buf: &mut [u8],
+        p: &Projection,
+        cols: Columns,
+    ) -> Stable {
         let mut spin = SpinWait::default();
         loop {
             let v1 = rec.header.load();
@@ -110,7 +120,7 @@ impl<'db> SiloWorker<'db> {
                 spin.spin();
                 continue;
             }
-            rec.read_into(buf);
+            rec.read_cols_into(buf, p, cols);
             // Acquire fence: the copy above happens before the re-check below (seqlock read).
             fence(Ordering::Acquire);
             let v2 = Tid(rec.header.tid.load(Ordering::Relaxed));
@@ -136,7 +146,65 @@ impl<'db> SiloWorker<'db> {
 
     #[inline]
     fn push_write(&mut self, table: TableId, rid: RowId, key: u64, kind: WriteKind, off: u32) {
-        self.writes.push(WriteEntry { table, rid, key, kind, off, locked_tid: Tid(0) });
+        self.push_write_cols(table, rid, key, kind, off, ALL_COLUMNS);
+    }
+
+    #[inline]
+    fn push_write_cols(
+        &mut self,
+        table: TableId,
+        rid: RowId,
+        key: u64,
+        kind: WriteKind,
+        off: u32,
+        cols: Columns,
+    ) {
+        self.writes.push(WriteEntry { table, rid, key, kind, off, cols, locked_tid: Tid(0) });
+    }
+
+    /// The buffered row of write entry `i`, holding at least the columns `cols`.
+    #[inline]
+    fn buffered(
+        &mut self,
+        i: usize,
+        tbl: &Table<SiloRecord>,
+        cols: Columns,
+    ) -> Result<&mut [u8], Abort> {
+        let w = self.writes[i];
+        if !tbl.projection.contains(w.cols, cols) {
+            self.widen(i, tbl, cols)?;
+        }
+        Ok(self.arena.get_mut(w.off, tbl.spec.row_size))
+    }
+
+    /// Adds the columns `cols` to write entry `i`, which an `update_cols` made with fewer: copies
+    /// the words the buffer lacks from the record, which must still be at the version that
+    /// update read (otherwise validation would fail anyway, so the attempt aborts now). Words
+    /// already buffered are kept: they may hold this transaction's changes.
+    #[cold]
+    fn widen(&mut self, i: usize, tbl: &Table<SiloRecord>, cols: Columns) -> Result<(), Abort> {
+        let w = self.writes[i];
+        let len = tbl.spec.row_size;
+        let want = w.cols | cols;
+        // Partial entries come only from `update_cols`, which records its read first.
+        let read = self.reads.iter().rev().find(|r| r.table == w.table && r.rid == w.rid);
+        let Some(&ReadEntry { tid: seen, .. }) = read else {
+            return Err(Abort::new(AbortReason::ReadValidation));
+        };
+        let p = &tbl.projection;
+        let fresh = self.scratch.get(len);
+        match Self::stable_read(tbl.rows.get(w.rid), fresh, p, want) {
+            Stable::Present(tid) if tid == seen => {}
+            _ => return Err(Abort::new(AbortReason::ReadValidation)),
+        }
+        // `fresh` holds every wanted word as of `seen`; put our buffered words over it, then
+        // take all of it (the old columns are a subset of the wanted ones).
+        let buf = self.arena.get_mut(w.off, len);
+        let bytes = |lo: usize, hi: usize| lo * 8..(hi * 8).min(len);
+        p.runs(w.cols, |lo, hi| fresh[bytes(lo, hi)].copy_from_slice(&buf[bytes(lo, hi)]));
+        p.runs(want, |lo, hi| buf[bytes(lo, hi)].copy_from_slice(&fresh[bytes(lo, hi)]));
+        self.writes[i].cols = want;
+        Ok(())
     }
 
     #[inline]
@@ -291,19 +359,29 @@ impl Worker for SiloWorker<'_> {
         key: u64,
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
+        self.read_cols(t, key, ALL_COLUMNS, f)
+    }
+
+    #[inline]
+    fn read_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let len = tbl.spec.row_size;
         loop {
             let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
             if let Some(i) = self.find_write(t, rid) {
-                let w = self.writes[i];
-                return Ok(match w.kind {
+                return Ok(match self.writes[i].kind {
                     WriteKind::Delete | WriteKind::InsertDeleted => None,
-                    _ => Some(f(self.arena.get(w.off, len))),
+                    _ => Some(f(self.buffered(i, tbl, cols)?)),
                 });
             }
             let buf = self.scratch.get(len);
-            match Self::stable_read(tbl.rows.get(rid), buf) {
+            match Self::stable_read(tbl.rows.get(rid), buf, &tbl.projection, cols) {
                 Stable::Present(tid) => {
                     self.reads.push(ReadEntry { table: t, rid, tid });
                     note_read(&mut self.ctx.history, t, key, rid, tid);
@@ -341,6 +419,7 @@ impl Worker for SiloWorker<'_> {
                     return Ok(false);
                 }
                 self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                self.writes[i].cols = ALL_COLUMNS;
                 return Ok(true);
             }
             let tid = Self::stable_tid(tbl.rows.get(rid).header);
@@ -367,25 +446,35 @@ impl Worker for SiloWorker<'_> {
         key: u64,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
+        self.update_cols(t, key, ALL_COLUMNS, f)
+    }
+
+    #[inline]
+    fn update_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let len = tbl.spec.row_size;
         loop {
             let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
             if let Some(i) = self.find_write(t, rid) {
-                let w = self.writes[i];
-                if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                if matches!(self.writes[i].kind, WriteKind::Delete | WriteKind::InsertDeleted) {
                     return Ok(None);
                 }
-                return Ok(Some(f(self.arena.get_mut(w.off, len))));
+                return Ok(Some(f(self.buffered(i, tbl, cols)?)));
             }
             let off = self.arena.push_zeroed(len);
             let buf = self.arena.get_mut(off, len);
-            match Self::stable_read(tbl.rows.get(rid), buf) {
+            match Self::stable_read(tbl.rows.get(rid), buf, &tbl.projection, cols) {
                 Stable::Present(tid) => {
                     self.reads.push(ReadEntry { table: t, rid, tid });
                     note_read(&mut self.ctx.history, t, key, rid, tid);
                     let out = f(self.arena.get_mut(off, len));
-                    self.push_write(t, rid, key, WriteKind::Update, off);
+                    self.push_write_cols(t, rid, key, WriteKind::Update, off, cols);
                     return Ok(Some(out));
                 }
                 Stable::Absent(tid) if tid.is_unlinked() => self.relookup(t, key),
@@ -428,6 +517,7 @@ impl Worker for SiloWorker<'_> {
                 return Ok(match w.kind {
                     WriteKind::Delete => {
                         self.writes[i].kind = WriteKind::Update;
+                        self.writes[i].cols = ALL_COLUMNS;
                         self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
                         true
                     }
@@ -538,19 +628,30 @@ impl Worker for SiloWorker<'_> {
                 Ok(Some(Step::Entries)) => {
                     for (k, rid) in buf.entries() {
                         if let Some(i) = self.find_write(t, rid) {
-                            let w = self.writes[i];
-                            if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                            if matches!(
+                                self.writes[i].kind,
+                                WriteKind::Delete | WriteKind::InsertDeleted
+                            ) {
                                 continue;
                             }
                             n += 1;
-                            if f(k, self.arena.get(w.off, len)).is_break() || n == limit {
+                            let row = match self.buffered(i, tbl, ALL_COLUMNS) {
+                                Ok(row) => row,
+                                Err(a) => break 'outer Err(a),
+                            };
+                            if f(k, row).is_break() || n == limit {
                                 stop = k;
                                 break 'outer Ok(n);
                             }
                             continue;
                         }
                         let data = self.scratch.get(len);
-                        match Self::stable_read(tbl.rows.get(rid), data) {
+                        match Self::stable_read(
+                            tbl.rows.get(rid),
+                            data,
+                            &tbl.projection,
+                            ALL_COLUMNS,
+                        ) {
                             Stable::Present(tid) => {
                                 self.reads.push(ReadEntry { table: t, rid, tid });
                                 note_read(&mut self.ctx.history, t, k, rid, tid);
@@ -641,7 +742,11 @@ impl Worker for SiloWorker<'_> {
             let row = tbl.rows.get(w.rid);
             match w.kind {
                 WriteKind::Update | WriteKind::Revive | WriteKind::Insert => {
-                    row.write_from(self.arena.get(w.off, tbl.spec.row_size));
+                    row.write_cols_from(
+                        self.arena.get(w.off, tbl.spec.row_size),
+                        &tbl.projection,
+                        w.cols,
+                    );
                     row.header.store(tid.with(Tid::LATEST));
                 }
                 WriteKind::Delete | WriteKind::InsertDeleted => {

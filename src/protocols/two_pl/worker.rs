@@ -2,15 +2,18 @@
 
 use super::record::{TwoPlRecord, TS_MASK, WRITER};
 use super::LockPolicy;
+use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
 use crate::history::UNBORN;
 use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{
-    check_len, revive_in_place, roll_back, table, Arena, Scratch, SpinWait, Undo, UndoKind,
+    check_len, revive_in_place, roll_back, table, update_in_place, Arena, Scratch, SpinWait, Undo,
+    UndoKind,
 };
 use crate::storage::context::WorkerCtx;
+use crate::storage::projection::Columns;
 use crate::storage::{RowId, Table, TableId};
 use rustc_hash::FxBuildHasher;
 use std::collections::HashMap;
@@ -240,12 +243,23 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         key: u64,
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
+        self.read_cols(t, key, ALL_COLUMNS, f)
+    }
+
+    #[inline]
+    fn read_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, false)? else { return Ok(None) };
         let row = tbl.rows.get(rid);
         row.header.state.note_read(&mut self.ctx.history, t.0, key);
         let buf = self.scratch.get(tbl.spec.row_size);
-        row.read_into(buf);
+        row.read_cols_into(buf, &tbl.projection, cols);
         Ok(Some(f(buf)))
     }
 
@@ -278,17 +292,21 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         key: u64,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
+        self.update_cols(t, key, ALL_COLUMNS, f)
+    }
+
+    #[inline]
+    fn update_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, true)? else { return Ok(None) };
-        let row = tbl.rows.get(rid);
-        row.header.state.note_read(&mut self.ctx.history, t.0, key);
-        let buf = self.scratch.get(tbl.spec.row_size);
-        row.read_into(buf);
-        let off = self.arena.push(buf);
-        let out = f(buf);
-        row.write_from(buf);
-        let prev = row.header.state.install(&mut self.ctx.history, t.0, key, PRESENT, false);
-        self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Update { off }, prev });
+        let (scratch, arena, undo) = (&mut self.scratch, &mut self.arena, &mut self.undo);
+        let out = update_in_place(&mut self.ctx, tbl, rid, key, cols, scratch, arena, undo, f);
         Ok(Some(out))
     }
 

@@ -195,22 +195,50 @@ pub struct Tpcc {
     /// Numbers generators (each one's history rows get their own key range); 0 is the loader.
     generators: Arc<AtomicU64>,
     /// Rows each growing table may reach, fixed at creation from the memory available.
-    growth: u64,
+    growth: Growth,
 }
 
 /// Bytes one committed NewOrder adds at most (order, new order, order-by-customer, 15 lines,
-/// index entries) plus one Payment's history row, with room for a protocol header.
-const BYTES_PER_ORDER: u64 = 3 * 128 + 15 * 128 + 128 + 20 * 48;
+/// index entries), with room for a protocol header.
+const BYTES_PER_NEW_ORDER: u64 = 3 * 128 + 15 * 128 + 19 * 48;
+/// Bytes one committed Payment adds (its history row and index entry).
+const BYTES_PER_PAYMENT: u64 = 128 + 48;
+
+/// Rows the growing tables get room for, beyond the loaded ones.
+#[derive(Clone, Copy, Debug)]
+struct Growth {
+    /// New orders (an order, a new order and an order-by-customer row each; up to 15 lines).
+    orders: u64,
+    /// Payments (a history row each).
+    payments: u64,
+}
+
+impl Growth {
+    /// Splits `budget` bytes between NewOrder's and Payment's rows in the ratio of `mix`, so a
+    /// Payment-heavy mix gets a longer history table rather than order tables it never fills.
+    fn for_mix(budget: u64, mix: &[u32; 5]) -> Self {
+        let (no, pay) = (u64::from(mix[0]), u64::from(mix[1]));
+        let per_hundred = (no * BYTES_PER_NEW_ORDER + pay * BYTES_PER_PAYMENT).max(1);
+        let hundreds = budget / per_hundred;
+        const MIN: u64 = 1 << 16;
+        Growth {
+            orders: hundreds.saturating_mul(no).max(MIN),
+            payments: hundreds.saturating_mul(pay).max(MIN),
+        }
+    }
+}
 
 impl Tpcc {
     /// The workload for `cfg` (validated).
     pub fn new(cfg: TpccConfig) -> Self {
-        let loaded: u64 =
-            Self::tables_with(&cfg, 0).iter().map(|s| s.estimated_bytes::<[u64; 2]>()).sum();
+        let loaded: u64 = Self::tables_with(&cfg, Growth { orders: 0, payments: 0 })
+            .iter()
+            .map(|s| s.estimated_bytes::<[u64; 2]>())
+            .sum();
         // Growing tables may use half of the memory left after loading; a run that orders more
         // stops with a clear "table full" error instead of exhausting the machine.
         let avail = crate::storage::available_memory().unwrap_or(8 << 30);
-        let growth = (avail.saturating_sub(loaded) / 2 / BYTES_PER_ORDER).max(1 << 16);
+        let growth = Growth::for_mix(avail.saturating_sub(loaded) / 2, &cfg.mix);
         Tpcc {
             nu: NuConstants::draw(cfg.seed),
             cfg,
@@ -226,10 +254,10 @@ impl Tpcc {
 
     /// The tables for `cfg` (for memory checks before creating the workload).
     pub fn tables_for(cfg: &TpccConfig) -> Vec<TableSpec> {
-        Self::tables_with(cfg, 0)
+        Self::tables_with(cfg, Growth { orders: 0, payments: 0 })
     }
 
-    fn tables_with(cfg: &TpccConfig, growth: u64) -> Vec<TableSpec> {
+    fn tables_with(cfg: &TpccConfig, growth: Growth) -> Vec<TableSpec> {
         let w = u64::from(cfg.warehouses);
         let districts = w * u64::from(schema::DISTRICTS);
         let customers = districts * u64::from(schema::CUSTOMERS);
@@ -261,24 +289,24 @@ impl Tpcc {
                 "history",
                 schema::history::SIZE,
                 customers,
-                growth,
+                growth.payments,
                 schema::history::columns(),
             ),
             growing(
                 "new_order",
                 schema::new_order::SIZE,
                 districts * u64::from(schema::ORDERS - schema::FIRST_UNDELIVERED + 1),
-                growth,
+                growth.orders,
                 schema::new_order::columns(),
             ),
-            growing("order", schema::order::SIZE, orders, growth, schema::order::columns()),
+            growing("order", schema::order::SIZE, orders, growth.orders, schema::order::columns()),
             // One phantom bucket per order: Stock-Level's scan of 20 orders never conflicts
             // with the next order's inserts.
             growing(
                 "order_line",
                 schema::order_line::SIZE,
                 orders * 10,
-                growth * 15,
+                growth.orders * 15,
                 schema::order_line::columns(),
             )
             .with_phantom_shift(4),
@@ -300,7 +328,7 @@ impl Tpcc {
                 "order_customer",
                 schema::order_customer::SIZE,
                 orders,
-                growth,
+                growth.orders,
                 schema::order_customer::columns(),
             )
             .with_phantom_shift(32),
