@@ -68,6 +68,9 @@ pub struct SiloWorker<'db> {
     /// Write-set entries locked so far during commit (in sorted order).
     locked: usize,
     active: bool,
+    /// Bit `t` set: the write set may hold rows of table `t` (tables 64 and up share bit 63).
+    /// Reads of tables this transaction never wrote skip the write-set search.
+    written: u64,
 }
 
 /// Records a read of the version `tid` names (when recording histories).
@@ -96,6 +99,7 @@ impl<'db> SiloWorker<'db> {
             last_tid: Tid(0),
             locked: 0,
             active: false,
+            written: 0,
         }
     }
 
@@ -159,6 +163,7 @@ impl<'db> SiloWorker<'db> {
         off: u32,
         cols: Columns,
     ) {
+        self.written |= Self::table_bit(table);
         self.writes.push(WriteEntry { table, rid, key, kind, off, cols, locked_tid: Tid(0) });
     }
 
@@ -208,7 +213,15 @@ impl<'db> SiloWorker<'db> {
     }
 
     #[inline]
+    fn table_bit(t: TableId) -> u64 {
+        1 << t.0.min(63)
+    }
+
+    #[inline]
     fn find_write(&self, t: TableId, rid: RowId) -> Option<usize> {
+        if self.written & Self::table_bit(t) == 0 {
+            return None;
+        }
         self.writes.iter().rposition(|w| w.rid == rid && w.table == t)
     }
 
@@ -261,6 +274,7 @@ impl<'db> SiloWorker<'db> {
         self.arena.clear();
         self.locked = 0;
         self.active = false;
+        self.written = 0;
         self.ctx.exit();
     }
 
