@@ -535,3 +535,27 @@ impl Generator for TpccGen {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn growth_follows_the_mix() {
+        let budget = 10u64 << 30;
+        // The standard mix: about one history row per new order, and the budget is spent.
+        let g = Growth::for_mix(budget, &DEFAULT_MIX);
+        assert!(g.payments * 100 / g.orders == 43 * 100 / 45);
+        let used = g.orders * BYTES_PER_NEW_ORDER + g.payments * BYTES_PER_PAYMENT;
+        assert!(used <= budget && used > budget / 100 * 99, "{used} of {budget}");
+        // Payment only: the history table gets (nearly) everything, the order tables the minimum.
+        let g = Growth::for_mix(budget, &[0, 100, 0, 0, 0]);
+        assert_eq!(g.orders, 1 << 16);
+        assert_eq!(g.payments, budget / BYTES_PER_PAYMENT / 100 * 100);
+        // No inserting transaction at all, or a tiny budget: the minimum for both.
+        let g = Growth::for_mix(budget, &[0, 0, 50, 0, 50]);
+        assert_eq!((g.orders, g.payments), (1 << 16, 1 << 16));
+        let g = Growth::for_mix(1000, &DEFAULT_MIX);
+        assert_eq!((g.orders, g.payments), (1 << 16, 1 << 16));
+    }
+}
