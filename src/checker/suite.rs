@@ -227,36 +227,25 @@ pub fn run<P: Protocol + Default>(
                 };
                 let mut rng = Rng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ t);
                 for _ in 0..cfg.txns_per_thread {
-                    let mut attempt = 0u32;
-                    loop {
-                        w.begin(attempt);
-                        let r = body(&mut w, &mut rng).and_then(|seen| w.commit().map(|()| seen));
-                        match r {
-                            Ok(seen) => {
-                                committed.fetch_add(1, Ordering::Relaxed);
-                                match seen {
-                                    Seen::Nothing => {}
-                                    Seen::Increments(n) => {
-                                        increments.fetch_add(n, Ordering::Relaxed);
-                                    }
-                                    Seen::Violation(c, m) => violations
-                                        .lock()
-                                        .unwrap_or_else(|p| p.into_inner())
-                                        .push((c, m)),
-                                }
-                                break;
-                            }
-                            Err(a) => {
-                                w.abort();
-                                aborted.fetch_add(1, Ordering::Relaxed);
-                                if a.reason == AbortReason::User {
-                                    break;
-                                }
-                                attempt += 1;
-                                // Randomized backoff: no-wait protocols need it to make progress.
-                                let cap = 1u64 << attempt.min(8);
-                                std::thread::sleep(Duration::from_micros(rng.random_range(0..cap)));
-                            }
+                    let outcome = until_done(&mut w, &mut rng, aborted, |w, rng| body(w, rng));
+                    let seen = match outcome {
+                        Ok(Some(seen)) => seen,
+                        Ok(None) => continue,
+                        Err(reason) => {
+                            let txn = workload.name().into();
+                            let e = Error::Fatal { txn, reason };
+                            *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                            return;
+                        }
+                    };
+                    committed.fetch_add(1, Ordering::Relaxed);
+                    match seen {
+                        Seen::Nothing => {}
+                        Seen::Increments(n) => {
+                            increments.fetch_add(n, Ordering::Relaxed);
+                        }
+                        Seen::Violation(c, m) => {
+                            violations.lock().unwrap_or_else(|p| p.into_inner()).push((c, m))
                         }
                     }
                 }
@@ -278,6 +267,39 @@ pub fn run<P: Protocol + Default>(
         report,
         violations,
     })
+}
+
+/// Runs one transaction to its end: begin, `body`, commit, retried after randomized exponential
+/// backoff (no-wait protocols need it to make progress) until it commits (`Ok(Some(out))`) or
+/// ends for good (`Ok(None)`: a user abort or another final outcome). A fatal abort (a procedure
+/// bug) is `Err(reason)`. Every failed attempt counts in `aborted`.
+fn until_done<W: Worker, T>(
+    w: &mut W,
+    rng: &mut Rng,
+    aborted: &AtomicU64,
+    mut body: impl FnMut(&mut W, &mut Rng) -> Result<T, Abort>,
+) -> Result<Option<T>, AbortReason> {
+    let mut attempt = 0u32;
+    loop {
+        w.begin(attempt);
+        let r = body(w, rng).and_then(|out| w.commit().map(|()| out));
+        let abort = match r {
+            Ok(out) => return Ok(Some(out)),
+            Err(a) => a,
+        };
+        let reason = crate::engine::driver::classify(w, abort);
+        w.abort();
+        aborted.fetch_add(1, Ordering::Relaxed);
+        if reason.is_fatal() {
+            return Err(reason);
+        }
+        if reason.is_final() {
+            return Ok(None);
+        }
+        attempt += 1;
+        let cap = 1u64 << attempt.min(8);
+        std::thread::sleep(Duration::from_micros(rng.random_range(0..cap)));
+    }
 }
 
 /// Runs a benchmark workload's own generator and procedures: `txns_per_thread` transactions per
@@ -322,33 +344,14 @@ fn run_workload<P: Protocol + Default, W: Workload>(
                 for _ in 0..cfg.txns_per_thread {
                     let proc = gen.next();
                     let ty = &types[proc.txn_type()];
-                    let mut attempt = 0u32;
-                    loop {
-                        w.begin(attempt);
-                        let r = proc
-                            .run(&mut Tx::new(&mut w, ty, true, None))
-                            .and_then(|()| w.commit());
-                        match r {
-                            Ok(()) => {
-                                committed.fetch_add(1, Ordering::Relaxed);
-                                gen.committed();
-                                break;
-                            }
-                            Err(a) => {
-                                let reason = crate::engine::driver::classify(&mut w, a);
-                                w.abort();
-                                aborted.fetch_add(1, Ordering::Relaxed);
-                                if reason.is_fatal() {
-                                    return fail(Error::Fatal { txn: ty.name.into(), reason });
-                                }
-                                if reason.is_final() {
-                                    break;
-                                }
-                                attempt += 1;
-                                let cap = 1u64 << attempt.min(8);
-                                std::thread::sleep(Duration::from_micros(rng.random_range(0..cap)));
-                            }
+                    let body = |w: &mut _, _: &mut Rng| proc.run(&mut Tx::new(w, ty, true, None));
+                    match until_done(&mut w, &mut rng, aborted, body) {
+                        Ok(Some(())) => {
+                            committed.fetch_add(1, Ordering::Relaxed);
+                            gen.committed();
                         }
+                        Ok(None) => {}
+                        Err(reason) => return fail(Error::Fatal { txn: ty.name.into(), reason }),
                     }
                 }
             });
