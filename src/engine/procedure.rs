@@ -278,7 +278,8 @@ impl<'a, W: Worker> Tx<'a, W> {
         self.read_cols(table, key, ALL_COLUMNS, f)
     }
 
-    /// [`Worker::read`] declaring that only `cols` are used.
+    /// [`Worker::read_cols`]: only the columns `cols` are used, and only they are guaranteed in
+    /// the slice `f` sees (the protocol may copy just those).
     #[inline]
     pub fn read_cols<T>(
         &mut self,
@@ -321,7 +322,8 @@ impl<'a, W: Worker> Tx<'a, W> {
         self.update_cols(table, key, ALL_COLUMNS, f)
     }
 
-    /// [`Worker::update`] declaring that only `cols` are read and written.
+    /// [`Worker::update_cols`]: only the columns `cols` are read and written (changes elsewhere
+    /// in the slice may be lost).
     #[inline]
     pub fn update_cols<T>(
         &mut self,
