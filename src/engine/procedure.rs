@@ -379,7 +379,7 @@ impl<'a, W: Worker> Tx<'a, W> {
 
     /// See [`Worker::prefetch_many`]: a hint, never checked.
     #[inline]
-    pub fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
+    pub fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
         self.worker.prefetch_many(keys);
     }
 

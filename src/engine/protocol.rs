@@ -201,11 +201,12 @@ pub trait Worker {
     }
 
     /// [`Worker::prefetch`] for several keys at once, so that index misses overlap too (a hash
-    /// index's buckets are all requested before any is searched). The default prefetches one
-    /// key after another.
+    /// index's buckets are all requested before any is searched). Each key comes with the
+    /// columns its coming operation uses: only their cache lines (and the header's) are fetched.
+    /// The default prefetches one whole key after another.
     #[inline]
-    fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
-        for &(t, k) in keys {
+    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
+        for &(t, k, _) in keys {
             self.prefetch(t, k);
         }
     }

@@ -8,6 +8,7 @@ use super::row_store::RecordHeader;
 use super::{RowId, SlotCache, Storage, Table, TableId};
 use crate::error::{Abort, AbortReason, Error};
 use crate::history::Recorder;
+use crate::storage::projection::Columns;
 
 /// Transactions between two reclamation passes when the queues are short.
 const COLLECT_EVERY: u32 = 64;
@@ -161,48 +162,42 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             .ok_or(Abort::new(AbortReason::TableFull))
     }
 
-    /// Prefetches several keys: first every hash bucket, then each record (see
-    /// [`WorkerCtx::prefetch`]), so that the index misses overlap as well as the record misses.
+    /// Prefetches several keys, each for the columns its coming operation uses: first every
+    /// hash bucket, then each record (see [`WorkerCtx::prefetch_cols`]), so that the index misses
+    /// overlap as well as the record misses.
     #[inline]
-    pub fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
-        for &(table, key) in keys {
+    pub fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
+        for &(table, key, _) in keys {
             if let Some(crate::storage::index::Index::Hash(h)) =
                 self.storage.try_table(table).map(|t| &t.index)
             {
                 h.prefetch(key);
             }
         }
-        for &(table, key) in keys {
-            self.prefetch(table, key);
+        for &(table, key, cols) in keys {
+            self.prefetch_cols(table, key, cols);
         }
     }
 
-    /// Looks `key` up in `table` and prefetches its record (up to four cache lines; a hint, see
-    /// `Worker::prefetch`). Inside a transaction attempt the row id is remembered for
-    /// [`WorkerCtx::lookup`], so the operation that follows does not search the index again.
-    /// Unknown tables and missing keys are ignored.
+    /// [`WorkerCtx::prefetch_cols`] of the whole row (its first four cache lines).
     #[inline]
     pub fn prefetch(&mut self, table: TableId, key: u64) {
+        self.prefetch_cols(table, key, u64::MAX);
+    }
+
+    /// Looks `key` up in `table` and prefetches the cache lines of its record's header and of
+    /// the columns `cols` (a hint, see `Worker::prefetch`). Inside a transaction attempt the row
+    /// id is remembered for [`WorkerCtx::lookup`], so the operation that follows does not search
+    /// the index again. Unknown tables and missing keys are ignored.
+    #[inline]
+    pub fn prefetch_cols(&mut self, table: TableId, key: u64, cols: Columns) {
         let Some(t) = self.storage.try_table(table) else { return };
         if let Some(rid) = t.index.get(key, &self.guard) {
             if self.in_txn && self.n_hints < MAX_HINTS {
                 self.hints[self.n_hints] = Hint { table: table.0, key, rid: rid.0 };
                 self.n_hints += 1;
             }
-            let rec = (t.rows.get(rid).header as *const R).cast::<u8>();
-            let lines = (t.rows.slot_size() / 64).min(4);
-            for i in 0..lines {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: a prefetch never faults or changes memory; `rec + 64 i` lies inside the
-                // record's slot (`i < slot_size / 64`), so the pointer arithmetic stays in bounds.
-                unsafe {
-                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                        rec.add(i * 64).cast(),
-                    );
-                }
-                #[cfg(not(target_arch = "x86_64"))]
-                let _ = (rec, i);
-            }
+            t.rows.get(rid).prefetch(&t.projection, cols);
         }
     }
 

@@ -128,6 +128,32 @@ impl<R> RowRef<'_, R> {
         self.len == 0
     }
 
+    /// Hints the CPU to fetch the cache lines of the record's header and of the words of the
+    /// columns `cols` (every column: the first four lines of the slot). Never faults.
+    #[inline]
+    pub fn prefetch(&self, p: &Projection, cols: Columns) {
+        let header = (self.header as *const R).cast::<u8>();
+        if p.is_whole(cols) {
+            let end = self.words.as_ptr_range().end.cast::<u8>();
+            let lines = ((end as usize - header as usize).div_ceil(64)).min(4);
+            for i in 0..lines {
+                prefetch_line(header.wrapping_add(i * 64));
+            }
+            return;
+        }
+        prefetch_line(header);
+        let words = self.words.as_ptr().cast::<u8>();
+        p.runs(cols, |lo, hi| {
+            // Every line from the one holding word `lo` to the one holding word `hi - 1`.
+            let (first, last) = (words.wrapping_add(lo * 8), words.wrapping_add(hi * 8 - 1));
+            let mut line = first as usize & !63;
+            while line <= last as usize {
+                prefetch_line(first.wrapping_add(line.wrapping_sub(first as usize)));
+                line += 64;
+            }
+        });
+    }
+
     /// Copies the payload into `dst` (which must be `len()` bytes) with relaxed loads.
     /// The caller validates the copy (seqlock) or holds a lock that excludes writers.
     #[inline]
@@ -336,6 +362,19 @@ impl<R: RecordHeader> Drop for RowStore<R> {
             }
         }
     }
+}
+
+/// Prefetches the cache line holding `addr` into all cache levels (a hint; any address).
+#[inline(always)]
+fn prefetch_line(addr: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` is a hint that never faults and never changes memory, whatever the
+    // address; the pointer is not dereferenced.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
 }
 
 #[cfg(test)]

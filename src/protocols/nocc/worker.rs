@@ -243,7 +243,7 @@ impl Worker for NoccWorker<'_> {
     }
 
     #[inline]
-    fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
+    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
         self.ctx.prefetch_many(keys);
     }
 

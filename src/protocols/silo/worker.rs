@@ -694,7 +694,7 @@ impl Worker for SiloWorker<'_> {
     }
 
     #[inline]
-    fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
+    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
         self.ctx.prefetch_many(keys);
     }
 

@@ -430,7 +430,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     }
 
     #[inline]
-    fn prefetch_many(&mut self, keys: &[(TableId, u64)]) {
+    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
         self.ctx.prefetch_many(keys);
     }
 

@@ -165,6 +165,19 @@ const NO_S: Columns = st::mask(&[
     st::S_REMOTE_CNT,
     st::S_DATA,
 ]);
+/// NewOrder's stock columns for district `d`: of NO_S's ten S_DIST columns only `d`'s, so the
+/// rest of a 318-byte stock row is neither fetched nor copied.
+fn stock_columns(d: u32) -> Columns {
+    st::mask(&[
+        st::S_QUANTITY,
+        st::C::dist(d),
+        st::S_YTD,
+        st::S_ORDER_CNT,
+        st::S_REMOTE_CNT,
+        st::S_DATA,
+    ])
+}
+
 const PAY_W: Columns = wh::mask(&[
     wh::W_NAME,
     wh::W_STREET_1,
@@ -308,10 +321,11 @@ impl TpccTxn {
             .must()?;
         // Overlap the cache misses of the item and stock rows and their index buckets (row
         // ids are remembered for the operations below).
-        let mut keys = [(ITEM, 0u64); 30];
+        let stock_cols = stock_columns(d);
+        let mut keys = [(ITEM, 0u64, NO_I); 30];
         for (pair, l) in keys.chunks_exact_mut(2).zip(lines) {
-            pair[0] = (ITEM, u64::from(l.item));
-            pair[1] = (STOCK, key::stock(l.supply_w, l.item));
+            pair[0] = (ITEM, u64::from(l.item), NO_I);
+            pair[1] = (STOCK, key::stock(l.supply_w, l.item), stock_cols);
         }
         tx.prefetch_many(&keys[..2 * lines.len()]);
         let discount = tx
@@ -346,16 +360,6 @@ impl TpccTxn {
             )?)
         })?;
         let dist_col = st::C::dist(d);
-        // Of NO_S's ten S_DIST columns, this district's only: the rest of a 318-byte stock row
-        // is not copied.
-        let stock_cols = st::mask(&[
-            st::S_QUANTITY,
-            dist_col,
-            st::S_YTD,
-            st::S_ORDER_CNT,
-            st::S_REMOTE_CNT,
-            st::S_DATA,
-        ]);
         let mut total = 0i64;
         tx.piece(4, |tx| {
             for (n, l) in lines.iter().enumerate() {
@@ -600,12 +604,12 @@ impl TpccTxn {
             let mut low = 0u64;
             // Stock rows in batches whose index and record misses overlap.
             for batch in items.chunks(16) {
-                let mut keys = [(STOCK, 0u64); 16];
+                let mut keys = [(STOCK, 0u64, SL_S); 16];
                 for (k, &i) in keys.iter_mut().zip(batch) {
                     k.1 = key::stock(w, i);
                 }
                 tx.prefetch_many(&keys[..batch.len()]);
-                for &(_, k) in &keys[..batch.len()] {
+                for &(_, k, _) in &keys[..batch.len()] {
                     let q = tx.read_cols(STOCK, k, SL_S, |r| st::u32(r, st::S_QUANTITY))?.must()?;
                     low += u64::from(q < self.threshold);
                 }
