@@ -141,7 +141,12 @@ impl<R> RowRef<'_, R> {
             }
             return;
         }
-        prefetch_line(header);
+        self.prefetch_projected(p, cols);
+    }
+
+    #[inline(never)]
+    fn prefetch_projected(&self, p: &Projection, cols: Columns) {
+        prefetch_line((self.header as *const R).cast::<u8>());
         let words = self.words.as_ptr().cast::<u8>();
         p.runs(cols, |lo, hi| {
             // Every line from the one holding word `lo` to the one holding word `hi - 1`.
@@ -215,6 +220,9 @@ impl<R> RowRef<'_, R> {
     /// Copies the words of the columns in `cols` (see [`Projection`]) into `dst`.
     #[inline]
     pub fn read_cols_into(&self, dst: &mut [u8], p: &Projection, cols: Columns) {
+        if p.is_whole(cols) {
+            return self.read_into(dst);
+        }
         p.prepare(dst, cols);
         p.runs(cols, |lo, hi| self.read_words_into(dst, lo, hi));
     }
@@ -222,6 +230,9 @@ impl<R> RowRef<'_, R> {
     /// Writes back the words of the columns in `cols` from `src`.
     #[inline]
     pub fn write_cols_from(&self, src: &[u8], p: &Projection, cols: Columns) {
+        if p.is_whole(cols) {
+            return self.write_from(src);
+        }
         p.runs(cols, |lo, hi| self.write_words_from(src, lo, hi));
     }
 }
