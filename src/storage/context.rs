@@ -180,7 +180,7 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     }
 
     /// [`WorkerCtx::prefetch_cols`] of the whole row (its first four cache lines).
-    #[inline]
+    #[inline(always)]
     pub fn prefetch(&mut self, table: TableId, key: u64) {
         self.prefetch_cols(table, key, u64::MAX);
     }
@@ -189,7 +189,7 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     /// the columns `cols` (a hint, see `Worker::prefetch`). Inside a transaction attempt the row
     /// id is remembered for [`WorkerCtx::lookup`], so the operation that follows does not search
     /// the index again. Unknown tables and missing keys are ignored.
-    #[inline]
+    #[inline(always)]
     pub fn prefetch_cols(&mut self, table: TableId, key: u64, cols: Columns) {
         let Some(t) = self.storage.try_table(table) else { return };
         if let Some(rid) = t.index.get(key, &self.guard) {

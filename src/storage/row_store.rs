@@ -130,7 +130,7 @@ impl<R> RowRef<'_, R> {
 
     /// Hints the CPU to fetch the cache lines of the record's header and of the words of the
     /// columns `cols` (every column: the first four lines of the slot). Never faults.
-    #[inline]
+    #[inline(always)]
     pub fn prefetch(&self, p: &Projection, cols: Columns) {
         let header = (self.header as *const R).cast::<u8>();
         if p.is_whole(cols) {
@@ -218,21 +218,31 @@ impl<R> RowRef<'_, R> {
     }
 
     /// Copies the words of the columns in `cols` (see [`Projection`]) into `dst`.
-    #[inline]
+    #[inline(always)]
     pub fn read_cols_into(&self, dst: &mut [u8], p: &Projection, cols: Columns) {
         if p.is_whole(cols) {
             return self.read_into(dst);
         }
+        self.read_projected(dst, p, cols);
+    }
+
+    #[inline(never)]
+    fn read_projected(&self, dst: &mut [u8], p: &Projection, cols: Columns) {
         p.prepare(dst, cols);
         p.runs(cols, |lo, hi| self.read_words_into(dst, lo, hi));
     }
 
     /// Writes back the words of the columns in `cols` from `src`.
-    #[inline]
+    #[inline(always)]
     pub fn write_cols_from(&self, src: &[u8], p: &Projection, cols: Columns) {
         if p.is_whole(cols) {
             return self.write_from(src);
         }
+        self.write_projected(src, p, cols);
+    }
+
+    #[inline(never)]
+    fn write_projected(&self, src: &[u8], p: &Projection, cols: Columns) {
         p.runs(cols, |lo, hi| self.write_words_from(src, lo, hi));
     }
 }
