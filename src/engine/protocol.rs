@@ -19,6 +19,7 @@
 
 use super::database::Database;
 use super::driver::{self, RunConfig};
+use super::procedure::ALL_COLUMNS;
 use super::stats::WorkerStats;
 use super::workload::Workload;
 use crate::error::{Abort, Error};
@@ -115,13 +116,16 @@ pub trait Worker {
     /// keeps its timestamp across retries so old transactions eventually win).
     fn begin(&mut self, attempt: u32);
 
-    /// Reads `key`; `f` sees the row.
+    /// Reads `key`; `f` sees the row ([`Worker::read_cols`] of every column).
+    #[inline]
     fn read<T>(
         &mut self,
         table: TableId,
         key: u64,
         f: impl FnOnce(&[u8]) -> T,
-    ) -> Result<Option<T>, Abort>;
+    ) -> Result<Option<T>, Abort> {
+        self.read_cols(table, key, ALL_COLUMNS, f)
+    }
 
     /// Reads `key` announcing that it will be written (2PL takes the exclusive lock now).
     fn read_for_update<T>(
@@ -134,44 +138,40 @@ pub trait Worker {
     /// Overwrites the whole row of `key` without reading it. `Ok(false)` if `key` is absent.
     fn write(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort>;
 
-    /// Reads and modifies the row of `key` in place. `Ok(None)` if `key` is absent.
+    /// Reads and modifies the row of `key` in place ([`Worker::update_cols`] of every column).
+    /// `Ok(None)` if `key` is absent.
+    #[inline]
     fn update<T>(
         &mut self,
         table: TableId,
         key: u64,
         f: impl FnOnce(&mut [u8]) -> T,
-    ) -> Result<Option<T>, Abort>;
+    ) -> Result<Option<T>, Abort> {
+        self.update_cols(table, key, ALL_COLUMNS, f)
+    }
 
-    /// [`Worker::read`] of only the columns in `cols` (a mask over the table's declared columns):
-    /// `f` sees a whole-row slice in which only those columns' bytes are guaranteed. A protocol
-    /// that copies rows copies just the words they occupy (see `storage::projection`); the
-    /// default reads the whole row.
-    #[inline]
+    /// Reads the columns `cols` of `key` (a mask over the table's declared columns;
+    /// `ALL_COLUMNS` for the whole row): `f` sees a whole-row slice in which only those columns'
+    /// bytes are guaranteed. A protocol that copies rows copies just the words they occupy (see
+    /// `storage::projection`).
     fn read_cols<T>(
         &mut self,
         table: TableId,
         key: u64,
         cols: Columns,
         f: impl FnOnce(&[u8]) -> T,
-    ) -> Result<Option<T>, Abort> {
-        let _ = cols;
-        self.read(table, key, f)
-    }
+    ) -> Result<Option<T>, Abort>;
 
-    /// [`Worker::update`] touching only the columns in `cols`: `f` may read and change those
-    /// columns' bytes only (the others are unspecified and changes to them may be lost). The
-    /// default updates the whole row.
-    #[inline]
+    /// Reads and modifies the columns `cols` of `key` in place: `f` may read and change those
+    /// columns' bytes only (the others are unspecified and changes to them may be lost).
+    /// `Ok(None)` if `key` is absent.
     fn update_cols<T>(
         &mut self,
         table: TableId,
         key: u64,
         cols: Columns,
         f: impl FnOnce(&mut [u8]) -> T,
-    ) -> Result<Option<T>, Abort> {
-        let _ = cols;
-        self.update(table, key, f)
-    }
+    ) -> Result<Option<T>, Abort>;
 
     /// Inserts a new row. `Ok(false)` if `key` is present.
     fn insert(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort>;

@@ -1,7 +1,6 @@
 //! The `nocc` worker: direct reads and writes plus an undo log for user aborts.
 
 use super::record::NoccRecord;
-use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
 use crate::history::UNBORN;
@@ -71,16 +70,6 @@ impl Worker for NoccWorker<'_> {
     }
 
     #[inline]
-    fn read<T>(
-        &mut self,
-        t: TableId,
-        key: u64,
-        f: impl FnOnce(&[u8]) -> T,
-    ) -> Result<Option<T>, Abort> {
-        self.read_cols(t, key, ALL_COLUMNS, f)
-    }
-
-    #[inline]
     fn read_cols<T>(
         &mut self,
         t: TableId,
@@ -111,16 +100,6 @@ impl Worker for NoccWorker<'_> {
     fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
         check_len(table(self.ctx.storage, t)?, value)?;
         self.update(t, key, |row| row.copy_from_slice(value)).map(|r| r.is_some())
-    }
-
-    #[inline]
-    fn update<T>(
-        &mut self,
-        t: TableId,
-        key: u64,
-        f: impl FnOnce(&mut [u8]) -> T,
-    ) -> Result<Option<T>, Abort> {
-        self.update_cols(t, key, ALL_COLUMNS, f)
     }
 
     #[inline]

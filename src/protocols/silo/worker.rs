@@ -367,16 +367,6 @@ impl Worker for SiloWorker<'_> {
     }
 
     #[inline]
-    fn read<T>(
-        &mut self,
-        t: TableId,
-        key: u64,
-        f: impl FnOnce(&[u8]) -> T,
-    ) -> Result<Option<T>, Abort> {
-        self.read_cols(t, key, ALL_COLUMNS, f)
-    }
-
-    #[inline]
     fn read_cols<T>(
         &mut self,
         t: TableId,
@@ -451,16 +441,6 @@ impl Worker for SiloWorker<'_> {
         let off = self.arena.push(value);
         self.push_write(t, rid, key, WriteKind::Update, off);
         Ok(true)
-    }
-
-    #[inline]
-    fn update<T>(
-        &mut self,
-        t: TableId,
-        key: u64,
-        f: impl FnOnce(&mut [u8]) -> T,
-    ) -> Result<Option<T>, Abort> {
-        self.update_cols(t, key, ALL_COLUMNS, f)
     }
 
     #[inline]
