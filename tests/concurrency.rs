@@ -146,12 +146,12 @@ fn bank_is_serializable<P: Protocol + Default>(index: IndexKind) {
 /// finds. Two concurrent inserters that both see an empty range are a phantom. Keys repeat, so
 /// deleted rows are revived and reclaimed while scans run (this test found a double free in the
 /// reclaimer that made two keys share one record).
-fn scan_insert<P: Protocol + Default>(seed: u64, per_thread: u64) -> (u64, u64) {
+fn scan_insert<P: Protocol + Default>(seed: u64, per_thread: u64, index: IndexKind) -> (u64, u64) {
     const RANGES: u64 = 4;
     const WIDTH: u64 = 1000;
     let db = Database::with_options(
         P::default(),
-        &[TableSpec::new("r", 8, 0).with_capacity(1 << 16)],
+        &[TableSpec::new("r", 8, 0).with_capacity(1 << 16).with_index(index)],
         opts(),
     )
     .unwrap();
@@ -199,9 +199,9 @@ fn scan_insert<P: Protocol + Default>(seed: u64, per_thread: u64) -> (u64, u64) 
     (crowded_scans.into_inner(), worst)
 }
 
-fn scans_see_no_phantoms<P: Protocol + Default>() {
+fn scans_see_no_phantoms<P: Protocol + Default>(index: IndexKind) {
     for seed in 1..=3 {
-        let (crowded, worst) = scan_insert::<P>(seed, 1000);
+        let (crowded, worst) = scan_insert::<P>(seed, 1000, index);
         assert_eq!(
             crowded, 0,
             "a committed scan saw two rows in one range (seed {seed}, worst {worst})"
@@ -271,12 +271,15 @@ macro_rules! serializable_suite {
     ($($name:ident => $P:ty),* $(,)?) => {$(
         mod $name {
             type P = $P;
-            use txlab::storage::index::IndexKind::{Hash, Ordered};
+            use txlab::storage::index::IndexKind::{Dense, Hash, Ordered};
             #[test] fn bank_transfers_conserve_money_and_lose_no_update() { super::bank_is_serializable::<P>(Ordered) }
             #[test] fn bank_transfers_on_a_hash_index() { super::bank_is_serializable::<P>(Hash) }
-            #[test] fn scans_racing_inserts_see_no_phantoms() { super::scans_see_no_phantoms::<P>() }
+            #[test] fn bank_transfers_on_a_dense_index() { super::bank_is_serializable::<P>(Dense) }
+            #[test] fn scans_racing_inserts_see_no_phantoms() { super::scans_see_no_phantoms::<P>(Ordered) }
+            #[test] fn scans_racing_inserts_on_a_dense_index() { super::scans_see_no_phantoms::<P>(Dense) }
             #[test] fn absent_key_reads_are_protected_against_inserts() { super::absent_key_reads_are_protected::<P>(Ordered) }
             #[test] fn absent_key_reads_on_a_hash_index() { super::absent_key_reads_are_protected::<P>(Hash) }
+            #[test] fn absent_key_reads_on_a_dense_index() { super::absent_key_reads_are_protected::<P>(Dense) }
         }
     )*};
 }
@@ -300,7 +303,7 @@ fn nocc_is_caught_losing_updates_in_the_bank_test() {
 /// The positive control for the phantom tests.
 #[test]
 fn nocc_is_caught_with_phantoms() {
-    let (crowded, worst) = scan_insert::<txlab::protocols::nocc::Nocc>(1, 300);
+    let (crowded, worst) = scan_insert::<txlab::protocols::nocc::Nocc>(1, 300, IndexKind::Ordered);
     let pairs = absent_pairs::<txlab::protocols::nocc::Nocc>(1, 300, IndexKind::Hash);
     assert!(crowded > 0 || worst > 1, "nocc showed no phantom in the scan test");
     assert!(pairs > 0, "nocc showed no write skew over absent keys");

@@ -6,6 +6,7 @@
 //! unlinked) are passed in as closures.
 
 pub mod context;
+pub mod dense_index;
 pub mod epoch;
 pub mod hash_index;
 pub mod index;
