@@ -68,7 +68,7 @@ fn other_out_of_range_values_are_refused() {
     fails_with(
         &["run", "--preset", "e", "--index", "hash"],
         2,
-        "error: --scan-ratio above 0 needs --index ordered (a hash index cannot scan)",
+        "error: --scan-ratio above 0 needs --index ordered or dense (a hash index cannot scan)",
     );
 }
 

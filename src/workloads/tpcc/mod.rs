@@ -277,7 +277,10 @@ impl Tpcc {
                        rows: u64,
                        more: u64,
                        cols: Vec<(&'static str, usize, usize)>| {
+            // Keys of growing tables count up within a district (or a worker's history), so
+            // they fill the dense index's leaves; an insert is then one CAS.
             TableSpec::new(name, size, rows)
+                .with_index(IndexKind::Dense)
                 .with_capacity(rows.saturating_add(more).saturating_add(SLACK))
                 .with_columns(&cols)
         };
@@ -331,6 +334,8 @@ impl Tpcc {
                 growth.orders,
                 schema::order_customer::columns(),
             )
+            // Sparse keys (a customer's order ids are scattered): the radix tree.
+            .with_index(IndexKind::Ordered)
             .with_phantom_shift(32),
         ]
     }

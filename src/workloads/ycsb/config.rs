@@ -87,7 +87,7 @@ pub struct YcsbArgs {
     /// Key distribution [default: zipfian]
     #[arg(long, value_enum)]
     pub distribution: Option<Distribution>,
-    /// Index of the table [default: ordered]
+    /// Index of the table [default: dense]
     #[arg(long, value_enum)]
     pub index: Option<IndexKind>,
     /// Long-transaction delay: worker 0 spins this many microseconds at the end of every
@@ -211,10 +211,11 @@ impl YcsbArgs {
             )));
         }
         let max_scan = range("max-scan", self.max_scan.unwrap_or(100), 1, 1_000_000, "")? as usize;
-        let index = self.index.unwrap_or(IndexKind::Ordered);
+        let index = self.index.unwrap_or(IndexKind::Dense);
         if scan_ratio > 0.0 && index == IndexKind::Hash {
             return Err(Error::Config(
-                "--scan-ratio above 0 needs --index ordered (a hash index cannot scan)".into(),
+                "--scan-ratio above 0 needs --index ordered or dense (a hash index cannot scan)"
+                    .into(),
             ));
         }
         Ok(YcsbConfig {
@@ -269,6 +270,7 @@ impl YcsbConfig {
         let index = match self.index {
             IndexKind::Ordered => "ordered",
             IndexKind::Hash => "hash",
+            IndexKind::Dense => "dense",
         };
         s += &format!(", {dist} theta {}, {} B payload, {index} index", self.theta, self.payload);
         if !self.prefetch {
