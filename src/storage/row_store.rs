@@ -339,7 +339,21 @@ impl<R: RecordHeader> RowStore<R> {
         }
         let rid = RowId(cache.next);
         cache.next += 1;
+        if cache.next < cache.end {
+            // The next insert's slot: fetch its first line for writing now, so that the header
+            // store of that insert does not stall the index insert's atomic behind a miss.
+            prefetch_write(self.slot_ptr(RowId(cache.next)));
+        }
         Some(rid)
+    }
+
+    /// Address of `rid`'s slot, for prefetching only (near null if its segment does not exist).
+    #[inline(always)]
+    fn slot_ptr(&self, rid: RowId) -> *const u8 {
+        let seg = (rid.0 >> self.seg_shift) as usize;
+        let idx = (rid.0 & ((1u64 << self.seg_shift) - 1)) as usize;
+        let base = self.dir[seg].load(Ordering::Relaxed);
+        base.wrapping_add(idx * self.slot_size).cast_const()
     }
 
     /// The record at `rid`.
@@ -393,6 +407,18 @@ fn prefetch_line(addr: *const u8) {
     // address; the pointer is not dereferenced.
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
+/// Prefetches the cache line holding `addr` in anticipation of a write (a hint; any address).
+#[inline(always)]
+fn prefetch_write(addr: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as in `prefetch_line`: a hint that never faults and never changes memory.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(addr.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = addr;
