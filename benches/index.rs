@@ -1,9 +1,9 @@
 //! Index micro-benchmark behind the choice of indexes (see storage/index.rs): 1 M and 10 M `u64`
 //! keys inserted in shuffled order, then uniform random point lookups, 50-key range scans, and
-//! inserts into a loaded index, for txlab's dense index (`IndexKind::Dense`), scc::TreeIndex
-//! (`IndexKind::Ordered`, measured directly), txlab's own hash index and scc::HashIndex (the
-//! hash index it replaced). Dense inserts append (as TPC-C's and YCSB's do); the others insert
-//! scattered keys.
+//! inserts into a loaded index, for txlab's three kinds (dense, ordered = congee with guarded
+//! scans, hash), scc::TreeIndex (a sound ordered alternative, rejected for its slow range scans)
+//! and scc::HashIndex (the hash index txlab's replaced). Dense inserts append (as TPC-C's and
+//! YCSB's do); the others insert scattered keys.
 //!
 //! `cargo bench --bench index`
 
@@ -29,6 +29,7 @@ fn shuffled(n: u64) -> Vec<u64> {
 fn gets(c: &mut Criterion, n: u64, name: &str) {
     let g = pin();
     let dense = Index::new(IndexKind::Dense, 0);
+    let ordered = Index::new(IndexKind::Ordered, 0);
     let hash = Index::new(IndexKind::Hash, n as usize);
     let scc_hash = scc::HashIndex::<u64, u64, rustc_hash::FxBuildHasher>::with_capacity_and_hasher(
         n as usize,
@@ -37,6 +38,7 @@ fn gets(c: &mut Criterion, n: u64, name: &str) {
     let tree = scc::TreeIndex::<u64, u64>::new();
     for k in shuffled(n) {
         dense.insert_if_absent(k, RowId(k), &g).unwrap();
+        ordered.insert_if_absent(k, RowId(k), &g).unwrap();
         hash.insert_if_absent(k, RowId(k), &g).unwrap();
         scc_hash.insert_sync(k, k).unwrap();
         tree.insert_sync(k, k).unwrap();
@@ -45,6 +47,9 @@ fn gets(c: &mut Criterion, n: u64, name: &str) {
     let mut group = c.benchmark_group(name);
     group
         .bench_function("txlab_dense", |b| b.iter(|| black_box(dense.get(rng.next_u64() % n, &g))));
+    group.bench_function("txlab_ordered", |b| {
+        b.iter(|| black_box(ordered.get(rng.next_u64() % n, &g)))
+    });
     group.bench_function("scc_tree", |b| {
         b.iter(|| black_box(tree.peek_with(&(rng.next_u64() % n), |_, v| *v)))
     });
@@ -61,6 +66,7 @@ fn bench(c: &mut Criterion) {
     let keys = shuffled(N);
     let g = pin();
     let dense = Index::new(IndexKind::Dense, 0);
+    let ordered = Index::new(IndexKind::Ordered, 0);
     // Sized for the keys the insert benchmark adds, so its chains do not grow without bound.
     let hash = Index::new(IndexKind::Hash, 32 * N as usize);
     let tree = scc::TreeIndex::<u64, u64>::new();
@@ -70,6 +76,7 @@ fn bench(c: &mut Criterion) {
     );
     for &k in &keys {
         dense.insert_if_absent(k, RowId(k), &g).unwrap();
+        ordered.insert_if_absent(k, RowId(k), &g).unwrap();
         hash.insert_if_absent(k, RowId(k), &g).unwrap();
         tree.insert_sync(k, k).unwrap();
         scc_hash.insert_sync(k, k).unwrap();
@@ -82,6 +89,13 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let lo = rng.next_u64() % N;
             dense.scan(lo, u64::MAX, 50, &mut buf, &g);
+            black_box(buf.len())
+        })
+    });
+    group.bench_function("txlab_ordered", |b| {
+        b.iter(|| {
+            let lo = rng.next_u64() % N;
+            ordered.scan(lo, u64::MAX, 50, &mut buf, &g);
             black_box(buf.len())
         })
     });
@@ -101,6 +115,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             append += 1;
             dense.insert_if_absent(append, RowId(append), &g)
+        })
+    });
+    group.bench_function("txlab_ordered", |b| {
+        b.iter(|| {
+            next += 1;
+            ordered.insert_if_absent(next.wrapping_mul(0x9E37_79B9) % (N * 1000), RowId(next), &g)
         })
     });
     group.bench_function("scc_tree", |b| {

@@ -1,10 +1,10 @@
-//! Primary indexes: `u64` key -> [`RowId`], ordered or hashed, from well-kept crates.
+//! Primary indexes: `u64` key -> [`RowId`], ordered, dense or hashed.
 //!
 //! * `Ordered` is `congee` (an adaptive radix tree with optimistic lock coupling) behind a scan
 //!   guard ([`ArtIndex`]). congee's point operations are sound under concurrency, but its range
 //!   scans miss present keys while keys sharing their nodes are inserted or removed
 //!   (`concurrent_tests::*_keeps_owned_keys_under_concurrency` catches that in a fraction of a
-//!   second; the crate's issue #5 says its scan is "neither sound nor complete"), and a scan that
+//!   second; the crate's issue #5 acknowledges that its range scan is unsound), and a scan that
 //!   misses a committed row breaks serializability without any validation noticing. So a scan
 //!   runs only while no insert or remove is in flight on that index (writers count themselves in
 //!   and out; a scan that overlapped one retries, and after a few tries holds new writers off).
@@ -100,8 +100,7 @@ impl ScanBuf {
 
 /// A table's primary index.
 pub enum Index {
-    /// See module docs.
-    /// Boxed: its padded counters would make every index as large.
+    /// See module docs (boxed: its padded counters would make every index as large).
     Ordered(Box<ArtIndex>),
     /// See module docs.
     Hash(HashIndex),
