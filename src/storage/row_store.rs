@@ -137,7 +137,7 @@ impl<R> RowRef<'_, R> {
             let end = self.words.as_ptr_range().end.cast::<u8>();
             let lines = ((end as usize - header as usize).div_ceil(64)).min(4);
             for i in 0..lines {
-                prefetch_line(header.wrapping_add(i * 64));
+                prefetch_line::<false>(header.wrapping_add(i * 64));
             }
             return;
         }
@@ -146,14 +146,14 @@ impl<R> RowRef<'_, R> {
 
     #[inline(never)]
     fn prefetch_projected(&self, p: &Projection, cols: Columns) {
-        prefetch_line((self.header as *const R).cast::<u8>());
+        prefetch_line::<false>((self.header as *const R).cast::<u8>());
         let words = self.words.as_ptr().cast::<u8>();
         p.runs(cols, |lo, hi| {
             // Every line from the one holding word `lo` to the one holding word `hi - 1`.
             let (first, last) = (words.wrapping_add(lo * 8), words.wrapping_add(hi * 8 - 1));
             let mut line = first as usize & !63;
             while line <= last as usize {
-                prefetch_line(first.wrapping_add(line.wrapping_sub(first as usize)));
+                prefetch_line::<false>(first.wrapping_add(line.wrapping_sub(first as usize)));
                 line += 64;
             }
         });
@@ -342,7 +342,7 @@ impl<R: RecordHeader> RowStore<R> {
         if cache.next < cache.end {
             // The next insert's slot: fetch its first line for writing now, so that the header
             // store of that insert does not stall the index insert's atomic behind a miss.
-            prefetch_write(self.slot_ptr(RowId(cache.next)));
+            prefetch_line::<true>(self.slot_ptr(RowId(cache.next)));
         }
         Some(rid)
     }
@@ -399,26 +399,20 @@ impl<R: RecordHeader> Drop for RowStore<R> {
     }
 }
 
-/// Prefetches the cache line holding `addr` into all cache levels (a hint; any address).
+/// Prefetches the cache line holding `addr` into all cache levels, in anticipation of a write
+/// when `FOR_WRITE` (a hint; any address).
 #[inline(always)]
-fn prefetch_line(addr: *const u8) {
+fn prefetch_line<const FOR_WRITE: bool>(addr: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `_mm_prefetch` is a hint that never faults and never changes memory, whatever the
     // address; the pointer is not dereferenced.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
-}
-
-/// Prefetches the cache line holding `addr` in anticipation of a write (a hint; any address).
-#[inline(always)]
-fn prefetch_write(addr: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: as in `prefetch_line`: a hint that never faults and never changes memory.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(addr.cast());
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0, _MM_HINT_T0};
+        if FOR_WRITE {
+            _mm_prefetch::<_MM_HINT_ET0>(addr.cast());
+        } else {
+            _mm_prefetch::<_MM_HINT_T0>(addr.cast());
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = addr;
