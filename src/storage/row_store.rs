@@ -340,9 +340,13 @@ impl<R: RecordHeader> RowStore<R> {
         let rid = RowId(cache.next);
         cache.next += 1;
         if cache.next < cache.end {
-            // The next insert's slot: fetch its first line for writing now, so that the header
-            // store of that insert does not stall the index insert's atomic behind a miss.
-            prefetch_line::<true>(self.slot_ptr(RowId(cache.next)));
+            // The next insert's slot: fetch its lines (at most four) for writing now, so that
+            // the header and payload stores of that insert do not fill the store buffer with
+            // misses and stall the index insert's atomic behind them.
+            let slot = self.slot_ptr(RowId(cache.next));
+            for i in 0..(self.slot_size / CACHE_LINE).min(4) {
+                prefetch_line::<true>(slot.wrapping_add(i * CACHE_LINE));
+            }
         }
         Some(rid)
     }
