@@ -67,6 +67,13 @@ impl RowState {
         debug_assert!(stamp < 1 << (64 - STAMP_SHIFT));
         self.0.swap((stamp << STAMP_SHIFT) | s, Ordering::AcqRel) >> STAMP_SHIFT
     }
+    /// Initialises the word of a record no other thread can reach yet (a fresh or reclaimed slot
+    /// before its index entry publishes it): state `s`, stamp [`UNBORN`]. A plain store: the
+    /// index insert that publishes the record orders it (Release).
+    #[inline]
+    pub fn init(&self, s: u64) {
+        self.0.store(((UNBORN as u64) << STAMP_SHIFT) | s, Ordering::Relaxed);
+    }
     /// Restores the stamp, keeping the state (undoing an in-place update).
     #[inline]
     pub fn restore_stamp(&self, stamp: u64) {

@@ -3,7 +3,6 @@
 use super::record::NoccRecord;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
-use crate::history::UNBORN;
 use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{
@@ -120,45 +119,46 @@ impl Worker for NoccWorker<'_> {
     fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
-        loop {
-            if let Some(rid) = tbl.index.get(key, &self.ctx.guard) {
-                let row = tbl.rows.get(rid);
-                return match row.header.state.get() {
-                    PRESENT => {
-                        row.header.state.note_read(&mut self.ctx.history, t.0, key);
-                        Ok(false)
-                    }
-                    UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
-                    _ => {
-                        let (scratch, arena) = (&mut self.scratch, &mut self.arena);
-                        revive_in_place(
-                            &mut self.ctx,
-                            tbl,
-                            rid,
-                            key,
-                            value,
-                            scratch,
-                            arena,
-                            &mut self.undo,
-                        );
-                        tbl.buckets.bump(key);
-                        Ok(true)
-                    }
-                };
-            }
-            let rid = self.ctx.alloc(t)?;
-            let row = tbl.rows.get(rid);
-            row.write_from(value);
-            row.header.state.set_versioned(PRESENT, UNBORN as u64);
-            if tbl.index.insert_if_absent(key, rid, &self.ctx.guard).is_ok() {
+        // Insert first, as Silo does: one index traversal when the key is new (the common case)
+        // instead of a lookup and then an insert.
+        let rid = self.ctx.alloc(t)?;
+        let row = tbl.rows.get(rid);
+        row.write_from(value);
+        row.header.state.init(PRESENT);
+        let existing = match tbl.index.insert_if_absent(key, rid, &self.ctx.guard) {
+            Ok(()) => {
                 let h = &mut self.ctx.history;
                 let prev = row.header.state.install(h, t.0, key, PRESENT, true);
                 self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Insert, prev });
                 tbl.buckets.bump(key);
                 return Ok(true);
             }
-            row.header.state.set(ABSENT);
-            self.ctx.caches[t.index()].release(rid);
+            Err(existing) => existing,
+        };
+        row.header.state.init(ABSENT);
+        self.ctx.caches[t.index()].release(rid);
+        let row = tbl.rows.get(existing);
+        match row.header.state.get() {
+            PRESENT => {
+                row.header.state.note_read(&mut self.ctx.history, t.0, key);
+                Ok(false)
+            }
+            UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
+            _ => {
+                let (scratch, arena) = (&mut self.scratch, &mut self.arena);
+                revive_in_place(
+                    &mut self.ctx,
+                    tbl,
+                    existing,
+                    key,
+                    value,
+                    scratch,
+                    arena,
+                    &mut self.undo,
+                );
+                tbl.buckets.bump(key);
+                Ok(true)
+            }
         }
     }
 

@@ -4,7 +4,6 @@ use super::record::{TwoPlRecord, TS_MASK, WRITER};
 use super::LockPolicy;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
-use crate::history::UNBORN;
 use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{
@@ -293,48 +292,49 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
         self.hold_insert(tbl, key)?;
-        loop {
-            if let Some(rid) = tbl.index.get(key, &self.ctx.guard) {
-                self.lock(tbl, rid, true)?;
-                let row = tbl.rows.get(rid);
-                return match row.header.state.get() {
-                    PRESENT => {
-                        row.header.state.note_read(&mut self.ctx.history, t.0, key);
-                        Ok(false)
-                    }
-                    UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
-                    _ => {
-                        let (scratch, arena) = (&mut self.scratch, &mut self.arena);
-                        revive_in_place(
-                            &mut self.ctx,
-                            tbl,
-                            rid,
-                            key,
-                            value,
-                            scratch,
-                            arena,
-                            &mut self.undo,
-                        );
-                        Ok(true)
-                    }
-                };
-            }
-            let rid = self.ctx.alloc(t)?;
-            let row = tbl.rows.get(rid);
-            // Published already locked by us; the index insert below publishes it (Release).
-            row.header.lock.store(WRITER | self.ts, Ordering::Relaxed);
-            row.write_from(value);
-            row.header.state.set_versioned(PRESENT, UNBORN as u64);
-            if tbl.index.insert_if_absent(key, rid, &self.ctx.guard).is_ok() {
+        // Insert first, as Silo does: one index traversal when the key is new (the common case)
+        // instead of a lookup and then an insert.
+        let rid = self.ctx.alloc(t)?;
+        let row = tbl.rows.get(rid);
+        // Published already locked by us; the index insert below publishes it (Release).
+        row.header.lock.store(WRITER | self.ts, Ordering::Relaxed);
+        row.write_from(value);
+        row.header.state.init(PRESENT);
+        let existing = match tbl.index.insert_if_absent(key, rid, &self.ctx.guard) {
+            Ok(()) => {
                 self.held.insert((t.0, rid.0), self.locks.len());
                 self.locks.push(Held { table: t, rid, exclusive: true });
                 let prev = row.header.state.install(&mut self.ctx.history, t.0, key, PRESENT, true);
                 self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Insert, prev });
                 return Ok(true);
             }
-            row.header.state.set(ABSENT);
-            row.header.unlock_write();
-            self.ctx.caches[t.index()].release(rid);
+            Err(existing) => existing,
+        };
+        row.header.state.init(ABSENT);
+        row.header.unlock_write();
+        self.ctx.caches[t.index()].release(rid);
+        self.lock(tbl, existing, true)?;
+        let row = tbl.rows.get(existing);
+        match row.header.state.get() {
+            PRESENT => {
+                row.header.state.note_read(&mut self.ctx.history, t.0, key);
+                Ok(false)
+            }
+            UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
+            _ => {
+                let (scratch, arena) = (&mut self.scratch, &mut self.arena);
+                revive_in_place(
+                    &mut self.ctx,
+                    tbl,
+                    existing,
+                    key,
+                    value,
+                    scratch,
+                    arena,
+                    &mut self.undo,
+                );
+                Ok(true)
+            }
         }
     }
 
