@@ -14,15 +14,28 @@ use crate::storage::projection::Columns;
 const COLLECT_EVERY: u32 = 64;
 /// Queue length that triggers a reclamation pass at every begin.
 const COLLECT_BACKLOG: usize = 4096;
-/// Row ids remembered from prefetches per transaction attempt.
-const MAX_HINTS: usize = 32;
+/// Slots of the hint table (a power of two): row ids remembered from prefetches per attempt.
+const HINT_SLOTS: usize = 64;
+/// Slots a hint may be placed in (linear probing from its home slot); if all are taken by
+/// other keys of this attempt, the hint is dropped and the operation searches the index.
+const HINT_PROBES: usize = 4;
+/// A `Hint::table` no key has: a forgotten hint, which lookups probe past.
+const FORGOTTEN: u32 = u32::MAX;
 
-/// A row id that `prefetch` found for a key in the running attempt.
+/// A row id that `prefetch` found for a key in the attempt numbered `attempt`.
 #[derive(Clone, Copy, Default)]
 struct Hint {
+    attempt: u32,
     table: u32,
     key: u64,
     rid: u64,
+}
+
+/// The home slot of `key` of `table` in the hint table.
+#[inline(always)]
+fn hint_slot(table: u32, key: u64) -> usize {
+    let h = (key ^ u64::from(table).rotate_left(40)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> (64 - HINT_SLOTS.trailing_zeros())) as usize
 }
 
 /// A worker thread's storage-side state. Not `Send`: it belongs to the thread that created it.
@@ -44,9 +57,11 @@ pub struct WorkerCtx<'db, R: RecordHeader> {
     since_collect: u32,
     /// Whether a transaction attempt is running (between `enter` and `exit`).
     in_txn: bool,
-    /// Row ids found by `prefetch` in this attempt; see [`WorkerCtx::lookup`].
-    hints: [Hint; MAX_HINTS],
-    n_hints: usize,
+    /// Row ids found by `prefetch`, direct-mapped by key; entries of earlier attempts (another
+    /// `attempt` number) are empty. See [`WorkerCtx::lookup`].
+    hints: Box<[Hint; HINT_SLOTS]>,
+    /// The running attempt's number in `hints` (never 0, which marks a never-used slot).
+    attempt: u32,
     /// The history recorder, when the database records histories. Protocols report reads,
     /// writes and range reads here; attempts begin and end with `enter` and `exit`.
     pub history: Option<Recorder>,
@@ -71,8 +86,8 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             epoch: 0,
             since_collect: 0,
             in_txn: false,
-            hints: [Hint::default(); MAX_HINTS],
-            n_hints: 0,
+            hints: Box::new([Hint::default(); HINT_SLOTS]),
+            attempt: 1,
             history: storage.history().map(|s| s.recorder()),
         })
     }
@@ -84,7 +99,7 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         self.guard.repin();
         self.epoch = self.storage.epochs().enter(self.slot);
         self.in_txn = true;
-        self.n_hints = 0;
+        self.forget_hints();
         if let Some(h) = &mut self.history {
             h.begin();
         }
@@ -107,7 +122,7 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     #[inline]
     pub fn exit(&mut self) {
         self.in_txn = false;
-        self.n_hints = 0;
+        self.forget_hints();
         if let Some(h) = &mut self.history {
             h.end();
         }
@@ -123,12 +138,37 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     /// looks again (the key may have been inserted anew under another row).
     #[inline]
     pub fn lookup(&self, table: &Table<R>, key: u64) -> Option<RowId> {
-        for h in &self.hints[..self.n_hints] {
-            if h.key == key && h.table == table.id.0 {
-                return Some(RowId(h.rid));
+        match self.hint(table.id.0, key) {
+            Some(i) => Some(RowId(self.hints[i].rid)),
+            None => table.index.get(key, &self.guard),
+        }
+    }
+
+    /// The hint table slot holding this attempt's hint for `key`, if any.
+    #[inline]
+    fn hint(&self, table: u32, key: u64) -> Option<usize> {
+        let home = hint_slot(table, key);
+        for p in 0..HINT_PROBES {
+            let i = (home + p) & (HINT_SLOTS - 1);
+            let h = &self.hints[i];
+            if h.attempt != self.attempt {
+                return None;
+            }
+            if h.key == key && h.table == table {
+                return Some(i);
             }
         }
-        table.index.get(key, &self.guard)
+        None
+    }
+
+    /// Empties the hint table: a new attempt number (slots are cleared only when it wraps).
+    #[inline]
+    fn forget_hints(&mut self) {
+        self.attempt = self.attempt.wrapping_add(1);
+        if self.attempt == 0 {
+            self.hints.fill(Hint::default());
+            self.attempt = 1;
+        }
     }
 
     /// Ends a range scan: gives the scan buffer back and, when the scan succeeded and histories
@@ -145,10 +185,9 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     /// Drops the hint for `key` (its row was found unlinked).
     #[inline]
     pub fn forget(&mut self, table: TableId, key: u64) {
-        let n = self.n_hints;
-        if let Some(i) = self.hints[..n].iter().position(|h| h.key == key && h.table == table.0) {
-            self.hints[i] = self.hints[n - 1];
-            self.n_hints = n - 1;
+        if let Some(i) = self.hint(table.0, key) {
+            // Still this attempt's slot, so that lookups of keys placed after it probe on.
+            self.hints[i].table = FORGOTTEN;
         }
     }
 
@@ -193,11 +232,24 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     pub fn prefetch_cols(&mut self, table: TableId, key: u64, cols: Columns) {
         let Some(t) = self.storage.try_table(table) else { return };
         if let Some(rid) = t.index.get(key, &self.guard) {
-            if self.in_txn && self.n_hints < MAX_HINTS {
-                self.hints[self.n_hints] = Hint { table: table.0, key, rid: rid.0 };
-                self.n_hints += 1;
+            if self.in_txn {
+                self.remember(table.0, key, rid);
             }
             t.rows.get(rid).prefetch(&t.projection, cols);
+        }
+    }
+
+    /// Puts a hint in the first of `key`'s probe slots that is free or already holds `key`.
+    #[inline]
+    fn remember(&mut self, table: u32, key: u64, rid: RowId) {
+        let home = hint_slot(table, key);
+        for p in 0..HINT_PROBES {
+            let i = (home + p) & (HINT_SLOTS - 1);
+            let h = &mut self.hints[i];
+            if h.attempt != self.attempt || (h.key == key && h.table == table) {
+                *h = Hint { attempt: self.attempt, table, key, rid: rid.0 };
+                return;
+            }
         }
     }
 
@@ -217,5 +269,98 @@ impl<R: RecordHeader> Drop for WorkerCtx<'_, R> {
         }
         self.storage.leave(&mut self.reclaimer, &mut self.caches);
         self.storage.epochs().unregister(self.slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{IndexKind, TableSpec};
+    use std::sync::atomic::AtomicU64;
+    use std::time::Duration;
+
+    struct Hdr(AtomicU64);
+    // SAFETY: a single atomic: zero is valid, no Drop, align 8.
+    unsafe impl RecordHeader for Hdr {}
+
+    /// Two tables whose key `k` maps to row `k + 1000 * table` (so a hint of the wrong table
+    /// or key shows up as a wrong row id).
+    fn storage() -> Storage<Hdr> {
+        let specs: Vec<TableSpec> = ["a", "b"]
+            .iter()
+            .map(|n| TableSpec::new(*n, 8, 4096).with_index(IndexKind::Hash))
+            .collect();
+        let s = Storage::new(&specs, 2, Duration::from_millis(10)).unwrap();
+        for t in s.tables() {
+            // Slots for every row id the keys map to (prefetches touch the rows).
+            let mut cache = SlotCache::default();
+            while t.rows.alloc(&mut cache).is_some_and(|r| r.0 < 1500) {}
+            for k in 0..500u64 {
+                let rid = RowId(k + 1000 * u64::from(t.id.0));
+                t.index.insert_if_absent(k, rid, &pin()).unwrap();
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn hints_answer_for_their_own_key_and_attempt_only() {
+        let s = storage();
+        let (a, b) = (&s.tables()[0], &s.tables()[1]);
+        let mut ctx = WorkerCtx::new(&s).unwrap();
+        ctx.enter(|_| Unlink::Gone);
+        // More keys than the table has slots, in both tables: some hints are dropped, and a
+        // lookup must then fall back to the index, never answer with another key's row.
+        for k in 0..100 {
+            ctx.prefetch(a.id, k);
+            ctx.prefetch(b.id, k);
+        }
+        // Hints outlive index changes within the attempt: remove two keys from the index.
+        assert!(a.index.remove_if(7, RowId(7), &ctx.guard));
+        assert!(a.index.remove_if(8, RowId(8), &ctx.guard));
+        let hinted = |ctx: &WorkerCtx<'_, Hdr>, k| ctx.hint(0, k).is_some();
+        assert!(hinted(&ctx, 7) || hinted(&ctx, 8), "at least one of two early keys is hinted");
+        for k in 0..100u64 {
+            let expect_a =
+                if (k == 7 || k == 8) && !hinted(&ctx, k) { None } else { Some(RowId(k)) };
+            assert_eq!(ctx.lookup(a, k), expect_a, "table a key {k}");
+            assert_eq!(ctx.lookup(b, k), Some(RowId(k + 1000)), "table b key {k}");
+        }
+        ctx.forget(a.id, 7);
+        ctx.forget(a.id, 8);
+        assert_eq!((ctx.lookup(a, 7), ctx.lookup(a, 8)), (None, None), "forgotten: index only");
+        // Keys probed past a forgotten slot are still found.
+        for k in 0..100u64 {
+            if k != 7 && k != 8 {
+                assert_eq!(ctx.lookup(a, k), Some(RowId(k)));
+            }
+        }
+        ctx.exit();
+        a.index.insert_if_absent(9, RowId(0), &ctx.guard).unwrap_err();
+        assert!(a.index.remove_if(9, RowId(9), &ctx.guard));
+        ctx.enter(|_| Unlink::Gone);
+        assert_eq!(ctx.lookup(a, 9), None, "a new attempt starts with no hints");
+        ctx.exit();
+    }
+
+    #[test]
+    fn attempt_numbers_wrap_without_reviving_old_hints() {
+        let s = storage();
+        let a = &s.tables()[0];
+        let mut ctx = WorkerCtx::new(&s).unwrap();
+        ctx.enter(|_| Unlink::Gone);
+        let stale = ctx.attempt;
+        ctx.prefetch(a.id, 3);
+        assert!(ctx.hint(0, 3).is_some());
+        ctx.exit();
+        assert!(a.index.remove_if(3, RowId(3), &ctx.guard));
+        // Run the attempt counter round until the next attempt has the stale hint's number.
+        ctx.attempt = u32::MAX - 1;
+        ctx.enter(|_| Unlink::Gone);
+        ctx.exit();
+        ctx.enter(|_| Unlink::Gone);
+        assert_eq!(ctx.attempt, stale);
+        assert_eq!(ctx.lookup(a, 3), None, "the wrap cleared the table");
+        ctx.exit();
     }
 }
