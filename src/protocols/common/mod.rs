@@ -52,38 +52,52 @@ impl SpinWait {
 /// A byte arena for buffered values and before-images. Cleared per transaction; keeps capacity.
 #[derive(Default)]
 pub struct Arena {
+    /// Only grows: bytes past `len` hold what earlier transactions left, and are reused.
     bytes: Vec<u8>,
+    len: usize,
 }
 
 impl Arena {
+    /// Makes room for `n` more bytes; returns their offset.
+    #[inline]
+    fn grow(&mut self, n: usize) -> usize {
+        let off = self.len;
+        self.len += n;
+        if self.len > self.bytes.len() {
+            self.bytes.resize(self.len, 0);
+        }
+        off
+    }
     /// Appends `value`; returns its offset.
     #[inline]
     pub fn push(&mut self, value: &[u8]) -> u32 {
-        let off = self.bytes.len();
-        self.bytes.extend_from_slice(value);
+        let off = self.grow(value.len());
+        self.bytes[off..off + value.len()].copy_from_slice(value);
         off as u32
     }
-    /// Appends `len` zero bytes; returns the offset.
+    /// Appends `len` bytes holding whatever an earlier transaction left there (zeroes the first
+    /// time); returns the offset. For buffers the caller fills before it reads them, such as a
+    /// projected copy whose undeclared columns nothing reads: no zeroing on the hot path.
     #[inline]
-    pub fn push_zeroed(&mut self, len: usize) -> u32 {
-        let off = self.bytes.len();
-        self.bytes.resize(off + len, 0);
-        off as u32
+    pub fn push_reused(&mut self, len: usize) -> u32 {
+        self.grow(len) as u32
     }
     /// The bytes at `off..off+len`.
     #[inline]
     pub fn get(&self, off: u32, len: usize) -> &[u8] {
+        debug_assert!(off as usize + len <= self.len);
         &self.bytes[off as usize..off as usize + len]
     }
     /// The bytes at `off..off+len`, mutable.
     #[inline]
     pub fn get_mut(&mut self, off: u32, len: usize) -> &mut [u8] {
+        debug_assert!(off as usize + len <= self.len);
         &mut self.bytes[off as usize..off as usize + len]
     }
-    /// Empties the arena.
+    /// Empties the arena (keeping its memory).
     #[inline]
     pub fn clear(&mut self) {
-        self.bytes.clear();
+        self.len = 0;
     }
 }
 

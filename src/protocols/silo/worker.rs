@@ -65,7 +65,11 @@ pub struct SiloWorker<'db> {
     scratch: Scratch,
     /// The last TID this worker committed with.
     last_tid: Tid,
-    /// Write-set entries locked so far during commit (in sorted order).
+    /// The write-set entries commit locks (all but our own inserts), as indexes into `writes`
+    /// in (table, row) order: sorting these few-byte indexes is cheaper than sorting the
+    /// entries themselves.
+    lock_order: Vec<u32>,
+    /// How many of `lock_order` are locked so far during commit.
     locked: usize,
     active: bool,
     /// Bit `t` set: the write set may hold rows of table `t` (tables 64 and up share bit 63).
@@ -97,6 +101,7 @@ impl<'db> SiloWorker<'db> {
             arena: Arena::default(),
             scratch: Scratch::default(),
             last_tid: Tid(0),
+            lock_order: Vec::new(),
             locked: 0,
             active: false,
             written: 0,
@@ -272,25 +277,34 @@ impl<'db> SiloWorker<'db> {
         self.writes.clear();
         self.phantoms.clear();
         self.arena.clear();
+        self.lock_order.clear();
         self.locked = 0;
         self.active = false;
         self.written = 0;
         self.ctx.exit();
     }
 
-    /// Phase 1: lock the write set in (table, row) order.
+    /// Phase 1: lock the write set in (table, row) order. Our inserts were locked when they
+    /// were made (a record nobody else could hold) and are not locked again.
     fn lock_write_set(&mut self) -> Result<(), Abort> {
-        self.writes.sort_unstable_by_key(|w| (w.table, w.rid));
         let storage = self.ctx.storage;
-        for i in 0..self.writes.len() {
+        let mut order = std::mem::take(&mut self.lock_order);
+        order.clear();
+        for (i, w) in self.writes.iter_mut().enumerate() {
+            if matches!(w.kind, WriteKind::Insert | WriteKind::InsertDeleted) {
+                let rec = storage.table(w.table).rows.get(w.rid).header;
+                w.locked_tid = rec.load().without(Tid::LOCK);
+            } else {
+                order.push(i as u32);
+            }
+        }
+        let writes = &self.writes;
+        order.sort_unstable_by_key(|&i| (writes[i as usize].table, writes[i as usize].rid));
+        self.lock_order = order;
+        for n in 0..self.lock_order.len() {
+            let i = self.lock_order[n] as usize;
             let w = self.writes[i];
             let rec = storage.table(w.table).rows.get(w.rid).header;
-            if matches!(w.kind, WriteKind::Insert | WriteKind::InsertDeleted) {
-                // Locked since the insert.
-                self.writes[i].locked_tid = rec.load().without(Tid::LOCK);
-                self.locked = i + 1;
-                continue;
-            }
             let mut spin = SpinWait::default();
             let cur = loop {
                 let cur = rec.load();
@@ -299,7 +313,7 @@ impl<'db> SiloWorker<'db> {
                 }
                 spin.spin();
             };
-            self.locked = i + 1;
+            self.locked = n + 1;
             self.writes[i].locked_tid = cur;
             let ok = match w.kind {
                 // The record must still be present (a concurrent delete committed otherwise).
@@ -342,10 +356,9 @@ impl<'db> SiloWorker<'db> {
     fn rollback(&mut self) {
         let storage = self.ctx.storage;
         // Commit-time locks, restored to the TID they had.
-        for w in &self.writes[..self.locked] {
-            if !matches!(w.kind, WriteKind::Insert | WriteKind::InsertDeleted) {
-                storage.table(w.table).rows.get(w.rid).header.store(w.locked_tid);
-            }
+        for &i in &self.lock_order[..self.locked] {
+            let w = &self.writes[i as usize];
+            storage.table(w.table).rows.get(w.rid).header.store(w.locked_tid);
         }
         // Our inserts stay in the index as absent records: unlock them and let the GC unlink them.
         for i in 0..self.writes.len() {
@@ -461,7 +474,7 @@ impl Worker for SiloWorker<'_> {
                 }
                 return Ok(Some(f(self.buffered(i, tbl, cols)?)));
             }
-            let off = self.arena.push_zeroed(len);
+            let off = self.arena.push_reused(len);
             let buf = self.arena.get_mut(off, len);
             match Self::stable_read(tbl.rows.get(rid), buf, &tbl.projection, cols) {
                 Stable::Present(tid) => {
