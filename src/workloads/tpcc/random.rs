@@ -181,4 +181,15 @@ mod tests {
         }
         assert!((800..1200).contains(&original), "{original} of 10000 hold ORIGINAL");
     }
+
+    #[test]
+    fn original_is_found_anywhere_and_only_whole() {
+        assert!(has_original(b"ORIGINAL"));
+        assert!(has_original(b"abcORIGINAL"));
+        assert!(has_original(b"ORIGINALxyz"));
+        assert!(has_original(b"aORIGINALORIGINAb"));
+        assert!(!has_original(b"ORIGINA"));
+        assert!(!has_original(b"ORIGINAxL ORIGINAl RIGINAL"));
+        assert!(!has_original(b""));
+    }
 }
