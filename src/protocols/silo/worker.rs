@@ -18,6 +18,10 @@ struct ReadEntry {
     table: TableId,
     rid: RowId,
     tid: Tid,
+    /// Pushed together with a write-set entry for the same row (an update, revive or delete
+    /// reads what it replaces): a lock validation finds on the row is our own, and needs no
+    /// search of the write set. Other reads of rows we write are found by that search.
+    mine: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -340,7 +344,7 @@ impl<'db> SiloWorker<'db> {
             if cur.without(Tid::LOCK) != r.tid {
                 return Err(Abort::new(AbortReason::ReadValidation));
             }
-            if cur.is_locked() && self.find_write(r.table, r.rid).is_none() {
+            if cur.is_locked() && !r.mine && self.find_write(r.table, r.rid).is_none() {
                 return Err(Abort::new(AbortReason::ReadValidation));
             }
         }
@@ -400,13 +404,13 @@ impl Worker for SiloWorker<'_> {
             let buf = self.scratch.get(len);
             match Self::stable_read(tbl.rows.get(rid), buf, &tbl.projection, cols) {
                 Stable::Present(tid) => {
-                    self.reads.push(ReadEntry { table: t, rid, tid });
+                    self.reads.push(ReadEntry { table: t, rid, tid, mine: false });
                     note_read(&mut self.ctx.history, t, key, rid, tid);
                     return Ok(Some(f(buf)));
                 }
                 Stable::Absent(tid) if tid.is_unlinked() => self.relookup(t, key),
                 Stable::Absent(tid) => {
-                    self.reads.push(ReadEntry { table: t, rid, tid });
+                    self.reads.push(ReadEntry { table: t, rid, tid, mine: false });
                     note_read(&mut self.ctx.history, t, key, rid, tid);
                     return Ok(None);
                 }
@@ -446,7 +450,7 @@ impl Worker for SiloWorker<'_> {
             self.relookup(t, key);
         };
         if tid.is_absent() {
-            self.reads.push(ReadEntry { table: t, rid, tid });
+            self.reads.push(ReadEntry { table: t, rid, tid, mine: false });
             note_read(&mut self.ctx.history, t, key, rid, tid);
             return Ok(false);
         }
@@ -478,7 +482,7 @@ impl Worker for SiloWorker<'_> {
             let buf = self.arena.get_mut(off, len);
             match Self::stable_read(tbl.rows.get(rid), buf, &tbl.projection, cols) {
                 Stable::Present(tid) => {
-                    self.reads.push(ReadEntry { table: t, rid, tid });
+                    self.reads.push(ReadEntry { table: t, rid, tid, mine: true });
                     note_read(&mut self.ctx.history, t, key, rid, tid);
                     let out = f(self.arena.get_mut(off, len));
                     self.push_write_cols(t, rid, key, WriteKind::Update, off, cols);
@@ -486,7 +490,7 @@ impl Worker for SiloWorker<'_> {
                 }
                 Stable::Absent(tid) if tid.is_unlinked() => self.relookup(t, key),
                 Stable::Absent(tid) => {
-                    self.reads.push(ReadEntry { table: t, rid, tid });
+                    self.reads.push(ReadEntry { table: t, rid, tid, mine: false });
                     note_read(&mut self.ctx.history, t, key, rid, tid);
                     return Ok(None);
                 }
@@ -544,7 +548,7 @@ impl Worker for SiloWorker<'_> {
                 if tid.is_absent() {
                     continue;
                 }
-                self.reads.push(ReadEntry { table: t, rid, tid });
+                self.reads.push(ReadEntry { table: t, rid, tid, mine: false });
                 note_read(&mut self.ctx.history, t, key, rid, tid);
                 return Ok(false);
             }
@@ -553,7 +557,7 @@ impl Worker for SiloWorker<'_> {
                 return Err(Abort::new(AbortReason::InsertConflict));
             }
             // Revive a deleted record: its TID must not change before we lock it at commit.
-            self.reads.push(ReadEntry { table: t, rid, tid: cur });
+            self.reads.push(ReadEntry { table: t, rid, tid: cur, mine: true });
             note_read(&mut self.ctx.history, t, key, rid, cur);
             let off = self.arena.push(value);
             self.push_write(t, rid, key, WriteKind::Revive, off);
@@ -594,7 +598,8 @@ impl Worker for SiloWorker<'_> {
                 WriteKind::Delete | WriteKind::InsertDeleted => false,
             });
         }
-        self.reads.push(ReadEntry { table: t, rid, tid });
+        // `mine` only when the delete goes into the write set.
+        self.reads.push(ReadEntry { table: t, rid, tid, mine: !tid.is_absent() });
         note_read(&mut self.ctx.history, t, key, rid, tid);
         if tid.is_absent() {
             return Ok(false);
@@ -660,7 +665,7 @@ impl Worker for SiloWorker<'_> {
                             ALL_COLUMNS,
                         ) {
                             Stable::Present(tid) => {
-                                self.reads.push(ReadEntry { table: t, rid, tid });
+                                self.reads.push(ReadEntry { table: t, rid, tid, mine: false });
                                 note_read(&mut self.ctx.history, t, k, rid, tid);
                                 n += 1;
                                 if f(k, data).is_break() || n == limit {
@@ -669,7 +674,7 @@ impl Worker for SiloWorker<'_> {
                                 }
                             }
                             Stable::Absent(tid) => {
-                                self.reads.push(ReadEntry { table: t, rid, tid });
+                                self.reads.push(ReadEntry { table: t, rid, tid, mine: false });
                                 note_read(&mut self.ctx.history, t, k, rid, tid);
                             }
                         }
