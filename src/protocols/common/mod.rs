@@ -151,6 +151,35 @@ impl Scratch {
     }
 }
 
+/// An insert of `key` that found the index already mapping it to `rid` (nocc, 2PL; the caller
+/// holds whatever lock its protocol needs): a present row fails the insert (`Ok(false)`, a read of
+/// it); an unlinked one is being removed by the GC (`InsertConflict`); an absent one is revived in
+/// place with `value` (`Ok(true)`, see [`revive_in_place`]).
+#[allow(clippy::too_many_arguments)]
+pub fn insert_existing<R: RecordHeader + HasState>(
+    ctx: &mut WorkerCtx<'_, R>,
+    tbl: &Table<R>,
+    rid: RowId,
+    key: u64,
+    value: &[u8],
+    scratch: &mut Scratch,
+    arena: &mut Arena,
+    undo: &mut Vec<Undo>,
+) -> Result<bool, Abort> {
+    let state = tbl.rows.get(rid).header.state();
+    match state.get() {
+        state::PRESENT => {
+            state.note_read(&mut ctx.history, tbl.id.0, key);
+            Ok(false)
+        }
+        state::UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
+        _ => {
+            revive_in_place(ctx, tbl, rid, key, value, scratch, arena, undo);
+            Ok(true)
+        }
+    }
+}
+
 /// Revives the absent row `rid` of `key` in place with `value` (nocc, 2PL; the caller holds
 /// whatever lock its protocol needs): logs the dead payload and version for the undo log, writes
 /// the row and installs a new version, reporting the tombstone read and the write to the history.

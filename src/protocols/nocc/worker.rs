@@ -2,11 +2,11 @@
 
 use super::record::NoccRecord;
 use crate::engine::Worker;
-use crate::error::{Abort, AbortReason};
+use crate::error::Abort;
 use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{
-    check_len, revive_in_place, roll_back, table, update_in_place, Arena, Scratch, Undo, UndoKind,
+    check_len, insert_existing, roll_back, table, update_in_place, Arena, Scratch, Undo, UndoKind,
 };
 use crate::storage::context::WorkerCtx;
 use crate::storage::projection::Columns;
@@ -137,29 +137,13 @@ impl Worker for NoccWorker<'_> {
         };
         row.header.state.init(ABSENT);
         self.ctx.caches[t.index()].release(rid);
-        let row = tbl.rows.get(existing);
-        match row.header.state.get() {
-            PRESENT => {
-                row.header.state.note_read(&mut self.ctx.history, t.0, key);
-                Ok(false)
-            }
-            UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
-            _ => {
-                let (scratch, arena) = (&mut self.scratch, &mut self.arena);
-                revive_in_place(
-                    &mut self.ctx,
-                    tbl,
-                    existing,
-                    key,
-                    value,
-                    scratch,
-                    arena,
-                    &mut self.undo,
-                );
-                tbl.buckets.bump(key);
-                Ok(true)
-            }
+        let (scratch, arena, undo) = (&mut self.scratch, &mut self.arena, &mut self.undo);
+        let revived =
+            insert_existing(&mut self.ctx, tbl, existing, key, value, scratch, arena, undo)?;
+        if revived {
+            tbl.buckets.bump(key);
         }
+        Ok(revived)
     }
 
     fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {

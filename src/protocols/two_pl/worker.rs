@@ -7,7 +7,7 @@ use crate::error::{Abort, AbortReason};
 use crate::protocols::common::scan::{RangeCursor, Step};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{
-    check_len, revive_in_place, roll_back, table, update_in_place, Arena, Scratch, SpinWait, Undo,
+    check_len, insert_existing, roll_back, table, update_in_place, Arena, Scratch, SpinWait, Undo,
     UndoKind,
 };
 use crate::storage::context::WorkerCtx;
@@ -314,28 +314,8 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         row.header.unlock_write();
         self.ctx.caches[t.index()].release(rid);
         self.lock(tbl, existing, true)?;
-        let row = tbl.rows.get(existing);
-        match row.header.state.get() {
-            PRESENT => {
-                row.header.state.note_read(&mut self.ctx.history, t.0, key);
-                Ok(false)
-            }
-            UNLINKED => Err(Abort::new(AbortReason::InsertConflict)),
-            _ => {
-                let (scratch, arena) = (&mut self.scratch, &mut self.arena);
-                revive_in_place(
-                    &mut self.ctx,
-                    tbl,
-                    existing,
-                    key,
-                    value,
-                    scratch,
-                    arena,
-                    &mut self.undo,
-                );
-                Ok(true)
-            }
-        }
+        let (scratch, arena, undo) = (&mut self.scratch, &mut self.arena, &mut self.undo);
+        insert_existing(&mut self.ctx, tbl, existing, key, value, scratch, arena, undo)
     }
 
     fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
