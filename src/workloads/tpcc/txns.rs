@@ -307,6 +307,16 @@ impl TpccTxn {
     fn new_order<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         let (w, d, c) = (self.w, self.d, self.c);
         let lines = &self.lines[..self.ol_cnt as usize];
+        // Overlap the cache misses of the customer, item and stock rows and of their index
+        // buckets, first of all, so that they land while the warehouse and district are read
+        // (row ids are remembered for the operations below).
+        let stock_cols = stock_columns(d);
+        let mut keys = [(CUSTOMER, key::customer(w, d, c), NO_C); 31];
+        for (pair, l) in keys[1..].chunks_exact_mut(2).zip(lines) {
+            pair[0] = (ITEM, u64::from(l.item), NO_I);
+            pair[1] = (STOCK, key::stock(l.supply_w, l.item), stock_cols);
+        }
+        tx.prefetch_many(&keys[..1 + 2 * lines.len()]);
         let w_tax = tx
             .piece(0, |tx| tx.read_cols(WAREHOUSE, u64::from(w), NO_W, |r| wh::u32(r, wh::W_TAX)))?
             .must()?;
@@ -319,15 +329,6 @@ impl TpccTxn {
                 })
             })?
             .must()?;
-        // Overlap the cache misses of the item and stock rows and their index buckets (row
-        // ids are remembered for the operations below).
-        let stock_cols = stock_columns(d);
-        let mut keys = [(ITEM, 0u64, NO_I); 30];
-        for (pair, l) in keys.chunks_exact_mut(2).zip(lines) {
-            pair[0] = (ITEM, u64::from(l.item), NO_I);
-            pair[1] = (STOCK, key::stock(l.supply_w, l.item), stock_cols);
-        }
-        tx.prefetch_many(&keys[..2 * lines.len()]);
         let discount = tx
             .piece(2, |tx| {
                 tx.read_cols(CUSTOMER, key::customer(w, d, c), NO_C, |r| {
