@@ -216,15 +216,25 @@ struct Growth {
 impl Growth {
     /// Splits `budget` bytes between NewOrder's and Payment's rows in the ratio of `mix`, so a
     /// Payment-heavy mix gets a longer history table rather than order tables it never fills.
+    ///
+    /// The history table gets at least an eighth of the budget whenever Payment is in the mix.
+    /// Its rows are an eighteenth of a NewOrder's bytes, so this costs the order tables little,
+    /// and commits need not follow the mix: nocc, which hands one order id to two concurrent
+    /// NewOrders and drops the second, commits four Payments per NewOrder at one warehouse and
+    /// two threads, and filled a mix-sized history table within a few seconds.
     fn for_mix(budget: u64, mix: &[u32; 5]) -> Self {
         let (no, pay) = (u64::from(mix[0]), u64::from(mix[1]));
         let per_hundred = (no * BYTES_PER_NEW_ORDER + pay * BYTES_PER_PAYMENT).max(1);
         let hundreds = budget / per_hundred;
-        const MIN: u64 = 1 << 16;
-        Growth {
-            orders: hundreds.saturating_mul(no).max(MIN),
-            payments: hundreds.saturating_mul(pay).max(MIN),
+        let (mut orders, mut payments) = (hundreds * no, hundreds * pay);
+        let floor = budget / 8 / BYTES_PER_PAYMENT;
+        if pay > 0 && payments < floor {
+            payments = floor;
+            orders =
+                if no > 0 { (budget - floor * BYTES_PER_PAYMENT) / BYTES_PER_NEW_ORDER } else { 0 };
         }
+        const MIN: u64 = 1 << 16;
+        Growth { orders: orders.max(MIN), payments: payments.max(MIN) }
     }
 }
 
@@ -548,11 +558,17 @@ mod tests {
     #[test]
     fn growth_follows_the_mix() {
         let budget = 10u64 << 30;
-        // The standard mix: about one history row per new order, and the budget is spent.
+        // The standard mix: the history table gets its floor of an eighth of the budget (the
+        // mix alone would give it a twentieth), the order tables the rest, all of it spent.
         let g = Growth::for_mix(budget, &DEFAULT_MIX);
-        assert!(g.payments * 100 / g.orders == 43 * 100 / 45);
+        assert_eq!(g.payments, budget / 8 / BYTES_PER_PAYMENT);
+        assert_eq!(g.orders, (budget - g.payments * BYTES_PER_PAYMENT) / BYTES_PER_NEW_ORDER);
         let used = g.orders * BYTES_PER_NEW_ORDER + g.payments * BYTES_PER_PAYMENT;
         assert!(used <= budget && used > budget / 100 * 99, "{used} of {budget}");
+        // A Payment-light mix where the mix's share is above the floor keeps its ratio.
+        let g = Growth::for_mix(budget, &[10, 90, 0, 0, 0]);
+        assert_eq!(g.payments / g.orders, 9);
+        assert!(g.payments > budget / 8 / BYTES_PER_PAYMENT);
         // Payment only: the history table gets (nearly) everything, the order tables the minimum.
         let g = Growth::for_mix(budget, &[0, 100, 0, 0, 0]);
         assert_eq!(g.orders, 1 << 16);
