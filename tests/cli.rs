@@ -192,48 +192,34 @@ fn running_every_protocol_prints_a_comparison_against_nocc() {
 /// (missing row); the comparison says its figure is no baseline. Silo's run is not flagged.
 #[test]
 fn a_comparison_warns_when_nocc_loses_updates() {
-    let out = txlab(&[
-        "run",
-        "-w",
-        "tpcc",
-        "--np",
-        "--warehouses",
-        "1",
-        "--threads",
-        "4",
-        "-p",
-        "nocc,silo",
-        "--duration",
-        "0.3",
-        "--warmup",
-        "0.1",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let run = |threads: &str, duration: &str, warmup: &str| {
+        let out = txlab(&[
+            "run",
+            "-w",
+            "tpcc",
+            "--np",
+            "--warehouses",
+            "1",
+            "--threads",
+            threads,
+            "-p",
+            "nocc,silo",
+            "--duration",
+            duration,
+            "--warmup",
+            warmup,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let stdout = run("4", "0.3", "0.1");
     let table = stdout.split("Comparison").nth(1).expect("a comparison");
     let note = table.split("note: nocc ended").nth(1).unwrap_or_else(|| {
         panic!("no lost-update note:\n{stdout}");
     });
     assert!(note.contains("with a missing row") && note.contains("not a baseline"), "{note}");
     // One thread cannot lose updates: no note.
-    let out = txlab(&[
-        "run",
-        "-w",
-        "tpcc",
-        "--np",
-        "--warehouses",
-        "1",
-        "--threads",
-        "1",
-        "-p",
-        "nocc,silo",
-        "--duration",
-        "0.2",
-        "--warmup",
-        "0",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = run("1", "0.2", "0");
     assert!(stdout.contains("Comparison") && !stdout.contains("note: nocc"), "{stdout}");
 }
 
