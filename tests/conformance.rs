@@ -135,7 +135,12 @@ pub fn insert_and_delete_visibility<P: Protocol + Default>() {
 /// A table of three 8-byte columns `a`, `b`, `c`, with poisoning on: what a projected copy
 /// leaves out reads as `POISON`.
 fn columns_db<P: Protocol + Default>() -> Database<P> {
-    let opts = DbOptions { max_workers: 4, poison_unprojected: true, ..Default::default() };
+    columns_db_checked(true)
+}
+
+/// [`columns_db`], with projection checks (poison, written-column checks) on or off.
+fn columns_db_checked<P: Protocol + Default>(checked: bool) -> Database<P> {
+    let opts = DbOptions { max_workers: 4, poison_unprojected: checked, ..Default::default() };
     let spec = TableSpec::new("c", 24, 10).with_columns(&[("a", 0, 8), ("b", 8, 8), ("c", 16, 8)]);
     Database::with_options(P::default(), &[spec], opts).unwrap()
 }
@@ -169,32 +174,89 @@ pub fn column_projection_copies_and_writes_back_only_declared_columns<P: Protoco
     // Updates of different columns of one row in one transaction, then reads of more columns
     // than were updated: every column keeps its latest value.
     txn(&mut w, |w| {
-        w.update_cols(T, 1, A, |r| {
+        w.update_cols(T, 1, A, A, |r| {
             assert_eq!((col(r, 0), col(r, 1)), (1, poison));
             set_col(r, 0, 10);
         })?;
-        w.update_cols(T, 1, B, |r| set_col(r, 1, col(r, 1) * 10))?;
+        w.update_cols(T, 1, B, B, |r| set_col(r, 1, col(r, 1) * 10))?;
         assert_eq!(w.read_cols(T, 1, A | C, |r| (col(r, 0), col(r, 2)))?, Some((10, 3)));
         assert_eq!(w.read(T, 1, |r| [col(r, 0), col(r, 1), col(r, 2)])?, Some([10, 20, 3]));
         Ok(())
     });
     assert_eq!(cols3(&mut w), Some([10, 20, 3]));
-    // Marker bytes written outside the declared columns are not written back.
-    txn(&mut w, |w| w.update_cols(T, 1, C, |r| set_col(r, 2, 30)));
+    txn(&mut w, |w| w.update_cols(T, 1, C, C, |r| set_col(r, 2, 30)));
     assert_eq!(cols3(&mut w), Some([10, 20, 30]));
     // An aborted projected update restores its columns and leaves the others alone.
     w.begin(0);
-    w.update_cols(T, 1, B, |r| set_col(r, 1, 99)).unwrap();
-    w.update_cols(T, 1, A | B, |r| set_col(r, 0, col(r, 1) + 1)).unwrap();
+    w.update_cols(T, 1, B, B, |r| set_col(r, 1, 99)).unwrap();
+    w.update_cols(T, 1, A | B, A | B, |r| set_col(r, 0, col(r, 1) + 1)).unwrap();
     w.abort();
     assert_eq!(cols3(&mut w), Some([10, 20, 30]));
     // A whole-row write after a projected update replaces every column.
     txn(&mut w, |w| {
-        w.update_cols(T, 1, A, |r| set_col(r, 0, 11))?;
+        w.update_cols(T, 1, A, A, |r| set_col(r, 0, 11))?;
         assert!(w.write(T, 1, &init)?);
         Ok(())
     });
     assert_eq!(cols3(&mut w), Some([1, 2, 3]));
+}
+
+/// An update that reads some columns and writes others: it sees both, only the written ones
+/// are installed (or restored on abort), and in a database that checks projections a change to
+/// any other byte aborts the attempt instead of being silently dropped.
+pub fn split_update_writes_only_its_written_columns<P: Protocol + Default>() {
+    let db = columns_db::<P>();
+    let mut w = db.worker().unwrap();
+    let poison = u64::from_ne_bytes([txlab::storage::projection::POISON; 8]);
+    let mut init = [0u8; 24];
+    (0..3).for_each(|i| set_col(&mut init, i, i as u64 + 1));
+    txn(&mut w, |w| w.insert(T, 1, &init).map(|ok| assert!(ok)));
+    // Reads a, writes b: f sees both (c is not copied).
+    let seen = txn(&mut w, |w| {
+        w.update_cols(T, 1, A, B, |r| {
+            let seen = [col(r, 0), col(r, 1), col(r, 2)];
+            set_col(r, 1, col(r, 0) + col(r, 1));
+            seen
+        })
+    });
+    assert_eq!(seen, Some([1, 2, poison]));
+    assert_eq!(cols3(&mut w), Some([1, 3, 3]));
+    // Two split updates of one row in one transaction, each writing another column, then a
+    // read of the row inside the transaction: both changes are there and both are installed.
+    let inside = txn(&mut w, |w| {
+        w.update_cols(T, 1, A, B, |r| set_col(r, 1, col(r, 0) * 10))?;
+        w.update_cols(T, 1, B, C, |r| set_col(r, 2, col(r, 1) + 5))?;
+        w.read(T, 1, |r| [col(r, 0), col(r, 1), col(r, 2)])
+    });
+    assert_eq!(inside, Some([1, 10, 15]));
+    assert_eq!(cols3(&mut w), Some([1, 10, 15]));
+    // A write-only update (reads nothing) of a column, aborted: the row is as before.
+    w.begin(0);
+    w.update_cols(T, 1, 0, A, |r| set_col(r, 0, 77)).unwrap();
+    w.update_cols(T, 1, A, C, |r| set_col(r, 2, col(r, 0))).unwrap();
+    assert_eq!(w.read(T, 1, |r| [col(r, 0), col(r, 2)]).unwrap(), Some([77, 77]));
+    w.abort();
+    assert_eq!(cols3(&mut w), Some([1, 10, 15]));
+    // Changing a column the update only reads, or one it does not see at all, is caught.
+    for (reads, writes, changed) in [(A | B, B, 0), (A, B, 2), (0, C, 1)] {
+        w.begin(0);
+        let e = w.update_cols(T, 1, reads, writes, |r| set_col(r, changed, 99)).unwrap_err();
+        assert_eq!(e.reason, AbortReason::TemplateViolation, "changed column {changed}");
+        w.abort();
+    }
+    assert_eq!(cols3(&mut w), Some([1, 10, 15]));
+    // Unchecked, such a change is not installed: only the written columns are.
+    let db = columns_db_checked::<P>(false);
+    let mut w = db.worker().unwrap();
+    txn(&mut w, |w| w.insert(T, 1, &init).map(|ok| assert!(ok)));
+    txn(&mut w, |w| {
+        w.update_cols(T, 1, A | B, B, |r| {
+            set_col(r, 0, 99);
+            set_col(r, 1, 20);
+            set_col(r, 2, 99);
+        })
+    });
+    assert_eq!(cols3(&mut w), Some([1, 20, 3]));
 }
 
 /// A projected update followed by a read of a column another transaction changed in between:
@@ -204,9 +266,9 @@ pub fn widening_a_projected_update_sees_no_lost_update<P: Protocol + Default>() 
     let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
     txn(&mut a, |w| w.insert(T, 1, &[0u8; 24]).map(|ok| assert!(ok)));
     a.begin(0);
-    a.update_cols(T, 1, A, |r| set_col(r, 0, 1)).unwrap();
+    a.update_cols(T, 1, A, A, |r| set_col(r, 0, 1)).unwrap();
     b.begin(0);
-    let b_committed = b.update_cols(T, 1, C, |r| set_col(r, 2, 7)).is_ok_and(|r| r.is_some())
+    let b_committed = b.update_cols(T, 1, C, C, |r| set_col(r, 2, 7)).is_ok_and(|r| r.is_some())
         && b.commit().is_ok();
     if !b_committed {
         b.abort();
@@ -313,6 +375,13 @@ static TYPES: [TxnType; 1] = [TxnType {
             name: "audit",
             accesses: &[TableAccess { table: T, mode: AccessMode::Read, columns: ALL_COLUMNS }],
         },
+        Piece {
+            name: "split",
+            accesses: &[
+                TableAccess { table: T, mode: AccessMode::Read, columns: 0b10 },
+                TableAccess { table: T, mode: AccessMode::Write, columns: 0b01 },
+            ],
+        },
     ],
 }];
 
@@ -335,7 +404,7 @@ impl Procedure for Debit {
             if bal < self.amount {
                 return Ok(false);
             }
-            tx.update_cols(T, self.key, 0b01, |r| {
+            tx.update_cols(T, self.key, 0b01, 0b01, |r| {
                 r[..8].copy_from_slice(&(bal - self.amount).to_le_bytes())
             })?;
             Ok(true)
@@ -384,11 +453,15 @@ impl Procedure for Rogue {
             // Writes in the read-only piece.
             0 => tx.piece(1, |tx| tx.write(T, 1, &row(1)).map(drop)),
             // Touches column b in a piece that declared only column a.
-            1 => tx.piece(0, |tx| tx.update_cols(T, 1, 0b10, |_| ()).map(drop)),
+            1 => tx.piece(0, |tx| tx.update_cols(T, 1, 0b10, 0b10, |_| ()).map(drop)),
             // Touches a table no piece declares.
             2 => tx.piece(0, |tx| tx.read(H, 1, val).map(drop)),
             // Operates outside any piece of a pieced type.
             3 => tx.read(T, 1, val).map(drop),
+            // Writes column b, which its piece declares as read only.
+            4 => tx.piece(2, |tx| tx.update_cols(T, 1, 0b01, 0b10, |_| ()).map(drop)),
+            // Reads and writes as its piece declares (the one rogue that is not).
+            5 => tx.piece(2, |tx| tx.update_cols(T, 1, 0b10, 0b01, |_| ()).map(drop)),
             // A piece the template does not have.
             _ => tx.piece(5, |_| Ok(())),
         }
@@ -399,10 +472,11 @@ pub fn templates_reject_undeclared_access<P: Protocol + Default>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
     txn(&mut w, |w| w.insert(T, 1, &row(1)).map(drop));
-    for i in 0..5 {
+    for i in [0, 1, 2, 3, 4, 6] {
         let e = run_proc(&mut w, &Rogue(i), true, None).unwrap_err();
         assert_eq!(e.reason, AbortReason::TemplateViolation, "rogue {i}");
     }
+    run_proc(&mut w, &Rogue(5), true, None).unwrap();
     // Without checks the same procedure runs.
     run_proc(&mut w, &Rogue(2), false, None).unwrap();
 }
@@ -608,6 +682,7 @@ macro_rules! protocol_suite {
             #[test] fn abort_rolls_back_everything() { super::abort_rolls_back_everything::<P>() }
             #[test] fn insert_and_delete_visibility() { super::insert_and_delete_visibility::<P>() }
             #[test] fn column_projection_copies_and_writes_back_only_declared_columns() { super::column_projection_copies_and_writes_back_only_declared_columns::<P>() }
+            #[test] fn split_update_writes_only_its_written_columns() { super::split_update_writes_only_its_written_columns::<P>() }
             #[test] fn wrong_payload_length_and_unknown_table_abort() { super::wrong_payload_length_and_unknown_table_abort::<P>() }
             #[test] fn scan_limits_order_and_own_writes() { super::scan_limits_order_and_own_writes::<P>() }
             #[test] fn user_abort_rolls_back_and_is_reported() { super::user_abort_rolls_back_and_is_reported::<P>() }

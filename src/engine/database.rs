@@ -21,8 +21,10 @@ pub struct DbOptions {
     pub record_history: bool,
     /// Fill the bytes a column-projected read or update does not copy with
     /// [`crate::storage::projection::POISON`], so that a procedure using a column it did not
-    /// declare computes with garbage that tests notice, instead of silently with stale bytes.
-    /// For tests; off by default.
+    /// declare computes with garbage that tests notice, instead of silently with stale bytes;
+    /// and check that `update_cols` changes no byte outside its `writes` columns (such a change
+    /// would be lost: the transaction aborts with `TemplateViolation`). For tests; off by
+    /// default.
     pub poison_unprojected: bool,
 }
 

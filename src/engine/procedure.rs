@@ -18,7 +18,7 @@ use crate::error::{Abort, AbortReason};
 use crate::storage::TableId;
 use std::ops::ControlFlow;
 
-/// Read or write intent. `Write` covers reads of the same item (an update reads and writes).
+/// Read or write intent. `Write` covers reads of the same columns (an update reads and writes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub enum AccessMode {
     /// Reads only.
@@ -31,7 +31,8 @@ pub use crate::storage::projection::Columns;
 /// Every column.
 pub const ALL_COLUMNS: Columns = u64::MAX;
 
-/// One table access a piece declares.
+/// One table access a piece declares. A piece that reads some columns of a table and writes
+/// others declares two accesses, so that IC3's analysis sees which columns are written.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct TableAccess {
     /// The table.
@@ -216,33 +217,46 @@ impl<'a, W: Worker> Tx<'a, W> {
         self.worker
     }
 
+    /// Checks an operation on `key` that reads the columns `reads` and writes `writes` (a
+    /// write of the key, for the access set, when `write`).
     #[inline]
     fn check(
         &self,
         table: TableId,
         key: u64,
-        mode: AccessMode,
-        cols: Columns,
+        write: bool,
+        reads: Columns,
+        writes: Columns,
     ) -> Result<(), Abort> {
         if let Some(set) = self.declared {
+            let mode = if write { AccessMode::Write } else { AccessMode::Read };
             if !set.covers(table, key, mode) {
                 return Err(Abort::new(AbortReason::AccessSetMismatch));
             }
         }
         if self.check_templates {
-            self.check_template(table, mode, cols)?;
+            self.check_template(table, reads, writes)?;
         }
         Ok(())
     }
 
-    fn check_template(&self, table: TableId, mode: AccessMode, cols: Columns) -> Result<(), Abort> {
+    /// Whether the current piece declares `table` with every column of `reads` among its
+    /// accesses and every column of `writes` among its write accesses.
+    fn check_template(&self, table: TableId, reads: Columns, writes: Columns) -> Result<(), Abort> {
         let ok = match self.piece {
             // Outside any piece: allowed only for types without pieces.
             None => self.ty.pieces.is_empty(),
-            Some(p) => self.ty.pieces[p]
-                .accesses
-                .iter()
-                .any(|a| a.table == table && a.mode >= mode && cols & !a.columns == 0),
+            Some(p) => {
+                let (mut seen, mut readable, mut writable) = (false, 0, 0);
+                for a in self.ty.pieces[p].accesses.iter().filter(|a| a.table == table) {
+                    seen = true;
+                    readable |= a.columns;
+                    if a.mode == AccessMode::Write {
+                        writable |= a.columns;
+                    }
+                }
+                seen && reads & !readable == 0 && writes & !writable == 0
+            }
         };
         if ok {
             Ok(())
@@ -288,7 +302,7 @@ impl<'a, W: Worker> Tx<'a, W> {
         cols: Columns,
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
-        self.check(table, key, AccessMode::Read, cols)?;
+        self.check(table, key, false, cols, 0)?;
         self.worker.read_cols(table, key, cols, f)
     }
 
@@ -300,14 +314,14 @@ impl<'a, W: Worker> Tx<'a, W> {
         key: u64,
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
-        self.check(table, key, AccessMode::Write, ALL_COLUMNS)?;
+        self.check(table, key, true, ALL_COLUMNS, ALL_COLUMNS)?;
         self.worker.read_for_update(table, key, f)
     }
 
     /// See [`Worker::write`].
     #[inline]
     pub fn write(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
-        self.check(table, key, AccessMode::Write, ALL_COLUMNS)?;
+        self.check(table, key, true, 0, ALL_COLUMNS)?;
         self.worker.write(table, key, value)
     }
 
@@ -319,34 +333,36 @@ impl<'a, W: Worker> Tx<'a, W> {
         key: u64,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
-        self.update_cols(table, key, ALL_COLUMNS, f)
+        self.update_cols(table, key, ALL_COLUMNS, ALL_COLUMNS, f)
     }
 
-    /// [`Worker::update_cols`]: only the columns `cols` are read and written (changes elsewhere
-    /// in the slice may be lost).
+    /// [`Worker::update_cols`]: `f` sees the columns `reads | writes` and only its changes to
+    /// `writes` are kept. The template must declare `reads` in some access of the piece and
+    /// `writes` in a write access.
     #[inline]
     pub fn update_cols<T>(
         &mut self,
         table: TableId,
         key: u64,
-        cols: Columns,
+        reads: Columns,
+        writes: Columns,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
-        self.check(table, key, AccessMode::Write, cols)?;
-        self.worker.update_cols(table, key, cols, f)
+        self.check(table, key, true, reads, writes)?;
+        self.worker.update_cols(table, key, reads, writes, f)
     }
 
     /// See [`Worker::insert`].
     #[inline]
     pub fn insert(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
-        self.check(table, key, AccessMode::Write, ALL_COLUMNS)?;
+        self.check(table, key, true, 0, ALL_COLUMNS)?;
         self.worker.insert(table, key, value)
     }
 
     /// See [`Worker::delete`].
     #[inline]
     pub fn delete(&mut self, table: TableId, key: u64) -> Result<bool, Abort> {
-        self.check(table, key, AccessMode::Write, ALL_COLUMNS)?;
+        self.check(table, key, true, 0, ALL_COLUMNS)?;
         self.worker.delete(table, key)
     }
 
@@ -366,7 +382,7 @@ impl<'a, W: Worker> Tx<'a, W> {
             }
         }
         if self.check_templates {
-            self.check_template(table, AccessMode::Read, ALL_COLUMNS)?;
+            self.check_template(table, ALL_COLUMNS, 0)?;
         }
         self.worker.scan(table, lo, hi, limit, f)
     }

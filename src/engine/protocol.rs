@@ -138,8 +138,8 @@ pub trait Worker {
     /// Overwrites the whole row of `key` without reading it. `Ok(false)` if `key` is absent.
     fn write(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort>;
 
-    /// Reads and modifies the row of `key` in place ([`Worker::update_cols`] of every column).
-    /// `Ok(None)` if `key` is absent.
+    /// Reads and modifies the row of `key` in place ([`Worker::update_cols`] reading and writing
+    /// every column). `Ok(None)` if `key` is absent.
     #[inline]
     fn update<T>(
         &mut self,
@@ -147,7 +147,7 @@ pub trait Worker {
         key: u64,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
-        self.update_cols(table, key, ALL_COLUMNS, f)
+        self.update_cols(table, key, ALL_COLUMNS, ALL_COLUMNS, f)
     }
 
     /// Reads the columns `cols` of `key` (a mask over the table's declared columns;
@@ -162,14 +162,19 @@ pub trait Worker {
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort>;
 
-    /// Reads and modifies the columns `cols` of `key` in place: `f` may read and change those
-    /// columns' bytes only (the others are unspecified and changes to them may be lost).
-    /// `Ok(None)` if `key` is absent.
+    /// Reads and modifies `key` in place, column by column: `f` sees the columns
+    /// `reads | writes` (the other bytes of the slice are unspecified) and may change the
+    /// columns `writes`; only those are written back, so a change anywhere else may be lost (and
+    /// is a `TemplateViolation` when the database checks projections, see
+    /// `DbOptions::poison_unprojected`). A column `f` reads and changes belongs in `writes`
+    /// (`reads` may leave it out). The row counts as written whatever `writes` holds: locks and
+    /// versions are per row. `Ok(None)` if `key` is absent.
     fn update_cols<T>(
         &mut self,
         table: TableId,
         key: u64,
-        cols: Columns,
+        reads: Columns,
+        writes: Columns,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort>;
 

@@ -31,6 +31,8 @@ pub type Columns = u64;
 pub struct Projection {
     /// `[lo, hi)` payload words of column `i`.
     words: Box<[(u32, u32)]>,
+    /// `[lo, hi)` payload bytes of column `i` (for [`Projection::changed_outside`]).
+    bytes: Box<[(u32, u32)]>,
     /// Mask of all declared columns.
     declared: Columns,
     /// Payload words per row.
@@ -41,7 +43,8 @@ pub struct Projection {
     /// exactly the words `lo[a]..hi[b]`, and [`Projection::runs`] walks runs of set mask bits
     /// instead of single bits.
     monotone: bool,
-    /// Test mode: projected copies fill the bytes they do not copy with [`POISON`].
+    /// Test mode: projected copies fill the bytes they do not copy with [`POISON`], and
+    /// updates check that they change only the columns they declare as written.
     poison: bool,
     /// Memoised runs of the masks seen so far (see the module docs).
     plans: Box<[PlanSlot]>,
@@ -101,6 +104,8 @@ impl Projection {
             .iter()
             .map(|c| ((c.offset / 8) as u32, (c.offset + c.len).div_ceil(8) as u32))
             .collect();
+        let bytes =
+            spec.columns.iter().map(|c| (c.offset as u32, (c.offset + c.len) as u32)).collect();
         let declared = match words.len() {
             64 => u64::MAX,
             n => (1u64 << n) - 1,
@@ -108,13 +113,40 @@ impl Projection {
         let monotone = words.windows(2).all(|p| p[1].0 <= p[0].1 && p[1].1 >= p[0].1);
         let total = spec.row_size.div_ceil(8) as u32;
         let plans = (0..PLAN_SLOTS).map(|_| PlanSlot::default()).collect();
-        Projection { words, declared, total, monotone, poison: false, plans }
+        Projection { words, bytes, declared, total, monotone, poison: false, plans }
     }
 
     /// Turns poisoning on: a procedure that uses a column it did not declare then reads
-    /// [`POISON`] bytes instead of the row's (for tests).
+    /// [`POISON`] bytes instead of the row's, and an update that changes a column it did not
+    /// declare as written is caught (for tests).
     pub fn set_poison(&mut self, on: bool) {
         self.poison = on;
+    }
+
+    /// Whether updates are checked against their written columns (test mode, see
+    /// [`Projection::set_poison`]).
+    #[inline(always)]
+    pub fn checks_writes(&self) -> bool {
+        self.poison
+    }
+
+    /// Whether `after` differs from `before` in a byte outside the columns `writes` (both are
+    /// whole-row buffers). Byte-exact, unlike the word runs: a change to a column that shares a
+    /// word with a written one is found too. A table that declares no columns has no masks:
+    /// every update writes the whole row (see [`Projection::is_whole`]).
+    pub fn changed_outside(&self, before: &[u8], after: &[u8], writes: Columns) -> bool {
+        assert_eq!(before.len(), after.len());
+        if self.is_whole(writes) {
+            return false;
+        }
+        // Test mode only, so a fresh map per check is fine.
+        let mut writable = vec![false; before.len()];
+        for (i, &(lo, hi)) in self.bytes.iter().enumerate() {
+            if writes & (1 << i) != 0 {
+                writable[lo as usize..hi as usize].fill(true);
+            }
+        }
+        (0..before.len()).any(|b| !writable[b] && before[b] != after[b])
     }
 
     /// Prepares `dst` for a copy of `cols`: fills it with [`POISON`] when poisoning is on and

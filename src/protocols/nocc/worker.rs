@@ -106,14 +106,15 @@ impl Worker for NoccWorker<'_> {
         &mut self,
         t: TableId,
         key: u64,
-        cols: Columns,
+        reads: Columns,
+        writes: Columns,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         let Some(rid) = self.find(t, key)? else { return Ok(None) };
         let tbl = self.ctx.storage.table(t);
         let (scratch, arena, undo) = (&mut self.scratch, &mut self.arena, &mut self.undo);
-        let out = update_in_place(&mut self.ctx, tbl, rid, key, cols, scratch, arena, undo, f);
-        Ok(Some(out))
+        update_in_place(&mut self.ctx, tbl, rid, key, reads, writes, scratch, arena, undo, f)
+            .map(Some)
     }
 
     fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {

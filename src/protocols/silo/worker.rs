@@ -6,7 +6,7 @@ use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
 use crate::history::Recorder;
 use crate::protocols::common::scan::{RangeCursor, Step};
-use crate::protocols::common::{check_len, table, Arena, Scratch, SpinWait};
+use crate::protocols::common::{apply_update, check_len, table, Arena, Scratch, SpinWait};
 use crate::storage::context::WorkerCtx;
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::{RowId, Table, TableId};
@@ -45,9 +45,11 @@ struct WriteEntry {
     key: u64,
     kind: WriteKind,
     off: u32,
-    /// The columns the buffered row holds (an `update_cols` copies only its own); the words
-    /// they cover are what commit installs.
+    /// The columns the buffered row holds (an `update_cols` copies only the ones it sees).
     cols: Columns,
+    /// The columns this transaction changed (a subset of `cols`): the words they cover are what
+    /// commit installs.
+    dirty: Columns,
     /// The TID seen when locking at commit.
     locked_tid: Tid,
 }
@@ -167,9 +169,10 @@ impl<'db> SiloWorker<'db> {
 
     #[inline]
     fn push_write(&mut self, table: TableId, rid: RowId, key: u64, kind: WriteKind, off: u32) {
-        self.push_write_cols(table, rid, key, kind, off, ALL_COLUMNS);
+        self.push_write_cols(table, rid, key, kind, off, ALL_COLUMNS, ALL_COLUMNS);
     }
 
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     fn push_write_cols(
         &mut self,
@@ -179,9 +182,12 @@ impl<'db> SiloWorker<'db> {
         kind: WriteKind,
         off: u32,
         cols: Columns,
+        dirty: Columns,
     ) {
+        debug_assert_eq!(dirty & !cols, 0, "a changed column the buffer does not hold");
         self.written |= Self::table_bit(table);
-        self.writes.push(WriteEntry { table, rid, key, kind, off, cols, locked_tid: Tid(0) });
+        let locked_tid = Tid(0);
+        self.writes.push(WriteEntry { table, rid, key, kind, off, cols, dirty, locked_tid });
     }
 
     /// The buffered row of write entry `i`, holding at least the columns `cols`.
@@ -448,6 +454,7 @@ impl Worker for SiloWorker<'_> {
                 }
                 self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
                 self.writes[i].cols = ALL_COLUMNS;
+                self.writes[i].dirty = ALL_COLUMNS;
                 return Ok(true);
             }
             let tid = Self::stable_tid(tbl.rows.get(rid).header);
@@ -472,27 +479,30 @@ impl Worker for SiloWorker<'_> {
         &mut self,
         t: TableId,
         key: u64,
-        cols: Columns,
+        reads: Columns,
+        writes: Columns,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
-        let len = tbl.spec.row_size;
+        let (len, p, cols) = (tbl.spec.row_size, &tbl.projection, reads | writes);
         loop {
             let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
             if let Some(i) = self.find_write(t, rid) {
                 if matches!(self.writes[i].kind, WriteKind::Delete | WriteKind::InsertDeleted) {
                     return Ok(None);
                 }
-                return Ok(Some(f(self.buffered(i, tbl, cols)?)));
+                let out = apply_update(p, writes, self.buffered(i, tbl, cols)?, f)?;
+                self.writes[i].dirty |= writes;
+                return Ok(Some(out));
             }
             let off = self.arena.push_reused(len);
             let buf = self.arena.get_mut(off, len);
-            match Self::stable_read(tbl.rows.get(rid), buf, &tbl.projection, cols) {
+            match Self::stable_read(tbl.rows.get(rid), buf, p, cols) {
                 Stable::Present(tid) => {
                     self.reads.push(ReadEntry { table: t, rid, tid, mine: true });
                     note_read(&mut self.ctx.history, t, key, rid, tid);
-                    let out = f(self.arena.get_mut(off, len));
-                    self.push_write_cols(t, rid, key, WriteKind::Update, off, cols);
+                    let out = apply_update(p, writes, self.arena.get_mut(off, len), f)?;
+                    self.push_write_cols(t, rid, key, WriteKind::Update, off, cols, writes);
                     return Ok(Some(out));
                 }
                 Stable::Absent(tid) if tid.is_unlinked() => self.relookup(t, key),
@@ -536,6 +546,7 @@ impl Worker for SiloWorker<'_> {
                     WriteKind::Delete => {
                         self.writes[i].kind = WriteKind::Update;
                         self.writes[i].cols = ALL_COLUMNS;
+                        self.writes[i].dirty = ALL_COLUMNS;
                         self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
                         true
                     }
@@ -764,7 +775,7 @@ impl Worker for SiloWorker<'_> {
                     row.write_cols_from(
                         self.arena.get(w.off, tbl.spec.row_size),
                         &tbl.projection,
-                        w.cols,
+                        w.dirty,
                     );
                     row.header.store(tid.with(Tid::LATEST));
                 }

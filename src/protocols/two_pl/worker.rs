@@ -278,14 +278,15 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         &mut self,
         t: TableId,
         key: u64,
-        cols: Columns,
+        reads: Columns,
+        writes: Columns,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, true)? else { return Ok(None) };
         let (scratch, arena, undo) = (&mut self.scratch, &mut self.arena, &mut self.undo);
-        let out = update_in_place(&mut self.ctx, tbl, rid, key, cols, scratch, arena, undo, f);
-        Ok(Some(out))
+        update_in_place(&mut self.ctx, tbl, rid, key, reads, writes, scratch, arena, undo, f)
+            .map(Some)
     }
 
     fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {

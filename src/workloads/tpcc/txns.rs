@@ -143,13 +143,20 @@ fn must_insert(inserted: bool) -> Result<(), Abort> {
 }
 
 // ---- Column masks and templates ------------------------------------------------------------
+//
+// Each update names the columns it reads and, apart, the ones it writes (`_R` / `_W`): only the
+// written ones are installed or logged, and the templates tell IC3 which columns conflict (a
+// Payment's W_YTD and a NewOrder's W_TAX share a row, not a column).
 
 const NO_W: Columns = wh::mask(&[wh::W_TAX]);
-const NO_D: Columns = di::mask(&[di::D_TAX, di::D_NEXT_O_ID]);
+const NO_D_R: Columns = di::mask(&[di::D_TAX]);
+const NO_D_W: Columns = di::mask(&[di::D_NEXT_O_ID]);
 const NO_C: Columns = cu::mask(&[cu::C_DISCOUNT, cu::C_LAST, cu::C_CREDIT]);
 const NO_I: Columns = it::mask(&[it::I_PRICE, it::I_NAME, it::I_DATA]);
-const NO_S: Columns = st::mask(&[
-    st::S_QUANTITY,
+/// NewOrder's stock writes.
+const NO_S_W: Columns = st::mask(&[st::S_QUANTITY, st::S_YTD, st::S_ORDER_CNT, st::S_REMOTE_CNT]);
+/// NewOrder's stock reads, for any district (see [`stock_reads`]).
+const NO_S_R: Columns = st::mask(&[
     st::S_DIST_01,
     st::S_DIST_02,
     st::S_DIST_03,
@@ -160,43 +167,22 @@ const NO_S: Columns = st::mask(&[
     st::S_DIST_08,
     st::S_DIST_09,
     st::S_DIST_10,
-    st::S_YTD,
-    st::S_ORDER_CNT,
-    st::S_REMOTE_CNT,
     st::S_DATA,
 ]);
-/// NewOrder's stock columns for district `d`: of NO_S's ten S_DIST columns only `d`'s, so the
-/// rest of a 318-byte stock row is neither fetched nor copied.
-fn stock_columns(d: u32) -> Columns {
-    st::mask(&[
-        st::S_QUANTITY,
-        st::C::dist(d),
-        st::S_YTD,
-        st::S_ORDER_CNT,
-        st::S_REMOTE_CNT,
-        st::S_DATA,
-    ])
+/// NewOrder's stock reads for district `d`: of the ten S_DIST columns only `d`'s, so the rest
+/// of a 318-byte stock row is neither fetched nor copied.
+fn stock_reads(d: u32) -> Columns {
+    st::mask(&[st::C::dist(d), st::S_DATA])
 }
 
-const PAY_W: Columns = wh::mask(&[
-    wh::W_NAME,
-    wh::W_STREET_1,
-    wh::W_STREET_2,
-    wh::W_CITY,
-    wh::W_STATE,
-    wh::W_ZIP,
-    wh::W_YTD,
-]);
-const PAY_D: Columns = di::mask(&[
-    di::D_NAME,
-    di::D_STREET_1,
-    di::D_STREET_2,
-    di::D_CITY,
-    di::D_STATE,
-    di::D_ZIP,
-    di::D_YTD,
-]);
-const PAY_C: Columns = cu::mask(&[
+const PAY_W_R: Columns =
+    wh::mask(&[wh::W_NAME, wh::W_STREET_1, wh::W_STREET_2, wh::W_CITY, wh::W_STATE, wh::W_ZIP]);
+const PAY_W_W: Columns = wh::mask(&[wh::W_YTD]);
+const PAY_D_R: Columns =
+    di::mask(&[di::D_NAME, di::D_STREET_1, di::D_STREET_2, di::D_CITY, di::D_STATE, di::D_ZIP]);
+const PAY_D_W: Columns = di::mask(&[di::D_YTD]);
+/// Payment's customer reads: what the terminal displays, and C_CREDIT.
+const PAY_C_R: Columns = cu::mask(&[
     cu::C_FIRST,
     cu::C_MIDDLE,
     cu::C_LAST,
@@ -210,17 +196,19 @@ const PAY_C: Columns = cu::mask(&[
     cu::C_CREDIT,
     cu::C_CREDIT_LIM,
     cu::C_DISCOUNT,
-    cu::C_BALANCE,
-    cu::C_YTD_PAYMENT,
-    cu::C_PAYMENT_CNT,
-    cu::C_DATA,
 ]);
+/// Payment's customer writes (read and changed): the balance, the counters, and C_DATA for a
+/// bad-credit customer.
+const PAY_C_W: Columns =
+    cu::mask(&[cu::C_BALANCE, cu::C_YTD_PAYMENT, cu::C_PAYMENT_CNT, cu::C_DATA]);
 const PAY_C_DATA: Columns = cu::mask(&[cu::C_DATA]);
 const OS_C: Columns = cu::mask(&[cu::C_BALANCE, cu::C_FIRST, cu::C_MIDDLE, cu::C_LAST]);
 const OS_O: Columns = or::mask(&[or::O_ID, or::O_ENTRY_D, or::O_CARRIER_ID, or::O_OL_CNT]);
-const DL_O: Columns = or::mask(&[or::O_C_ID, or::O_CARRIER_ID, or::O_OL_CNT]);
-const DL_OL: Columns = ol::mask(&[ol::OL_DELIVERY_D, ol::OL_AMOUNT]);
-const DL_C: Columns = cu::mask(&[cu::C_BALANCE, cu::C_DELIVERY_CNT]);
+const DL_O_R: Columns = or::mask(&[or::O_C_ID, or::O_OL_CNT]);
+const DL_O_W: Columns = or::mask(&[or::O_CARRIER_ID]);
+const DL_OL_R: Columns = ol::mask(&[ol::OL_AMOUNT]);
+const DL_OL_W: Columns = ol::mask(&[ol::OL_DELIVERY_D]);
+const DL_C_W: Columns = cu::mask(&[cu::C_BALANCE, cu::C_DELIVERY_CNT]);
 const SL_D: Columns = di::mask(&[di::D_NEXT_O_ID]);
 const SL_S: Columns = st::mask(&[st::S_QUANTITY]);
 
@@ -233,7 +221,7 @@ const fn w(table: crate::storage::TableId, columns: Columns) -> TableAccess {
 
 static NEW_ORDER_PIECES: [Piece; 5] = [
     Piece { name: "warehouse", accesses: &[r(WAREHOUSE, NO_W)] },
-    Piece { name: "district", accesses: &[w(DISTRICT, NO_D)] },
+    Piece { name: "district", accesses: &[r(DISTRICT, NO_D_R), w(DISTRICT, NO_D_W)] },
     Piece { name: "customer", accesses: &[r(CUSTOMER, NO_C)] },
     Piece {
         name: "order",
@@ -243,12 +231,18 @@ static NEW_ORDER_PIECES: [Piece; 5] = [
             w(ORDER_CUSTOMER, ALL_COLUMNS),
         ],
     },
-    Piece { name: "lines", accesses: &[r(ITEM, NO_I), w(STOCK, NO_S), w(ORDER_LINE, ALL_COLUMNS)] },
+    Piece {
+        name: "lines",
+        accesses: &[r(ITEM, NO_I), r(STOCK, NO_S_R), w(STOCK, NO_S_W), w(ORDER_LINE, ALL_COLUMNS)],
+    },
 ];
 static PAYMENT_PIECES: [Piece; 4] = [
-    Piece { name: "warehouse", accesses: &[w(WAREHOUSE, PAY_W)] },
-    Piece { name: "district", accesses: &[w(DISTRICT, PAY_D)] },
-    Piece { name: "customer", accesses: &[r(CUSTOMER_NAME, ALL_COLUMNS), w(CUSTOMER, PAY_C)] },
+    Piece { name: "warehouse", accesses: &[r(WAREHOUSE, PAY_W_R), w(WAREHOUSE, PAY_W_W)] },
+    Piece { name: "district", accesses: &[r(DISTRICT, PAY_D_R), w(DISTRICT, PAY_D_W)] },
+    Piece {
+        name: "customer",
+        accesses: &[r(CUSTOMER_NAME, ALL_COLUMNS), r(CUSTOMER, PAY_C_R), w(CUSTOMER, PAY_C_W)],
+    },
     Piece { name: "history", accesses: &[w(HISTORY, ALL_COLUMNS)] },
 ];
 static ORDER_STATUS_PIECES: [Piece; 3] = [
@@ -258,7 +252,14 @@ static ORDER_STATUS_PIECES: [Piece; 3] = [
 ];
 static DELIVERY_PIECES: [Piece; 1] = [Piece {
     name: "district",
-    accesses: &[w(NEW_ORDER, ALL_COLUMNS), w(ORDER, DL_O), w(ORDER_LINE, DL_OL), w(CUSTOMER, DL_C)],
+    accesses: &[
+        w(NEW_ORDER, ALL_COLUMNS),
+        r(ORDER, DL_O_R),
+        w(ORDER, DL_O_W),
+        r(ORDER_LINE, DL_OL_R),
+        w(ORDER_LINE, DL_OL_W),
+        w(CUSTOMER, DL_C_W),
+    ],
 }];
 static STOCK_LEVEL_PIECES: [Piece; 2] = [
     Piece { name: "district", accesses: &[r(DISTRICT, SL_D)] },
@@ -310,7 +311,8 @@ impl TpccTxn {
         // Overlap the cache misses of the customer, item and stock rows and of their index
         // buckets, first of all, so that they land while the warehouse and district are read
         // (row ids are remembered for the operations below).
-        let stock_cols = stock_columns(d);
+        let stock_reads = stock_reads(d);
+        let stock_cols = stock_reads | NO_S_W;
         let mut keys = [(CUSTOMER, key::customer(w, d, c), NO_C); 31];
         for (pair, l) in keys[1..].chunks_exact_mut(2).zip(lines) {
             pair[0] = (ITEM, u64::from(l.item), NO_I);
@@ -322,7 +324,7 @@ impl TpccTxn {
             .must()?;
         let (o, d_tax) = tx
             .piece(1, |tx| {
-                tx.update_cols(DISTRICT, key::district(w, d), NO_D, |r| {
+                tx.update_cols(DISTRICT, key::district(w, d), NO_D_R, NO_D_W, |r| {
                     let o = di::u32(r, di::D_NEXT_O_ID);
                     di::set_u32(r, di::D_NEXT_O_ID, o + 1);
                     (o, di::u32(r, di::D_TAX))
@@ -376,7 +378,7 @@ impl TpccTxn {
                 };
                 let remote = l.supply_w != w;
                 let (dist_info, s_original) = tx
-                    .update_cols(STOCK, key::stock(l.supply_w, l.item), stock_cols, |r| {
+                    .update_cols(STOCK, key::stock(l.supply_w, l.item), stock_reads, NO_S_W, |r| {
                         let q = st::u32(r, st::S_QUANTITY);
                         let q =
                             if q >= l.quantity + 10 { q - l.quantity } else { q + 91 - l.quantity };
@@ -443,7 +445,7 @@ impl TpccTxn {
         let (w, d, amount) = (self.w, self.d, self.amount);
         let w_name = tx
             .piece(0, |tx| {
-                tx.update_cols(WAREHOUSE, u64::from(w), PAY_W, |r| {
+                tx.update_cols(WAREHOUSE, u64::from(w), PAY_W_R, PAY_W_W, |r| {
                     wh::set_i64(r, wh::W_YTD, wh::i64(r, wh::W_YTD) + amount);
                     let mut name = [0u8; 10];
                     name.copy_from_slice(wh::get(r, wh::W_NAME));
@@ -454,7 +456,7 @@ impl TpccTxn {
             .must()?;
         let d_name = tx
             .piece(1, |tx| {
-                tx.update_cols(DISTRICT, key::district(w, d), PAY_D, |r| {
+                tx.update_cols(DISTRICT, key::district(w, d), PAY_D_R, PAY_D_W, |r| {
                     di::set_i64(r, di::D_YTD, di::i64(r, di::D_YTD) + amount);
                     let mut name = [0u8; 10];
                     name.copy_from_slice(di::get(r, di::D_NAME));
@@ -468,7 +470,7 @@ impl TpccTxn {
             let c = self.select_customer(tx, c_w, c_d)?;
             let key = key::customer(c_w, c_d, c);
             let bad_credit = tx
-                .update_cols(CUSTOMER, key, PAY_C & !PAY_C_DATA, |r| {
+                .update_cols(CUSTOMER, key, PAY_C_R, PAY_C_W & !PAY_C_DATA, |r| {
                     cu::set_i64(r, cu::C_BALANCE, cu::i64(r, cu::C_BALANCE) - amount);
                     cu::set_i64(r, cu::C_YTD_PAYMENT, cu::i64(r, cu::C_YTD_PAYMENT) + amount);
                     cu::set_u32(r, cu::C_PAYMENT_CNT, cu::u32(r, cu::C_PAYMENT_CNT) + 1);
@@ -478,7 +480,7 @@ impl TpccTxn {
                 .must()?;
             // The 500-byte C_DATA is read and rewritten for bad-credit customers only (10 %).
             if bad_credit {
-                tx.update_cols(CUSTOMER, key, PAY_C_DATA, |r| {
+                tx.update_cols(CUSTOMER, key, 0, PAY_C_DATA, |r| {
                     prepend_payment(cu::get_mut(r, cu::C_DATA), [c, c_d, c_w, d, w], amount);
                 })?
                 .must()?;
@@ -559,7 +561,7 @@ impl TpccTxn {
                     return Err(Abort::new(AbortReason::MissingRow));
                 }
                 let (c, lines) = tx
-                    .update_cols(ORDER, key::order(w, d, o), DL_O, |r| {
+                    .update_cols(ORDER, key::order(w, d, o), DL_O_R, DL_O_W, |r| {
                         or::set_u32(r, or::O_CARRIER_ID, self.carrier);
                         (or::u32(r, or::O_C_ID), or::u32(r, or::O_OL_CNT))
                     })?
@@ -567,13 +569,19 @@ impl TpccTxn {
                 let mut sum = 0i64;
                 for n in 1..=lines {
                     sum += tx
-                        .update_cols(ORDER_LINE, key::order_line(w, d, o, n), DL_OL, |r| {
-                            ol::set_i64(r, ol::OL_DELIVERY_D, self.now);
-                            ol::i64(r, ol::OL_AMOUNT)
-                        })?
+                        .update_cols(
+                            ORDER_LINE,
+                            key::order_line(w, d, o, n),
+                            DL_OL_R,
+                            DL_OL_W,
+                            |r| {
+                                ol::set_i64(r, ol::OL_DELIVERY_D, self.now);
+                                ol::i64(r, ol::OL_AMOUNT)
+                            },
+                        )?
                         .must()?;
                 }
-                tx.update_cols(CUSTOMER, key::customer(w, d, c), DL_C, |r| {
+                tx.update_cols(CUSTOMER, key::customer(w, d, c), 0, DL_C_W, |r| {
                     cu::set_i64(r, cu::C_BALANCE, cu::i64(r, cu::C_BALANCE) + sum);
                     cu::set_u32(r, cu::C_DELIVERY_CNT, cu::u32(r, cu::C_DELIVERY_CNT) + 1);
                 })?
