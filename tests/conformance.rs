@@ -132,6 +132,37 @@ pub fn insert_and_delete_visibility<P: Protocol + Default>() {
     }
 }
 
+/// One transaction deletes a row and inserts its key again, among writes of other rows, in
+/// several orders: every row ends with what the transaction last wrote to it.
+pub fn reinsert_after_delete_in_one_transaction<P: Protocol + Default>() {
+    let db = db::<P>();
+    let mut w = db.worker().unwrap();
+    txn(&mut w, |w| (1..=4).try_for_each(|k| w.insert(T, k, &row(k)).map(|ok| assert!(ok))));
+    txn(&mut w, |w| {
+        // An update buffered first, then a delete and a re-insert of another row.
+        w.update(T, 1, |r| r[..8].copy_from_slice(&11u64.to_le_bytes()))?;
+        assert!(w.delete(T, 2)?);
+        assert!(w.insert(T, 2, &row(22))?);
+        // A re-insert whose key was deleted after an update of it.
+        w.update(T, 3, |r| r[..8].copy_from_slice(&30u64.to_le_bytes()))?;
+        assert!(w.delete(T, 3)?);
+        assert!(w.insert(T, 3, &row(33))?);
+        // A fresh insert deleted and inserted again.
+        assert!(w.insert(T, 5, &row(50))?);
+        assert!(w.delete(T, 5)?);
+        assert!(w.insert(T, 5, &row(55))?);
+        w.update(T, 4, |r| r[..8].copy_from_slice(&44u64.to_le_bytes()))?;
+        assert_eq!(w.read(T, 2, val)?, Some(22));
+        assert_eq!(w.read(T, 1, val)?, Some(11));
+        Ok(())
+    });
+    for (k, v) in [(1, 11), (2, 22), (3, 33), (4, 44), (5, 55)] {
+        assert_eq!(get(&mut w, T, k), Some(v), "key {k}");
+    }
+    let whole = txn(&mut w, |w| w.read(T, 2, |r| r.to_vec()));
+    assert_eq!(whole.as_deref(), Some(&row(22)[..]));
+}
+
 /// A table of three 8-byte columns `a`, `b`, `c`, with poisoning on: what a projected copy
 /// leaves out reads as `POISON`.
 fn columns_db<P: Protocol + Default>() -> Database<P> {
@@ -681,6 +712,7 @@ macro_rules! protocol_suite {
             #[test] fn read_your_writes() { super::read_your_writes::<P>() }
             #[test] fn abort_rolls_back_everything() { super::abort_rolls_back_everything::<P>() }
             #[test] fn insert_and_delete_visibility() { super::insert_and_delete_visibility::<P>() }
+            #[test] fn reinsert_after_delete_in_one_transaction() { super::reinsert_after_delete_in_one_transaction::<P>() }
             #[test] fn column_projection_copies_and_writes_back_only_declared_columns() { super::column_projection_copies_and_writes_back_only_declared_columns::<P>() }
             #[test] fn split_update_writes_only_its_written_columns() { super::split_update_writes_only_its_written_columns::<P>() }
             #[test] fn wrong_payload_length_and_unknown_table_abort() { super::wrong_payload_length_and_unknown_table_abort::<P>() }

@@ -38,12 +38,17 @@ enum WriteKind {
     InsertDeleted,
 }
 
+/// A write entry's `off` when it has no buffer in the arena: a delete's, or an insert's, whose
+/// row is written straight into its fresh record (locked and absent, so no reader copies it).
+const NO_BUFFER: u32 = u32::MAX;
+
 #[derive(Clone, Copy, Debug)]
 struct WriteEntry {
     table: TableId,
     rid: RowId,
     key: u64,
     kind: WriteKind,
+    /// Arena offset of the buffered row, or [`NO_BUFFER`].
     off: u32,
     /// The columns the buffered row holds (an `update_cols` copies only the ones it sees).
     cols: Columns,
@@ -190,7 +195,8 @@ impl<'db> SiloWorker<'db> {
         self.writes.push(WriteEntry { table, rid, key, kind, off, cols, dirty, locked_tid });
     }
 
-    /// The buffered row of write entry `i`, holding at least the columns `cols`.
+    /// The buffered row of write entry `i` (an update, revive or insert), holding at least the
+    /// columns `cols`.
     #[inline]
     fn buffered(
         &mut self,
@@ -199,10 +205,24 @@ impl<'db> SiloWorker<'db> {
         cols: Columns,
     ) -> Result<&mut [u8], Abort> {
         let w = self.writes[i];
-        if !tbl.projection.contains(w.cols, cols) {
+        if w.off == NO_BUFFER {
+            self.buffer_insert(i, tbl);
+        } else if !tbl.projection.contains(w.cols, cols) {
             self.widen(i, tbl, cols)?;
         }
-        Ok(self.arena.get_mut(w.off, tbl.spec.row_size))
+        Ok(self.arena.get_mut(self.writes[i].off, tbl.spec.row_size))
+    }
+
+    /// Gives insert entry `i`, whose row is in its record, a buffer holding that row (a later
+    /// operation of the transaction reads or changes it); commit then installs the buffer.
+    #[cold]
+    fn buffer_insert(&mut self, i: usize, tbl: &Table<SiloRecord>) {
+        let w = self.writes[i];
+        debug_assert_eq!(w.kind, WriteKind::Insert);
+        let off = self.arena.push_reused(tbl.spec.row_size);
+        // The record is locked by this transaction since its insert: no one else writes it.
+        tbl.rows.get(w.rid).read_into(self.arena.get_mut(off, tbl.spec.row_size));
+        self.writes[i].off = off;
     }
 
     /// Adds the columns `cols` to write entry `i`, which an `update_cols` made with fewer: copies
@@ -452,7 +472,12 @@ impl Worker for SiloWorker<'_> {
                 if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
                     return Ok(false);
                 }
-                self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                if w.off == NO_BUFFER {
+                    // Our own insert: its record holds the row.
+                    tbl.rows.get(rid).write_from(value);
+                } else {
+                    self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                }
                 self.writes[i].cols = ALL_COLUMNS;
                 self.writes[i].dirty = ALL_COLUMNS;
                 return Ok(true);
@@ -526,12 +551,15 @@ impl Worker for SiloWorker<'_> {
             // `insert_if_absent`, a revived record through its TID), and an entry here would
             // make inserts of neighbouring keys abort each other.
             let fresh = self.ctx.alloc(t)?;
+            let row = tbl.rows.get(fresh);
             // TID 0: a row no transaction has committed yet (UNBORN in recorded histories).
-            tbl.rows.get(fresh).header.store(Tid(0).with(Tid::ABSENT | Tid::LOCK));
+            row.header.store(Tid(0).with(Tid::ABSENT | Tid::LOCK));
+            // The row goes straight into the record (readers copy no absent record, and the
+            // index insert below publishes it), so commit installs only the TID.
+            row.write_from(value);
             let rid = match tbl.index.insert_if_absent(key, fresh, &self.ctx.guard) {
                 Ok(()) => {
-                    let off = self.arena.push(value);
-                    self.push_write(t, fresh, key, WriteKind::Insert, off);
+                    self.push_write(t, fresh, key, WriteKind::Insert, NO_BUFFER);
                     self.bump(tbl, key);
                     return Ok(true);
                 }
@@ -544,15 +572,18 @@ impl Worker for SiloWorker<'_> {
                 let w = self.writes[i];
                 return Ok(match w.kind {
                     WriteKind::Delete => {
-                        self.writes[i].kind = WriteKind::Update;
-                        self.writes[i].cols = ALL_COLUMNS;
-                        self.writes[i].dirty = ALL_COLUMNS;
-                        self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                        // A fresh buffer: a delete has none (or a partial one of an update).
+                        let off = self.arena.push(value);
+                        let e = &mut self.writes[i];
+                        (e.kind, e.off, e.cols, e.dirty) =
+                            (WriteKind::Update, off, ALL_COLUMNS, ALL_COLUMNS);
                         true
                     }
                     WriteKind::InsertDeleted => {
-                        self.writes[i].kind = WriteKind::Insert;
-                        self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                        // Still our locked record: the row goes into it again.
+                        tbl.rows.get(rid).write_from(value);
+                        let e = &mut self.writes[i];
+                        (e.kind, e.off) = (WriteKind::Insert, NO_BUFFER);
                         true
                     }
                     _ => false,
@@ -622,7 +653,7 @@ impl Worker for SiloWorker<'_> {
         if tid.is_absent() {
             return Ok(false);
         }
-        self.push_write(t, rid, key, WriteKind::Delete, 0);
+        self.push_write(t, rid, key, WriteKind::Delete, NO_BUFFER);
         Ok(true)
     }
 
@@ -771,6 +802,8 @@ impl Worker for SiloWorker<'_> {
             let tbl = storage.table(w.table);
             let row = tbl.rows.get(w.rid);
             match w.kind {
+                // An insert without a buffer wrote its row into the record already.
+                WriteKind::Insert if w.off == NO_BUFFER => row.header.store(tid.with(Tid::LATEST)),
                 WriteKind::Update | WriteKind::Revive | WriteKind::Insert => {
                     row.write_cols_from(
                         self.arena.get(w.off, tbl.spec.row_size),
