@@ -127,12 +127,15 @@ fn a_small_run_writes_json_and_csv_with_the_configuration() {
         "--payload",
         "16",
         "--rmw",
+        "--no-prefault",
         "--json",
         json.to_str().unwrap(),
         "--csv",
         csv.to_str().unwrap(),
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("backoff None, no pre-faulting"), "{err}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["protocol"], "silo");
@@ -142,6 +145,7 @@ fn a_small_run_writes_json_and_csv_with_the_configuration() {
     assert_eq!(v["config"]["workload"]["records"], 10000);
     assert_eq!(v["config"]["workload"]["rmw"], true);
     assert_eq!(v["config"]["run"]["threads"], 2);
+    assert_eq!(v["config"]["run"]["prefault"], false);
     assert!(v["git_revision"].as_str().is_some_and(|s| !s.is_empty()));
     assert!(v["machine"]["cores"].as_u64().unwrap() >= 1);
     assert!(v["latency"]["p99_us"].as_f64().unwrap() >= v["latency"]["p50_us"].as_f64().unwrap());
@@ -531,6 +535,10 @@ fn a_short_tpcc_run_reports_new_orders_the_mix_and_simplifications() {
     assert!(
         err.contains("TPC-C: 1 warehouse(s)") && err.contains("SIMPLIFIED: no-remote"),
         "{err}"
+    );
+    assert!(
+        err.contains("memory faulted in ahead of inserts"),
+        "pre-faulting is the default: {err}"
     );
     assert!(s.contains("  note        SIMPLIFIED: no-remote"), "{s}");
     for t in ["new-order", "payment", "order-status", "delivery", "stock-level"] {

@@ -31,6 +31,8 @@ fn run<P: Protocol + Default>(customers: u64, seed: u64) -> (Result<(), String>,
         seed,
         check_templates: true,
         check_access_sets: true,
+        // The leader faults memory in while workers allocate (racing them for new segments).
+        prefault: true,
     };
     let stats = P::drive(&db, &sb, &cfg).unwrap();
     let commits: u64 = stats.iter().map(|s| s.total_commits()).sum();

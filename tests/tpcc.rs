@@ -130,6 +130,8 @@ fn contended<P: Protocol + Default>(seed: u64) {
         seed,
         check_templates: true,
         check_access_sets: true,
+        // The leader faults memory in while workers allocate (racing them for new segments).
+        prefault: true,
     };
     let stats = P::drive(&db, &tpcc, &cfg).unwrap();
     let mut total = WorkerStats::new(5);

@@ -141,6 +141,11 @@ struct RunArgs {
     /// Do not pin worker threads to cores
     #[arg(long)]
     no_pin: bool,
+    /// Do not fault memory in ahead of inserts: workers take the page faults of growing tables
+    /// themselves (by default the leader thread faults in what they will need next, as the C++
+    /// engines fault their whole memory in before measuring)
+    #[arg(long)]
+    no_prefault: bool,
     /// SmallBank: customers, 2 to 4294967296 (BOHM uses 50 and 100000) [default: 100000]
     #[arg(long, help_heading = "SmallBank workload")]
     customers: Option<u64>,

@@ -68,6 +68,7 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
         seed: args.seed,
         check_templates: args.check_templates || cfg!(debug_assertions),
         check_access_sets: args.check_access_sets,
+        prefault: !args.no_prefault,
     };
     let db_opts = DbOptions {
         max_workers: threads + 8,
@@ -179,8 +180,13 @@ fn measure<W: Workload + 'static>(
     let Common { protocols, run_cfg, db_opts, cores } = common;
     let (protocols, run_cfg, db_opts, cores) = (protocols.clone(), run_cfg, db_opts, *cores);
     eprintln!(
-        "{} thread(s), {} s measured after {} s warm-up, {} run(s) per protocol, backoff {:?}",
-        run_cfg.threads, args.duration, args.warmup, args.repeat, args.backoff
+        "{} thread(s), {} s measured after {} s warm-up, {} run(s) per protocol, backoff {:?}, {}",
+        run_cfg.threads,
+        args.duration,
+        args.warmup,
+        args.repeat,
+        args.backoff,
+        if run_cfg.prefault { "memory faulted in ahead of inserts" } else { "no pre-faulting" }
     );
     let config = serde_json::json!({
         "run": &run_cfg,

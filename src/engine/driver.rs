@@ -10,6 +10,10 @@
 //! adaptive backoff, runs Cicada's contention regulation (§3.9): every 5 ms it sums the workers'
 //! commit counters and hill-climbs the globally shared maximum backoff by 0.5 µs steps in the
 //! direction in which throughput improved. Workers read that maximum only after an abort.
+//! Unless [`RunConfig::prefault`] is off, the leader also faults memory in ahead of the tables
+//! that grow, every 5 ms ([`crate::storage::Prefaulter`]), so that inserting workers do not
+//! wait for the kernel to zero fresh pages (the C++ engines we compare with fault their whole
+//! allocator region in before they measure).
 
 use super::database::Database;
 use super::procedure::{AccessSet, Procedure, Tx};
@@ -17,6 +21,7 @@ use super::protocol::{Protocol, Worker};
 use super::stats::WorkerStats;
 use super::workload::{Generator, Workload};
 use crate::error::{Abort, AbortReason, Error};
+use crate::storage::Prefaulter;
 use crossbeam_utils::CachePadded;
 use rand::{Rng, RngExt, SeedableRng};
 use serde::Serialize;
@@ -58,6 +63,8 @@ pub struct RunConfig {
     pub check_templates: bool,
     /// Declare access sets before each transaction and check them at run time.
     pub check_access_sets: bool,
+    /// Let the leader fault memory in ahead of growing tables (see the module docs).
+    pub prefault: bool,
 }
 
 impl Default for RunConfig {
@@ -71,6 +78,7 @@ impl Default for RunConfig {
             seed: 1,
             check_templates: cfg!(debug_assertions),
             check_access_sets: false,
+            prefault: true,
         }
     }
 }
@@ -81,6 +89,8 @@ const STOP: u8 = 2;
 
 /// Hill-climbing period and step (Cicada §3.9: 5 ms and 0.5 µs).
 const REGULATION_PERIOD: Duration = Duration::from_millis(5);
+/// How often the leader faults memory in ahead of growing tables.
+const PREFAULT_PERIOD: Duration = Duration::from_millis(5);
 const REGULATION_STEP_NS: i64 = 500;
 
 struct Shared {
@@ -131,8 +141,13 @@ pub fn run_interactive<P: Protocol, W: Workload>(
                 })
             })
             .collect();
+        let mut prefaulter = cfg.prefault.then(|| Prefaulter::new(db.storage()));
         barrier.wait();
-        lead(cfg, &shared);
+        lead(cfg, &shared, || {
+            if let Some(p) = &mut prefaulter {
+                p.step(db.storage());
+            }
+        });
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -144,8 +159,8 @@ pub fn run_interactive<P: Protocol, W: Workload>(
     stats.into_iter().collect()
 }
 
-/// The leader's part: phases and contention regulation.
-fn lead(cfg: &RunConfig, shared: &Shared) {
+/// The leader's part: phases, contention regulation, and `tick` (the prefaulter) between sleeps.
+fn lead(cfg: &RunConfig, shared: &Shared, mut tick: impl FnMut()) {
     let adaptive = cfg.backoff == Backoff::Adaptive;
     let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed, usize::MAX));
     let start = Instant::now();
@@ -176,9 +191,11 @@ fn lead(cfg: &RunConfig, shared: &Shared) {
                 Some(m) => cfg.duration.saturating_sub(now - m),
                 None => cfg.warmup.saturating_sub(elapsed),
             };
-            left.min(Duration::from_millis(20))
+            let period = if cfg.prefault { PREFAULT_PERIOD } else { Duration::from_millis(20) };
+            left.min(period)
         };
-        std::thread::sleep(sleep);
+        tick();
+        std::thread::sleep(sleep.saturating_sub(now.elapsed()));
         if adaptive {
             let commits: u64 = shared.commits.iter().map(|c| c.load(Ordering::Relaxed)).sum();
             let t = Instant::now();

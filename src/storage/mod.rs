@@ -220,6 +220,46 @@ pub struct Storage<R: RecordHeader> {
     _advancer: EpochAdvancer,
 }
 
+/// Keeps memory faulted in ahead of the tables that grow, so that inserting workers do not take
+/// page faults (see [`RowStore::prefault`]). Something other than the workers calls
+/// [`Prefaulter::step`] every few milliseconds: the driver's leader thread, which otherwise
+/// sleeps. Each step looks at how far every table's allocation cursor moved since the last one
+/// and makes sure three times that much (at least one segment) lies faulted in beyond it: the
+/// next period may insert faster, and a worker that still outruns the leader faults its pages
+/// itself, as it would without a prefaulter.
+#[derive(Debug)]
+pub struct Prefaulter {
+    /// Each table's cursor at the last step.
+    last: Vec<u64>,
+    /// Bytes faulted in so far.
+    faulted: usize,
+}
+
+impl Prefaulter {
+    /// A prefaulter for `storage`'s tables, starting from their current cursors.
+    pub fn new<R: RecordHeader>(storage: &Storage<R>) -> Self {
+        Prefaulter { last: storage.tables.iter().map(|t| t.rows.allocated()).collect(), faulted: 0 }
+    }
+
+    /// One step (see the type's docs).
+    pub fn step<R: RecordHeader>(&mut self, storage: &Storage<R>) {
+        for (t, last) in storage.tables.iter().zip(&mut self.last) {
+            let now = t.rows.allocated();
+            let grew = now.saturating_sub(*last);
+            *last = now;
+            if grew > 0 {
+                let ahead = grew.saturating_mul(3).max(t.rows.slots_per_segment());
+                self.faulted += t.rows.prefault(now, ahead);
+            }
+        }
+    }
+
+    /// Bytes faulted in by the steps so far.
+    pub fn faulted_bytes(&self) -> usize {
+        self.faulted
+    }
+}
+
 /// What dropped workers left behind. See [`Storage::leave`].
 #[derive(Default)]
 struct Orphans {
