@@ -156,6 +156,16 @@ impl Index {
         }
     }
 
+    /// Faults in memory the index will need for its next inserts, where it can know it ahead
+    /// (the dense index's next chunk of leaves); returns the bytes faulted in. See
+    /// [`crate::storage::Prefaulter`].
+    pub fn prefault(&self) -> usize {
+        match self {
+            Index::Dense(d) => d.prefault(),
+            Index::Ordered(_) | Index::Hash(_) => 0,
+        }
+    }
+
     /// Removes `key` if it still maps to `rid`. Returns whether it was removed.
     #[inline]
     pub fn remove_if(&self, key: u64, rid: RowId, g: &IndexGuard) -> bool {

@@ -221,7 +221,8 @@ pub struct Storage<R: RecordHeader> {
 }
 
 /// Keeps memory faulted in ahead of the tables that grow, so that inserting workers do not take
-/// page faults (see [`RowStore::prefault`]). Something other than the workers calls
+/// page faults (see [`RowStore::prefault`], and [`index::Index::prefault`] for the dense
+/// index's leaves). Something other than the workers calls
 /// [`Prefaulter::step`] every few milliseconds: the driver's leader thread, which otherwise
 /// sleeps. Each step looks at how far every table's allocation cursor moved since the last one
 /// and makes sure three times that much (at least one segment) lies faulted in beyond it: the
@@ -250,6 +251,8 @@ impl Prefaulter {
             if grew > 0 {
                 let ahead = grew.saturating_mul(3).max(t.rows.slots_per_segment());
                 self.faulted += t.rows.prefault(now, ahead);
+                // New rows bring new keys: the index's next memory, where it knows it.
+                self.faulted += t.index.prefault();
             }
         }
     }
