@@ -9,6 +9,8 @@
 # compare two builds of a CPU-side change one run each. It does not see cache misses or stalls:
 # judge memory-side changes by interleaved throughput runs instead. Needs valgrind and python3.
 # `--warmup 0` is added so that every executed transaction is counted; use one thread.
+# `--no-prefault` too: under valgrind the leader's pre-faulting is slow enough to delay the end
+# of the run several-fold, and it changes no instruction a worker executes.
 set -euo pipefail
 bin=target/release/txlab
 if [[ $# -gt 0 && $1 != -- ]]; then bin=$1; shift; fi
@@ -19,7 +21,7 @@ out=$(mktemp)
 log=$(mktemp)
 trap 'rm -f "$out" "$log"' EXIT
 if ! valgrind --tool=callgrind --toggle-collect='*worker_loop*' --callgrind-out-file="$out" \
-    "$bin" run "$@" --warmup 0 >"$log" 2>&1; then
+    "$bin" run "$@" --warmup 0 --no-prefault >"$log" 2>&1; then
     echo "instructions.sh: the run failed:" >&2
     grep -v '^==' "$log" >&2
     exit 1

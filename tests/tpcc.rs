@@ -139,6 +139,11 @@ fn contended<P: Protocol + Default>(seed: u64) {
         total.merge(s);
     }
     assert!(total.commits.iter().all(|&c| c > 0), "every type committed: {:?}", total.commits);
+    // Every worker timed the window it measured: the planned 0.6 s, give or take preemption
+    // (8 threads on 2 cores) and the transaction in flight at its end.
+    assert_eq!(total.windows, 8);
+    let window = total.window_seconds(0.6);
+    assert!((0.55..3.0).contains(&window), "measured window {window} s");
     assert!(total.total_commits() > 2_000, "too few commits: {:?}", total.commits);
     assert!(total.user_aborts[0] > 0, "the 1 % NewOrder rollback happened");
     assert_eq!(total.aborts[txlab::error::AbortReason::MissingRow as usize], 0);

@@ -296,17 +296,19 @@ fn prepare<'a, P: Protocol + Default, W: Workload + 'a>(
         for s in &per_worker {
             total.merge(s);
         }
+        // Rates over the window the workers timed (about the planned duration).
+        let seconds = total.window_seconds(cfg.duration.as_secs_f64());
         let mut report = RunReport::new(
             P::NAME,
             workload.name(),
             &names,
             &total,
             cfg.threads,
-            cfg.duration.as_secs_f64(),
+            seconds,
             config.clone(),
         );
         report.invariant_violation = broken;
-        report.set_headline(workload.headline(), &total, cfg.duration.as_secs_f64());
+        report.set_headline(workload.headline(), &total, seconds);
         report.notes = workload.notes();
         let missing = total.aborts[crate::error::AbortReason::MissingRow as usize];
         if missing > 0 && P::CAPS.isolation == Isolation::Serializable {

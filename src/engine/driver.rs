@@ -233,12 +233,17 @@ fn worker_loop<P: Protocol, W: Workload>(
     let clock = quanta::Clock::new();
     let declare = cfg.check_access_sets || P::CAPS.needs_access_set;
     let mut committed = 0u64;
+    // Clock reading at the first transaction begun in the measurement window (see `window`).
+    let mut measure_from = None;
     loop {
         let phase = shared.phase.load(Ordering::Acquire);
         if phase == STOP {
             break;
         }
         let measuring = phase == MEASURE;
+        if measuring && measure_from.is_none() {
+            measure_from = Some(clock.raw());
+        }
         let proc = gen.next();
         let ty = proc.txn_type();
         let t0 = clock.raw();
@@ -258,7 +263,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                         workload.name()
                     )));
                     shared.phase.store(STOP, Ordering::Release);
-                    return Ok(stats);
+                    return Ok(window(stats, &clock, measure_from));
                 }
                 ok.then_some(&set)
             } else {
@@ -295,7 +300,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                         let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());
                         f.get_or_insert(Error::Fatal { txn: types[ty].name.to_string(), reason });
                         shared.phase.store(STOP, Ordering::Release);
-                        return Ok(stats);
+                        return Ok(window(stats, &clock, measure_from));
                     }
                     if measuring {
                         stats.aborts_by_type[ty] += 1;
@@ -313,13 +318,23 @@ fn worker_loop<P: Protocol, W: Workload>(
                         }
                     }
                     if shared.phase.load(Ordering::Relaxed) == STOP {
-                        return Ok(stats);
+                        return Ok(window(stats, &clock, measure_from));
                     }
                 }
             }
         }
     }
-    Ok(stats)
+    Ok(window(stats, &clock, measure_from))
+}
+
+/// Closes a worker's statistics: its measured window, from `from` (if it measured at all) to
+/// now, when it has seen the window end or is leaving early.
+fn window(mut stats: WorkerStats, clock: &quanta::Clock, from: Option<u64>) -> WorkerStats {
+    if let Some(from) = from {
+        stats.window_ns = clock.delta_as_nanos(from, clock.raw());
+        stats.windows = 1;
+    }
+    stats
 }
 
 /// The reason to count for a failed attempt, asked before the worker rolls back: a

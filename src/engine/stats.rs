@@ -23,6 +23,11 @@ pub struct WorkerStats {
     pub latency: Histogram<u64>,
     /// Nanoseconds spent in backoff.
     pub backoff_ns: u64,
+    /// Nanoseconds the worker measured: from the first transaction it began in the
+    /// measurement window to the moment it saw the window end (merged: the sum over workers).
+    pub window_ns: u64,
+    /// Workers whose `window_ns` is counted (1 per worker that measured; merged: the sum).
+    pub windows: u64,
 }
 
 impl WorkerStats {
@@ -35,6 +40,8 @@ impl WorkerStats {
             aborts: [0; AbortReason::COUNT],
             latency: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("valid bounds"),
             backoff_ns: 0,
+            window_ns: 0,
+            windows: 0,
         }
     }
 
@@ -54,6 +61,20 @@ impl WorkerStats {
         }
         self.latency.add(&other.latency).expect("same histogram bounds");
         self.backoff_ns += other.backoff_ns;
+        self.window_ns += other.window_ns;
+        self.windows += other.windows;
+    }
+
+    /// The measurement window in seconds as the workers timed it (their mean), or `planned`
+    /// if none measured. Throughput divides by this rather than by the planned duration, so a
+    /// leader that ends the window late (preempted, or busy pre-faulting memory) does not
+    /// inflate it.
+    pub fn window_seconds(&self, planned: f64) -> f64 {
+        if self.windows == 0 || self.window_ns == 0 {
+            planned
+        } else {
+            self.window_ns as f64 / self.windows as f64 / 1e9
+        }
     }
 
     /// Total commits.

@@ -222,39 +222,62 @@ pub struct Storage<R: RecordHeader> {
 
 /// Keeps memory faulted in ahead of the tables that grow, so that inserting workers do not take
 /// page faults (see [`RowStore::prefault`], and [`index::Index::prefault`] for the dense
-/// index's leaves). Something other than the workers calls
-/// [`Prefaulter::step`] every few milliseconds: the driver's leader thread, which otherwise
-/// sleeps. Each step looks at how far every table's allocation cursor moved since the last one
-/// and makes sure three times that much (at least one segment) lies faulted in beyond it: the
-/// next period may insert faster, and a worker that still outruns the leader faults its pages
-/// itself, as it would without a prefaulter.
+/// index's leaves). Something other than the workers calls [`Prefaulter::step`] every few
+/// milliseconds: the driver's leader thread, which otherwise sleeps. Each step looks at how far
+/// every table's allocation cursor moved since the last one and makes sure three times that
+/// much (at least one segment, at most [`Prefaulter::MAX_AHEAD`] bytes) lies faulted in beyond
+/// it: the next period may insert faster, and a worker that still outruns the leader faults its
+/// pages itself, as it would without a prefaulter. A step faults in at most
+/// [`Prefaulter::STEP_BUDGET`] bytes, so that the leader stays on time when faulting is slower
+/// than inserting (an oversubscribed machine, valgrind): without the bound, a slow step lets
+/// the tables grow more, the next step has more to fault, and the leader never gets back to
+/// ending the run.
 #[derive(Debug)]
 pub struct Prefaulter {
     /// Each table's cursor at the last step.
     last: Vec<u64>,
+    /// The table the next step starts with (steps rotate, so a budget shared by several growing
+    /// tables serves each in turn).
+    next: usize,
     /// Bytes faulted in so far.
     faulted: usize,
 }
 
 impl Prefaulter {
+    /// Most bytes kept faulted in ahead of one table's cursor.
+    pub const MAX_AHEAD: usize = 64 << 20;
+    /// Most bytes one step faults in.
+    pub const STEP_BUDGET: usize = 16 << 20;
+
     /// A prefaulter for `storage`'s tables, starting from their current cursors.
     pub fn new<R: RecordHeader>(storage: &Storage<R>) -> Self {
-        Prefaulter { last: storage.tables.iter().map(|t| t.rows.allocated()).collect(), faulted: 0 }
+        let last = storage.tables.iter().map(|t| t.rows.allocated()).collect();
+        Prefaulter { last, next: 0, faulted: 0 }
     }
 
-    /// One step (see the type's docs).
-    pub fn step<R: RecordHeader>(&mut self, storage: &Storage<R>) {
-        for (t, last) in storage.tables.iter().zip(&mut self.last) {
+    /// One step (see the type's docs). Returns the bytes it faulted in.
+    pub fn step<R: RecordHeader>(&mut self, storage: &Storage<R>) -> usize {
+        let n = storage.tables.len();
+        let mut done = 0;
+        for i in (0..n).map(|i| (self.next + i) % n) {
+            let t = &storage.tables[i];
             let now = t.rows.allocated();
-            let grew = now.saturating_sub(*last);
-            *last = now;
-            if grew > 0 {
-                let ahead = grew.saturating_mul(3).max(t.rows.slots_per_segment());
-                self.faulted += t.rows.prefault(now, ahead);
-                // New rows bring new keys: the index's next memory, where it knows it.
-                self.faulted += t.index.prefault();
+            let grew = now.saturating_sub(self.last[i]);
+            self.last[i] = now;
+            if grew == 0 || done >= Self::STEP_BUDGET {
+                continue;
+            }
+            let most = (Self::MAX_AHEAD / t.rows.slot_size()) as u64;
+            let ahead = grew.saturating_mul(3).max(t.rows.slots_per_segment()).min(most);
+            done += t.rows.prefault(now, ahead, Self::STEP_BUDGET - done);
+            // New rows bring new keys: the index's next memory, where it knows it.
+            if done < Self::STEP_BUDGET {
+                done += t.index.prefault();
             }
         }
+        self.next = (self.next + 1) % n.max(1);
+        self.faulted += done;
+        done
     }
 
     /// Bytes faulted in by the steps so far.
@@ -387,5 +410,47 @@ impl<R: RecordHeader> Storage<R> {
     #[inline]
     pub fn epochs(&self) -> &Epochs {
         &self.epochs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    /// A header nothing reads: these tests only allocate slots.
+    struct Hdr {
+        _word: AtomicU64,
+    }
+    // SAFETY: a single atomic: zero is valid, no Drop, align 8.
+    unsafe impl RecordHeader for Hdr {}
+
+    /// A table grows by far more than a step may fault in: the step stops at its budget, faults
+    /// in what comes right after the cursor, and does nothing while nothing grows.
+    #[test]
+    fn prefaulter_steps_are_bounded_and_fault_in_what_comes_next() {
+        for index in [IndexKind::Ordered, IndexKind::Dense] {
+            // 56-byte rows: 64-byte slots, 32768 to a 2 MiB segment.
+            let spec = TableSpec::new("t", 56, 0).with_capacity(8_000_000).with_index(index);
+            let storage = Storage::<Hdr>::new(&[spec], 4, Duration::from_millis(40)).unwrap();
+            let rows = &storage.tables()[0].rows;
+            let seg = 2usize << 20;
+            let mut pf = Prefaulter::new(&storage);
+            assert_eq!(pf.step(&storage), 0, "nothing grew");
+            let mut cache = SlotCache::default();
+            for _ in 0..100 * rows.slots_per_segment() {
+                rows.alloc(&mut cache).unwrap();
+            }
+            let done = pf.step(&storage);
+            let leaves = if index == IndexKind::Dense { seg } else { 0 };
+            assert!(done >= Prefaulter::STEP_BUDGET, "{index:?}: {done}");
+            assert!(done < Prefaulter::STEP_BUDGET + seg + leaves, "{index:?}: {done}");
+            // The segments right after the cursor are there now.
+            let budget_segs = (Prefaulter::STEP_BUDGET / seg) as u64;
+            let now = rows.allocated();
+            assert_eq!(rows.prefault(now, budget_segs * rows.slots_per_segment(), usize::MAX), 0);
+            assert_eq!(pf.step(&storage), 0, "nothing grew since");
+            assert_eq!(pf.faulted_bytes(), done);
+        }
     }
 }

@@ -364,9 +364,10 @@ impl<R: RecordHeader> RowStore<R> {
     /// exist yet, so that workers allocating those slots later write to memory that is ready
     /// instead of taking page faults while the kernel zeroes fresh pages (the reference C++
     /// engines fault their allocators' whole region in at start-up for the same reason).
-    /// Returns the bytes faulted in. Races with a worker creating the same segment are
-    /// harmless: one mapping is published, the other unmapped.
-    pub fn prefault(&self, from: u64, count: u64) -> usize {
+    /// Stops once `budget` bytes or more are faulted in; returns the bytes faulted in. Races
+    /// with a worker creating the same segment are harmless: one mapping is published, the
+    /// other unmapped.
+    pub fn prefault(&self, from: u64, count: u64, budget: usize) -> usize {
         let end = from.saturating_add(count).min(self.capacity);
         if from >= end {
             return 0;
@@ -376,6 +377,9 @@ impl<R: RecordHeader> RowStore<R> {
         let layout = self.seg_layout();
         let mut bytes = 0;
         for seg in first..=last {
+            if bytes >= budget {
+                break;
+            }
             if !self.dir[seg].load(Ordering::Acquire).is_null() {
                 continue;
             }
@@ -564,13 +568,19 @@ mod tests {
         let per = store.slots_per_segment();
         assert_eq!(per, 32_768);
         let seg_bytes = 2 << 20;
-        assert_eq!(store.prefault(0, 1), seg_bytes);
-        assert_eq!(store.prefault(0, per), 0, "segment 0 exists now");
-        assert_eq!(store.prefault(per - 1, 2), seg_bytes, "the range touches segment 1");
+        assert_eq!(store.prefault(0, 1, usize::MAX), seg_bytes);
+        assert_eq!(store.prefault(0, per, usize::MAX), 0, "segment 0 exists now");
+        assert_eq!(
+            store.prefault(per - 1, 2, usize::MAX),
+            seg_bytes,
+            "the range touches segment 1"
+        );
+        // A budget stops it after the segment that reaches it.
+        assert_eq!(store.prefault(0, u64::MAX, 1), seg_bytes);
         // Past capacity: only the segments up to the last slot (4 segments in all).
-        assert_eq!(store.prefault(0, u64::MAX), 2 * seg_bytes);
-        assert_eq!(store.prefault(100_000, 10), 0);
-        assert_eq!(store.prefault(5, 0), 0);
+        assert_eq!(store.prefault(0, u64::MAX, usize::MAX), seg_bytes);
+        assert_eq!(store.prefault(100_000, 10, usize::MAX), 0);
+        assert_eq!(store.prefault(5, 0, usize::MAX), 0);
         // Allocation uses the prefaulted segments: rows read back as zero, then as written.
         let mut cache = SlotCache::default();
         for i in 0..100_000u64 {
@@ -595,9 +605,13 @@ mod tests {
                 s.spawn(|| {
                     let mut from = round * 1000;
                     while !done.load(Ordering::Relaxed) {
-                        store.prefault(store.allocated(), 2 * store.slots_per_segment());
+                        store.prefault(
+                            store.allocated(),
+                            2 * store.slots_per_segment(),
+                            usize::MAX,
+                        );
                         from = (from + 7919) % 400_000;
-                        store.prefault(from, 3);
+                        store.prefault(from, 3, usize::MAX);
                     }
                 });
                 let workers: Vec<_> = (0..4u64)
