@@ -214,6 +214,9 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut tick: impl FnMut()) {
     shared.phase.store(STOP, Ordering::Release);
 }
 
+// Never inlined (it runs once per thread): profilers and `scripts/instructions.sh` find the
+// workers' time under this name for every workload.
+#[inline(never)]
 fn worker_loop<P: Protocol, W: Workload>(
     db: &Database<P>,
     workload: &W,
