@@ -47,8 +47,8 @@ pub enum CheckWorkload {
     /// if its scan saw fewer than 2 keys, so no block may ever hold 3.
     ScanInsert,
     /// TPC-C's full mix on one warehouse (every thread on it), then its consistency conditions
-    /// 1-10 and 12. Its procedures run on a [`Pausing`] worker, so they pause as the hand-written
-    /// workloads do: before any operation and between the rows of a scan.
+    /// 1-10 and 12. Its procedures pause as the hand-written workloads do: before any operation
+    /// and between the rows of a scan.
     Tpcc,
 }
 
