@@ -175,7 +175,7 @@ fn corrupt<P: Protocol + Default>(db: &Database<P>, t: TableId, k: u64, f: impl 
 
 #[test]
 fn the_conditions_detect_broken_databases() {
-    use schema::{customer as cu, district as di, order as or};
+    use schema::{customer as cu, district as di, order as or, warehouse as wh};
     type P = txlab::protocols::silo::Silo;
     let expect = |tpcc: &Tpcc, db: &Database<P>, conditions: &[&str]| {
         let found = consistency::check(db, tpcc.config_ref().warehouses);
@@ -210,6 +210,9 @@ fn the_conditions_detect_broken_databases() {
     // A balance changed with nothing delivered or paid: conditions 10 and 12.
     corrupt(&db, CUSTOMER, key::customer(1, 8, 77), |r| cu::set_i64(r, cu::C_BALANCE, 5));
     expect(&tpcc, &db, &["condition 10:", "condition 12:"]);
+    // A warehouse's year-to-date changed without a history row: conditions 1 and 8.
+    corrupt(&db, WAREHOUSE, 1, |r| wh::set_i64(r, wh::W_YTD, wh::i64(r, wh::W_YTD) - 7));
+    expect(&tpcc, &db, &["condition 1:", "condition 8:"]);
     let msg = tpcc.check(&db).unwrap_err();
     assert!(msg.starts_with("TPC-C consistency conditions violated: "), "{msg}");
 }
