@@ -33,7 +33,8 @@ import re, sys
 # Total instructions (collection is on inside the workers' loop only) over the transactions
 # generated there (calls to `Generator::next`, from the call records). Where the compiler
 # inlined `next` into the loop (YCSB's generator), there is no call record to count: the
-# run's own commit count is used instead, and the figure is per committed transaction.
+# run's own commit count is used instead (the throughput line's, not the per-type lines'), and
+# the figure is per committed transaction.
 names, callee, total, txns = {}, "", None, 0
 for line in open(sys.argv[1]):
     m = re.match(r"^(c?fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
@@ -49,7 +50,7 @@ for line in open(sys.argv[1]):
         total = int(line.split()[1])
 what = "transaction"
 if total and not txns:
-    commits = [int(m.group(1)) for m in re.finditer(r"commits (\d+)", open(sys.argv[2]).read())]
+    commits = [int(m.group(1)) for m in re.finditer(r"txn/s +commits (\d+)", open(sys.argv[2]).read())]
     txns, what = sum(commits), "committed transaction"
 if not total or not txns:
     sys.exit("instructions.sh: no transactions counted (did the run fail?)")
