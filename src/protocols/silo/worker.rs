@@ -21,6 +21,9 @@ struct ReadEntry {
     /// Pushed together with a write-set entry for the same row (an update, revive or delete
     /// reads what it replaces): a lock validation finds on the row is our own, and needs no
     /// search of the write set. Other reads of rows we write are found by that search.
+    /// Invariant: set only while that write-set entry exists; [`SiloWorker::drop_write`], the one
+    /// place an entry leaves the write set, clears it (a stale `mine` would let validation
+    /// ignore another transaction's lock on a row we read).
     mine: bool,
 }
 
@@ -253,6 +256,18 @@ impl<'db> SiloWorker<'db> {
         p.runs(want, |lo, hi| buf[bytes(lo, hi)].copy_from_slice(&fresh[bytes(lo, hi)]));
         self.writes[i].cols = want;
         Ok(())
+    }
+
+    /// Removes write entry `i` (a revive undone by a delete of the same row): the reads pushed
+    /// with it stay and are no longer `mine`, so validation checks their rows for foreign locks.
+    #[cold]
+    fn drop_write(&mut self, i: usize) {
+        let w = self.writes.remove(i);
+        for r in &mut self.reads {
+            if r.table == w.table && r.rid == w.rid {
+                r.mine = false;
+            }
+        }
     }
 
     #[inline]
@@ -636,8 +651,9 @@ impl Worker for SiloWorker<'_> {
                     true
                 }
                 WriteKind::Revive => {
-                    // Back to absent: nothing to write, but the read-set entry keeps the check.
-                    self.writes.remove(i);
+                    // Back to absent: nothing to write, but the read-set entry keeps the check
+                    // that the record stays absent and unlocked by others.
+                    self.drop_write(i);
                     true
                 }
                 WriteKind::Insert => {
@@ -831,5 +847,91 @@ impl Worker for SiloWorker<'_> {
         if self.active {
             self.rollback();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Database, DbOptions};
+    use crate::protocols::silo::Silo;
+    use crate::storage::TableSpec;
+
+    const T: TableId = TableId(0);
+
+    fn row(v: u64) -> [u8; 8] {
+        v.to_le_bytes()
+    }
+
+    /// A database whose key `K` has a deleted (absent, still indexed) record and whose key `X`
+    /// is present.
+    fn db_with_deleted_k() -> Database<Silo> {
+        let db = Database::with_options(
+            Silo,
+            &[TableSpec::new("t", 8, 16)],
+            DbOptions { max_workers: 4, ..Default::default() },
+        )
+        .unwrap();
+        {
+            let mut w = db.worker().unwrap();
+            w.begin(0);
+            assert!(w.insert(T, K, &row(1)).unwrap());
+            assert!(w.insert(T, X, &row(1)).unwrap());
+            w.commit().unwrap();
+            w.begin(0);
+            assert!(w.delete(T, K).unwrap());
+            w.commit().unwrap();
+        }
+        db
+    }
+
+    const K: u64 = 3;
+    const X: u64 = 9;
+
+    /// The review's schedule, with the two commits interleaved phase by phase: T1 = {insert K,
+    /// delete K, write X} reads K absent; T2 = {read X, insert K} reads X before T1 writes it.
+    /// T2 locks K and validates X; then T1 locks X and validates K, finding T2's lock on it.
+    /// Committing both would be a cycle (T1 -rw(K)-> T2 -rw(X)-> T1), so T1 must abort: its
+    /// read of K, left behind by the revive it undid, is no longer backed by a lock of its own.
+    #[test]
+    fn a_revive_undone_by_a_delete_still_validates_against_foreign_locks() {
+        let db = db_with_deleted_k();
+        let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
+        t1.begin(0);
+        assert!(t1.insert(T, K, &row(10)).unwrap(), "revives the deleted record");
+        assert!(t1.delete(T, K).unwrap(), "and deletes it again");
+        assert!(t1.write(T, X, &row(10)).unwrap());
+        t2.begin(0);
+        assert_eq!(t2.read(T, X, |r| r[0]).unwrap(), Some(1));
+        assert!(t2.insert(T, K, &row(20)).unwrap());
+        // T2's commit, up to its validation.
+        t2.lock_write_set().unwrap();
+        t2.validate().expect("T2 read X before anyone wrote it");
+        // T1's commit: K is locked by T2, which installs a present K after T1 read it absent.
+        t1.lock_write_set().unwrap();
+        assert_eq!(
+            t1.validate().map_err(|a| a.reason),
+            Err(AbortReason::ReadValidation),
+            "T1 ignored T2's lock on a key it read"
+        );
+        t1.rollback();
+        t2.rollback();
+    }
+
+    /// The same shape without the revive: a plain absent read of K validates against the lock.
+    #[test]
+    fn an_absent_read_validates_against_foreign_locks() {
+        let db = db_with_deleted_k();
+        let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
+        t1.begin(0);
+        assert_eq!(t1.read(T, K, |r| r[0]).unwrap(), None);
+        assert!(t1.write(T, X, &row(10)).unwrap());
+        t2.begin(0);
+        assert!(t2.insert(T, K, &row(20)).unwrap());
+        t2.lock_write_set().unwrap();
+        t1.lock_write_set().unwrap();
+        assert!(t1.validate().is_err());
+        t1.rollback();
+        t2.rollback();
     }
 }
