@@ -118,7 +118,8 @@ impl WorkloadOutcome {
 }
 
 const T: TableId = TableId(0);
-type Rng = rand::rngs::Xoshiro256PlusPlus;
+type Rng = crate::storage::pause::PauseRng;
+use crate::storage::pause::pause;
 
 fn get(r: &[u8]) -> i64 {
     i64::from_le_bytes(r[..8].try_into().expect("8-byte rows"))
@@ -126,20 +127,6 @@ fn get(r: &[u8]) -> i64 {
 
 fn put(r: &mut [u8], v: i64) {
     r[..8].copy_from_slice(&v.to_le_bytes());
-}
-
-/// A random pause: nothing, a yield, or a short spin (which keeps any locks held).
-fn pause(rng: &mut Rng, max_us: u64) {
-    match rng.random_range(0..8u32) {
-        0..=3 => {}
-        4..=6 => std::thread::yield_now(),
-        _ => {
-            let until = Instant::now() + Duration::from_micros(rng.random_range(0..=max_us));
-            while Instant::now() < until {
-                std::hint::spin_loop();
-            }
-        }
-    }
 }
 
 /// A worker that pauses at random (see [`pause`]) before every operation and before each row a
@@ -292,6 +279,7 @@ pub fn run<P: Protocol + Default>(
         max_workers: cfg.threads + 2,
         epoch_interval: Duration::from_millis(2),
         record_history: true,
+        commit_pause_us: cfg.max_pause_us,
         ..Default::default()
     };
     let spec = TableSpec::new("check", 8, rows).with_capacity(1 << 20);
@@ -429,6 +417,7 @@ fn run_workload<P: Protocol + Default, W: Workload>(
         // A procedure using a column it did not declare computes with marker bytes, which the
         // workload's consistency check then reports.
         poison_unprojected: true,
+        commit_pause_us: cfg.max_pause_us,
     };
     let db = Database::with_options(P::default(), &workload.tables(), opts)?;
     workload.load(&db, 2)?;

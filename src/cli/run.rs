@@ -75,6 +75,7 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
         epoch_interval: Duration::from_millis(args.epoch_ms),
         record_history: args.record_history,
         poison_unprojected: args.check_templates || cfg!(debug_assertions),
+        commit_pause_us: 0,
     };
     let common = Common { protocols, run_cfg, db_opts, cores };
     match args.workload {

@@ -26,6 +26,11 @@ pub struct DbOptions {
     /// would be lost: the transaction aborts with `TemplateViolation`). For tests; off by
     /// default.
     pub poison_unprojected: bool,
+    /// Pause at random inside every commit, between its phases (after locking, after
+    /// validating), spinning at most this many microseconds; 0 (the default) for none. A
+    /// commit's critical windows are otherwise nanoseconds wide, so tests and `txlab check` turn
+    /// this on to meet the schedules that race in them (see [`crate::storage::pause`]).
+    pub commit_pause_us: u64,
 }
 
 impl Default for DbOptions {
@@ -35,6 +40,7 @@ impl Default for DbOptions {
             epoch_interval: Duration::from_millis(40),
             record_history: false,
             poison_unprojected: false,
+            commit_pause_us: 0,
         }
     }
 }
@@ -81,6 +87,7 @@ impl<P: Protocol> Database<P> {
         if options.record_history {
             storage.record_history();
         }
+        storage.pause_commits(options.commit_pause_us);
         if options.poison_unprojected {
             storage.poison_unprojected();
         }

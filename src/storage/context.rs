@@ -3,6 +3,7 @@
 //! own epoch or allocation code.
 
 use super::index::{pin, IndexGuard, ScanBuf};
+use super::pause::Pauser;
 use super::reclaim::{Reclaimer, Unlink};
 use super::row_store::RecordHeader;
 use super::{RowId, SlotCache, Storage, Table, TableId};
@@ -65,6 +66,8 @@ pub struct WorkerCtx<'db, R: RecordHeader> {
     /// The history recorder, when the database records histories. Protocols report reads,
     /// writes and range reads here; attempts begin and end with `enter` and `exit`.
     pub history: Option<Recorder>,
+    /// Random pauses at commit phase boundaries, when the storage asks for them (tests).
+    pauser: Option<Pauser>,
 }
 
 impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
@@ -89,6 +92,10 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             hints: Box::new([Hint::default(); HINT_SLOTS]),
             attempt: 1,
             history: storage.history().map(|s| s.recorder()),
+            pauser: match storage.commit_pause_us() {
+                0 => None,
+                us => Some(Pauser::new(0x5EED ^ slot as u64, us)),
+            },
         })
     }
 
@@ -115,6 +122,16 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             // freed and reused by another worker's reclaimer meanwhile.
             self.since_collect = 0;
             self.reclaimer.collect(self.storage, &mut self.caches, &self.guard, unlink);
+        }
+    }
+
+    /// Pauses at random if the database injects pauses into commits (see
+    /// [`crate::storage::pause`]); one predictable branch otherwise. Protocols call it between
+    /// the phases of their commit.
+    #[inline]
+    pub fn commit_pause(&mut self) {
+        if let Some(p) = &mut self.pauser {
+            p.pause();
         }
     }
 

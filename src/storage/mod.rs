@@ -11,6 +11,7 @@ pub mod epoch;
 pub mod hash_index;
 pub mod index;
 pub(crate) mod memory;
+pub mod pause;
 pub mod phantom;
 pub mod projection;
 pub mod reclaim;
@@ -213,6 +214,9 @@ pub struct Storage<R: RecordHeader> {
     epochs: Arc<Epochs>,
     /// Where workers deliver their recorded histories, when recording is on.
     history: Option<crate::history::Sink>,
+    /// Longest spin of the pauses protocols inject into their commits (0: none; see
+    /// [`pause`]).
+    commit_pause_us: u64,
     /// Reclamation queues and free slots of workers that were dropped, for a live worker to adopt.
     orphans: std::sync::Mutex<Orphans>,
     /// Whether `orphans` holds anything (checked by workers every few dozen transactions).
@@ -331,6 +335,7 @@ impl<R: RecordHeader> Storage<R> {
             tables,
             epochs,
             history: None,
+            commit_pause_us: 0,
             orphans: Default::default(),
             has_orphans: Default::default(),
             _advancer: advancer,
@@ -376,6 +381,18 @@ impl<R: RecordHeader> Storage<R> {
     /// Turns history recording on for workers created from now on.
     pub fn record_history(&mut self) {
         self.history.get_or_insert_with(Default::default);
+    }
+
+    /// Makes workers created from now on pause at random, spinning at most `max_us`
+    /// microseconds, at the phase boundaries of their protocol's commit (tests and
+    /// `txlab check`; see [`pause`]). 0 turns it off.
+    pub fn pause_commits(&mut self, max_us: u64) {
+        self.commit_pause_us = max_us;
+    }
+
+    /// The longest commit pause workers take (0: they take none).
+    pub fn commit_pause_us(&self) -> u64 {
+        self.commit_pause_us
     }
 
     /// The history sink, when recording is on.

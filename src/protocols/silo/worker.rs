@@ -772,6 +772,7 @@ impl Worker for SiloWorker<'_> {
             if let Some(h) = &mut self.ctx.history {
                 h.serial_point();
             }
+            self.ctx.commit_pause();
             let r = self.validate();
             if let (Ok(()), Some(h)) = (&r, &mut self.ctx.history) {
                 h.committed();
@@ -784,6 +785,7 @@ impl Worker for SiloWorker<'_> {
             self.rollback();
             return Err(a);
         }
+        self.ctx.commit_pause();
         // Phase 2: the serialization point.
         fence(Ordering::SeqCst);
         let epoch = self.ctx.storage.epochs().global();
@@ -798,6 +800,7 @@ impl Worker for SiloWorker<'_> {
         if let Some(h) = &mut self.ctx.history {
             h.committed();
         }
+        self.ctx.commit_pause();
         // Phase 4: the commit TID.
         let mut max = self.last_tid.version();
         for r in &self.reads {

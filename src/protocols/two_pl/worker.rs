@@ -400,6 +400,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
             h.serial_point();
             h.committed();
         }
+        self.ctx.commit_pause();
         for i in 0..self.deleted.len() {
             let (t, key, rid) = self.deleted[i];
             self.ctx.retire(t, key, rid);
