@@ -22,6 +22,10 @@ fn db<P: Protocol + Default>() -> Database<P> {
     Database::with_options(P::default(), &tables, opts).unwrap()
 }
 
+/// How long a test waits for reclamation to make progress before it reports a deadlock: minutes,
+/// far beyond what a loaded machine needs (the epochs advance every millisecond).
+const LIVENESS: Duration = Duration::from_secs(300);
+
 fn row(v: u64) -> [u8; 16] {
     let mut r = [0u8; 16];
     r[..8].copy_from_slice(&v.to_le_bytes());
@@ -589,7 +593,12 @@ pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
                         "slots were not reclaimed after {i} inserts"
                     );
                     attempt += 1;
-                    assert!(start.elapsed() < Duration::from_secs(30));
+                    // A deadlock detector, not a speed limit: the epochs advance every
+                    // millisecond, so a full table is reclaimed long before this.
+                    assert!(
+                        start.elapsed() < LIVENESS,
+                        "insert {i}: deleted rows were never reclaimed (deadlock detector)"
+                    );
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
@@ -654,14 +663,15 @@ pub fn prefetched_key_reinserted_after_unlink_reads_present<P: Protocol + Defaul
         w0.begin(0);
         w0.prefetch(t, 5);
         // w1's reclaimer unlinks the row during one of its next begins.
-        for _ in 0..2000 {
-            if index.get(5, &g).is_none() {
-                break;
-            }
+        let start = std::time::Instant::now();
+        while index.get(5, &g).is_some() {
+            assert!(
+                start.elapsed() < LIVENESS,
+                "the GC never unlinked the deleted row (deadlock detector)"
+            );
             txn(&mut w1, |_| Ok(()));
             std::thread::sleep(Duration::from_micros(200));
         }
-        assert_eq!(index.get(5, &g), None, "the GC did not unlink the deleted row");
         txn(&mut w1, |w| w.insert(t, 5, &row(2)));
         assert_ne!(index.get(5, &g), Some(old), "the re-insert made a new row");
         let seen = w0.read(t, 5, val).expect("read");
@@ -690,8 +700,9 @@ pub fn departed_workers_rows_are_reclaimed<P: Protocol + Default>() {
                         w.abort();
                         assert_eq!(a.reason, AbortReason::TableFull, "round {round}");
                         assert!(
-                            start.elapsed() < Duration::from_secs(20),
-                            "round {round}: rows of departed workers were never reclaimed"
+                            start.elapsed() < LIVENESS,
+                            "round {round}: rows of departed workers were never reclaimed \
+                             (deadlock detector)"
                         );
                         attempt += 1;
                         std::thread::sleep(Duration::from_millis(1));

@@ -5,7 +5,7 @@
 
 use std::ops::ControlFlow;
 use std::time::Duration;
-use txlab::engine::{Backoff, RunConfig, WorkerStats, Workload};
+use txlab::engine::{Backoff, RunConfig, RunLength, WorkerStats, Workload};
 use txlab::prelude::*;
 use txlab::workloads::tpcc::consistency;
 use txlab::workloads::tpcc::schema::{self, key};
@@ -120,11 +120,12 @@ fn loader_produces_the_specified_cardinalities() {
 }
 
 fn contended<P: Protocol + Default>(seed: u64) {
+    const THREADS: usize = 8;
+    const PER_WORKER: u64 = 400;
     let (tpcc, db) = loaded::<P>(TpccConfig::new(1));
     let cfg = RunConfig {
-        threads: 8,
-        warmup: Duration::ZERO,
-        duration: Duration::from_millis(600),
+        threads: THREADS,
+        length: RunLength::transactions(PER_WORKER),
         backoff: Backoff::Fixed { max_us: 20.0 },
         pin: false,
         seed,
@@ -138,14 +139,13 @@ fn contended<P: Protocol + Default>(seed: u64) {
     for s in &stats {
         total.merge(s);
     }
+    // Every transaction ended: committed, or rolled back by NewOrder's 1 % invalid item.
+    let ended = total.total_commits() + total.user_aborts.iter().sum::<u64>();
+    assert_eq!(ended, THREADS as u64 * PER_WORKER, "{:?}", total.commits);
+    assert_eq!(total.windows, THREADS as u64, "every worker timed its transactions");
     assert!(total.commits.iter().all(|&c| c > 0), "every type committed: {:?}", total.commits);
-    // Every worker timed the window it measured: the planned 0.6 s, give or take preemption
-    // (8 threads on 2 cores) and the transaction in flight at its end.
-    assert_eq!(total.windows, 8);
-    let window = total.window_seconds(0.6);
-    assert!((0.55..3.0).contains(&window), "measured window {window} s");
-    assert!(total.total_commits() > 2_000, "too few commits: {:?}", total.commits);
     assert!(total.user_aborts[0] > 0, "the 1 % NewOrder rollback happened");
+    assert_eq!(total.user_aborts[1..], [0; 4], "only NewOrder rolls back");
     assert_eq!(total.aborts[txlab::error::AbortReason::MissingRow as usize], 0);
     assert_eq!(tpcc.check(&db), Ok(()), "seed {seed}");
 }

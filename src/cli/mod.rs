@@ -126,6 +126,12 @@ struct RunArgs {
     /// Warm-up seconds before measuring, 0 to 3600
     #[arg(long, default_value_t = 0.5)]
     warmup: f64,
+    /// Instead of a timed window: every worker runs exactly this many transactions (committed
+    /// or rolled back by the workload; retries of concurrency aborts are part of each), all
+    /// measured, with no warm-up; 1 to 1000000000000. What such a run does depends on the seed
+    /// and the schedule, not on the machine's speed
+    #[arg(long, conflicts_with_all = ["duration", "warmup"])]
+    txns: Option<u64>,
     /// Measured runs per protocol (the median is reported), 1 to 100
     #[arg(long, default_value_t = 1)]
     repeat: u32,

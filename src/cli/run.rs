@@ -3,7 +3,7 @@
 use super::{BackoffArg, RunArgs};
 use crate::engine::report::{HistoryCheck, RunReport};
 use crate::engine::{
-    Backoff, Database, DbOptions, Isolation, Protocol, RunConfig, WorkerStats, Workload,
+    Backoff, Database, DbOptions, Isolation, Protocol, RunConfig, RunLength, WorkerStats, Workload,
 };
 use crate::error::{AbortReason, Error};
 use crate::protocols::ProtocolKind;
@@ -55,10 +55,19 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     }
     let protocols =
         if args.protocol.is_empty() { ProtocolKind::ALL.to_vec() } else { args.protocol.clone() };
+    let length = match args.txns {
+        Some(n) if !(1..=1_000_000_000_000).contains(&n) => {
+            return Err(usage(format!("--txns {n} is out of range (1 to 1000000000000)")));
+        }
+        Some(n) => RunLength::transactions(n),
+        None => RunLength::timed(
+            Duration::from_secs_f64(args.warmup),
+            Duration::from_secs_f64(args.duration),
+        ),
+    };
     let run_cfg = RunConfig {
         threads,
-        warmup: Duration::from_secs_f64(args.warmup),
-        duration: Duration::from_secs_f64(args.duration),
+        length,
         backoff: match args.backoff {
             BackoffArg::None => Backoff::None,
             BackoffArg::Fixed => Backoff::Fixed { max_us: args.backoff_us },
@@ -180,11 +189,17 @@ fn measure<W: Workload + 'static>(
 ) -> Result<(), Failure> {
     let Common { protocols, run_cfg, db_opts, cores } = common;
     let (protocols, run_cfg, db_opts, cores) = (protocols.clone(), run_cfg, db_opts, *cores);
+    let length = match run_cfg.length {
+        RunLength::Timed { .. } => {
+            format!("{} s measured after {} s warm-up", args.duration, args.warmup)
+        }
+        RunLength::Transactions { per_worker } => {
+            format!("{per_worker} transactions per worker, all measured")
+        }
+    };
     eprintln!(
-        "{} thread(s), {} s measured after {} s warm-up, {} run(s) per protocol, backoff {:?}, {}",
+        "{} thread(s), {length}, {} run(s) per protocol, backoff {:?}, {}",
         run_cfg.threads,
-        args.duration,
-        args.warmup,
         args.repeat,
         args.backoff,
         if run_cfg.prefault { "memory faulted in ahead of inserts" } else { "no pre-faulting" }
@@ -298,7 +313,10 @@ fn prepare<'a, P: Protocol + Default, W: Workload + 'a>(
             total.merge(s);
         }
         // Rates over the window the workers timed (about the planned duration).
-        let seconds = total.window_seconds(cfg.duration.as_secs_f64());
+        let seconds = total.window_seconds(match cfg.length {
+            RunLength::Timed { duration, .. } => duration.as_secs_f64(),
+            RunLength::Transactions { .. } => f64::MIN_POSITIVE,
+        });
         let mut report = RunReport::new(
             P::NAME,
             workload.name(),

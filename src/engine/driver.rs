@@ -1,5 +1,5 @@
 //! The interactive driver: worker threads pinned to cores, warm-up then a timed measurement
-//! window, retries with backoff, and statistics.
+//! window (or a fixed number of transactions per worker), retries with backoff, and statistics.
 //!
 //! Every worker thread owns a protocol worker, a workload generator and an RNG. It runs
 //! transactions back to back; an aborted transaction is retried with the *same* parameters until
@@ -25,7 +25,7 @@ use crate::storage::Prefaulter;
 use crossbeam_utils::CachePadded;
 use rand::{Rng, RngExt, SeedableRng};
 use serde::Serialize;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,15 +44,46 @@ pub enum Backoff {
     Adaptive,
 }
 
+/// How long a run lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum RunLength {
+    /// A warm-up, then a measurement window, both timed by the leader.
+    Timed {
+        /// Warm-up before measuring.
+        warmup: Duration,
+        /// Measurement window.
+        duration: Duration,
+    },
+    /// Every worker runs exactly this many transactions (each ends committed or with a user
+    /// abort; concurrency aborts are retried within it), all of them measured, and stops. What a
+    /// run does then depends on the seed and the schedule, never on how fast the machine is:
+    /// tests use this.
+    Transactions {
+        /// Transactions per worker.
+        per_worker: u64,
+    },
+}
+
+impl RunLength {
+    /// A timed run of `warmup` then `duration`.
+    pub fn timed(warmup: Duration, duration: Duration) -> Self {
+        RunLength::Timed { warmup, duration }
+    }
+
+    /// A run of `per_worker` transactions per worker.
+    pub fn transactions(per_worker: u64) -> Self {
+        RunLength::Transactions { per_worker }
+    }
+}
+
 /// How a run is driven.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunConfig {
     /// Worker threads.
     pub threads: usize,
-    /// Warm-up before measuring.
-    pub warmup: Duration,
-    /// Measurement window.
-    pub duration: Duration,
+    /// How long the run lasts: a timed window, or a number of transactions per worker.
+    pub length: RunLength,
     /// Backoff policy.
     pub backoff: Backoff,
     /// Pin worker `i` to core `i mod cores`.
@@ -71,8 +102,7 @@ impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
             threads: 1,
-            warmup: Duration::from_millis(500),
-            duration: Duration::from_secs(2),
+            length: RunLength::timed(Duration::from_millis(500), Duration::from_secs(2)),
             backoff: Backoff::None,
             pin: true,
             seed: 1,
@@ -98,6 +128,21 @@ struct Shared {
     max_backoff_ns: CachePadded<AtomicU64>,
     commits: Box<[CachePadded<AtomicU64>]>,
     fatal: Mutex<Option<Error>>,
+    /// Workers that have left their loop (a run of a fixed number of transactions ends when all
+    /// have).
+    finished: CachePadded<AtomicUsize>,
+}
+
+/// Counts its worker as finished when dropped, also when the worker panics, so that the leader
+/// of a fixed-length run never waits for a worker that is gone.
+struct Finished<'a>(&'a AtomicUsize);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the leader's Acquire load (nothing is read through it; the
+        // workers' statistics travel through their join handles).
+        self.0.fetch_add(1, Ordering::Release);
+    }
 }
 
 /// Derives worker `i`'s seed from the base seed (SplitMix64 step).
@@ -118,14 +163,19 @@ pub fn run_interactive<P: Protocol, W: Workload>(
     if cfg.threads == 0 {
         return Err(Error::Config("--threads must be at least 1".into()));
     }
+    let first_phase = match cfg.length {
+        RunLength::Timed { .. } => WARMUP,
+        RunLength::Transactions { .. } => MEASURE,
+    };
     let shared = Shared {
-        phase: CachePadded::new(AtomicU8::new(WARMUP)),
+        phase: CachePadded::new(AtomicU8::new(first_phase)),
         max_backoff_ns: CachePadded::new(AtomicU64::new(match cfg.backoff {
             Backoff::Fixed { max_us } => (max_us * 1000.0) as u64,
             _ => 0,
         })),
         commits: (0..cfg.threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
         fatal: Mutex::new(None),
+        finished: CachePadded::new(AtomicUsize::new(0)),
     };
     let cores = if cfg.pin { core_affinity::get_core_ids().unwrap_or_default() } else { vec![] };
     let barrier = Barrier::new(cfg.threads + 1);
@@ -137,6 +187,7 @@ pub fn run_interactive<P: Protocol, W: Workload>(
                     if !cores.is_empty() {
                         core_affinity::set_for_current(cores[i % cores.len()]);
                     }
+                    let _finished = Finished(&shared.finished);
                     worker_loop(db, workload, cfg, shared, barrier, i)
                 })
             })
@@ -159,7 +210,9 @@ pub fn run_interactive<P: Protocol, W: Workload>(
     stats.into_iter().collect()
 }
 
-/// The leader's part: phases, contention regulation, and `tick` (the prefaulter) between sleeps.
+/// The leader's part: phases (a timed run) or waiting for every worker to finish (a run of a
+/// fixed number of transactions), contention regulation, and `tick` (the prefaulter) between
+/// sleeps.
 fn lead(cfg: &RunConfig, shared: &Shared, mut tick: impl FnMut()) {
     let adaptive = cfg.backoff == Backoff::Adaptive;
     let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed, usize::MAX));
@@ -169,30 +222,44 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut tick: impl FnMut()) {
     let mut last_commits = 0u64;
     let mut last_t = Instant::now();
     let mut hist: [(f64, i64); 2] = [(0.0, 0), (0.0, 0)];
+    let period = if adaptive {
+        REGULATION_PERIOD
+    } else if cfg.prefault {
+        PREFAULT_PERIOD
+    } else {
+        Duration::from_millis(20)
+    };
     loop {
         if shared.fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
             break;
         }
         let now = Instant::now();
-        let elapsed = now - start;
-        if measure_at.is_none() && elapsed >= cfg.warmup {
-            shared.phase.store(MEASURE, Ordering::Release);
-            measure_at = Some(now);
-        }
-        if let Some(m) = measure_at {
-            if now - m >= cfg.duration {
-                break;
+        let sleep = match cfg.length {
+            RunLength::Timed { warmup, duration } => {
+                let elapsed = now - start;
+                if measure_at.is_none() && elapsed >= warmup {
+                    shared.phase.store(MEASURE, Ordering::Release);
+                    measure_at = Some(now);
+                }
+                let left = match measure_at {
+                    Some(m) if now - m >= duration => break,
+                    Some(m) => duration.saturating_sub(now - m),
+                    None => warmup.saturating_sub(elapsed),
+                };
+                // Regulation keeps its period; otherwise wake up in time for the next phase.
+                if adaptive {
+                    period
+                } else {
+                    left.min(period)
+                }
             }
-        }
-        let sleep = if adaptive {
-            REGULATION_PERIOD
-        } else {
-            let left = match measure_at {
-                Some(m) => cfg.duration.saturating_sub(now - m),
-                None => cfg.warmup.saturating_sub(elapsed),
-            };
-            let period = if cfg.prefault { PREFAULT_PERIOD } else { Duration::from_millis(20) };
-            left.min(period)
+            RunLength::Transactions { .. } => {
+                // Acquire: pairs with the Release increment of each `Finished` guard.
+                if shared.finished.load(Ordering::Acquire) == cfg.threads {
+                    break;
+                }
+                period
+            }
         };
         tick();
         std::thread::sleep(sleep.saturating_sub(now.elapsed()));
@@ -236,13 +303,20 @@ fn worker_loop<P: Protocol, W: Workload>(
     let clock = quanta::Clock::new();
     let declare = cfg.check_access_sets || P::CAPS.needs_access_set;
     let mut committed = 0u64;
+    // A fixed-length run: transactions this worker has left (each ends committed or with a
+    // user abort).
+    let mut left = match cfg.length {
+        RunLength::Timed { .. } => u64::MAX,
+        RunLength::Transactions { per_worker } => per_worker,
+    };
     // Clock reading at the first transaction begun in the measurement window (see `window`).
     let mut measure_from = None;
     loop {
         let phase = shared.phase.load(Ordering::Acquire);
-        if phase == STOP {
+        if phase == STOP || left == 0 {
             break;
         }
+        left -= 1;
         let measuring = phase == MEASURE;
         if measuring && measure_from.is_none() {
             measure_from = Some(clock.raw());

@@ -10,7 +10,7 @@ pub mod stats;
 pub mod workload;
 
 pub use database::{Database, DbOptions, Loader};
-pub use driver::{Backoff, RunConfig};
+pub use driver::{Backoff, RunConfig, RunLength};
 pub use procedure::{
     AccessMode, AccessSet, Checks, Columns, Piece, Procedure, Recon, TableAccess, Tx, TxnType,
     ALL_COLUMNS,
