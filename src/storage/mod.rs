@@ -217,6 +217,9 @@ pub struct Storage<R: RecordHeader> {
     /// Longest spin of the pauses protocols inject into their commits (0: none; see
     /// [`pause`]).
     commit_pause_us: u64,
+    /// When the storage was created: the origin of clock-based timestamps (2PL wait-die's), so
+    /// that they start small and take long to reach the end of their field.
+    origin: quanta::Instant,
     /// Reclamation queues and free slots of workers that were dropped, for a live worker to adopt.
     orphans: std::sync::Mutex<Orphans>,
     /// Whether `orphans` holds anything (checked by workers every few dozen transactions).
@@ -336,6 +339,7 @@ impl<R: RecordHeader> Storage<R> {
             epochs,
             history: None,
             commit_pause_us: 0,
+            origin: quanta::Instant::now(),
             orphans: Default::default(),
             has_orphans: Default::default(),
             _advancer: advancer,
@@ -401,9 +405,12 @@ impl<R: RecordHeader> Storage<R> {
         self.history.as_ref()
     }
 
-    /// The table `id`. Panics on an id not from this database's schema.
+    /// The table `id`, for the engine's own use on ids it has checked already (a worker's read,
+    /// write and lock sets hold only ids that an operation found with [`Storage::try_table`]).
+    /// Panics on an id not from this database's schema; code outside the crate, which may hold
+    /// ids of another database, gets [`Storage::try_table`] only.
     #[inline]
-    pub fn table(&self, id: TableId) -> &Table<R> {
+    pub(crate) fn table(&self, id: TableId) -> &Table<R> {
         &self.tables[id.index()]
     }
 
@@ -427,6 +434,12 @@ impl<R: RecordHeader> Storage<R> {
     #[inline]
     pub fn epochs(&self) -> &Epochs {
         &self.epochs
+    }
+
+    /// When the storage was created (the origin of clock-based timestamps).
+    #[inline]
+    pub fn origin(&self) -> quanta::Instant {
+        self.origin
     }
 }
 

@@ -15,8 +15,10 @@
 //!
 //! **Conflicts**: `NoWait` aborts at once. `WaitDie` compares timestamps: an older requester
 //! (smaller timestamp) waits for a younger holder; a younger one dies. A transaction keeps its
-//! timestamp across retries, so it eventually becomes the oldest and wins. Timestamps come from the
-//! invariant TSC plus the worker id (no shared counter). The lock word keeps only the *smallest*
+//! timestamp across retries, so it eventually becomes the oldest and wins. Timestamps are the time
+//! since the database was created (1.024 µs units) above the worker's slot: unique, monotonic per
+//! worker, compared with serial-number arithmetic so the 53-bit field may wrap (after 51 days),
+//! and taken from no shared counter (see [`record::TsClock`]). The lock word keeps only the *smallest*
 //! timestamp among readers, and never raises it while readers remain, so a requester may die
 //! needlessly but never waits for an older holder: deadlock freedom holds. An upgrade with other
 //! readers present waits under wait-die only if the upgrader is the oldest reader (then every
@@ -100,6 +102,16 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
     }
 
     fn worker(db: &Database<Self>) -> Result<TwoPlWorker<'_, L>, Error> {
-        Ok(TwoPlWorker::new(WorkerCtx::new(db.storage())?))
+        let ctx = WorkerCtx::new(db.storage())?;
+        if ctx.slot >= record::MAX_WORKERS {
+            return Err(Error::Config(format!(
+                "too many workers: {} supports at most {} at once (timestamps name the worker in \
+                 {} bits)",
+                L::NAME,
+                record::MAX_WORKERS,
+                record::SLOT_BITS
+            )));
+        }
+        Ok(TwoPlWorker::new(ctx))
     }
 }

@@ -1,6 +1,6 @@
 //! The 2PL worker: lock, act in place, log before-images; release everything at the end.
 
-use super::record::{TwoPlRecord, TS_MASK, WRITER};
+use super::record::{older, TsClock, TwoPlRecord, WRITER};
 use super::LockPolicy;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
@@ -33,10 +33,14 @@ struct BucketHold {
     insert: bool,
 }
 
+/// `TwoPlWorker::ts` before the first transaction (no real timestamp has bits above the field).
+const NO_TS: u64 = u64::MAX;
+
 /// A 2PL worker with lock policy `L`.
 pub struct TwoPlWorker<'db, L: LockPolicy> {
     ctx: WorkerCtx<'db, TwoPlRecord>,
-    clock: quanta::Clock,
+    clock: TsClock,
+    /// The running transaction's wait-die timestamp, kept across its retries.
     ts: u64,
     locks: Vec<Held>,
     /// `(table, row) -> index in locks`, so re-entrant acquisition is O(1) even for scans that
@@ -54,9 +58,9 @@ pub struct TwoPlWorker<'db, L: LockPolicy> {
 impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
     pub(super) fn new(ctx: WorkerCtx<'db, TwoPlRecord>) -> Self {
         TwoPlWorker {
+            clock: TsClock::new(ctx.storage.origin(), ctx.slot),
             ctx,
-            clock: quanta::Clock::new(),
-            ts: 0,
+            ts: NO_TS,
             locks: Vec::new(),
             held: HashMap::default(),
             buckets: Vec::new(),
@@ -101,7 +105,7 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
                     return Ok(());
                 }
                 // Wait-die: wait only for a younger holder.
-                Err(holder) if L::WAIT && self.ts < holder => spin.spin(),
+                Err(holder) if L::WAIT && older(self.ts, holder) => spin.spin(),
                 Err(_) => return Err(Abort::new(L::REASON)),
             }
         }
@@ -225,10 +229,8 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
 
 impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     fn begin(&mut self, attempt: u32) {
-        if attempt == 0 || self.ts == 0 {
-            // A TSC reading plus the worker slot: unique and roughly global age order.
-            self.ts = (((self.clock.raw() >> 4) << 8) | (self.ctx.slot as u64 & 0xFF)) & TS_MASK;
-            self.ts = self.ts.max(1);
+        if attempt == 0 || self.ts == NO_TS {
+            self.ts = self.clock.stamp();
         }
         self.ctx.enter(TwoPlRecord::unlink);
         self.active = true;
