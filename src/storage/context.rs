@@ -116,6 +116,11 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             self.since_collect = 0;
             // Rows and slots of dropped workers (one flag load every few dozen transactions).
             self.storage.adopt_orphans(&mut self.reclaimer, &mut self.caches);
+            // Index garbage: a repin only moves this worker to the current crossbeam epoch; it
+            // never advances the epoch or runs deferred frees (only `pin` and `flush` do, and the
+            // guard stays pinned for the worker's life). Without this, congee's replaced nodes
+            // and the dense index's old directories would pile up for the whole run.
+            self.guard.flush();
         }
         if self.reclaimer.pending() > 0 && (due || self.reclaimer.pending() > COLLECT_BACKLOG) {
             // Collected while this worker's epoch is published: a slot it inspects cannot be
