@@ -329,9 +329,34 @@ pub fn wrong_payload_length_and_unknown_table_abort<P: Protocol + Default>() {
     w.begin(0);
     assert_eq!(w.insert(T, 1, &[0u8; 3]).unwrap_err().reason, AbortReason::Unsupported);
     w.abort();
-    w.begin(0);
-    assert_eq!(w.read(TableId(7), 1, val).unwrap_err().reason, AbortReason::Unsupported);
-    w.abort();
+    // A table id of another database (this one has two tables): every entry point refuses it
+    // with an error, none panics.
+    let other = TableId(7);
+    let unsupported =
+        |r: Result<(), Abort>| assert_eq!(r.unwrap_err().reason, AbortReason::Unsupported);
+    type Op<'a, W> = &'a dyn Fn(&mut W) -> Result<(), Abort>;
+    let ops: [Op<'_, P::Worker<'_>>; 7] = [
+        &|w| w.read(other, 1, val).map(drop),
+        &|w| w.read_for_update(other, 1, val).map(drop),
+        &|w| w.write(other, 1, &row(1)).map(drop),
+        &|w| w.update(other, 1, |_| ()).map(drop),
+        &|w| w.insert(other, 1, &row(1)).map(drop),
+        &|w| w.delete(other, 1).map(drop),
+        &|w| w.scan(other, 0, 9, 10, |_, _| ControlFlow::Continue(())).map(drop),
+    ];
+    for op in ops {
+        w.begin(0);
+        w.prefetch(other, 1);
+        w.prefetch_many(&[(other, 1, ALL_COLUMNS)]);
+        unsupported(op(&mut w));
+        w.abort();
+    }
+    assert_eq!(db.count_present(other, 0, 9), None);
+    assert_eq!(db.visit_present(other, 0, 9, 10, |_, _| ControlFlow::Continue(())), None);
+    assert_eq!(Recon::peek(&db, other, 1, |_| ()), None);
+    let mut l = db.loader();
+    assert_eq!(l.insert(other, 1, &row(1)).unwrap_err().to_string(), "no table with id 7");
+    assert!(db.storage().try_table(other).is_none());
 }
 
 fn keys_of<W: Worker>(
@@ -651,7 +676,7 @@ pub fn a_row_retired_twice_is_freed_once<P: Protocol + Default>() {
 pub fn prefetched_key_reinserted_after_unlink_reads_present<P: Protocol + Default>() {
     let db = db::<P>();
     for t in [T, H] {
-        let index = &db.storage().table(t).index;
+        let index = &db.storage().try_table(t).unwrap().index;
         let g = txlab::storage::index::pin();
         let mut w0 = db.worker().unwrap();
         let mut w1 = db.worker().unwrap();
