@@ -6,7 +6,7 @@
 //! `Tx` runs unchanged under any protocol. At the end the total is what it was.
 
 use std::time::Instant;
-use txlab::engine::{Piece, TableAccess, ALL_COLUMNS};
+use txlab::engine::{Checks, Piece, Retry, TableAccess, ALL_COLUMNS};
 use txlab::prelude::*;
 use txlab::protocols::silo::Silo;
 
@@ -62,25 +62,6 @@ impl Procedure for Transfer {
     }
 }
 
-/// Runs `p` until it commits or aborts on purpose; returns whether it committed.
-fn execute<W: Worker>(w: &mut W, p: &impl Procedure) -> bool {
-    let mut attempt = 0;
-    loop {
-        w.begin(attempt);
-        let mut tx = Tx::new(w, &TYPES[p.txn_type()], false, None);
-        match p.run(&mut tx).and_then(|()| w.commit()) {
-            Ok(()) => return true,
-            Err(abort) => {
-                w.abort();
-                if abort.reason == AbortReason::User {
-                    return false;
-                }
-                attempt += 1;
-            }
-        }
-    }
-}
-
 fn main() -> Result<(), Error> {
     let db = Database::new(Silo, &[TableSpec::new("accounts", 8, N)])?;
     let mut loader = db.loader();
@@ -94,14 +75,20 @@ fn main() -> Result<(), Error> {
                 let db = &db;
                 s.spawn(move || {
                     let mut w = db.worker().expect("a worker slot");
+                    // Retries conflicts with a random backoff until the transfer commits; a user
+                    // abort (too little money) ends it.
+                    let mut retry = Retry::new().seed(t);
                     let mut ok = 0;
                     for i in 0..50_000u64 {
                         let from = (i * 7 + t * 13) % N;
                         let to = (from + 1 + i % (N - 1)) % N;
-                        ok += u64::from(execute(
-                            &mut w,
-                            &Transfer { from, to, amount: (i % 50) as i64 },
-                        ));
+                        let transfer = Transfer { from, to, amount: (i % 50) as i64 };
+                        let ty = &TYPES[transfer.txn_type()];
+                        match retry.run_procedure(&mut w, ty, &transfer, Checks::default()) {
+                            Ok(()) => ok += 1,
+                            Err(a) if a.reason == AbortReason::User => {}
+                            Err(a) => panic!("transfer failed: {a}"),
+                        }
                     }
                     ok
                 })
@@ -110,13 +97,13 @@ fn main() -> Result<(), Error> {
         handles.into_iter().map(|h| h.join().expect("worker")).sum()
     });
     let mut w = db.worker()?;
-    w.begin(0);
-    let mut total = 0;
-    for k in 0..N {
-        total +=
-            w.read(ACCOUNTS, k, balance).map_err(|a| Error::Config(a.to_string()))?.unwrap_or(0);
-    }
-    w.commit().map_err(|a| Error::Config(a.to_string()))?;
+    let total = Retry::new().run(&mut w, |w| {
+        let mut total = 0;
+        for k in 0..N {
+            total += w.read(ACCOUNTS, k, balance)?.unwrap_or(0);
+        }
+        Ok(total)
+    })?;
     println!(
         "{committed} transfers committed in {:.2} s; total balance {total} (expected {})",
         start.elapsed().as_secs_f64(),

@@ -115,29 +115,52 @@ impl fmt::Display for AbortReason {
 }
 
 /// A transaction attempt that did not commit. Returned as `Err(Abort)` by every operation.
+///
+/// The engine makes aborts for its own reasons; an application makes only user aborts
+/// ([`Abort::user`], [`Abort::user_code`]), so a count of, say, insert conflicts is always the
+/// engine's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]
 pub struct Abort {
     /// Why the attempt ended.
     pub reason: AbortReason,
+    /// The application's code of a user abort (0 when it gave none; always 0 otherwise).
+    code: u32,
 }
 
 impl Abort {
-    /// An abort for `reason`.
+    /// An engine abort for `reason`.
     #[inline]
-    pub const fn new(reason: AbortReason) -> Self {
-        Abort { reason }
+    pub(crate) const fn new(reason: AbortReason) -> Self {
+        Abort { reason, code: 0 }
     }
     /// A user abort: the procedure decided to roll back.
     #[inline]
     pub const fn user() -> Self {
         Abort::new(AbortReason::User)
     }
+    /// A user abort carrying the application's `code` (why it rolled back), which
+    /// [`Abort::user_code`] gives back to whoever handles the outcome (0 is the same as no code).
+    #[inline]
+    pub const fn with_code(code: u32) -> Self {
+        Abort { reason: AbortReason::User, code }
+    }
+    /// The code of a user abort made with [`Abort::with_code`]; `None` for any other abort.
+    #[inline]
+    pub const fn user_code(&self) -> Option<u32> {
+        match self.reason {
+            AbortReason::User if self.code != 0 => Some(self.code),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Abort {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "transaction aborted: {}", self.reason)
+        match self.user_code() {
+            Some(code) => write!(f, "transaction aborted: {} (code {code})", self.reason),
+            None => write!(f, "transaction aborted: {}", self.reason),
+        }
     }
 }
 
@@ -172,6 +195,10 @@ pub enum Error {
     /// A workload's invariant did not hold after a run (e.g. SmallBank's money).
     #[error("invariant violated: {0}")]
     Invariant(String),
+    /// A transaction did not commit (see [`Abort`]): what `?` on an operation's result gives in
+    /// code that returns `Result<_, Error>`.
+    #[error("{0}")]
+    Aborted(Abort),
     /// A run stopped because a procedure returned a fatal abort.
     #[error("run stopped: a '{txn}' transaction aborted with '{reason}' (a procedure bug or an exhausted resource)")]
     Fatal {
@@ -180,6 +207,12 @@ pub enum Error {
         /// The fatal reason.
         reason: AbortReason,
     },
+}
+
+impl From<Abort> for Error {
+    fn from(a: Abort) -> Self {
+        Error::Aborted(a)
+    }
 }
 
 /// Shorthand for results with [`Error`].

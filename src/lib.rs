@@ -1,34 +1,54 @@
 //! # txlab
 //!
 //! A multi-core, in-memory, serializable transaction engine with pluggable concurrency control,
-//! and the benchmark driver around it.
+//! the benchmark driver around it, and a serializability checker.
 //!
 //! Layers, top to bottom (dependencies point down only):
 //!
-//! * [`cli`] — the `txlab` command (`run`, `list`).
-//! * [`workloads`] — YCSB (and, later, TPC-C and SmallBank): schema, loader, generators,
-//!   procedures.
+//! * [`cli`] — the `txlab` command: `run` (a workload on one or more protocols, compared with
+//!   `nocc`, for a timed window or a fixed number of transactions), `check` (contended workloads
+//!   with recorded histories through the checker) and `list`.
+//! * [`workloads`] — YCSB (CCBench's parameters, presets A–F), SmallBank (H-Store's mix, with its
+//!   money invariant) and TPC-C (the full mix of specification 5.11 with consistency conditions
+//!   1–10 and 12): schemas, parallel loaders, generators, procedures.
 //! * [`engine`] — the contract: [`Protocol`](engine::Protocol), [`Worker`](engine::Worker),
-//!   [`Procedure`](engine::Procedure), [`Workload`](engine::Workload); the driver and results.
-//! * [`protocols`] — one module per protocol (`nocc`, `two_pl`, `silo`) plus `common`.
-//! * [`storage`] — tables of stable record slots, indexes, phantom buckets, epochs, reclamation.
+//!   [`Procedure`](engine::Procedure), [`Workload`](engine::Workload); the driver, the
+//!   [`Retry`](engine::Retry) helper for embedding programs, statistics and reports.
+//! * [`protocols`] — one module per protocol (`nocc`, `two_pl`: no-wait and wait-die, `silo`)
+//!   plus `common`.
+//! * [`storage`] — tables of stable record slots, indexes (dense, ordered, hash), phantom
+//!   buckets, epochs, reclamation.
 //! * [`history`] and [`checker`] — recorded histories (every protocol reports through one
 //!   recorder) and the serializability checker over them (Adya's direct serialization graph).
 //!
 //! ## Embedding
 //!
+//! Pick a protocol, declare tables, and run transactions on a worker per thread. [`Retry`]
+//! runs a closure (or a [`Procedure`](engine::Procedure)) until it commits, retrying conflicts
+//! with a random backoff; an [`Abort`](error::Abort) converts into an [`Error`](error::Error)
+//! with `?`.
+//!
 //! ```
+//! use txlab::engine::Retry;
 //! use txlab::prelude::*;
 //! use txlab::protocols::two_pl::TwoPlWaitDie;
 //!
-//! let db = Database::new(TwoPlWaitDie::default(), &[TableSpec::new("kv", 8, 1000)]).unwrap();
-//! let kv = db.table_id("kv").unwrap();
-//! let mut w = db.worker().unwrap();
-//! w.begin(0);
-//! w.insert(kv, 7, &42u64.to_le_bytes()).unwrap();
-//! w.update(kv, 7, |row| row[0] += 1).unwrap();
-//! w.commit().unwrap();
+//! # fn main() -> Result<(), Error> {
+//! let db = Database::new(TwoPlWaitDie::default(), &[TableSpec::new("kv", 8, 1000)])?;
+//! let kv = db.table_id("kv").expect("declared above");
+//! let mut w = db.worker()?;
+//! let mut retry = Retry::new();
+//! retry.run(&mut w, |w| w.insert(kv, 7, &42u64.to_le_bytes()).map(drop))?;
+//! let seen = retry.run(&mut w, |w| {
+//!     w.update(kv, 7, |row| row[0] += 1)?;
+//!     w.read(kv, 7, |row| row[0])
+//! })?;
+//! assert_eq!(seen, Some(43));
+//! # Ok(())
+//! # }
 //! ```
+//!
+//! [`Retry`]: engine::Retry
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]

@@ -33,7 +33,7 @@ fn retry<W: Worker, T>(
 ) -> (T, u64) {
     let mut attempt = 0u64;
     loop {
-        w.begin(attempt as u32);
+        w.begin();
         match body(w).and_then(|t| w.commit().map(|()| t)) {
             Ok(t) => return (t, attempt),
             Err(a) => {

@@ -3,7 +3,7 @@
 
 use std::ops::ControlFlow;
 use std::time::Duration;
-use txlab::engine::{AccessMode, AccessSet, Piece, TableAccess, TxnType, ALL_COLUMNS};
+use txlab::engine::{AccessMode, AccessSet, Checks, Piece, TableAccess, TxnType, ALL_COLUMNS};
 use txlab::prelude::*;
 
 const T: TableId = TableId(0);
@@ -39,7 +39,7 @@ fn val(r: &[u8]) -> u64 {
 
 /// Runs `f` in one transaction and commits it.
 fn txn<W: Worker, T>(w: &mut W, f: impl FnOnce(&mut W) -> Result<T, Abort>) -> T {
-    w.begin(0);
+    w.begin();
     let out = f(w).expect("operation");
     w.commit().expect("commit");
     out
@@ -52,7 +52,7 @@ fn get<W: Worker>(w: &mut W, t: TableId, k: u64) -> Option<u64> {
 pub fn read_your_writes<P: Protocol + Default>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
-    w.begin(0);
+    w.begin();
     assert!(w.insert(T, 1, &row(10)).unwrap());
     assert_eq!(w.read(T, 1, val).unwrap(), Some(10));
     assert!(w.write(T, 1, &row(11)).unwrap());
@@ -73,7 +73,7 @@ pub fn read_your_writes<P: Protocol + Default>() {
     w.commit().unwrap();
     assert_eq!(get(&mut w, T, 1), Some(13));
     // Across transactions, on a committed row.
-    w.begin(0);
+    w.begin();
     assert!(w.write(T, 1, &row(20)).unwrap());
     assert_eq!(w.read(T, 1, val).unwrap(), Some(20));
     w.commit().unwrap();
@@ -90,7 +90,7 @@ pub fn abort_rolls_back_everything<P: Protocol + Default>() {
         }
         Ok(())
     });
-    w.begin(0);
+    w.begin();
     assert!(w.write(T, 0, &row(1)).unwrap());
     assert_eq!(w.update(T, 1, |r| r[0] = 7).unwrap(), Some(()));
     assert!(w.insert(T, 9, &row(9)).unwrap());
@@ -222,7 +222,7 @@ pub fn column_projection_copies_and_writes_back_only_declared_columns<P: Protoco
     txn(&mut w, |w| w.update_cols(T, 1, C, C, |r| set_col(r, 2, 30)));
     assert_eq!(cols3(&mut w), Some([10, 20, 30]));
     // An aborted projected update restores its columns and leaves the others alone.
-    w.begin(0);
+    w.begin();
     w.update_cols(T, 1, B, B, |r| set_col(r, 1, 99)).unwrap();
     w.update_cols(T, 1, A | B, A | B, |r| set_col(r, 0, col(r, 1) + 1)).unwrap();
     w.abort();
@@ -266,7 +266,7 @@ pub fn split_update_writes_only_its_written_columns<P: Protocol + Default>() {
     assert_eq!(inside, Some([1, 10, 15]));
     assert_eq!(cols3(&mut w), Some([1, 10, 15]));
     // A write-only update (reads nothing) of a column, aborted: the row is as before.
-    w.begin(0);
+    w.begin();
     w.update_cols(T, 1, 0, A, |r| set_col(r, 0, 77)).unwrap();
     w.update_cols(T, 1, A, C, |r| set_col(r, 2, col(r, 0))).unwrap();
     assert_eq!(w.read(T, 1, |r| [col(r, 0), col(r, 2)]).unwrap(), Some([77, 77]));
@@ -274,7 +274,7 @@ pub fn split_update_writes_only_its_written_columns<P: Protocol + Default>() {
     assert_eq!(cols3(&mut w), Some([1, 10, 15]));
     // Changing a column the update only reads, or one it does not see at all, is caught.
     for (reads, writes, changed) in [(A | B, B, 0), (A, B, 2), (0, C, 1)] {
-        w.begin(0);
+        w.begin();
         let e = w.update_cols(T, 1, reads, writes, |r| set_col(r, changed, 99)).unwrap_err();
         assert_eq!(e.reason, AbortReason::TemplateViolation, "changed column {changed}");
         w.abort();
@@ -300,9 +300,9 @@ pub fn widening_a_projected_update_sees_no_lost_update<P: Protocol + Default>() 
     let db = columns_db::<P>();
     let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
     txn(&mut a, |w| w.insert(T, 1, &[0u8; 24]).map(|ok| assert!(ok)));
-    a.begin(0);
+    a.begin();
     a.update_cols(T, 1, A, A, |r| set_col(r, 0, 1)).unwrap();
-    b.begin(0);
+    b.begin();
     let b_committed = b.update_cols(T, 1, C, C, |r| set_col(r, 2, 7)).is_ok_and(|r| r.is_some())
         && b.commit().is_ok();
     if !b_committed {
@@ -326,7 +326,7 @@ pub fn widening_a_projected_update_sees_no_lost_update<P: Protocol + Default>() 
 pub fn wrong_payload_length_and_unknown_table_abort<P: Protocol + Default>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
-    w.begin(0);
+    w.begin();
     assert_eq!(w.insert(T, 1, &[0u8; 3]).unwrap_err().reason, AbortReason::Unsupported);
     w.abort();
     // A table id of another database (this one has two tables): every entry point refuses it
@@ -345,7 +345,7 @@ pub fn wrong_payload_length_and_unknown_table_abort<P: Protocol + Default>() {
         &|w| w.scan(other, 0, 9, 10, |_, _| ControlFlow::Continue(())).map(drop),
     ];
     for op in ops {
-        w.begin(0);
+        w.begin();
         w.prefetch(other, 1);
         w.prefetch_many(&[(other, 1, ALL_COLUMNS)]);
         unsupported(op(&mut w));
@@ -419,7 +419,7 @@ pub fn scan_limits_order_and_own_writes<P: Protocol + Default>() {
     let some = txn(&mut w, |w| keys_of(w, T, 10_100, 15_000, 700));
     assert_eq!(some, (10_100..10_800).collect::<Vec<_>>());
     // A scan of a hash table is refused, not wrong.
-    w.begin(0);
+    w.begin();
     assert_eq!(keys_of(&mut w, H, 0, 10, 10).unwrap_err().reason, AbortReason::Unsupported);
     w.abort();
 }
@@ -482,8 +482,8 @@ fn run_proc<W: Worker>(
     checks: bool,
     set: Option<&AccessSet>,
 ) -> Result<(), Abort> {
-    w.begin(0);
-    let mut tx = Tx::new(w, &TYPES[p.txn_type()], checks, set);
+    w.begin();
+    let mut tx = Tx::new(w, &TYPES[p.txn_type()], Checks { templates: checks, access_set: set });
     let r = p.run(&mut tx).and_then(|()| w.commit());
     if r.is_err() {
         w.abort();
@@ -604,9 +604,8 @@ pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
     let start = std::time::Instant::now();
     for i in 0..3000u64 {
         let key = i % 50;
-        let mut attempt = 0;
         loop {
-            w.begin(attempt);
+            w.begin();
             let r = w.insert(t, key, &i.to_le_bytes()).and_then(|_| w.commit());
             match r {
                 Ok(()) => break,
@@ -617,7 +616,6 @@ pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
                         AbortReason::TableFull,
                         "slots were not reclaimed after {i} inserts"
                     );
-                    attempt += 1;
                     // A deadlock detector, not a speed limit: the epochs advance every
                     // millisecond, so a full table is reclaimed long before this.
                     assert!(
@@ -652,7 +650,7 @@ pub fn a_row_retired_twice_is_freed_once<P: Protocol + Default>() {
     .unwrap();
     let mut w = db.worker().unwrap();
     for i in 0..200u64 {
-        w.begin(0);
+        w.begin();
         assert!(w.insert(T, i, &row(i)).unwrap());
         w.abort();
         txn(&mut w, |w| w.insert(T, i, &row(i)).map(|ok| assert!(ok)));
@@ -685,7 +683,7 @@ pub fn prefetched_key_reinserted_after_unlink_reads_present<P: Protocol + Defaul
         txn(&mut w1, |w| w.delete(t, 5));
         // Let the epoch pass the delete's, so that w0's transaction does not hold the unlink back.
         std::thread::sleep(Duration::from_millis(20));
-        w0.begin(0);
+        w0.begin();
         w0.prefetch(t, 5);
         // w1's reclaimer unlinks the row during one of its next begins.
         let start = std::time::Instant::now();
@@ -716,9 +714,8 @@ pub fn departed_workers_rows_are_reclaimed<P: Protocol + Default>() {
         let mut w = db.worker().unwrap();
         for k in 0..40u64 {
             let key = round * 1000 + k;
-            let mut attempt = 0;
             loop {
-                w.begin(attempt);
+                w.begin();
                 match w.insert(t, key, &key.to_le_bytes()).and_then(|_| w.commit()) {
                     Ok(()) => break,
                     Err(a) => {
@@ -729,7 +726,6 @@ pub fn departed_workers_rows_are_reclaimed<P: Protocol + Default>() {
                             "round {round}: rows of departed workers were never reclaimed \
                              (deadlock detector)"
                         );
-                        attempt += 1;
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 }
@@ -771,6 +767,7 @@ macro_rules! serializable_suite {
             type P = $P;
             #[test] fn widening_a_projected_update_sees_no_lost_update() { super::widening_a_projected_update_sees_no_lost_update::<P>() }
             #[test] fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit() { super::two_scanners_inserting_into_the_scanned_range_cannot_both_commit::<P>() }
+            #[test] fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure() { super::retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure::<P>() }
         }
     )*};
 }
@@ -796,8 +793,8 @@ mod serializable {
 pub fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit<P: Protocol + Default>() {
     let db = db::<P>();
     let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
-    a.begin(0);
-    b.begin(0);
+    a.begin();
+    b.begin();
     let step = |w: &mut P::Worker<'_>, key: u64| -> Result<(), Abort> {
         assert_eq!(keys_of(w, T, 2000, 2999, 8)?, Vec::<u64>::new());
         w.insert(T, key, &row(key)).map(drop)
@@ -816,4 +813,58 @@ pub fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit<P: Proto
     let mut r = db.worker().unwrap();
     let n = txn(&mut r, |w| keys_of(w, T, 2000, 2999, 8)).len();
     assert!(n <= 1);
+}
+
+/// `Retry` retries a conflict until its attempt bound, then returns the conflict; once the
+/// conflict is gone it commits in one attempt; a user abort (with its code) and a procedure bug
+/// end it after one attempt. The conflict: another worker's uncommitted insert of the same key
+/// (that worker began first, so it is the older one under wait-die and the retrier dies).
+pub fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure<P: Protocol + Default>() {
+    use txlab::engine::Retry;
+    let db = db::<P>();
+    let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+    b.begin();
+    assert!(b.insert(T, 1, &row(1)).unwrap());
+    let mut retry = Retry::new().max_attempts(5);
+    let mut calls = 0;
+    let e = retry
+        .run(&mut a, |w| {
+            calls += 1;
+            w.insert(T, 1, &row(2))
+        })
+        .unwrap_err();
+    assert!(e.reason.is_retryable(), "{e}");
+    assert_eq!(calls, 5, "five attempts, then the last conflict is returned");
+    b.commit().unwrap();
+    calls = 0;
+    let inserted = retry
+        .run(&mut a, |w| {
+            calls += 1;
+            w.insert(T, 2, &row(2))
+        })
+        .unwrap();
+    assert!(inserted);
+    assert_eq!(calls, 1);
+    let mut calls = 0;
+    let e = retry
+        .run(&mut a, |w| -> Result<(), Abort> {
+            calls += 1;
+            w.write(T, 1, &row(9))?;
+            Err(Abort::with_code(42))
+        })
+        .unwrap_err();
+    assert_eq!((e.reason, e.user_code(), calls), (AbortReason::User, Some(42), 1));
+    assert_eq!(e.to_string(), "transaction aborted: user (code 42)");
+    let e = retry.run(&mut a, |w| w.read(TableId(9), 1, val)).unwrap_err();
+    assert_eq!(e.reason, AbortReason::Unsupported);
+    assert_eq!(get(&mut a, T, 1), Some(1), "the user abort rolled its write back");
+    // `?` turns an abort into an `Error` in code that returns one.
+    let mut as_error = || -> Result<(), Error> {
+        a.begin();
+        let r = a.read(TableId(9), 1, val);
+        a.abort();
+        r?;
+        Ok(())
+    };
+    assert_eq!(as_error().unwrap_err().to_string(), "transaction aborted: unsupported");
 }

@@ -52,8 +52,8 @@ fn run<P: Protocol + Default>(
                 let mut w = db.worker().unwrap();
                 let mut rng = Rng::seed_from_u64(seed * 1000 + t);
                 for _ in 0..per_thread {
-                    for attempt in 0..10_000u32 {
-                        w.begin(attempt);
+                    for _ in 0..10_000u32 {
+                        w.begin();
                         match body(&mut w, &mut rng).and_then(|()| w.commit()) {
                             Ok(()) => break,
                             Err(a) => {
@@ -100,7 +100,7 @@ fn bank_history<P: Protocol + Default>(seed: u64, index: IndexKind) -> txlab::hi
         if rng.random_range(0..10) == 0 {
             // Others may read the doomed writes meanwhile (in-place writers without locks).
             std::thread::yield_now();
-            return Err(Abort::new(AbortReason::User));
+            return Err(Abort::user());
         }
         Ok(())
     });

@@ -41,7 +41,7 @@ fn churn<W: Worker>(w: &mut W, rounds: u64, keys: u64) {
         for op in 0..2 {
             for i in 0..keys {
                 let key = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) ^ (round % 3);
-                w.begin(0);
+                w.begin();
                 let ok = if op == 0 { w.insert(T, key, &[1; 8]) } else { w.delete(T, key) };
                 ok.expect("no other worker");
                 w.commit().expect("no other worker");

@@ -213,7 +213,7 @@ fn agrees_presence(known: Known, present: bool) -> bool {
 /// Every key's committed state, read in one transaction of a fresh worker.
 fn snapshot<P: Protocol>(db: &Database<P>) -> [Known; KEYS as usize] {
     let mut w = db.worker().unwrap();
-    w.begin(0);
+    w.begin();
     let mut keys = [Known::Absent; KEYS as usize];
     for k in 0..KEYS {
         if let Some(v) = w.read(T, k, u).unwrap() {
@@ -240,7 +240,7 @@ fn alone<P: Protocol + Default>(index: IndexKind) {
                 ops.push(gen_op(&mut rng, &mut next_value, scans));
             }
             let mut model = committed.clone();
-            w.begin(0);
+            w.begin();
             for (i, &op) in ops.iter().enumerate() {
                 let out = apply(&mut w, op).unwrap_or_else(|a| {
                     panic!("seed {seed}, txn {txn}: {op:?} aborted alone ({a:?}); ops {ops:?}")
@@ -292,7 +292,7 @@ fn interfered<P: Protocol + Default>(index: IndexKind) {
                         loop {
                             let mut model = Model { keys: [Known::Unknown; KEYS as usize] };
                             let mut seen = Ok(());
-                            w.begin(attempt);
+                            w.begin();
                             let r = ops.iter().try_for_each(|&op| {
                                 if rng.random_range(0..4) == 0 {
                                     std::thread::yield_now();

@@ -168,7 +168,7 @@ fn silo_keeps_the_consistency_conditions() {
 /// Changes one row of a loaded database with `f`, in a committed transaction.
 fn corrupt<P: Protocol + Default>(db: &Database<P>, t: TableId, k: u64, f: impl FnOnce(&mut [u8])) {
     let mut w = db.worker().unwrap();
-    w.begin(0);
+    w.begin();
     w.update(t, k, f).unwrap().expect("row exists");
     w.commit().unwrap();
 }
@@ -194,7 +194,7 @@ fn the_conditions_detect_broken_databases() {
     expect(&tpcc, &db, &["condition 2:"]);
     // A new-order row vanished from the middle: conditions 3 and 5.
     let mut w = db.worker().unwrap();
-    w.begin(0);
+    w.begin();
     assert!(w.delete(NEW_ORDER, key::order(1, 5, 2500)).unwrap());
     w.commit().unwrap();
     drop(w);

@@ -1,12 +1,12 @@
 //! The workloads of `txlab check`: small and contended, each designed to provoke one family of
 //! anomalies, run with more threads than cores and random pauses inside transactions, with
-//! history recording on. After a run the history goes through [`check`](super::check) and the
+//! history recording on. After a run the history goes through [`check`](super::check()) and the
 //! workload's own invariant is verified; both are mapped to anomaly classes, and a protocol fails
 //! when it shows a class its isolation level does not permit.
 
 use super::{check, AnomalyClass, Report};
 use crate::engine::{
-    Database, DbOptions, Generator, Isolation, Procedure, Protocol, Tx, Worker, Workload,
+    Checks, Database, DbOptions, Generator, Isolation, Procedure, Protocol, Tx, Worker, Workload,
 };
 use crate::error::{Abort, AbortReason, Error};
 use crate::storage::TableId;
@@ -146,8 +146,8 @@ impl<W: Worker> Pausing<'_, W> {
 }
 
 impl<W: Worker> Worker for Pausing<'_, W> {
-    fn begin(&mut self, attempt: u32) {
-        self.inner.begin(attempt);
+    fn begin(&mut self) {
+        self.inner.begin();
     }
 
     fn read_for_update<T>(
@@ -381,7 +381,7 @@ fn until_done<W: Worker, T>(
 ) -> Result<Option<T>, AbortReason> {
     let mut attempt = 0u32;
     loop {
-        w.begin(attempt);
+        w.begin();
         let r = body(w, rng).and_then(|out| w.commit().map(|()| out));
         let abort = match r {
             Ok(out) => return Ok(Some(out)),
@@ -447,7 +447,11 @@ fn run_workload<P: Protocol + Default, W: Workload>(
                     let ty = &types[proc.txn_type()];
                     let body = |w: &mut _, rng: &mut Rng| {
                         let mut w = Pausing { inner: w, rng, max_us: cfg.max_pause_us };
-                        proc.run(&mut Tx::new(&mut w, ty, true, None))
+                        proc.run(&mut Tx::new(
+                            &mut w,
+                            ty,
+                            Checks { templates: true, access_set: None },
+                        ))
                     };
                     match until_done(&mut w, &mut rng, aborted, body) {
                         Ok(Some(())) => {
@@ -605,7 +609,7 @@ fn final_invariant<P: Protocol + Default>(
     let mut w = db.worker()?;
     let mut attempt = 0;
     let values = loop {
-        w.begin(attempt);
+        w.begin();
         let r: Result<Vec<Option<i64>>, Abort> =
             (0..BLOCKS * BLOCK).map(|k| w.read(T, k, get)).collect();
         match r.and_then(|v| w.commit().map(|()| v)) {

@@ -54,10 +54,10 @@ impl Default for DbOptions {
 /// let db = Database::new(Silo::default(), &[TableSpec::new("accounts", 8, 100)]).unwrap();
 /// let t = db.table_id("accounts").unwrap();
 /// let mut w = db.worker().unwrap();
-/// w.begin(0);
+/// w.begin();
 /// assert!(w.insert(t, 1, &100u64.to_le_bytes()).unwrap());
 /// w.commit().unwrap();
-/// w.begin(0);
+/// w.begin();
 /// let v = w.read(t, 1, |row| u64::from_le_bytes(row.try_into().unwrap())).unwrap();
 /// assert_eq!(v, Some(100));
 /// w.commit().unwrap();

@@ -16,7 +16,7 @@
 //! allocator region in before they measure).
 
 use super::database::Database;
-use super::procedure::{AccessSet, Procedure, Tx};
+use super::procedure::{AccessSet, Checks, Procedure, Tx};
 use super::protocol::{Protocol, Worker};
 use super::stats::WorkerStats;
 use super::workload::{Generator, Workload};
@@ -324,7 +324,6 @@ fn worker_loop<P: Protocol, W: Workload>(
         let proc = gen.next();
         let ty = proc.txn_type();
         let t0 = clock.raw();
-        let mut attempt = 0u32;
         loop {
             let declared = if declare {
                 set.clear();
@@ -346,8 +345,9 @@ fn worker_loop<P: Protocol, W: Workload>(
             } else {
                 None
             };
-            worker.begin(attempt);
-            let mut tx = Tx::new(&mut worker, &types[ty], cfg.check_templates, declared);
+            worker.begin();
+            let checks = Checks { templates: cfg.check_templates, access_set: declared };
+            let mut tx = Tx::new(&mut worker, &types[ty], checks);
             let result = proc.run(&mut tx).and_then(|()| worker.commit());
             match result {
                 Ok(()) => {
@@ -382,7 +382,6 @@ fn worker_loop<P: Protocol, W: Workload>(
                     if measuring {
                         stats.aborts_by_type[ty] += 1;
                     }
-                    attempt += 1;
                     let max = shared.max_backoff_ns.load(Ordering::Relaxed);
                     if max > 0 {
                         let wait = rng.random_range(0..max);

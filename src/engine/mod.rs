@@ -6,6 +6,7 @@ pub mod loader;
 pub mod procedure;
 pub mod protocol;
 pub mod report;
+pub mod retry;
 pub mod stats;
 pub mod workload;
 
@@ -17,5 +18,6 @@ pub use procedure::{
 };
 pub use protocol::{Capabilities, Isolation, Protocol, Worker};
 pub use report::RunReport;
+pub use retry::Retry;
 pub use stats::WorkerStats;
 pub use workload::{Generator, Workload};

@@ -183,13 +183,23 @@ pub trait Procedure {
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort>;
 }
 
-/// Run-time checks a [`Tx`] applies.
+/// Run-time checks a [`Tx`] applies; the default checks nothing.
+///
+/// ```
+/// # use txlab::engine::{AccessSet, Checks};
+/// let set = AccessSet::default();
+/// let checks = Checks { templates: true, ..Checks::default() };
+/// let both = Checks { access_set: Some(&set), ..checks };
+/// # let _ = both;
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Checks {
-    /// Check every operation against the transaction type's template.
+pub struct Checks<'a> {
+    /// Check every operation against the transaction type's piece template
+    /// ([`AbortReason::TemplateViolation`]).
     pub templates: bool,
-    /// Check every operation against the declared access set.
-    pub access_sets: bool,
+    /// Check every operation against this declared access set
+    /// ([`AbortReason::AccessSetMismatch`]).
+    pub access_set: Option<&'a AccessSet>,
 }
 
 /// What a procedure runs against: the protocol's worker plus optional checks.
@@ -202,13 +212,9 @@ pub struct Tx<'a, W: Worker> {
 }
 
 impl<'a, W: Worker> Tx<'a, W> {
-    /// Wraps `worker` for a transaction of type `ty`. `declared` is checked when `Some`.
-    pub fn new(
-        worker: &'a mut W,
-        ty: &'a TxnType,
-        check_templates: bool,
-        declared: Option<&'a AccessSet>,
-    ) -> Self {
+    /// Wraps `worker` for a transaction of type `ty`, applying `checks`.
+    pub fn new(worker: &'a mut W, ty: &'a TxnType, checks: Checks<'a>) -> Self {
+        let (declared, check_templates) = (checks.access_set, checks.templates);
         Tx { worker, ty, piece: None, declared, check_templates }
     }
 
@@ -320,6 +326,7 @@ impl<'a, W: Worker> Tx<'a, W> {
 
     /// See [`Worker::write`].
     #[inline]
+    #[must_use = "`Ok(false)` means the key is absent and nothing was written"]
     pub fn write(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
         self.check(table, key, true, 0, ALL_COLUMNS)?;
         self.worker.write(table, key, value)
@@ -327,6 +334,7 @@ impl<'a, W: Worker> Tx<'a, W> {
 
     /// See [`Worker::update`].
     #[inline]
+    #[must_use = "`Ok(None)` means the key is absent and nothing was changed"]
     pub fn update<T>(
         &mut self,
         table: TableId,
@@ -340,6 +348,7 @@ impl<'a, W: Worker> Tx<'a, W> {
     /// `writes` are kept. The template must declare `reads` in some access of the piece and
     /// `writes` in a write access.
     #[inline]
+    #[must_use = "`Ok(None)` means the key is absent and nothing was changed"]
     pub fn update_cols<T>(
         &mut self,
         table: TableId,
@@ -354,6 +363,7 @@ impl<'a, W: Worker> Tx<'a, W> {
 
     /// See [`Worker::insert`].
     #[inline]
+    #[must_use = "`Ok(false)` means the key is present already and nothing was inserted"]
     pub fn insert(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
         self.check(table, key, true, 0, ALL_COLUMNS)?;
         self.worker.insert(table, key, value)
@@ -361,6 +371,7 @@ impl<'a, W: Worker> Tx<'a, W> {
 
     /// See [`Worker::delete`].
     #[inline]
+    #[must_use = "`Ok(false)` means the key is absent and nothing was deleted"]
     pub fn delete(&mut self, table: TableId, key: u64) -> Result<bool, Abort> {
         self.check(table, key, true, 0, ALL_COLUMNS)?;
         self.worker.delete(table, key)

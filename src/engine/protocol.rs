@@ -112,9 +112,13 @@ pub trait Protocol: Send + Sync + Sized + 'static {
 
 /// The operation interface a protocol implements. See the module docs for the conventions.
 pub trait Worker {
-    /// Starts a transaction. `attempt` is 0 for a new transaction and counts retries (wait-die
-    /// keeps its timestamp across retries so old transactions eventually win).
-    fn begin(&mut self, attempt: u32);
+    /// Starts a transaction attempt. An attempt that follows [`Worker::abort`] is a retry of the
+    /// aborted transaction, one that follows a commit (or none) a new transaction: protocols that
+    /// order transactions by age keep a retried transaction's age, so it eventually becomes the
+    /// oldest and wins (wait-die). A caller that gives up after an abort and starts another
+    /// transaction lends it the old age once, which only raises its priority.
+    /// [`crate::engine::Retry`] runs the whole loop.
+    fn begin(&mut self);
 
     /// Reads `key`; `f` sees the row ([`Worker::read_cols`] of every column).
     #[inline]
@@ -136,11 +140,13 @@ pub trait Worker {
     ) -> Result<Option<T>, Abort>;
 
     /// Overwrites the whole row of `key` without reading it. `Ok(false)` if `key` is absent.
+    #[must_use = "`Ok(false)` means the key is absent and nothing was written"]
     fn write(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort>;
 
     /// Reads and modifies the row of `key` in place ([`Worker::update_cols`] reading and writing
     /// every column). `Ok(None)` if `key` is absent.
     #[inline]
+    #[must_use = "`Ok(None)` means the key is absent and nothing was changed"]
     fn update<T>(
         &mut self,
         table: TableId,
@@ -169,6 +175,7 @@ pub trait Worker {
     /// `DbOptions::poison_unprojected`). A column `f` reads and changes belongs in `writes`
     /// (`reads` may leave it out). The row counts as written whatever `writes` holds: locks and
     /// versions are per row. `Ok(None)` if `key` is absent.
+    #[must_use = "`Ok(None)` means the key is absent and nothing was changed"]
     fn update_cols<T>(
         &mut self,
         table: TableId,
@@ -179,9 +186,11 @@ pub trait Worker {
     ) -> Result<Option<T>, Abort>;
 
     /// Inserts a new row. `Ok(false)` if `key` is present.
+    #[must_use = "`Ok(false)` means the key is present already and nothing was inserted"]
     fn insert(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort>;
 
     /// Deletes the row of `key`. `Ok(false)` if `key` is absent.
+    #[must_use = "`Ok(false)` means the key is absent and nothing was deleted"]
     fn delete(&mut self, table: TableId, key: u64) -> Result<bool, Abort>;
 
     /// Visits the present rows with `lo <= key <= hi` in key order, at most `limit` of them,

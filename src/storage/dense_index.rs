@@ -31,7 +31,7 @@
 //!
 //! Memory: 4 KiB per leaf that was ever used, never returned while the index lives (like the
 //! hash index). Sparse keys waste it: one key per 512-slot leaf costs 4 KiB. Use it only where
-//! keys fill their leaves. Leaves come from 2 MiB chunks ([`LeafArena`]), so that the
+//! keys fill their leaves. Leaves come from 2 MiB chunks (`LeafArena`), so that the
 //! storage's [`Prefaulter`](crate::storage::Prefaulter) can keep the next chunk faulted in:
 //! TPC-C creates a leaf every 32 NewOrders, and its first touch (a page the kernel zeroes) was
 //! most of the page-fault time left in a worker once row memory was pre-faulted.
@@ -240,7 +240,7 @@ impl DenseIndex {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    /// Keeps the next chunk of leaves faulted in (see [`LeafArena`]); returns the bytes faulted
+    /// Keeps the next chunk of leaves faulted in (see `LeafArena`); returns the bytes faulted
     /// in now.
     pub fn prefault(&self) -> usize {
         self.leaves.prefault()

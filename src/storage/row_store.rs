@@ -248,9 +248,9 @@ impl<R> RowRef<'_, R> {
     }
 
     // The plan-or-walk branch is written out here, in `write_projected` and in
-    // `prefetch_projected` on purpose: a shared helper taking the copy as a closure calls it from
-    // two sites, LLVM then keeps the closure out of line, and Silo's NewOrder+Payment costs 1.6 %
-    // more instructions (callgrind, measured in session 7).
+    // `prefetch_projected`: a shared helper taking the copy as a closure calls it from two sites,
+    // LLVM keeps such a closure out of line, and Silo's NewOrder+Payment then costs 1.6 % more
+    // instructions (callgrind).
     #[inline(never)]
     fn read_projected(&self, dst: &mut [u8], p: &Projection, cols: Columns) {
         p.prepare(dst, cols);

@@ -223,7 +223,7 @@ impl Workload for SmallBank {
         let mut w = db.worker().map_err(|e| e.to_string())?;
         let mut attempt = 0;
         let total = loop {
-            w.begin(attempt);
+            w.begin();
             let mut sum = 0i64;
             let r = (|| {
                 for c in 0..self.cfg.customers {

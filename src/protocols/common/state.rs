@@ -9,7 +9,7 @@
 //! +-----------------------------------------------------------+-----+
 //! ```
 //!
-//! Zero is `ABSENT` with stamp [`UNBORN`](crate::history::UNBORN), so a freshly zeroed slot is
+//! Zero is `ABSENT` with stamp [`UNBORN`], so a freshly zeroed slot is
 //! not a row. The stamp shares the word so that recording costs no extra header space; it is
 //! maintained only when the database records histories. Writers change the word under the
 //! record's exclusive lock (2PL) or not at all protected (nocc, which promises nothing).

@@ -63,7 +63,7 @@ impl<'db> NoccWorker<'db> {
 }
 
 impl Worker for NoccWorker<'_> {
-    fn begin(&mut self, _attempt: u32) {
+    fn begin(&mut self) {
         self.ctx.enter(NoccRecord::unlink);
         self.active = true;
     }

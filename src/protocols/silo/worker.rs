@@ -426,7 +426,7 @@ impl<'db> SiloWorker<'db> {
 }
 
 impl Worker for SiloWorker<'_> {
-    fn begin(&mut self, _attempt: u32) {
+    fn begin(&mut self) {
         self.ctx.enter(SiloRecord::unlink);
         self.active = true;
     }
@@ -877,11 +877,11 @@ mod tests {
         .unwrap();
         {
             let mut w = db.worker().unwrap();
-            w.begin(0);
+            w.begin();
             assert!(w.insert(T, K, &row(1)).unwrap());
             assert!(w.insert(T, X, &row(1)).unwrap());
             w.commit().unwrap();
-            w.begin(0);
+            w.begin();
             assert!(w.delete(T, K).unwrap());
             w.commit().unwrap();
         }
@@ -900,11 +900,11 @@ mod tests {
     fn a_revive_undone_by_a_delete_still_validates_against_foreign_locks() {
         let db = db_with_deleted_k();
         let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
-        t1.begin(0);
+        t1.begin();
         assert!(t1.insert(T, K, &row(10)).unwrap(), "revives the deleted record");
         assert!(t1.delete(T, K).unwrap(), "and deletes it again");
         assert!(t1.write(T, X, &row(10)).unwrap());
-        t2.begin(0);
+        t2.begin();
         assert_eq!(t2.read(T, X, |r| r[0]).unwrap(), Some(1));
         assert!(t2.insert(T, K, &row(20)).unwrap());
         // T2's commit, up to its validation.
@@ -926,10 +926,10 @@ mod tests {
     fn an_absent_read_validates_against_foreign_locks() {
         let db = db_with_deleted_k();
         let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
-        t1.begin(0);
+        t1.begin();
         assert_eq!(t1.read(T, K, |r| r[0]).unwrap(), None);
         assert!(t1.write(T, X, &row(10)).unwrap());
-        t2.begin(0);
+        t2.begin();
         assert!(t2.insert(T, K, &row(20)).unwrap());
         t2.lock_write_set().unwrap();
         t1.lock_write_set().unwrap();

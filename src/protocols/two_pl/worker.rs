@@ -33,15 +33,14 @@ struct BucketHold {
     insert: bool,
 }
 
-/// `TwoPlWorker::ts` before the first transaction (no real timestamp has bits above the field).
-const NO_TS: u64 = u64::MAX;
-
 /// A 2PL worker with lock policy `L`.
 pub struct TwoPlWorker<'db, L: LockPolicy> {
     ctx: WorkerCtx<'db, TwoPlRecord>,
     clock: TsClock,
     /// The running transaction's wait-die timestamp, kept across its retries.
     ts: u64,
+    /// The last attempt was aborted: the next `begin` retries it and keeps `ts`.
+    retrying: bool,
     locks: Vec<Held>,
     /// `(table, row) -> index in locks`, so re-entrant acquisition is O(1) even for scans that
     /// lock hundreds of rows (cleared per transaction; keeps its capacity).
@@ -60,7 +59,8 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
         TwoPlWorker {
             clock: TsClock::new(ctx.storage.origin(), ctx.slot),
             ctx,
-            ts: NO_TS,
+            ts: 0,
+            retrying: false,
             locks: Vec::new(),
             held: HashMap::default(),
             buckets: Vec::new(),
@@ -228,10 +228,13 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
 }
 
 impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
-    fn begin(&mut self, attempt: u32) {
-        if attempt == 0 || self.ts == NO_TS {
+    fn begin(&mut self) {
+        // A retry (the last attempt was aborted) keeps its age; anything else is a new
+        // transaction.
+        if !self.retrying {
             self.ts = self.clock.stamp();
         }
+        self.retrying = false;
         self.ctx.enter(TwoPlRecord::unlink);
         self.active = true;
     }
@@ -415,6 +418,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         if !self.active {
             return;
         }
+        self.retrying = true;
         roll_back(&mut self.ctx, &self.undo, &self.arena);
         self.release();
     }
