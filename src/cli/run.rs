@@ -202,7 +202,14 @@ fn measure<W: Workload + 'static>(
         run_cfg.threads,
         args.repeat,
         args.backoff,
-        if run_cfg.prefault { "memory faulted in ahead of inserts" } else { "no pre-faulting" }
+        match (run_cfg.prefault, run_cfg.length) {
+            (false, _) => "no pre-faulting",
+            (true, RunLength::Timed { warmup, .. }) if !warmup.is_zero() => {
+                "memory for the window's inserts faulted in before measuring (warm-up growth \
+                 scaled to the window, +25 %), then ahead of inserts"
+            }
+            (true, _) => "memory faulted in ahead of inserts",
+        }
     );
     let config = serde_json::json!({
         "run": &run_cfg,

@@ -10,10 +10,16 @@
 //! adaptive backoff, runs Cicada's contention regulation (§3.9): every 5 ms it sums the workers'
 //! commit counters and hill-climbs the globally shared maximum backoff by 0.5 µs steps in the
 //! direction in which throughput improved. Workers read that maximum only after an abort.
-//! Unless [`RunConfig::prefault`] is off, the leader also faults memory in ahead of the tables
-//! that grow, every 5 ms ([`crate::storage::Prefaulter`]), so that inserting workers do not
-//! wait for the kernel to zero fresh pages (the C++ engines we compare with fault their whole
-//! allocator region in before they measure).
+//! Unless [`RunConfig::prefault`] is off, the leader also faults memory in for the tables that
+//! grow ([`crate::storage::Prefaulter`]), so that inserting workers do not wait for the kernel to
+//! zero fresh pages (the C++ engines we compare with fault their whole allocator region in
+//! before they measure). During warm-up (and throughout a run of a fixed number of
+//! transactions) it does so every 5 ms, ahead of the tables' cursors. At the end of a warm-up it
+//! pauses the workers and faults in what the window will need: each table's warm-up growth,
+//! scaled to the window's length, plus a quarter ([`RESERVE_MARGIN`]). The measured window then
+//! neither takes page faults nor shares its cores with the faulting leader (on a machine with as
+//! many workers as cores, faulting alongside them cost more than it saved); if the estimate runs
+//! short, the 5 ms steps take over again.
 
 use super::database::Database;
 use super::procedure::{AccessSet, Checks, Procedure, Tx};
@@ -116,6 +122,11 @@ impl Default for RunConfig {
 const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;
 const STOP: u8 = 2;
+/// Workers wait (sleeping) while the leader faults memory in before the window.
+const PAUSE: u8 = 3;
+
+/// Faulted in before the window: the warm-up's growth rate times the window, times this.
+pub const RESERVE_MARGIN: f64 = 1.25;
 
 /// Hill-climbing period and step (Cicada §3.9: 5 ms and 0.5 µs).
 const REGULATION_PERIOD: Duration = Duration::from_millis(5);
@@ -131,6 +142,8 @@ struct Shared {
     /// Workers that have left their loop (a run of a fixed number of transactions ends when all
     /// have).
     finished: CachePadded<AtomicUsize>,
+    /// Workers waiting in the `PAUSE` phase.
+    paused: CachePadded<AtomicUsize>,
 }
 
 /// Counts its worker as finished when dropped, also when the worker panics, so that the leader
@@ -176,6 +189,7 @@ pub fn run_interactive<P: Protocol, W: Workload>(
         commits: (0..cfg.threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
         fatal: Mutex::new(None),
         finished: CachePadded::new(AtomicUsize::new(0)),
+        paused: CachePadded::new(AtomicUsize::new(0)),
     };
     let cores = if cfg.pin { core_affinity::get_core_ids().unwrap_or_default() } else { vec![] };
     let barrier = Barrier::new(cfg.threads + 1);
@@ -193,10 +207,13 @@ pub fn run_interactive<P: Protocol, W: Workload>(
             })
             .collect();
         let mut prefaulter = cfg.prefault.then(|| Prefaulter::new(db.storage()));
+        let start = Prefaulter::cursors(db.storage());
         barrier.wait();
-        lead(cfg, &shared, || {
-            if let Some(p) = &mut prefaulter {
-                p.step(db.storage());
+        lead(cfg, &shared, |event| {
+            let Some(p) = &mut prefaulter else { return };
+            match event {
+                Lead::Tick => drop(p.step(db.storage())),
+                Lead::Reserve { scale } => drop(p.reserve(db.storage(), &start, scale)),
             }
         });
         handles
@@ -210,10 +227,18 @@ pub fn run_interactive<P: Protocol, W: Workload>(
     stats.into_iter().collect()
 }
 
+/// What the leader asks of the prefaulter.
+enum Lead {
+    /// A periodic step between sleeps.
+    Tick,
+    /// The workers are paused before the window: fault in `scale` times the warm-up's growth.
+    Reserve { scale: f64 },
+}
+
 /// The leader's part: phases (a timed run) or waiting for every worker to finish (a run of a
-/// fixed number of transactions), contention regulation, and `tick` (the prefaulter) between
-/// sleeps.
-fn lead(cfg: &RunConfig, shared: &Shared, mut tick: impl FnMut()) {
+/// fixed number of transactions), contention regulation, and the prefaulter (`prefault`)
+/// between sleeps and before the window.
+fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) {
     let adaptive = cfg.backoff == Backoff::Adaptive;
     let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed, usize::MAX));
     let start = Instant::now();
@@ -238,8 +263,16 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut tick: impl FnMut()) {
             RunLength::Timed { warmup, duration } => {
                 let elapsed = now - start;
                 if measure_at.is_none() && elapsed >= warmup {
+                    if cfg.prefault && !warmup.is_zero() {
+                        let scale = duration.as_secs_f64() / warmup.as_secs_f64() * RESERVE_MARGIN;
+                        if !pause_workers(cfg, shared) {
+                            break;
+                        }
+                        prefault(Lead::Reserve { scale });
+                    }
                     shared.phase.store(MEASURE, Ordering::Release);
-                    measure_at = Some(now);
+                    measure_at = Some(Instant::now());
+                    continue;
                 }
                 let left = match measure_at {
                     Some(m) if now - m >= duration => break,
@@ -261,7 +294,7 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut tick: impl FnMut()) {
                 period
             }
         };
-        tick();
+        prefault(Lead::Tick);
         std::thread::sleep(sleep.saturating_sub(now.elapsed()));
         if adaptive {
             let commits: u64 = shared.commits.iter().map(|c| c.load(Ordering::Relaxed)).sum();
@@ -279,6 +312,22 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut tick: impl FnMut()) {
         }
     }
     shared.phase.store(STOP, Ordering::Release);
+}
+
+/// Sets the `PAUSE` phase and waits until every worker still running has stopped between
+/// transactions; `false` if a worker reported a fatal error meanwhile.
+fn pause_workers(cfg: &RunConfig, shared: &Shared) -> bool {
+    shared.phase.store(PAUSE, Ordering::Release);
+    // Acquire: pairs with the workers' Release increments (nothing is read through them).
+    while shared.paused.load(Ordering::Acquire) + shared.finished.load(Ordering::Acquire)
+        < cfg.threads
+    {
+        if shared.fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    true
 }
 
 // Never inlined (it runs once per thread): profilers and `scripts/instructions.sh` find the
@@ -315,6 +364,14 @@ fn worker_loop<P: Protocol, W: Workload>(
         let phase = shared.phase.load(Ordering::Acquire);
         if phase == STOP || left == 0 {
             break;
+        }
+        if phase == PAUSE {
+            // Release: pairs with the leader's Acquire in `pause_workers`.
+            shared.paused.fetch_add(1, Ordering::Release);
+            while shared.phase.load(Ordering::Acquire) == PAUSE {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            continue;
         }
         left -= 1;
         let measuring = phase == MEASURE;
