@@ -22,6 +22,10 @@ pub enum AbortReason {
     LockConflict,
     /// Wait-die: a younger transaction found an older lock holder and died.
     WaitDie,
+    /// A scan (or an absent-key read) and an insert met on a phantom bucket held by the other
+    /// (2PL's bucket holds, which never wait): a conflict over a key range, or a false one
+    /// between keys that share a bucket word.
+    BucketConflict,
     /// OCC read validation failed: a record read changed or is locked by another transaction.
     ReadValidation,
     /// Phantom validation failed: a key range (or an absent key) read has seen an insert.
@@ -48,10 +52,11 @@ pub enum AbortReason {
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 11] = [
+    pub const ALL: [AbortReason; 12] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
+        AbortReason::BucketConflict,
         AbortReason::ReadValidation,
         AbortReason::PhantomValidation,
         AbortReason::InsertConflict,
@@ -70,6 +75,7 @@ impl AbortReason {
             AbortReason::User => "user",
             AbortReason::LockConflict => "lock-conflict",
             AbortReason::WaitDie => "wait-die",
+            AbortReason::BucketConflict => "bucket-conflict",
             AbortReason::ReadValidation => "read-validation",
             AbortReason::PhantomValidation => "phantom-validation",
             AbortReason::InsertConflict => "insert-conflict",
@@ -89,6 +95,7 @@ impl AbortReason {
             self,
             AbortReason::LockConflict
                 | AbortReason::WaitDie
+                | AbortReason::BucketConflict
                 | AbortReason::ReadValidation
                 | AbortReason::PhantomValidation
                 | AbortReason::InsertConflict

@@ -128,7 +128,7 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
             }
         }
         if !tbl.buckets.try_lock_scan(slot, own_inserts) {
-            return Err(Abort::new(AbortReason::LockConflict));
+            return Err(Abort::new(AbortReason::BucketConflict));
         }
         self.buckets.push(BucketHold { table: tbl.id, slot: slot as u32, insert: false });
         Ok(())
@@ -146,7 +146,7 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
             }
         }
         if !tbl.buckets.try_lock_insert(slot, own_scans) {
-            return Err(Abort::new(AbortReason::LockConflict));
+            return Err(Abort::new(AbortReason::BucketConflict));
         }
         self.buckets.push(BucketHold { table: tbl.id, slot: slot as u32, insert: true });
         Ok(())
