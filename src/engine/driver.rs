@@ -125,6 +125,10 @@ const STOP: u8 = 2;
 /// Workers wait (sleeping) while the leader faults memory in before the window.
 const PAUSE: u8 = 3;
 
+/// With more workers than cores, a transaction retried this many times yields its core before
+/// each further attempt.
+const YIELD_AFTER_RETRIES: u32 = 2;
+
 /// Faulted in before the window: the warm-up's growth rate times the window, times this.
 pub const RESERVE_MARGIN: f64 = 1.25;
 
@@ -351,6 +355,8 @@ fn worker_loop<P: Protocol, W: Workload>(
     let mut set = AccessSet::default();
     let clock = quanta::Clock::new();
     let declare = cfg.check_access_sets || P::CAPS.needs_access_set;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let oversubscribed = cfg.threads > cores;
     let mut committed = 0u64;
     // A fixed-length run: transactions this worker has left (each ends committed or with a
     // user abort).
@@ -380,6 +386,7 @@ fn worker_loop<P: Protocol, W: Workload>(
         }
         let proc = gen.next();
         let ty = proc.txn_type();
+        let mut retries = 0u32;
         let t0 = clock.raw();
         loop {
             let declared = if declare {
@@ -438,6 +445,14 @@ fn worker_loop<P: Protocol, W: Workload>(
                     }
                     if measuring {
                         stats.aborts_by_type[ty] += 1;
+                    }
+                    retries += 1;
+                    // More workers than cores: the transaction that made this one abort may be
+                    // descheduled while it holds what this one needs, and retrying at once
+                    // would only burn this core's time slice. After a few quick retries, let
+                    // the other workers run first.
+                    if oversubscribed && retries >= YIELD_AFTER_RETRIES {
+                        std::thread::yield_now();
                     }
                     let max = shared.max_backoff_ns.load(Ordering::Relaxed);
                     if max > 0 {
