@@ -124,7 +124,7 @@ impl fmt::Display for AbortReason {
 /// A transaction attempt that did not commit. Returned as `Err(Abort)` by every operation.
 ///
 /// The engine makes aborts for its own reasons; an application makes only user aborts
-/// ([`Abort::user`], [`Abort::user_code`]), so a count of, say, insert conflicts is always the
+/// ([`Abort::user`], [`Abort::with_code`]), so a count of, say, insert conflicts is always the
 /// engine's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]
