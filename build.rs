@@ -1,4 +1,5 @@
-// Records the git revision the binary was built from, for results that can be reproduced.
+// Records the git revision (and whether the tree had uncommitted changes) and the compiler the
+// binary was built with, for results that can be reproduced.
 fn main() {
     let rev = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
@@ -15,6 +16,16 @@ fn main() {
         .is_some_and(|o| !o.stdout.is_empty());
     let rev = if dirty { format!("{rev}-dirty") } else { rev };
     println!("cargo:rustc-env=TXLAB_GIT_REVISION={rev}");
+    println!("cargo:rustc-env=TXLAB_GIT_DIRTY={dirty}");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let version = std::process::Command::new(rustc)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=TXLAB_RUSTC={version}");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
 }

@@ -57,6 +57,7 @@ pub mod checker;
 pub mod cli;
 pub mod engine;
 pub mod error;
+pub mod experiment;
 pub mod history;
 pub mod protocols;
 pub mod storage;

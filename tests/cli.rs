@@ -139,7 +139,7 @@ fn a_small_run_writes_json_and_csv_with_the_configuration() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(err.contains("backoff None, no pre-faulting"), "{err}");
+    assert!(err.contains("no backoff, no pre-faulting"), "{err}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["protocol"], "silo");
@@ -156,10 +156,34 @@ fn a_small_run_writes_json_and_csv_with_the_configuration() {
     assert!(v["git_revision"].as_str().is_some_and(|s| !s.is_empty()));
     assert!(v["machine"]["cores"].as_u64().unwrap() >= 1);
     assert!(v["latency"]["p99_us"].as_f64().unwrap() >= v["latency"]["p50_us"].as_f64().unwrap());
-    let csv = std::fs::read_to_string(&csv).unwrap();
-    let mut lines = csv.lines();
-    assert!(lines.next().unwrap().starts_with("protocol,workload,threads"));
-    assert!(lines.next().unwrap().starts_with("silo,ycsb,2,"));
+    assert!(v["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')), "{}", v["timestamp"]);
+    assert!(v["rustc"].as_str().is_some_and(|s| s.starts_with("rustc ")));
+    assert!(v["git_dirty"].is_boolean());
+    assert!(v["machine"]["kernel"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(v["summary"]["median_of"], 1);
+    // Durations are seconds, as numbers.
+    assert_eq!(v["config"]["database"]["epoch_interval_s"], 0.04);
+    assert!(v["per_type"][0]["latency"]["p99_us"].as_f64().unwrap() > 0.0);
+    // The CSV has a column per figure, parameter and abort reason.
+    let mut reader = csv::Reader::from_path(&csv).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 1);
+    let col = |name: &str| {
+        let at =
+            header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+        rows[0][at].to_string()
+    };
+    assert_eq!(col("protocol"), "silo");
+    assert_eq!(col("workload"), "ycsb");
+    assert_eq!(col("threads"), "2");
+    assert_eq!(col("repeat"), "0");
+    assert_eq!(col("commits"), "6000");
+    assert_eq!(col("workload.records"), "10000");
+    assert_eq!(col("workload.theta"), "0.9");
+    assert_eq!(col("invariant"), "held");
+    assert!(col("aborts.read-validation").parse::<u64>().is_ok());
+    assert!(!col("timestamp").is_empty());
 }
 
 #[test]
@@ -283,32 +307,44 @@ fn help_reads_like_a_manual() {
 }
 
 /// The CI gate of the checker: every protocol's quick check passes (only permitted anomalies).
-fn quick_check_passes(protocol: &str) -> String {
-    let out = txlab(&["check", "--protocol", protocol, "--quick"]);
+fn quick_check_passes(protocol: &str, extra: &[&str]) -> String {
+    let mut args = vec!["check", "--protocol", protocol, "--quick"];
+    args.extend(extra);
+    let out = txlab(&args);
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("verdict: PASS"), "{stdout}");
-    for w in ["bank", "write-skew", "read-only", "hot-rmw", "scan-insert"] {
-        assert!(stdout.contains(&format!("  {w} ")), "{w} missing:\n{stdout}");
+    // The verdicts come last, then one overall line.
+    let verdicts = stdout.split("\nVerdicts:\n").nth(1).expect("a verdict table");
+    assert!(verdicts.contains(&format!("  {protocol:<13} PASS  promises")), "{stdout}");
+    let workloads = if extra.contains(&"-w") { 1 } else { 6 };
+    let overall = format!(
+        "overall: PASS (1 protocol(s) x {workloads} workload(s): every protocol showed only \
+         anomalies it permits)"
+    );
+    assert!(verdicts.trim_end().ends_with(&overall), "{stdout}");
+    if workloads == 6 {
+        for w in ["bank", "write-skew", "read-only", "hot-rmw", "scan-insert", "tpcc"] {
+            assert!(stdout.contains(&format!("  {w} ")), "{w} missing:\n{stdout}");
+        }
     }
     stdout
 }
 
 #[test]
 fn check_quick_passes_for_2pl_nowait() {
-    let s = quick_check_passes("2pl-nowait");
+    let s = quick_check_passes("2pl-nowait", &[]);
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
 #[test]
 fn check_quick_passes_for_2pl_waitdie() {
-    let s = quick_check_passes("2pl-waitdie");
+    let s = quick_check_passes("2pl-waitdie", &[]);
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
 #[test]
 fn check_quick_passes_for_silo() {
-    let s = quick_check_passes("silo");
+    let s = quick_check_passes("silo", &[]);
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
@@ -316,10 +352,14 @@ fn check_quick_passes_for_silo() {
 /// aborted data (the positive control).
 #[test]
 fn check_sees_nocc_lose_updates_and_read_aborted_data() {
-    let s = quick_check_passes("nocc");
+    let s = quick_check_passes("nocc", &["--verbose"]);
     assert!(s.contains("lost update (permitted)"), "{s}");
     assert!(s.contains("G1a (aborted read) (permitted)"), "{s}");
     assert!(s.contains("G2 (phantom) (permitted)"), "{s}");
+    // Without --verbose, nocc's permitted anomalies are only named, not detailed.
+    let s = quick_check_passes("nocc", &["-w", "hot-rmw"]);
+    assert!(!s.contains("(permitted)"), "{s}");
+    assert!(s.contains("--verbose shows them"), "{s}");
 }
 
 /// Held to a level it does not reach, a protocol fails: exit 1, the cycle and a replay command.
@@ -329,7 +369,11 @@ fn check_fails_a_protocol_held_to_a_level_it_breaks() {
         txlab(&["check", "-p", "nocc", "-w", "hot-rmw", "--quick", "--isolation", "serializable"]);
     let s = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{s}");
-    assert!(s.contains("verdict: FAIL"), "{s}");
+    assert!(s.contains("  nocc          FAIL  held to serializable"), "{s}");
+    assert!(
+        s.trim_end().ends_with("overall: FAIL (nocc showed anomalies it does not permit)"),
+        "{s}"
+    );
     assert!(s.contains("lost update (not permitted)"), "{s}");
     assert!(s.contains("cycle: w"), "{s}");
     assert!(
@@ -404,7 +448,9 @@ fn run_record_history_checks_every_run() {
     ]);
     let s = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{s}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(s.matches("  history     ").count(), 3, "{s}");
+    // Three protocols, three runs each (the default when comparing): every run's history is
+    // checked, each from a freshly loaded database.
+    assert_eq!(s.matches("  history     ").count(), 9, "{s}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     for run in v["runs"].as_array().unwrap() {

@@ -66,6 +66,7 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
         cfg.threads, cfg.txns_per_thread, cfg.seed, cfg.max_pause_us
     );
     let mut verdicts = Vec::new();
+    let mut summary = Vec::new();
     for &p in &protocols {
         let isolation = args.isolation.unwrap_or(p.caps().isolation);
         let allowed = permitted(isolation);
@@ -86,7 +87,7 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
                 .map_err(|e| Failure::Run(format!("{} on {}: {e}", p.name(), w.name())))?;
             let bad: Vec<AnomalyClass> =
                 out.classes().into_iter().filter(|c| !allowed.contains(c)).collect();
-            print!("{}", describe(&out, &bad));
+            print!("{}", describe(&out, &bad, args.verbose));
             if !bad.is_empty() {
                 println!(
                     "    replay: txlab check --protocol {} --workload {} --seed {} --txns {} --threads {} \
@@ -117,9 +118,25 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
         } else {
             seen.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
         };
-        println!(
-            "  verdict: {} — observed {observed}; {} permits {}",
+        let hidden = outcomes.iter().any(|o| {
+            o.report.anomalies.iter().any(|a| allowed.contains(&a.class))
+                || o.violations.iter().any(|(c, _)| allowed.contains(c))
+        });
+        if hidden && !args.verbose {
+            println!(
+                "  (anomalies {} permits are not detailed; --verbose shows them)",
+                isolation.name()
+            );
+        }
+        summary.push(format!(
+            "  {:<13} {}  {}: observed {observed}; {} permits {}",
+            p.name(),
             if passed { "PASS" } else { "FAIL" },
+            if isolation == p.caps().isolation {
+                format!("promises {}", isolation.name())
+            } else {
+                format!("held to {}", isolation.name())
+            },
             isolation.name(),
             if allowed.is_empty() {
                 "none".to_string()
@@ -128,7 +145,7 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
             } else {
                 allowed.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
             }
-        );
+        ));
         verdicts.push(Verdict {
             protocol: p,
             promises: p.caps().isolation.name(),
@@ -137,6 +154,26 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
             unpermitted,
             workloads: outcomes,
         });
+    }
+    println!("\nVerdicts:");
+    for line in &summary {
+        println!("{line}");
+    }
+    let failed: Vec<&str> =
+        verdicts.iter().filter(|v| !v.passed).map(|v| v.protocol.name()).collect();
+    if failed.is_empty() {
+        println!(
+            "overall: PASS ({} protocol(s) x {} workload(s): every protocol showed only anomalies \
+             it permits)",
+            protocols.len(),
+            workloads.len()
+        );
+    } else {
+        println!(
+            "overall: FAIL ({} showed anomalies {} not permit)",
+            failed.join(", "),
+            if failed.len() == 1 { "it does" } else { "they do" }
+        );
     }
     if let Some(path) = &args.json {
         let v = serde_json::json!({
@@ -151,7 +188,9 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
     Ok(verdicts.iter().all(|v| v.passed))
 }
 
-fn describe(out: &WorkloadOutcome, bad: &[AnomalyClass]) -> String {
+/// One workload's line, then the details of its anomalies: those the protocol is not permitted
+/// always, the permitted ones only when `verbose`.
+fn describe(out: &WorkloadOutcome, bad: &[AnomalyClass], verbose: bool) -> String {
     let mut s = String::new();
     let classes = out.classes();
     let _ = writeln!(
@@ -167,19 +206,20 @@ fn describe(out: &WorkloadOutcome, bad: &[AnomalyClass]) -> String {
             classes.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
         }
     );
-    for a in &out.report.anomalies {
+    for a in out.report.anomalies.iter().filter(|a| verbose || bad.contains(&a.class)) {
         let mark = if bad.contains(&a.class) { "not permitted" } else { "permitted" };
         let _ = writeln!(s, "    {} ({mark}): {} found; e.g. {}", a.class, a.count, a.example);
         if !a.cycle.is_empty() {
             let _ = writeln!(s, "      cycle: {}", crate::checker::cycle_text(&a.cycle));
         }
     }
-    for (class, what) in out.violations.iter().take(3) {
+    let shown: Vec<_> = out.violations.iter().filter(|(c, _)| verbose || bad.contains(c)).collect();
+    for (class, what) in shown.iter().take(3) {
         let mark = if bad.contains(class) { "not permitted" } else { "permitted" };
         let _ = writeln!(s, "    invariant broken, {class} ({mark}): {what}");
     }
-    if out.violations.len() > 3 {
-        let _ = writeln!(s, "    ... {} invariant violations in all", out.violations.len());
+    if shown.len() > 3 {
+        let _ = writeln!(s, "    ... {} invariant violations in all", shown.len());
     }
     s
 }

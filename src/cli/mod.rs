@@ -4,7 +4,11 @@
 //! range, and the exit status is 2 for usage errors and 1 for failures while running.
 
 mod check;
+mod experiments;
+mod interrupt;
 mod run;
+mod slurm;
+mod sweep;
 
 use crate::protocols::ProtocolKind;
 use crate::workloads::ycsb::{Preset, YcsbArgs};
@@ -17,6 +21,8 @@ use std::path::PathBuf;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit status for a failure while running.
 pub const EXIT_FAILURE: i32 = 1;
+/// Exit status after Ctrl-C (what a shell reports for SIGINT).
+pub const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,8 +48,8 @@ enum Command {
     /// Load a workload and measure one or more protocols on it.
     ///
     /// With no flags: a short YCSB (1 M records, 10 ops/txn, 50 % reads, theta 0.8) on every
-    /// protocol, one after another, then a comparison table with each protocol's throughput as
-    /// a ratio of nocc's.
+    /// protocol, three runs each taking turns, then a comparison table of each protocol's median
+    /// with the spread of its runs and its throughput as a ratio of nocc's (about 35 s).
     #[command(allow_negative_numbers = true)]
     Run(Box<RunArgs>),
     /// Check protocols for anomalies: contended workloads, recorded histories, the checker.
@@ -53,12 +59,69 @@ enum Command {
     /// racing inserts and deletes) with more threads than cores and random pauses inside
     /// transactions, records every transaction's reads and writes, builds the direct
     /// serialization graph and checks each workload's invariant. Each protocol is held to the
-    /// isolation level it promises (serializable: no anomaly; snapshot isolation: write skew;
-    /// nocc: anything). Exit status 0 when every protocol showed only anomalies it permits, 1
+    /// isolation level it promises (serializable: no anomaly; nocc: anything). Exit status 0 when every protocol showed only anomalies it permits, 1
     /// otherwise; each unpermitted anomaly is printed with a cycle and a command that reruns it.
     Check(CheckArgs),
+    /// Run a grid of configurations and append every measured run to a JSON-lines file.
+    ///
+    /// Takes every `run` flag; each `--vary NAME=V1,V2,...` names a run flag and its values,
+    /// and several make a cross product (the first outermost). Every point is validated before
+    /// the first is measured. Points whose data is the same (YCSB's theta, read ratio, threads,
+    /// backoff, ... change only the transactions) share one load per protocol, and protocols
+    /// take turns within each point's repeats. Each run is appended (and flushed) as it
+    /// finishes, so Ctrl-C, a crash or a kill loses at most the run in progress, and `--resume`
+    /// finishes the rest.
+    #[command(
+        allow_negative_numbers = true,
+        after_help = "Examples:\n  txlab sweep -p silo,2pl-nowait --records 100000 --vary \
+threads=1,2 --vary theta=0,0.5,0.9,0.99 --repeat 3 --out skew.jsonl\n  txlab sweep -w tpcc --np \
+--vary warehouses=1,2,4 --vary threads=1,2 --out tpcc.jsonl --resume\n  txlab sweep ... --emit \
+slurm jobs/   (a Slurm job array, one task per point; then txlab merge)"
+    )]
+    Sweep(Box<SweepArgs>),
+    /// Draw SVG (or PNG) figures from results files: a statistic against a varied parameter,
+    /// one line per protocol, error bars from the repeats' min and max.
+    Plot(experiments::PlotArgs),
+    /// Write one self-contained HTML report of results files: every figure, the configuration,
+    /// the machine and the git revision.
+    Report(experiments::ReportArgs),
+    /// Reproduce a paper's figure from a preset shipped with txlab: run its sweep, plot it, and
+    /// say whether the paper's claim held here.
+    Reproduce(experiments::ReproduceArgs),
+    /// Join results files (e.g. one per Slurm array task) into one.
+    Merge(experiments::MergeArgs),
+    /// Compare two results files point by point: the ratio of B to A with its spread.
+    Compare(experiments::CompareArgs),
     /// List the protocols (with what they guarantee), workloads and YCSB presets.
     List,
+}
+
+#[derive(clap::Args, Debug)]
+struct SweepArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// A run flag and its values: NAME=V1,V2,... (values with commas: separate them with ';');
+    /// repeatable, several make a cross product
+    #[arg(long, value_name = "NAME=V1,V2,...", help_heading = "Sweep")]
+    vary: Vec<String>,
+    /// The results file (JSON lines, one record per measured run)
+    #[arg(
+        long,
+        value_name = "FILE.jsonl",
+        help_heading = "Sweep",
+        required_unless_present = "emit"
+    )]
+    out: Option<PathBuf>,
+    /// Keep the runs already in --out and measure only the missing ones
+    #[arg(long, help_heading = "Sweep")]
+    resume: bool,
+    /// Instead of running: write a job script for a scheduler (slurm) into DIR, one array task
+    /// per point
+    #[arg(long, num_args = 2, value_names = ["KIND", "DIR"], help_heading = "Sweep")]
+    emit: Option<Vec<String>>,
+    /// Run only point I (0-based; what each task of an emitted job array does)
+    #[arg(long, value_name = "I", help_heading = "Sweep")]
+    point: Option<usize>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -95,6 +158,9 @@ struct CheckArgs {
     /// Write the verdicts as JSON to this file
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also detail the anomalies a protocol is permitted (nocc's lost updates, ...)
+    #[arg(long, short = 'v')]
+    verbose: bool,
 }
 
 /// Backoff policy after an aborted attempt.
@@ -110,7 +176,7 @@ pub enum BackoffArg {
 }
 
 #[derive(clap::Args, Debug, serde::Serialize)]
-struct RunArgs {
+pub(crate) struct RunArgs {
     /// Protocols to run, comma separated (default: every protocol)
     #[arg(long, short = 'p', value_enum, value_delimiter = ',')]
     protocol: Vec<ProtocolKind>,
@@ -132,9 +198,10 @@ struct RunArgs {
     /// and the schedule, not on the machine's speed
     #[arg(long, conflicts_with_all = ["duration", "warmup"])]
     txns: Option<u64>,
-    /// Measured runs per protocol (the median is reported), 1 to 100
-    #[arg(long, default_value_t = 1)]
-    repeat: u32,
+    /// Measured runs per protocol (the median is reported; with several protocols their runs
+    /// take turns), 1 to 100 [default: 3 when several protocols are compared, else 1]
+    #[arg(long)]
+    repeat: Option<u32>,
     /// Backoff after an abort
     #[arg(long, value_enum, default_value = "none")]
     backoff: BackoffArg,
@@ -152,10 +219,14 @@ struct RunArgs {
     /// engines fault their whole memory in before measuring)
     #[arg(long)]
     no_prefault: bool,
+    /// Epoch length in milliseconds (Silo's epochs; GC grace periods), 1 to 10000
+    #[arg(long, default_value_t = 40)]
+    epoch_ms: u64,
     /// SmallBank: customers, 2 to 4294967296 (BOHM uses 50 and 100000) [default: 100000]
     #[arg(long, help_heading = "SmallBank workload")]
     customers: Option<u64>,
-    /// SmallBank: busy-wait inside every transaction, microseconds (BOHM uses 50) [default: 0]
+    /// SmallBank: busy-wait inside every transaction, microseconds, 0 to 1000000 (BOHM uses
+    /// 50) [default: 0]
     #[arg(long, help_heading = "SmallBank workload")]
     spin_us: Option<u64>,
     #[command(flatten)]
@@ -164,23 +235,20 @@ struct RunArgs {
     /// (warm-up included) against the protocol's isolation level; exit status 1 if it shows an
     /// anomaly the protocol does not permit. Costs memory (about 50 bytes per operation) and
     /// some throughput
-    #[arg(long)]
+    #[arg(long, help_heading = "Checking")]
     record_history: bool,
-    /// Epoch length in milliseconds (Silo's epochs; GC grace periods), 1 to 10000
-    #[arg(long, default_value_t = 40)]
-    epoch_ms: u64,
     /// Check every operation against its transaction's piece template, and fill the bytes of
     /// columns a read did not declare with a marker (on in debug builds)
-    #[arg(long)]
+    #[arg(long, help_heading = "Checking")]
     check_templates: bool,
     /// Declare each transaction's access set before it runs and check it at run time
-    #[arg(long)]
+    #[arg(long, help_heading = "Checking")]
     check_access_sets: bool,
-    /// Write the results as JSON to this file
-    #[arg(long, value_name = "PATH")]
+    /// Write the results as JSON to this file (created before anything is loaded)
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
     json: Option<PathBuf>,
-    /// Write the results as CSV (one row per measured run) to this file
-    #[arg(long, value_name = "PATH")]
+    /// Write the results as CSV, one row per measured run as it ends, to this file
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
     csv: Option<PathBuf>,
     #[command(flatten)]
     ycsb: YcsbArgs,
@@ -294,13 +362,41 @@ pub fn main() -> i32 {
     main_with(std::env::args_os())
 }
 
+/// The `run` subcommand's definition (its flags, for `sweep --vary`).
+fn run_command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().find_subcommand("run").expect("run is a subcommand").clone()
+}
+
+/// Parses `tokens` as the flags of `txlab run`; errors are one line.
+fn parse_run(tokens: &[String]) -> Result<(RunArgs, clap::ArgMatches), String> {
+    use clap::FromArgMatches;
+    let argv = ["txlab".to_string(), "run".to_string()].into_iter().chain(tokens.iter().cloned());
+    use clap::CommandFactory;
+    let matches = Cli::command().try_get_matches_from(argv).map_err(|e| usage_error(&e))?;
+    let run = matches.subcommand_matches("run").expect("parsed as run").clone();
+    let args = RunArgs::from_arg_matches(&run).map_err(|e| usage_error(&e))?;
+    Ok((args, run))
+}
+
+/// Validates a sweep of `run` flags over `vary` (`NAME=V1,V2,...` each) without running it:
+/// every point must be a valid `run` command line.
+#[cfg(test)]
+pub(crate) fn validate_sweep(flags: &[String], vary: &[String]) -> Result<(), String> {
+    match sweep::Sweep::new(flags.to_vec(), vary) {
+        Ok(_) => Ok(()),
+        Err(run::Failure::Usage(m) | run::Failure::Run(m) | run::Failure::Interrupted(m)) => Err(m),
+    }
+}
+
 /// Runs `args` as a command line; returns the exit status.
 pub fn main_with<I, T>(args: I) -> i32
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let raw: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&raw) {
         Ok(c) => c,
         Err(e) => {
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
@@ -324,6 +420,17 @@ where
             exit_status(check::check(&args).map(|passed| if passed { 0 } else { EXIT_FAILURE }))
         }
         Command::Run(args) => exit_status(run::run(&args).map(|()| 0)),
+        Command::Sweep(args) => {
+            // The sweep's own command line after `sweep`, to rebuild each point's `run` flags.
+            let tokens: Vec<String> =
+                raw.iter().skip(2).map(|a| a.to_string_lossy().into_owned()).collect();
+            exit_status(sweep::sweep(&args, &tokens).map(|()| 0))
+        }
+        Command::Plot(args) => exit_status(experiments::plot(&args).map(|()| 0)),
+        Command::Report(args) => exit_status(experiments::report(&args).map(|()| 0)),
+        Command::Reproduce(args) => exit_status(experiments::reproduce(&args)),
+        Command::Merge(args) => exit_status(experiments::merge(&args).map(|()| 0)),
+        Command::Compare(args) => exit_status(experiments::compare(&args).map(|()| 0)),
     }
 }
 
@@ -338,6 +445,10 @@ fn exit_status(outcome: Result<i32, run::Failure>) -> i32 {
         Err(run::Failure::Run(m)) => {
             eprintln!("error: {m}");
             EXIT_FAILURE
+        }
+        Err(run::Failure::Interrupted(m)) => {
+            eprintln!("{m}");
+            EXIT_INTERRUPTED
         }
     }
 }

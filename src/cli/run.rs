@@ -1,4 +1,6 @@
-//! `txlab run`: validate, load, measure, report.
+//! `txlab run`: validate, load, measure, report; and the measuring core that `sweep` shares:
+//! [`Plan`] (one validated run configuration, nothing loaded) and [`Bench`] (loaded databases,
+//! kept across runs while the data they hold is what the next run needs).
 
 use super::{BackoffArg, RunArgs};
 use crate::engine::report::{HistoryCheck, RunReport};
@@ -7,23 +9,27 @@ use crate::engine::{
 };
 use crate::error::{AbortReason, Error};
 use crate::protocols::ProtocolKind;
-use crate::storage::check_memory;
+use crate::storage::{check_memory, TableSpec};
 use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
-use crate::workloads::tpcc::{Tpcc, WarehouseChoice};
-use crate::workloads::ycsb::Ycsb;
+use crate::workloads::tpcc::{Tpcc, TpccConfig, WarehouseChoice};
+use crate::workloads::ycsb::{Ycsb, YcsbConfig};
 use crate::workloads::WorkloadKind;
 use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Why `run` failed.
+/// Why a command failed.
 pub(super) enum Failure {
     /// Bad input (exit 2).
     Usage(String),
     /// A failure while running (exit 1).
     Run(String),
+    /// Stopped by Ctrl-C after writing what was measured (exit 130).
+    Interrupted(String),
 }
 
-fn usage(m: impl Into<String>) -> Failure {
+pub(super) fn usage(m: impl Into<String>) -> Failure {
     Failure::Usage(m.into())
 }
 
@@ -37,242 +43,339 @@ fn check_range(flag: &str, v: f64, lo: f64, hi: f64, lo_open: bool) -> Result<()
     }
 }
 
+/// A workload's validated configuration.
+#[derive(Clone, Debug)]
+pub(super) enum Spec {
+    Ycsb(YcsbConfig),
+    SmallBank(SmallBankConfig),
+    Tpcc(TpccConfig),
+}
+
+/// One validated `run` configuration: what to load and how to measure it. Building one loads
+/// nothing, so a sweep validates all of its points before it measures the first.
+pub(super) struct Plan {
+    pub protocols: Vec<ProtocolKind>,
+    pub run_cfg: RunConfig,
+    pub db_opts: DbOptions,
+    pub spec: Spec,
+    pub repeat: u32,
+    pub cores: usize,
+    /// The requested window in seconds (timed runs).
+    pub requested_s: Option<f64>,
+    /// The configuration recorded with each result (`run`, `database`, `command`; each
+    /// session adds `workload`).
+    pub config: serde_json::Value,
+    /// Equal for plans whose databases hold the same data (same workload data configuration
+    /// and database options), so that one loaded database serves them all.
+    pub data_key: String,
+    /// Tables, for the memory check.
+    probe: Vec<TableSpec>,
+    /// What to print before loading (the workload's summary and notes).
+    header: Vec<String>,
+}
+
+impl Plan {
+    /// Validates `args`; loads nothing.
+    pub fn new(args: &RunArgs) -> Result<Plan, Failure> {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let threads = args.threads.unwrap_or(cores as u64);
+        if !(1..=1024).contains(&threads) {
+            return Err(usage(format!("--threads {threads} is out of range (1 to 1024)")));
+        }
+        let threads = threads as usize;
+        check_range("duration", args.duration, 0.0, 86_400.0, true)?;
+        check_range("warmup", args.warmup, 0.0, 3_600.0, false)?;
+        check_range("backoff-us", args.backoff_us, 0.0, 1_000_000.0, false)?;
+        if !(1..=10_000).contains(&args.epoch_ms) {
+            return Err(usage(format!(
+                "--epoch-ms {} is out of range (1 to 10000)",
+                args.epoch_ms
+            )));
+        }
+        let protocols = if args.protocol.is_empty() {
+            ProtocolKind::ALL.to_vec()
+        } else {
+            args.protocol.clone()
+        };
+        let repeat = args.repeat.unwrap_or(if protocols.len() > 1 { 3 } else { 1 });
+        if !(1..=100).contains(&repeat) {
+            return Err(usage(format!("--repeat {repeat} is out of range (1 to 100)")));
+        }
+        for (i, p) in protocols.iter().enumerate() {
+            if protocols[..i].contains(p) {
+                return Err(usage(format!(
+                    "--protocol lists {} twice (use --repeat to run a protocol several times)",
+                    p.name()
+                )));
+            }
+        }
+        let (length, requested_s) = match args.txns {
+            Some(n) if !(1..=1_000_000_000_000).contains(&n) => {
+                return Err(usage(format!("--txns {n} is out of range (1 to 1000000000000)")));
+            }
+            Some(n) => (RunLength::transactions(n), None),
+            None => (
+                RunLength::timed(
+                    Duration::from_secs_f64(args.warmup),
+                    Duration::from_secs_f64(args.duration),
+                ),
+                Some(args.duration),
+            ),
+        };
+        let run_cfg = RunConfig {
+            threads,
+            length,
+            backoff: match args.backoff {
+                BackoffArg::None => Backoff::None,
+                BackoffArg::Fixed => Backoff::Fixed { max_us: args.backoff_us },
+                BackoffArg::Adaptive => Backoff::Adaptive,
+            },
+            pin: !args.no_pin,
+            seed: args.seed,
+            check_templates: args.check_templates || cfg!(debug_assertions),
+            check_access_sets: args.check_access_sets,
+            prefault: !args.no_prefault,
+        };
+        let db_opts = DbOptions {
+            max_workers: threads + 8,
+            epoch_interval: Duration::from_millis(args.epoch_ms),
+            record_history: args.record_history,
+            poison_unprojected: args.check_templates || cfg!(debug_assertions),
+            commit_pause_us: 0,
+        };
+        let mut header = Vec::new();
+        let (spec, probe) = match args.workload {
+            WorkloadKind::Ycsb => {
+                refuse_others(args, WorkloadKind::Ycsb)?;
+                let cfg = args.ycsb.resolve().map_err(|e| usage(e.to_string()))?;
+                let probe = Ycsb::tables_for(&cfg);
+                check_memory::<[u64; 2]>(&probe).map_err(|e| {
+                    usage(format!("--records {} with --payload {}: {e}", cfg.records, cfg.payload))
+                })?;
+                header.push(cfg.summary());
+                (Spec::Ycsb(cfg), probe)
+            }
+            WorkloadKind::Smallbank => {
+                refuse_others(args, WorkloadKind::Smallbank)?;
+                let cfg = SmallBankConfig {
+                    customers: args.customers.unwrap_or(100_000),
+                    spin_us: args.spin_us.unwrap_or(0),
+                };
+                cfg.validate().map_err(usage)?;
+                let probe = SmallBank::tables_for(&cfg);
+                check_memory::<[u64; 2]>(&probe)
+                    .map_err(|e| usage(format!("--customers {}: {e}", cfg.customers)))?;
+                header.push(format!(
+                    "SmallBank: {} customers, H-Store mix, spin {} us per transaction",
+                    cfg.customers, cfg.spin_us
+                ));
+                (Spec::SmallBank(cfg), probe)
+            }
+            WorkloadKind::Tpcc => {
+                refuse_others(args, WorkloadKind::Tpcc)?;
+                let cfg = args.tpcc.resolve(args.seed).map_err(usage)?;
+                let probe = Tpcc::tables_for(&cfg);
+                check_memory::<[u64; 2]>(&probe)
+                    .map_err(|e| usage(format!("--warehouses {}: {e}", cfg.warehouses)))?;
+                header.push(cfg.summary());
+                if cfg.warehouse_choice == WarehouseChoice::Home
+                    && (threads as u64) < u64::from(cfg.warehouses)
+                {
+                    header.push(format!(
+                        "note: {threads} threads bound to home warehouses: warehouses {} to {} \
+                         have no terminal of their own (they are still reached remotely)",
+                        threads + 1,
+                        cfg.warehouses
+                    ));
+                }
+                (Spec::Tpcc(cfg), probe)
+            }
+        };
+        if threads > cores {
+            header.push(format!(
+                "warning: {threads} threads on {cores} cores share them; results measure the \
+                 scheduler as much as the protocol"
+            ));
+        }
+        let data = match &spec {
+            Spec::Ycsb(c) => Ycsb::new(c.clone(), cores).data_config(),
+            Spec::SmallBank(c) => SmallBank::new(c.clone()).data_config(),
+            Spec::Tpcc(c) => Tpcc::new(c.clone()).data_config(),
+        };
+        let mut db_key = serde_json::to_value(&db_opts).expect("serializable");
+        db_key["max_workers"] = serde_json::Value::Null;
+        let data_key = serde_json::json!({
+            "workload": args.workload,
+            "data": data,
+            "database": db_key,
+        })
+        .to_string();
+        let config = serde_json::json!({
+            "run": &run_cfg,
+            "database": &db_opts,
+            "command": args,
+        });
+        Ok(Plan {
+            protocols,
+            run_cfg,
+            db_opts,
+            spec,
+            repeat,
+            cores,
+            requested_s,
+            config,
+            data_key,
+            probe,
+            header,
+        })
+    }
+
+    /// Lines describing the workload and the run, printed before loading.
+    pub fn announce(&self) -> Vec<String> {
+        let mut lines = self.header.clone();
+        let length = match self.run_cfg.length {
+            RunLength::Timed { warmup, duration } => format!(
+                "{} s measured after {} s warm-up",
+                duration.as_secs_f64(),
+                warmup.as_secs_f64()
+            ),
+            RunLength::Transactions { per_worker } => {
+                format!("{per_worker} transactions per worker, all measured")
+            }
+        };
+        let backoff = match self.run_cfg.backoff {
+            Backoff::None => "no backoff".to_string(),
+            Backoff::Fixed { max_us } => format!("random backoff up to {max_us} us"),
+            Backoff::Adaptive => "adaptive backoff".to_string(),
+        };
+        lines.push(format!(
+            "{} thread(s), {length}, {} run(s) per protocol, {backoff}, {}",
+            self.run_cfg.threads,
+            self.repeat,
+            match (self.run_cfg.prefault, self.run_cfg.length) {
+                (false, _) => "no pre-faulting",
+                (true, RunLength::Timed { warmup, .. }) if !warmup.is_zero() => {
+                    "memory for the window's inserts faulted in before measuring (warm-up \
+                     growth scaled to the window, +25 %), then ahead of inserts"
+                }
+                (true, _) => "memory faulted in ahead of inserts",
+            }
+        ));
+        lines
+    }
+
+    /// Whether every protocol's database fits in memory at once, so that their runs can take
+    /// turns (each protocol's median then samples the same stretches of machine noise).
+    pub fn fits_side_by_side(&self, protocols: usize) -> bool {
+        let need = check_memory::<[u64; 2]>(&self.probe).unwrap_or(0);
+        crate::storage::available_memory()
+            .is_none_or(|avail| need.saturating_mul(protocols as u64) <= avail / 10 * 9)
+    }
+}
+
+/// Refuses flags of workloads other than `kind`.
+fn refuse_others(args: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
+    if kind != WorkloadKind::Ycsb {
+        if let Some(flag) = args.ycsb.given_flag() {
+            return Err(usage(format!("--{flag} applies to --workload ycsb")));
+        }
+    }
+    if kind != WorkloadKind::Tpcc {
+        if let Some(flag) = args.tpcc.given_flag() {
+            return Err(usage(format!("--{flag} applies to --workload tpcc")));
+        }
+    }
+    if kind != WorkloadKind::Smallbank && (args.customers.is_some() || args.spin_us.is_some()) {
+        return Err(usage("--customers and --spin-us apply to --workload smallbank"));
+    }
+    Ok(())
+}
+
+/// Creates a file for results before anything is loaded, so that a bad path fails at once
+/// instead of after the whole run.
+pub(super) fn create_output(flag: &str, path: &Path) -> Result<std::fs::File, Failure> {
+    if path.is_dir() {
+        return Err(usage(format!("{flag} {}: is a directory", path.display())));
+    }
+    std::fs::File::create(path).map_err(|e| usage(format!("{flag} {}: {e}", path.display())))
+}
+
 pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let threads = args.threads.unwrap_or(cores as u64);
-    if !(1..=1024).contains(&threads) {
-        return Err(usage(format!("--threads {threads} is out of range (1 to 1024)")));
+    let plan = Plan::new(args)?;
+    let mut json_file = args.json.as_deref().map(|p| create_output("--json", p)).transpose()?;
+    let mut csv = match &args.csv {
+        Some(p) => Some(csv::Writer::from_writer(create_output("--csv", p)?)),
+        None => None,
+    };
+    for line in plan.announce() {
+        eprintln!("{line}");
     }
-    let threads = threads as usize;
-    check_range("duration", args.duration, 0.0, 86_400.0, true)?;
-    check_range("warmup", args.warmup, 0.0, 3_600.0, false)?;
-    check_range("backoff-us", args.backoff_us, 0.0, 1_000_000.0, false)?;
-    if !(1..=100).contains(&args.repeat) {
-        return Err(usage(format!("--repeat {} is out of range (1 to 100)", args.repeat)));
-    }
-    if !(1..=10_000).contains(&args.epoch_ms) {
-        return Err(usage(format!("--epoch-ms {} is out of range (1 to 10000)", args.epoch_ms)));
-    }
-    let protocols =
-        if args.protocol.is_empty() { ProtocolKind::ALL.to_vec() } else { args.protocol.clone() };
-    let length = match args.txns {
-        Some(n) if !(1..=1_000_000_000_000).contains(&n) => {
-            return Err(usage(format!("--txns {n} is out of range (1 to 1000000000000)")));
-        }
-        Some(n) => RunLength::transactions(n),
-        None => RunLength::timed(
-            Duration::from_secs_f64(args.warmup),
-            Duration::from_secs_f64(args.duration),
-        ),
-    };
-    let run_cfg = RunConfig {
-        threads,
-        length,
-        backoff: match args.backoff {
-            BackoffArg::None => Backoff::None,
-            BackoffArg::Fixed => Backoff::Fixed { max_us: args.backoff_us },
-            BackoffArg::Adaptive => Backoff::Adaptive,
-        },
-        pin: !args.no_pin,
-        seed: args.seed,
-        check_templates: args.check_templates || cfg!(debug_assertions),
-        check_access_sets: args.check_access_sets,
-        prefault: !args.no_prefault,
-    };
-    let db_opts = DbOptions {
-        max_workers: threads + 8,
-        epoch_interval: Duration::from_millis(args.epoch_ms),
-        record_history: args.record_history,
-        poison_unprojected: args.check_templates || cfg!(debug_assertions),
-        commit_pause_us: 0,
-    };
-    let common = Common { protocols, run_cfg, db_opts, cores };
-    match args.workload {
-        WorkloadKind::Ycsb => {
-            if let Some(flag) = args.tpcc.given_flag() {
-                return Err(usage(format!("--{flag} applies to --workload tpcc")));
-            }
-            if args.customers.is_some() || args.spin_us.is_some() {
-                return Err(usage(
-                    "--customers and --spin-us apply to --workload smallbank".to_string(),
-                ));
-            }
-            let ycsb_cfg = args.ycsb.resolve().map_err(|e| usage(e.to_string()))?;
-            // Refuse a load that cannot fit before spending time on it (the largest header
-            // decides).
-            let probe = Ycsb::tables_for(&ycsb_cfg);
-            check_memory::<[u64; 2]>(&probe).map_err(|e| {
-                usage(format!(
-                    "--records {} with --payload {}: {e}",
-                    ycsb_cfg.records, ycsb_cfg.payload
-                ))
-            })?;
-            eprintln!("{}", ycsb_cfg.summary());
-            let t = Instant::now();
-            let first = Ycsb::new(ycsb_cfg.clone(), cores);
-            if t.elapsed() > Duration::from_millis(200) {
-                eprintln!("computed the Zipf constant in {:.1} s", t.elapsed().as_secs_f64());
-            }
-            // ζ is cached, so each database's own instance costs nothing more.
-            measure(args, &common, first.config(), &probe, || Ycsb::new(ycsb_cfg.clone(), cores))
-        }
-        WorkloadKind::Smallbank => {
-            if let Some(flag) = args.ycsb.given_flag() {
-                return Err(usage(format!("--{flag} applies to --workload ycsb")));
-            }
-            if let Some(flag) = args.tpcc.given_flag() {
-                return Err(usage(format!("--{flag} applies to --workload tpcc")));
-            }
-            let cfg = SmallBankConfig {
-                customers: args.customers.unwrap_or(100_000),
-                spin_us: args.spin_us.unwrap_or(0),
-            };
-            cfg.validate().map_err(usage)?;
-            let probe = SmallBank::tables_for(&cfg);
-            check_memory::<[u64; 2]>(&probe)
-                .map_err(|e| usage(format!("--customers {}: {e}", cfg.customers)))?;
-            eprintln!(
-                "SmallBank: {} customers, H-Store mix, spin {} us per transaction",
-                cfg.customers, cfg.spin_us
-            );
-            let config = SmallBank::new(cfg.clone()).config();
-            measure(args, &common, config, &probe, || SmallBank::new(cfg.clone()))
-        }
-        WorkloadKind::Tpcc => {
-            if let Some(flag) = args.ycsb.given_flag() {
-                return Err(usage(format!("--{flag} applies to --workload ycsb")));
-            }
-            if args.customers.is_some() || args.spin_us.is_some() {
-                return Err(usage(
-                    "--customers and --spin-us apply to --workload smallbank".to_string(),
-                ));
-            }
-            let cfg = args.tpcc.resolve(args.seed).map_err(usage)?;
-            let probe = Tpcc::tables_for(&cfg);
-            check_memory::<[u64; 2]>(&probe)
-                .map_err(|e| usage(format!("--warehouses {}: {e}", cfg.warehouses)))?;
-            eprintln!("{}", cfg.summary());
-            if cfg.warehouse_choice == WarehouseChoice::Home
-                && (common.run_cfg.threads as u64) < u64::from(cfg.warehouses)
-            {
-                eprintln!(
-                    "note: {} threads bound to home warehouses: warehouses {} to {} have no \
-                     terminal of their own (they are still reached remotely)",
-                    common.run_cfg.threads,
-                    common.run_cfg.threads + 1,
-                    cfg.warehouses
-                );
-            }
-            let config = Tpcc::new(cfg.clone()).config();
-            measure(args, &common, config, &probe, || Tpcc::new(cfg.clone()))
-        }
-    }
-}
-
-/// What every workload's run shares.
-struct Common {
-    protocols: Vec<ProtocolKind>,
-    run_cfg: RunConfig,
-    db_opts: DbOptions,
-    cores: usize,
-}
-
-/// Loads a workload from `make` for each protocol, measures, reports. Each database gets its own
-/// workload instance: state such as YCSB's insert counter or SmallBank's money ledger belongs to
-/// one database.
-fn measure<W: Workload + 'static>(
-    args: &RunArgs,
-    common: &Common,
-    workload_config: serde_json::Value,
-    probe: &[crate::storage::TableSpec],
-    make: impl Fn() -> W,
-) -> Result<(), Failure> {
-    let Common { protocols, run_cfg, db_opts, cores } = common;
-    let (protocols, run_cfg, db_opts, cores) = (protocols.clone(), run_cfg, db_opts, *cores);
-    let length = match run_cfg.length {
-        RunLength::Timed { .. } => {
-            format!("{} s measured after {} s warm-up", args.duration, args.warmup)
-        }
-        RunLength::Transactions { per_worker } => {
-            format!("{per_worker} transactions per worker, all measured")
-        }
-    };
-    eprintln!(
-        "{} thread(s), {length}, {} run(s) per protocol, backoff {:?}, {}",
-        run_cfg.threads,
-        args.repeat,
-        args.backoff,
-        match (run_cfg.prefault, run_cfg.length) {
-            (false, _) => "no pre-faulting",
-            (true, RunLength::Timed { warmup, .. }) if !warmup.is_zero() => {
-                "memory for the window's inserts faulted in before measuring (warm-up growth \
-                 scaled to the window, +25 %), then ahead of inserts"
-            }
-            (true, _) => "memory faulted in ahead of inserts",
-        }
-    );
-    let config = serde_json::json!({
-        "run": &run_cfg,
-        "database": &db_opts,
-        "workload": workload_config,
-        "command": args,
-    });
-    let fail = |e: Error| match e {
-        Error::OutOfMemory(m) | Error::Config(m) => usage(m),
-        e => Failure::Run(e.to_string()),
-    };
-    // Interleave the protocols' runs when every database fits in memory at once, so that each
-    // protocol's median samples the same stretches of machine noise (ratios side by side).
-    let need = check_memory::<[u64; 2]>(probe).unwrap_or(0);
-    let interleave = protocols.len() > 1
-        && args.repeat > 1
-        && crate::storage::available_memory()
-            .is_none_or(|avail| need.saturating_mul(protocols.len() as u64) <= avail / 10 * 9);
+    let interrupt = super::interrupt::Interrupt::install();
+    let protocols = &plan.protocols;
     let mut all: Vec<Vec<RunReport>> = vec![Vec::new(); protocols.len()];
+    let mut bench = Bench::default();
+    let log = |line: String| eprintln!("{line}");
+    // The order of runs: with several protocols and repeats, rounds in which the protocols take
+    // turns (rotating who goes first); otherwise each protocol's repeats back to back.
+    let interleave =
+        protocols.len() > 1 && plan.repeat > 1 && plan.fits_side_by_side(protocols.len());
+    let mut order = Vec::new();
     if interleave {
-        let mut sessions = Vec::new();
-        for kind in &protocols {
-            sessions.push(
-                crate::with_protocol!(*kind, P => prepare::<P, _>(make(), run_cfg, db_opts, cores, &config))
-                    .map_err(fail)?,
-            );
-        }
-        for round in 0..args.repeat as usize {
-            for i in 0..sessions.len() {
-                let at = (round + i) % sessions.len();
-                let report = (sessions[at])().map_err(fail)?;
-                print!("run {}/{}: {}", round + 1, args.repeat, report.to_text());
-                all[at].push(report);
+        for round in 0..plan.repeat as usize {
+            for i in 0..protocols.len() {
+                order.push(((round + i) % protocols.len(), round as u32));
             }
         }
     } else {
-        for (at, kind) in protocols.iter().enumerate() {
-            let mut session =
-                crate::with_protocol!(*kind, P => prepare::<P, _>(make(), run_cfg, db_opts, cores, &config))
-                    .map_err(fail)?;
-            for round in 0..args.repeat {
-                let report = session().map_err(fail)?;
-                if args.repeat > 1 {
-                    print!("run {}/{}: ", round + 1, args.repeat);
-                }
-                print!("{}", report.to_text());
-                all[at].push(report);
-            }
+        for at in 0..protocols.len() {
+            order.extend((0..plan.repeat).map(|round| (at, round)));
         }
     }
-    let medians: Vec<&RunReport> = all.iter().map(|r| median(r)).collect();
+    let mut csv_header = false;
+    for (n, &(at, round)) in order.iter().enumerate() {
+        if interrupt.requested() {
+            break;
+        }
+        let mut report = bench.measure(&plan, protocols[at], &log)?;
+        report.repeat = round;
+        if plan.repeat > 1 {
+            print!("run {}/{}: ", round + 1, plan.repeat);
+        }
+        print!("{}", report.to_text());
+        if let Some(w) = &mut csv {
+            let written = (|| -> Result<(), csv::Error> {
+                if !csv_header {
+                    w.write_record(RunReport::csv_header(&report.config))?;
+                    csv_header = true;
+                }
+                w.write_record(report.csv_row())?;
+                w.flush()?;
+                Ok(())
+            })();
+            written.map_err(|e| Failure::Run(format!("--csv: {e}")))?;
+        }
+        all[at].push(report);
+        // The database is kept for the protocol's next run; after its last one it goes.
+        if !order[n + 1..].iter().any(|&(a, _)| a == at) {
+            bench.release(protocols[at]);
+        }
+    }
+    let done: Vec<(usize, &Vec<RunReport>)> =
+        all.iter().enumerate().filter(|(_, r)| !r.is_empty()).collect();
+    let medians: Vec<&RunReport> = done.iter().map(|(_, r)| median(r)).collect();
     if medians.len() > 1 {
-        println!("{}", comparison(&medians));
+        println!("{}", comparison(&done.iter().map(|(_, r)| r.as_slice()).collect::<Vec<_>>()));
     }
-    if let Some(path) = &args.json {
-        let value = json_output(&all, &medians);
+    if let Some(file) = &mut json_file {
+        let kept: Vec<Vec<RunReport>> = done.iter().map(|(_, r)| (*r).clone()).collect();
+        let value = json_output(&kept, &medians);
         let text = serde_json::to_string_pretty(&value).expect("serializable");
-        std::fs::write(path, text + "\n")
-            .map_err(|e| Failure::Run(format!("--json {}: {e}", path.display())))?;
-    }
-    if let Some(path) = &args.csv {
-        write_csv(path, &all)
-            .map_err(|e| Failure::Run(format!("--csv {}: {e}", path.display())))?;
+        writeln!(file, "{text}").map_err(|e| {
+            Failure::Run(format!(
+                "--json {}: {e}",
+                args.json.as_deref().unwrap_or(Path::new("")).display()
+            ))
+        })?;
     }
     let unpermitted: Vec<&str> = all
         .iter()
@@ -286,32 +389,146 @@ fn measure<W: Workload + 'static>(
             unpermitted.join(", ")
         )));
     }
+    if interrupt.requested() {
+        let runs: usize = all.iter().map(Vec::len).sum();
+        return Err(Failure::Interrupted(format!(
+            "interrupted after {runs} of {} runs; the finished ones are reported above{}",
+            order.len(),
+            if args.json.is_some() || args.csv.is_some() { " and written" } else { "" }
+        )));
+    }
     Ok(())
 }
 
-/// One measured window of a loaded database.
-type Session<'a> = Box<dyn FnMut() -> Result<RunReport, Error> + 'a>;
+/// Loaded databases, one per protocol, kept while the runs asked for need the data they hold.
+#[derive(Default)]
+pub(super) struct Bench {
+    slots: Vec<Slot>,
+}
 
-/// Creates and loads a database for protocol `P`; returns a closure that measures one window.
-/// (The closure is boxed so that protocols of different types can take turns; the call happens
-/// once per window, never per transaction.)
-fn prepare<'a, P: Protocol + Default, W: Workload + 'a>(
+struct Slot {
+    kind: ProtocolKind,
+    data_key: String,
+    session: Box<dyn Session>,
+}
+
+impl Bench {
+    /// Measures one run of `kind` as `plan` says. Loads the protocol's database first unless
+    /// the one it has holds the same data (`Plan::data_key`); databases with other data are
+    /// dropped before anything is loaded. `log` prints what loading did.
+    pub fn measure(
+        &mut self,
+        plan: &Plan,
+        kind: ProtocolKind,
+        log: &dyn Fn(String),
+    ) -> Result<RunReport, Failure> {
+        let fail = |e: Error| match e {
+            Error::OutOfMemory(m) | Error::Config(m) => usage(m),
+            e => Failure::Run(e.to_string()),
+        };
+        self.slots.retain(|s| s.data_key == plan.data_key);
+        let at = match self.slots.iter().position(|s| s.kind == kind) {
+            Some(at) => at,
+            None => {
+                let t = Instant::now();
+                let session = load(plan, kind).map_err(fail)?;
+                log(format!("[{}] loaded in {:.2} s", kind.name(), t.elapsed().as_secs_f64()));
+                self.slots.push(Slot { kind, data_key: plan.data_key.clone(), session });
+                self.slots.len() - 1
+            }
+        };
+        let mut report = self.slots[at].session.measure(plan).map_err(fail)?;
+        report.check_conditions(plan.requested_s, plan.cores);
+        if plan.db_opts.record_history {
+            // A recorded history is checked from the loaded state: the next run's history
+            // would read versions this run wrote and this history holds, so it gets a fresh
+            // database.
+            self.slots.remove(at);
+        }
+        Ok(report)
+    }
+
+    /// Drops `kind`'s database.
+    pub fn release(&mut self, kind: ProtocolKind) {
+        self.slots.retain(|s| s.kind != kind);
+    }
+}
+
+/// A loaded database and the workload instance that runs on it.
+trait Session {
+    /// Measures one run as `plan` says.
+    fn measure(&mut self, plan: &Plan) -> Result<RunReport, Error>;
+}
+
+/// A workload built from its validated configuration.
+trait FromSpec: Workload + Sized + 'static {
+    fn from_spec(spec: &Spec, cores: usize) -> Option<Self>;
+}
+
+impl FromSpec for Ycsb {
+    fn from_spec(spec: &Spec, cores: usize) -> Option<Self> {
+        // ζ(records, θ) is cached, so this costs nothing after the first time.
+        match spec {
+            Spec::Ycsb(c) => Some(Ycsb::new(c.clone(), cores)),
+            _ => None,
+        }
+    }
+}
+
+impl FromSpec for SmallBank {
+    fn from_spec(spec: &Spec, _cores: usize) -> Option<Self> {
+        match spec {
+            Spec::SmallBank(c) => Some(SmallBank::new(c.clone())),
+            _ => None,
+        }
+    }
+}
+
+impl FromSpec for Tpcc {
+    fn from_spec(spec: &Spec, _cores: usize) -> Option<Self> {
+        match spec {
+            Spec::Tpcc(c) => Some(Tpcc::new(c.clone())),
+            _ => None,
+        }
+    }
+}
+
+fn load(plan: &Plan, kind: ProtocolKind) -> Result<Box<dyn Session>, Error> {
+    crate::with_protocol!(kind, P => match &plan.spec {
+        Spec::Ycsb(_) => load_as::<P, Ycsb>(plan),
+        Spec::SmallBank(_) => load_as::<P, SmallBank>(plan),
+        Spec::Tpcc(_) => load_as::<P, Tpcc>(plan),
+    })
+}
+
+/// Creates and loads a database for protocol `P` with workload `W`.
+fn load_as<P: Protocol + Default + 'static, W: FromSpec>(
+    plan: &Plan,
+) -> Result<Box<dyn Session>, Error> {
+    let workload = W::from_spec(&plan.spec, plan.cores)
+        .ok_or_else(|| Error::Config("the plan's workload changed under its database".into()))?;
+    let db = Database::with_options(P::default(), &workload.tables(), plan.db_opts.clone())?;
+    workload.load(&db, plan.cores)?;
+    Ok(Box::new(Loaded { db, workload }))
+}
+
+struct Loaded<P: Protocol, W: Workload> {
+    db: Database<P>,
     workload: W,
-    cfg: &'a RunConfig,
-    db_opts: &DbOptions,
-    load_threads: usize,
-    config: &'a serde_json::Value,
-) -> Result<Session<'a>, Error> {
-    let db = Database::with_options(P::default(), &workload.tables(), db_opts.clone())?;
-    let record = db_opts.record_history;
-    let t = Instant::now();
-    workload.load(&db, load_threads)?;
-    eprintln!("[{}] loaded in {:.2} s", P::NAME, t.elapsed().as_secs_f64());
-    let names: Vec<&'static str> = workload.txn_types().iter().map(|t| t.name).collect();
-    Ok(Box::new(move || {
-        let per_worker = P::drive(&db, &workload, cfg)?;
+}
+
+impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
+    fn measure(&mut self, plan: &Plan) -> Result<RunReport, Error> {
+        // The plan's workload (its θ, mix, ...) continues on the data the last one left.
+        let mut next = W::from_spec(&plan.spec, plan.cores)
+            .ok_or_else(|| Error::Config("a database was reused for another workload".into()))?;
+        next.continue_from(&self.workload);
+        self.workload = next;
+        let (db, workload, cfg) = (&self.db, &self.workload, &plan.run_cfg);
+        let names: Vec<&'static str> = workload.txn_types().iter().map(|t| t.name).collect();
+        let per_worker = P::drive(db, workload, cfg)?;
         // A serializable protocol must keep the workload's invariant; others are only reported.
-        let broken = workload.check(&db).err();
+        let broken = workload.check(db).err();
         if let (Some(m), Isolation::Serializable) = (&broken, P::CAPS.isolation) {
             return Err(Error::Invariant(format!("{} on {}: {m}", P::NAME, workload.name())));
         }
@@ -324,19 +541,14 @@ fn prepare<'a, P: Protocol + Default, W: Workload + 'a>(
             RunLength::Timed { duration, .. } => duration.as_secs_f64(),
             RunLength::Transactions { .. } => f64::MIN_POSITIVE,
         });
-        let mut report = RunReport::new(
-            P::NAME,
-            workload.name(),
-            &names,
-            &total,
-            cfg.threads,
-            seconds,
-            config.clone(),
-        );
+        let mut config = plan.config.clone();
+        config["workload"] = workload.config();
+        let mut report =
+            RunReport::new(P::NAME, workload.name(), &names, &total, cfg.threads, seconds, config);
         report.invariant_violation = broken;
         report.set_headline(workload.headline(), &total, seconds);
         report.notes = workload.notes();
-        let missing = total.aborts[crate::error::AbortReason::MissingRow as usize];
+        let missing = total.aborts[AbortReason::MissingRow as usize];
         if missing > 0 && P::CAPS.isolation == Isolation::Serializable {
             return Err(Error::Invariant(format!(
                 "{} on {}: {missing} transactions found a row missing that the database's \
@@ -345,7 +557,7 @@ fn prepare<'a, P: Protocol + Default, W: Workload + 'a>(
                 workload.name()
             )));
         }
-        if record {
+        if plan.db_opts.record_history {
             let history = db.take_history();
             let checked = crate::checker::check(&history);
             let allowed = crate::checker::suite::permitted(P::CAPS.isolation);
@@ -357,38 +569,57 @@ fn prepare<'a, P: Protocol + Default, W: Workload + 'a>(
             });
         }
         Ok(report)
-    }))
+    }
 }
 
 /// The run with the median throughput.
-fn median(runs: &[RunReport]) -> &RunReport {
+pub(super) fn median(runs: &[RunReport]) -> &RunReport {
     let mut idx: Vec<usize> = (0..runs.len()).collect();
     idx.sort_by(|&a, &b| runs[a].throughput.total_cmp(&runs[b].throughput));
     &runs[idx[idx.len() / 2]]
 }
 
-fn comparison(medians: &[&RunReport]) -> String {
+/// The comparison table of each protocol's median run, with the spread of its repeats.
+fn comparison(runs: &[&[RunReport]]) -> String {
+    let medians: Vec<&RunReport> = runs.iter().map(|r| median(r)).collect();
     let base = medians.iter().find(|r| r.protocol == "nocc").map(|r| r.throughput);
-    let mut s = String::from("\nComparison (median run per protocol):\n");
+    let repeats = runs.iter().map(|r| r.len()).max().unwrap_or(1);
+    let mut s = format!(
+        "\nComparison (median of {repeats} run{} per protocol{}):\n",
+        if repeats == 1 { "" } else { "s" },
+        if repeats > 1 { "; spread = (max - min) / median txn/s" } else { "" }
+    );
     let headline = medians.iter().find_map(|r| r.headline.as_ref()).map(|h| h.name.clone());
     // The headline column (TPC-C: new orders per second) only for workloads that have one.
     let head_col =
         headline.as_ref().map(|n| format!("{:>14}", format!("{n}/s"))).unwrap_or_default();
+    let spread_col = if repeats > 1 { format!("{:>8}", "spread") } else { String::new() };
     let _ = writeln!(
         s,
-        "  {:<13}{:>14}{head_col}{:>10}{:>13}{:>11}{:>11}",
+        "  {:<13}{:>14}{spread_col}{head_col}{:>10}{:>13}{:>11}{:>11}",
         "protocol", "txn/s", "vs nocc", "abort ratio", "p50 us", "p99 us"
     );
-    for r in medians {
+    for (r, all) in medians.iter().zip(runs) {
         let ratio = base.map(|b| format!("{:.3}", r.throughput / b)).unwrap_or_else(|| "-".into());
         let head = match (&headline, &r.headline) {
             (Some(_), Some(h)) => format!("{:>14.0}", h.throughput),
             (Some(_), None) => format!("{:>14}", "-"),
             (None, _) => String::new(),
         };
+        let spread = if repeats > 1 {
+            let (lo, hi) = all.iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| {
+                (lo.min(x.throughput), hi.max(x.throughput))
+            });
+            format!(
+                "{:>7.1}%",
+                if r.throughput > 0.0 { (hi - lo) / r.throughput * 100.0 } else { 0.0 }
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "  {:<13}{:>14.0}{head}{:>10}{:>13.4}{:>11.1}{:>11.1}",
+            "  {:<13}{:>14.0}{spread}{head}{:>10}{:>13.4}{:>11.1}{:>11.1}",
             r.protocol, r.throughput, ratio, r.abort_ratio, r.latency.p50_us, r.latency.p99_us
         );
     }
@@ -416,30 +647,39 @@ fn lost_work(nocc: &RunReport) -> Option<String> {
 }
 
 fn json_output(all: &[Vec<RunReport>], medians: &[&RunReport]) -> serde_json::Value {
+    let base = medians.iter().find(|r| r.protocol == "nocc").map(|r| r.throughput);
+    let summary = |runs: &[RunReport], m: &RunReport| {
+        let (lo, hi) = runs
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x.throughput), hi.max(x.throughput)));
+        serde_json::json!({
+            "median_of": runs.len(),
+            "throughput_min": lo,
+            "throughput_max": hi,
+            "vs_nocc": base.map(|b| m.throughput / b),
+        })
+    };
     if all.len() == 1 {
         let mut v = serde_json::to_value(medians[0]).expect("serializable");
+        v["summary"] = summary(&all[0], medians[0]);
         if all[0].len() > 1 {
             v["runs"] = serde_json::to_value(&all[0]).expect("serializable");
             v["median_of"] = all[0].len().into();
         }
         v
     } else {
+        let comparison: Vec<serde_json::Value> = all
+            .iter()
+            .zip(medians)
+            .map(|(runs, m)| {
+                let mut v = serde_json::to_value(m).expect("serializable");
+                v["summary"] = summary(runs, m);
+                v
+            })
+            .collect();
         serde_json::json!({
-            "comparison": medians,
+            "comparison": comparison,
             "runs": all.iter().flatten().collect::<Vec<_>>(),
         })
     }
-}
-
-fn write_csv(
-    path: &std::path::Path,
-    all: &[Vec<RunReport>],
-) -> Result<(), Box<dyn std::error::Error>> {
-    let mut w = csv::Writer::from_path(path)?;
-    w.write_record(RunReport::csv_header())?;
-    for r in all.iter().flatten() {
-        w.write_record(r.csv_row())?;
-    }
-    w.flush()?;
-    Ok(())
 }

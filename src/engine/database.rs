@@ -15,6 +15,7 @@ pub struct DbOptions {
     /// Maximum number of workers that may exist at once (each needs an epoch slot).
     pub max_workers: usize,
     /// Interval between global epoch advances (Silo: 40 ms).
+    #[serde(rename = "epoch_interval_s", serialize_with = "super::serialize_secs")]
     pub epoch_interval: Duration,
     /// Record every transaction's reads and writes for the serializability checker (see
     /// [`crate::history`]); [`Database::take_history`] collects them. Off by default.

@@ -57,8 +57,10 @@ pub enum RunLength {
     /// A warm-up, then a measurement window, both timed by the leader.
     Timed {
         /// Warm-up before measuring.
+        #[serde(rename = "warmup_s", serialize_with = "super::serialize_secs")]
         warmup: Duration,
         /// Measurement window.
+        #[serde(rename = "duration_s", serialize_with = "super::serialize_secs")]
         duration: Duration,
     },
     /// Every worker runs exactly this many transactions (each ends committed or with a user
@@ -213,17 +215,21 @@ pub fn run_interactive<P: Protocol, W: Workload>(
         let mut prefaulter = cfg.prefault.then(|| Prefaulter::new(db.storage()));
         let start = Prefaulter::cursors(db.storage());
         barrier.wait();
-        lead(cfg, &shared, |event| {
+        let stall = lead(cfg, &shared, |event| {
             let Some(p) = &mut prefaulter else { return };
             match event {
                 Lead::Tick => drop(p.step(db.storage())),
                 Lead::Reserve { scale } => drop(p.reserve(db.storage(), &start, scale)),
             }
         });
-        handles
+        let mut stats = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        if let Some(Ok(first)) = stats.first_mut() {
+            first.stall_ns = stall.as_nanos() as u64;
+        }
+        stats
     });
     if let Some(e) = shared.fatal.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
@@ -241,8 +247,9 @@ enum Lead {
 
 /// The leader's part: phases (a timed run) or waiting for every worker to finish (a run of a
 /// fixed number of transactions), contention regulation, and the prefaulter (`prefault`)
-/// between sleeps and before the window.
-fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) {
+/// between sleeps and before the window. Returns the longest stretch of the measurement window
+/// in which no worker committed (as seen between wake-ups).
+fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) -> Duration {
     let adaptive = cfg.backoff == Backoff::Adaptive;
     let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed, usize::MAX));
     let start = Instant::now();
@@ -251,6 +258,13 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) {
     let mut last_commits = 0u64;
     let mut last_t = Instant::now();
     let mut hist: [(f64, i64); 2] = [(0.0, 0), (0.0, 0)];
+    // Stall watch: the commit count last seen, and since when it has not moved.
+    let mut seen = (0u64, Instant::now());
+    let mut longest_stall = Duration::ZERO;
+    let measuring = |m: Option<Instant>| match cfg.length {
+        RunLength::Timed { .. } => m.is_some(),
+        RunLength::Transactions { .. } => true,
+    };
     let period = if adaptive {
         REGULATION_PERIOD
     } else if cfg.prefault {
@@ -300,9 +314,15 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) {
         };
         prefault(Lead::Tick);
         std::thread::sleep(sleep.saturating_sub(now.elapsed()));
+        // Relaxed: the per-worker counters are statistics; no data is read through them.
+        let commits: u64 = shared.commits.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        let t = Instant::now();
+        if commits != seen.0 || !measuring(measure_at) {
+            seen = (commits, t);
+        } else {
+            longest_stall = longest_stall.max(t - seen.1);
+        }
         if adaptive {
-            let commits: u64 = shared.commits.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-            let t = Instant::now();
             let tput = (commits - last_commits) as f64 / (t - last_t).as_secs_f64();
             (last_commits, last_t) = (commits, t);
             let cur = shared.max_backoff_ns.load(Ordering::Relaxed) as i64;
@@ -316,6 +336,7 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) {
         }
     }
     shared.phase.store(STOP, Ordering::Release);
+    longest_stall
 }
 
 /// Sets the `PAUSE` phase and waits until every worker still running has stopped between
@@ -420,7 +441,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                     shared.commits[i].store(committed, Ordering::Relaxed);
                     if measuring {
                         stats.commits[ty] += 1;
-                        stats.latency.saturating_record(clock.delta_as_nanos(t0, clock.raw()));
+                        stats.latency[ty].saturating_record(clock.delta_as_nanos(t0, clock.raw()));
                     }
                     break;
                 }
@@ -433,7 +454,8 @@ fn worker_loop<P: Protocol, W: Workload>(
                     if reason.is_final() {
                         if measuring {
                             stats.user_aborts[ty] += u64::from(reason == AbortReason::User);
-                            stats.latency.saturating_record(clock.delta_as_nanos(t0, clock.raw()));
+                            stats.latency[ty]
+                                .saturating_record(clock.delta_as_nanos(t0, clock.raw()));
                         }
                         break;
                     }

@@ -31,7 +31,8 @@ pub fn parallel_load<P: Protocol>(
         ProgressBar::hidden()
     };
     bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
+        // Short enough for an 80-column terminal with the longest label.
+        ProgressStyle::with_template("{msg} [{bar:24}] {percent:>3}%  eta {eta}")
             .expect("valid template")
             .progress_chars("=> "),
     );

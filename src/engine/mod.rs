@@ -21,3 +21,11 @@ pub use report::RunReport;
 pub use retry::Retry;
 pub use stats::WorkerStats;
 pub use workload::{Generator, Workload};
+
+/// Serializes a duration as seconds (a number), as results and scripts expect.
+pub(crate) fn serialize_secs<S: serde::Serializer>(
+    d: &std::time::Duration,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}

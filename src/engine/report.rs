@@ -18,6 +18,8 @@ pub struct Machine {
     pub memory_gib: f64,
     /// Operating system and architecture.
     pub os: String,
+    /// Kernel release.
+    pub kernel: String,
 }
 
 impl Machine {
@@ -47,6 +49,9 @@ impl Machine {
             cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             memory_gib,
             os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into()),
         }
     }
 }
@@ -66,6 +71,8 @@ pub struct TypeReport {
     pub aborts: u64,
     /// This type's share of all commits (the measured mix), 0 to 1.
     pub share: f64,
+    /// This type's latency.
+    pub latency: Latency,
 }
 
 /// The workload's headline figure: one transaction type's commit rate (TPC-C: NewOrder).
@@ -94,13 +101,35 @@ pub struct Latency {
     pub mean_us: f64,
 }
 
+impl Latency {
+    /// The percentiles of a histogram of nanoseconds.
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Self {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Latency {
+            p50_us: us(h.value_at_quantile(0.5)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+            mean_us: h.mean() / 1000.0,
+        }
+    }
+}
+
 /// The result of one run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
     /// txlab version.
     pub txlab_version: String,
-    /// Git revision of the build.
+    /// Git revision of the build (with `-dirty` when the tree had uncommitted changes).
     pub git_revision: String,
+    /// Whether the build's tree had uncommitted changes.
+    pub git_dirty: bool,
+    /// The compiler that built txlab.
+    pub rustc: String,
+    /// When the run ended (RFC 3339, UTC).
+    pub timestamp: String,
+    /// When the run ended, in seconds since the Unix epoch.
+    pub unix_time: f64,
     /// The machine.
     pub machine: Machine,
     /// Protocol name.
@@ -109,8 +138,16 @@ pub struct RunReport {
     pub workload: String,
     /// Worker threads.
     pub threads: usize,
+    /// Which of a configuration's repeated runs this is (0 for the first).
+    pub repeat: u32,
     /// Measured seconds.
     pub duration_s: f64,
+    /// The window asked for, in seconds (timed runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_s: Option<f64>,
+    /// Why this run's figures may mislead: more threads than cores, a measured window far from
+    /// the requested one. Empty when nothing looked wrong.
+    pub warnings: Vec<String>,
     /// Committed transactions in the window.
     pub commits: u64,
     /// Committed transactions per second (all types).
@@ -127,6 +164,9 @@ pub struct RunReport {
     pub latency: Latency,
     /// Share of worker time spent in backoff.
     pub backoff_share: f64,
+    /// The longest stretch of the window in which no transaction committed, in seconds (seen
+    /// by the leader thread every few milliseconds).
+    pub longest_stall_s: f64,
     /// The full configuration: run, workload and protocol settings.
     pub config: serde_json::Value,
     /// The workload's invariant, when it did not hold (reported for protocols that do not promise
@@ -168,17 +208,26 @@ impl RunReport {
         duration_s: f64,
         config: serde_json::Value,
     ) -> Self {
-        let us = |ns: u64| ns as f64 / 1000.0;
-        let h = &stats.latency;
+        let h = &stats.total_latency();
         let commits = stats.total_commits();
         RunReport {
             txlab_version: env!("CARGO_PKG_VERSION").into(),
             git_revision: env!("TXLAB_GIT_REVISION").into(),
+            git_dirty: env!("TXLAB_GIT_DIRTY") == "true",
+            rustc: env!("TXLAB_RUSTC").into(),
+            timestamp: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            unix_time: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
             machine: Machine::current(),
             protocol: protocol.into(),
             workload: workload.into(),
             threads,
+            repeat: 0,
             duration_s,
+            requested_s: None,
+            warnings: Vec::new(),
             commits,
             throughput: commits as f64 / duration_s,
             abort_ratio: stats.abort_ratio(),
@@ -202,16 +251,12 @@ impl RunReport {
                     } else {
                         stats.commits[i] as f64 / commits as f64
                     },
+                    latency: Latency::of(&stats.latency[i]),
                 })
                 .collect(),
-            latency: Latency {
-                p50_us: us(h.value_at_quantile(0.5)),
-                p99_us: us(h.value_at_quantile(0.99)),
-                p999_us: us(h.value_at_quantile(0.999)),
-                max_us: us(h.max()),
-                mean_us: h.mean() / 1000.0,
-            },
+            latency: Latency::of(h),
             backoff_share: stats.backoff_ns as f64 / (duration_s * 1e9 * threads as f64),
+            longest_stall_s: stats.stall_ns as f64 / 1e9,
             config,
             invariant_violation: None,
             history_check: None,
@@ -261,6 +306,9 @@ impl RunReport {
             let list: Vec<_> = self.aborts.iter().map(|(k, v)| format!("{k} {v}")).collect();
             let _ = writeln!(s, "  aborts      {}", list.join(", "));
         }
+        for w in &self.warnings {
+            let _ = writeln!(s, "  warning     {w}");
+        }
         if let Some(m) = &self.invariant_violation {
             let _ = writeln!(s, "  invariant   broken (the protocol does not promise it): {m}");
         }
@@ -289,55 +337,168 @@ impl RunReport {
             for t in &self.per_type {
                 let _ = writeln!(
                     s,
-                    "  {:<12}{:>12.0} txn/s   {:>5.1} % of commits   commits {}   aborts {}   user aborts {}",
-                    t.name, t.throughput, t.share * 100.0, t.commits, t.aborts, t.user_aborts
+                    "  {:<12}{:>12.0} txn/s   {:>5.1} % of commits   commits {}   aborts {}   user aborts {}   p99 {:.1} us",
+                    t.name, t.throughput, t.share * 100.0, t.commits, t.aborts, t.user_aborts, t.latency.p99_us
                 );
             }
         }
         s
     }
 
-    /// The CSV header matching [`RunReport::csv_row`].
-    pub fn csv_header() -> &'static [&'static str] {
-        &[
+    /// Notes what may make this run's figures mislead: more threads than `cores` (they share
+    /// cores, so the scheduler is measured as much as the protocol), a measured window more
+    /// than 10 % away from the requested one (`requested_s`, timed runs), no commit at all, or
+    /// a stretch without commits of a tenth of the window (at least 0.1 s).
+    pub fn check_conditions(&mut self, requested_s: Option<f64>, cores: usize) {
+        self.requested_s = requested_s;
+        if self.threads > cores {
+            self.warnings.push(format!(
+                "{} threads on {cores} cores: threads share cores, so descheduled transactions \
+                 hold what others wait for",
+                self.threads
+            ));
+        }
+        if let Some(req) = requested_s.filter(|r| *r > 0.0) {
+            let off = (self.duration_s - req) / req;
+            if off.abs() > 0.10 {
+                self.warnings.push(format!(
+                    "measured window {:.2} s is {:.0} % {} than the requested {req} s \
+                     (an overloaded machine or stalled workers)",
+                    self.duration_s,
+                    off.abs() * 100.0,
+                    if off > 0.0 { "longer" } else { "shorter" }
+                ));
+            }
+        }
+        if self.commits == 0 {
+            self.warnings.push("no transaction committed in the window".into());
+        } else if self.longest_stall_s >= 0.1_f64.max(self.duration_s * 0.1) {
+            self.warnings.push(format!(
+                "progress stalled: no transaction committed for {:.2} s of the {:.2} s window",
+                self.longest_stall_s, self.duration_s
+            ));
+        }
+    }
+
+    /// The CSV header matching [`RunReport::csv_row`] for runs with `config` (its workload
+    /// parameters become columns named `workload.NAME`).
+    pub fn csv_header(config: &serde_json::Value) -> Vec<String> {
+        let mut h: Vec<String> = [
+            "timestamp",
             "protocol",
             "workload",
             "threads",
+            "repeat",
             "duration_s",
+            "requested_s",
             "commits",
             "throughput",
+            "headline",
+            "headline_throughput",
             "abort_ratio",
             "user_aborts",
             "p50_us",
             "p99_us",
             "p999_us",
-            "txlab_version",
-            "git_revision",
-            "cpu",
-            "cores",
-            "config",
+            "max_us",
         ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        h.extend(AbortReason::ALL.iter().map(|r| format!("aborts.{}", r.name())));
+        h.extend(["invariant", "backoff", "seed", "length"].iter().map(|s| s.to_string()));
+        h.extend(flatten(&config["workload"]).into_iter().map(|(k, _)| format!("workload.{k}")));
+        h.extend(
+            [
+                "warnings",
+                "txlab_version",
+                "git_revision",
+                "git_dirty",
+                "rustc",
+                "cpu",
+                "cores",
+                "kernel",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        h
     }
 
-    /// One CSV row; the full configuration is the last column, as JSON.
+    /// One CSV row, in the order of [`RunReport::csv_header`] for this run's configuration.
     pub fn csv_row(&self) -> Vec<String> {
-        vec![
+        let run = &self.config["run"];
+        let mut r = vec![
+            self.timestamp.clone(),
             self.protocol.clone(),
             self.workload.clone(),
             self.threads.to_string(),
+            self.repeat.to_string(),
             format!("{:.3}", self.duration_s),
+            self.requested_s.map(|s| s.to_string()).unwrap_or_default(),
             self.commits.to_string(),
             format!("{:.1}", self.throughput),
+            self.headline.as_ref().map(|h| h.name.clone()).unwrap_or_default(),
+            self.headline.as_ref().map(|h| format!("{:.1}", h.throughput)).unwrap_or_default(),
             format!("{:.6}", self.abort_ratio),
             self.user_aborts.to_string(),
             format!("{:.2}", self.latency.p50_us),
             format!("{:.2}", self.latency.p99_us),
             format!("{:.2}", self.latency.p999_us),
+            format!("{:.2}", self.latency.max_us),
+        ];
+        r.extend(
+            AbortReason::ALL
+                .iter()
+                .map(|a| self.aborts.get(a.name()).copied().unwrap_or(0).to_string()),
+        );
+        r.push(match &self.invariant_violation {
+            None => "held".into(),
+            Some(m) => format!("broken: {m}"),
+        });
+        r.push(scalar_text(&run["backoff"]));
+        r.push(scalar_text(&run["seed"]));
+        r.push(scalar_text(&run["length"]));
+        r.extend(flatten(&self.config["workload"]).into_iter().map(|(_, v)| v));
+        r.extend([
+            self.warnings.join("; "),
             self.txlab_version.clone(),
             self.git_revision.clone(),
+            self.git_dirty.to_string(),
+            self.rustc.clone(),
             self.machine.cpu.clone(),
             self.machine.cores.to_string(),
-            self.config.to_string(),
-        ]
+            self.machine.kernel.clone(),
+        ]);
+        r
     }
+}
+
+/// A JSON value as one CSV cell: strings bare, other scalars as JSON, objects and arrays as JSON.
+fn scalar_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The leaves of a JSON object as (dotted path, cell text), in key order; arrays stay whole.
+fn flatten(v: &serde_json::Value) -> Vec<(String, String)> {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    walk(&path, x, out);
+                }
+            }
+            other => out.push((prefix.to_string(), scalar_text(other))),
+        }
+    }
+    let mut out = Vec::new();
+    if v.is_object() {
+        walk("", v, &mut out);
+    }
+    out
 }

@@ -7,6 +7,10 @@ use hdrhistogram::Histogram;
 /// Highest latency the histograms record (60 s, in ns); larger values saturate.
 const MAX_LATENCY_NS: u64 = 60_000_000_000;
 
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("valid bounds")
+}
+
 /// One worker's counters for the measurement window.
 #[derive(Clone, Debug)]
 pub struct WorkerStats {
@@ -19,8 +23,8 @@ pub struct WorkerStats {
     /// Aborts per reason (indexed by `AbortReason as usize`).
     pub aborts: [u64; AbortReason::COUNT],
     /// Latency of finished transactions (commit or user abort) from the first attempt's start,
-    /// including retries and backoff, in nanoseconds.
-    pub latency: Histogram<u64>,
+    /// including retries and backoff, in nanoseconds, per transaction type.
+    pub latency: Vec<Histogram<u64>>,
     /// Nanoseconds spent in backoff.
     pub backoff_ns: u64,
     /// Nanoseconds the worker measured: from the first transaction it began in the
@@ -28,6 +32,9 @@ pub struct WorkerStats {
     pub window_ns: u64,
     /// Workers whose `window_ns` is counted (1 per worker that measured; merged: the sum).
     pub windows: u64,
+    /// The longest stretch of the window in which no worker committed, as the leader saw it
+    /// between its wake-ups (set on one worker's statistics; merged: the maximum).
+    pub stall_ns: u64,
 }
 
 impl WorkerStats {
@@ -38,10 +45,11 @@ impl WorkerStats {
             user_aborts: vec![0; types],
             aborts_by_type: vec![0; types],
             aborts: [0; AbortReason::COUNT],
-            latency: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("valid bounds"),
+            latency: (0..types).map(|_| new_histogram()).collect(),
             backoff_ns: 0,
             window_ns: 0,
             windows: 0,
+            stall_ns: 0,
         }
     }
 
@@ -59,10 +67,13 @@ impl WorkerStats {
         for (a, b) in self.aborts.iter_mut().zip(&other.aborts) {
             *a += b;
         }
-        self.latency.add(&other.latency).expect("same histogram bounds");
+        for (a, b) in self.latency.iter_mut().zip(&other.latency) {
+            a.add(b).expect("same histogram bounds");
+        }
         self.backoff_ns += other.backoff_ns;
         self.window_ns += other.window_ns;
         self.windows += other.windows;
+        self.stall_ns = self.stall_ns.max(other.stall_ns);
     }
 
     /// The measurement window in seconds as the workers timed it (their mean), or `planned`
@@ -75,6 +86,15 @@ impl WorkerStats {
         } else {
             self.window_ns as f64 / self.windows as f64 / 1e9
         }
+    }
+
+    /// The latency of all transaction types together.
+    pub fn total_latency(&self) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for t in &self.latency {
+            h.add(t).expect("same histogram bounds");
+        }
+        h
     }
 
     /// Total commits.

@@ -25,6 +25,19 @@ pub trait Workload: Sync {
     fn generator(&self, worker: usize, threads: usize, seed: u64) -> Self::Gen;
     /// The workload configuration, for results.
     fn config(&self) -> serde_json::Value;
+    /// What the loaded data depends on. Two instances with equal `data_config` create the same
+    /// tables and load the same rows, so a database loaded for one can be measured with the
+    /// other after [`Workload::continue_from`]: a sweep over YCSB's θ or read ratio loads once.
+    /// Defaults to the whole configuration (nothing is reused).
+    fn data_config(&self) -> serde_json::Value {
+        self.config()
+    }
+    /// Takes over what `previous` (with the same [`Workload::data_config`]) kept about the
+    /// database it loaded and ran on (counters of inserted keys, money ledgers, table growth),
+    /// so that `self` can run on that database next. Nothing by default.
+    fn continue_from(&mut self, previous: &Self) {
+        let _ = previous;
+    }
     /// Checks the workload's invariants after a run (e.g. money conserved).
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
         let _ = db;

@@ -28,7 +28,7 @@ pub fn map(layout: Layout) -> *mut u8 {
         )
     };
     if raw == libc::MAP_FAILED {
-        std::alloc::handle_alloc_error(layout);
+        out_of_memory(len);
     }
     let start = raw as usize;
     let aligned = start.next_multiple_of(HUGE);
@@ -47,6 +47,22 @@ pub fn map(layout: Layout) -> *mut u8 {
         libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
     }
     aligned as *mut u8
+}
+
+/// Ends the process with one line saying why: the kernel refused memory for a table (past
+/// `ulimit -v`, the cgroup's `memory.max`, or the machine). Like the global allocator's failure
+/// handler this does not return, but it says what happened instead of aborting with a bare
+/// "memory allocation failed". (Returning an error would need every slot allocation to report
+/// it; the memory check before loading refuses sizes that cannot fit, so this is the backstop.)
+#[cold]
+fn out_of_memory(len: usize) -> ! {
+    let err = std::io::Error::last_os_error();
+    eprintln!(
+        "error: out of memory: the kernel refused {} MiB for table storage ({err}); the data does \
+         not fit in the memory this process may use (RAM, ulimit -v, the cgroup's memory.max)",
+        len >> 20
+    );
+    std::process::exit(1)
 }
 
 /// Faults in the `len` bytes at `p` (fresh memory from [`map`], not yet published to any other

@@ -183,12 +183,49 @@ pub struct Table<R: RecordHeader> {
     pub projection: projection::Projection,
 }
 
-/// Memory available to this process, from `/proc/meminfo` (`MemAvailable`), if known.
+/// Memory this process may still use, if known: the least of the machine's `MemAvailable`, the
+/// room left under its cgroup's `memory.max` (cgroup v2), and the address space left under
+/// `RLIMIT_AS` (`ulimit -v`).
 pub fn available_memory() -> Option<u64> {
+    [meminfo_available(), cgroup_room(), address_space_room()].into_iter().flatten().min()
+}
+
+fn meminfo_available() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// `memory.max - memory.current` of this process's cgroup (v2), when it has a limit.
+fn cgroup_room() -> Option<u64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    // cgroup v2: the line "0::/path".
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let max: u64 = read("memory.max")?.trim().parse().ok()?; // "max" (no limit) fails to parse
+    let current: u64 = read("memory.current").and_then(|c| c.trim().parse().ok()).unwrap_or(0);
+    Some(max.saturating_sub(current))
+}
+
+/// `RLIMIT_AS` minus the address space in use (`VmSize`), when there is a limit.
+fn address_space_room() -> Option<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct we pass and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let used_kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmSize:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(0);
+    Some(lim.rlim_cur.saturating_sub(used_kib * 1024))
 }
 
 /// Refuses a schema whose estimated size exceeds 90 % of the available memory.
@@ -198,8 +235,9 @@ pub fn check_memory<R>(specs: &[TableSpec]) -> Result<u64, Error> {
         let budget = avail / 10 * 9;
         if need > budget {
             return Err(Error::OutOfMemory(format!(
-                "the data needs about {:.1} GiB but only {:.1} GiB of memory is available \
-                 (90 % of MemAvailable); use fewer records or smaller rows",
+                "the data needs about {:.2} GiB but only {:.2} GiB of memory is available \
+                 (90 % of what RAM, ulimit -v and the cgroup's memory.max leave); use fewer \
+                 records or smaller rows",
                 need as f64 / (1u64 << 30) as f64,
                 budget as f64 / (1u64 << 30) as f64
             )));

@@ -217,6 +217,15 @@ impl Workload for SmallBank {
         serde_json::to_value(&self.cfg).expect("plain data serializes")
     }
 
+    fn data_config(&self) -> serde_json::Value {
+        serde_json::json!({ "customers": self.cfg.customers })
+    }
+
+    fn continue_from(&mut self, previous: &Self) {
+        // The money the database holds includes every earlier run's deposits and checks.
+        self.ledger = previous.ledger.clone();
+    }
+
     /// Total money equals the initial total plus the committed deposits minus the committed
     /// checks. Call it with every worker finished (their generators flush on drop).
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {

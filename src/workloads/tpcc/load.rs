@@ -35,15 +35,30 @@ pub fn items<P: Protocol>(
     Ok(())
 }
 
-/// Loads warehouse `w` and everything that belongs to it. `now` is the load time (seconds).
-pub fn warehouse<P: Protocol>(
+/// Parts of a warehouse loaded as separate units (so that one warehouse loads on every core and
+/// its progress shows): the warehouse row with its stock, then each district with its customers,
+/// history, orders, order lines and new orders.
+pub const PARTS_PER_WAREHOUSE: u32 = 1 + schema::DISTRICTS;
+
+/// Loads part `part` (0 to [`PARTS_PER_WAREHOUSE`] - 1) of warehouse `w`: 0 is the warehouse
+/// row and its stock, `d` is district `d`. Each part draws from its own random stream, so the
+/// population does not depend on which thread loads which part. `now` is the load time
+/// (seconds).
+pub fn warehouse_part<P: Protocol>(
     loader: &mut Loader<'_, P>,
     w: u32,
+    part: u32,
     nu: &NuConstants,
     seed: u64,
     now: i64,
 ) -> Result<(), Error> {
-    let mut r = TpccRand::new(seed ^ u64::from(w).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    let mut r = TpccRand::new(
+        seed ^ u64::from(w).wrapping_mul(0xD1B5_4A32_D192_ED03)
+            ^ u64::from(part).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    );
+    if part > 0 {
+        return district(loader, &mut r, w, part, nu, now);
+    }
     {
         use schema::warehouse::*;
         let mut row = [0u8; SIZE];
@@ -74,9 +89,6 @@ pub fn warehouse<P: Protocol>(
             r.data_with_original(get_mut(&mut row, S_DATA));
             loader.insert(STOCK, key::stock(w, i), &row)?;
         }
-    }
-    for d in 1..=schema::DISTRICTS {
-        district(loader, &mut r, w, d, nu, now)?;
     }
     Ok(())
 }

@@ -373,9 +373,12 @@ impl Workload for Tpcc {
             load::items(loader, ids.start + 1..ids.end + 1, seed)
         })?;
         let now = now_secs();
-        parallel_load(db, u64::from(self.cfg.warehouses), 1, threads, "warehouses", |loader, ws| {
-            for w in ws {
-                load::warehouse(loader, w as u32 + 1, &self.nu, seed, now)?;
+        let parts = u64::from(load::PARTS_PER_WAREHOUSE);
+        let units = u64::from(self.cfg.warehouses) * parts;
+        parallel_load(db, units, 1, threads, "warehouses and districts", |loader, us| {
+            for u in us {
+                let (w, part) = ((u / parts) as u32 + 1, (u % parts) as u32);
+                load::warehouse_part(loader, w, part, &self.nu, seed, now)?;
             }
             Ok(())
         })
@@ -411,6 +414,24 @@ impl Workload for Tpcc {
 
     fn config(&self) -> serde_json::Value {
         serde_json::json!({ "tpcc": &self.cfg, "nurand_constants": &self.nu })
+    }
+
+    /// Warehouses, the seed (it draws the loaded NURand constants) and the mix (it splits the
+    /// growing tables' room between orders and payments).
+    fn data_config(&self) -> serde_json::Value {
+        serde_json::json!({
+            "warehouses": self.cfg.warehouses,
+            "seed": self.cfg.seed,
+            "mix": self.cfg.mix,
+        })
+    }
+
+    fn continue_from(&mut self, previous: &Self) {
+        // History keys per generator, the NURand constants the load used, and the room the
+        // tables were created with (computed then from the memory available).
+        self.generators = previous.generators.clone();
+        self.nu = previous.nu;
+        self.growth = previous.growth;
     }
 
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {

@@ -57,10 +57,10 @@ pub struct YcsbArgs {
     /// Start from a YCSB core workload (explicit flags override it).
     #[arg(long, value_enum)]
     pub preset: Option<Preset>,
-    /// Records loaded (cardinality) [default: 1000000]
+    /// Records loaded (cardinality), 1 to 1099511627776 [default: 1000000]
     #[arg(long)]
     pub records: Option<u64>,
-    /// Operations per transaction [default: 10]
+    /// Operations per transaction, 1 to 100000 [default: 10]
     #[arg(long)]
     pub ops: Option<u64>,
     /// Fraction of operations that are reads, 0 to 1 [default: 0.5]
@@ -69,7 +69,7 @@ pub struct YcsbArgs {
     /// Zipf skew θ, 0 (uniform) to 0.999 [default: 0.8]
     #[arg(long)]
     pub theta: Option<f64>,
-    /// Payload bytes per record [default: 4]
+    /// Payload bytes per record, 1 to 1048576 [default: 4]
     #[arg(long)]
     pub payload: Option<u64>,
     /// Writes are read-modify-writes instead of blind writes
@@ -81,7 +81,7 @@ pub struct YcsbArgs {
     /// Fraction of operations that are range scans, 0 to 1 [default: 0]
     #[arg(long)]
     pub scan_ratio: Option<f64>,
-    /// Longest scan; lengths are uniform in 1..=N [default: 100]
+    /// Longest scan, 1 to 1000000; lengths are uniform in 1..=N [default: 100]
     #[arg(long)]
     pub max_scan: Option<u64>,
     /// Key distribution [default: zipfian]
@@ -91,7 +91,7 @@ pub struct YcsbArgs {
     #[arg(long, value_enum)]
     pub index: Option<IndexKind>,
     /// Long-transaction delay: worker 0 spins this many microseconds at the end of every
-    /// transaction's read phase (CCBench §7.2) [default: 0]
+    /// transaction's read phase (CCBench §7.2), 0 to 60000000 [default: 0]
     #[arg(long)]
     pub long_txn_delay_us: Option<u64>,
     /// Do not prefetch each transaction's records before running its operations (prefetching

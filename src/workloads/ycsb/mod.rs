@@ -136,6 +136,23 @@ impl Workload for Ycsb {
     fn config(&self) -> serde_json::Value {
         serde_json::to_value(&self.cfg).expect("serializable")
     }
+
+    /// The rows, their size, the index and the room for inserts; the rest only shapes the
+    /// transactions.
+    fn data_config(&self) -> serde_json::Value {
+        let c = &self.cfg;
+        serde_json::json!({
+            "records": c.records,
+            "payload": c.payload,
+            "index": c.index,
+            "capacity": Ycsb::tables_for(c)[0].capacity,
+        })
+    }
+
+    fn continue_from(&mut self, previous: &Self) {
+        // Keys inserted by earlier runs stay: new inserts continue after them.
+        self.next_insert = previous.next_insert.clone();
+    }
 }
 
 /// One YCSB operation.

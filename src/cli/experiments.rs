@@ -1,0 +1,350 @@
+//! `plot`, `report`, `reproduce`, `merge` and `compare`: the commands that read results files.
+
+use super::run::{create_output, usage, Failure};
+use super::sweep::{execute, Sweep};
+use crate::experiment::figure::{figure, FigureSpec};
+use crate::experiment::preset::{self, Verdict};
+use crate::experiment::report::{self, ClaimRow, Extra};
+use crate::experiment::{compare as cmp, plot as draw, results};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  txlab plot skew.jsonl --x theta --y throughput --out skew.svg\n  \
+txlab plot tpcc.jsonl --x warehouses --y NewOrder.p99_us --out p99.png\n  txlab plot a.jsonl b.jsonl \
+--x threads --y abort_ratio --where theta=0.99 --log-y --out aborts.svg"
+)]
+pub(super) struct PlotArgs {
+    /// Results files (JSON lines from `txlab sweep`)
+    #[arg(required = true, value_name = "FILE.jsonl")]
+    files: Vec<PathBuf>,
+    /// The varied parameter on the x axis (e.g. threads, theta, records)
+    #[arg(long)]
+    x: String,
+    /// The statistic on the y axis: throughput, abort_ratio, p50_us, p99_us, p999_us, max_us,
+    /// headline (TPC-C: new orders/s), TYPE.throughput, TYPE.p99_us, aborts.REASON, or any
+    /// numeric field of a record
+    #[arg(long, default_value = "throughput")]
+    y: String,
+    /// The figure: .svg or .png
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Logarithmic x axis
+    #[arg(long)]
+    log_x: bool,
+    /// Logarithmic y axis
+    #[arg(long)]
+    log_y: bool,
+    /// Only points where a varied parameter has this value (repeatable)
+    #[arg(long = "where", value_name = "NAME=VALUE")]
+    filter: Vec<String>,
+    /// Title (default: the statistic, the parameter and the workload)
+    #[arg(long)]
+    title: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct ReportArgs {
+    /// Results files (JSON lines from `txlab sweep`)
+    #[arg(required = true, value_name = "FILE.jsonl")]
+    files: Vec<PathBuf>,
+    /// The HTML file to write
+    #[arg(long, value_name = "FILE.html")]
+    out: PathBuf,
+    /// Title
+    #[arg(long)]
+    title: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  txlab reproduce --list\n  txlab reproduce ccbench-skew\n  \
+txlab reproduce tpcc-warehouses --out results/")]
+pub(super) struct ReproduceArgs {
+    /// The preset to run (see --list)
+    #[arg(required_unless_present = "list")]
+    name: Option<String>,
+    /// List the presets: the figure, the claims, the points and an estimate of the time
+    #[arg(long, conflicts_with = "name")]
+    list: bool,
+    /// Directory for the results, figures and report (a folder per preset inside it); a
+    /// preset run again continues its results file and redraws
+    #[arg(long, value_name = "DIR", default_value = "txlab-results")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct MergeArgs {
+    /// Results files to join (e.g. a Slurm job array's, one per point)
+    #[arg(required = true, value_name = "FILE.jsonl")]
+    files: Vec<PathBuf>,
+    /// The joined file
+    #[arg(long, value_name = "FILE.jsonl")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct CompareArgs {
+    /// The baseline (before)
+    #[arg(value_name = "A.jsonl")]
+    a: PathBuf,
+    /// The results compared with it (after)
+    #[arg(value_name = "B.jsonl")]
+    b: PathBuf,
+    /// The statistic compared (as `plot --y`)
+    #[arg(long, default_value = "throughput")]
+    metric: String,
+}
+
+fn read(files: &[PathBuf]) -> Result<Vec<results::Record>, Failure> {
+    results::read_all(files).map_err(usage)
+}
+
+fn pairs(flag: &str, list: &[String]) -> Result<Vec<(String, String)>, Failure> {
+    list.iter()
+        .map(|w| {
+            w.split_once('=')
+                .map(|(n, v)| {
+                    (n.trim().trim_start_matches('-').replace('_', "-"), v.trim().to_string())
+                })
+                .ok_or_else(|| usage(format!("{flag} {w}: expected NAME=VALUE")))
+        })
+        .collect()
+}
+
+/// Writes a figure as SVG or PNG, by the file's extension.
+fn write_figure(fig: &crate::experiment::figure::Figure, out: &Path) -> Result<(), Failure> {
+    let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "svg" => {
+            let mut file = create_output("--out", out)?;
+            let svg = draw::svg(fig, draw::SIZE).map_err(Failure::Run)?;
+            std::io::Write::write_all(&mut file, svg.text.as_bytes())
+                .map_err(|e| Failure::Run(format!("--out {}: {e}", out.display())))
+        }
+        "png" => {
+            create_output("--out", out)?;
+            draw::png(fig, draw::SIZE, out).map_err(Failure::Run)
+        }
+        _ => Err(usage(format!(
+            "--out {}: the figure's name must end in .svg or .png",
+            out.display()
+        ))),
+    }
+}
+
+pub(super) fn plot(args: &PlotArgs) -> Result<(), Failure> {
+    let ext = args.out.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    if ext != "svg" && ext != "png" {
+        return Err(usage(format!(
+            "--out {}: the figure's name must end in .svg or .png",
+            args.out.display()
+        )));
+    }
+    let records = read(&args.files)?;
+    let spec = FigureSpec {
+        x: args.x.clone(),
+        y: args.y.clone(),
+        log_x: args.log_x,
+        log_y: args.log_y,
+        filter: pairs("--where", &args.filter)?,
+        title: args.title.clone(),
+    };
+    let fig = figure(&records, &spec).map_err(usage)?;
+    write_figure(&fig, &args.out)?;
+    println!(
+        "wrote {} ({} lines, {} points)",
+        args.out.display(),
+        fig.series.len(),
+        fig.series.iter().map(|s| s.points.len()).sum::<usize>()
+    );
+    Ok(())
+}
+
+pub(super) fn report(args: &ReportArgs) -> Result<(), Failure> {
+    let mut file = create_output("--out", &args.out)?;
+    let records = read(&args.files)?;
+    let sources: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
+    let extra = Extra { title: args.title.clone(), ..Default::default() };
+    let html = report::html(&records, &sources, &extra).map_err(usage)?;
+    std::io::Write::write_all(&mut file, html.as_bytes())
+        .map_err(|e| Failure::Run(format!("--out {}: {e}", args.out.display())))?;
+    println!("wrote {} ({} runs)", args.out.display(), records.len());
+    Ok(())
+}
+
+pub(super) fn reproduce(args: &ReproduceArgs) -> Result<i32, Failure> {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if args.list {
+        println!("Presets (txlab reproduce NAME):");
+        for (name, text) in preset::SHIPPED {
+            let p = preset::parse(name, text).map_err(Failure::Run)?;
+            let sweep = Sweep::new(p.flags.clone(), &p.vary_args())?;
+            println!(
+                "\n  {name}\n    {}\n    {} points, about {} on this machine",
+                p.title,
+                sweep.plans.len(),
+                estimate(&sweep)
+            );
+            for c in &p.claims {
+                let note = if c.needs_cores > cores {
+                    format!(" [needs {} cores: not observable here]", c.needs_cores)
+                } else {
+                    String::new()
+                };
+                println!("    claim: {}{note}", c.text);
+            }
+        }
+        return Ok(0);
+    }
+    let name = args.name.as_deref().expect("clap requires a name without --list");
+    let p = preset::shipped(name).map_err(usage)?;
+    let sweep = Sweep::new(p.flags.clone(), &p.vary_args())?;
+    let dir = args.out.join(name);
+    std::fs::create_dir_all(&dir).map_err(|e| usage(format!("--out {}: {e}", dir.display())))?;
+    let results_file = dir.join("results.jsonl");
+    println!("{}\n{}\n{}", p.title, p.source, p.about.trim());
+    println!("about {} on this machine; results in {}", estimate(&sweep), results_file.display());
+    execute(&sweep, &results_file, true, None)?;
+    let records = results::read(&results_file, false).map_err(Failure::Run)?.records;
+    let mut figures = Vec::new();
+    for (i, f) in p.figures.iter().enumerate() {
+        let fig = figure(&records, &f.spec()).map_err(Failure::Run)?;
+        let path = dir.join(format!("figure-{}-{}.svg", i + 1, f.y.replace(['.', '/'], "-")));
+        write_figure(&fig, &path)?;
+        figures.push(path);
+    }
+    println!("\nClaims ({}):", p.source);
+    let mut claims = Vec::new();
+    for c in &p.claims {
+        let v = preset::check(c, &records, cores);
+        let (word, class) = v.word();
+        println!("  {}\n    {}: {}", c.text, word, v.detail());
+        claims.push(ClaimRow {
+            claim: c.text.clone(),
+            verdict: word.into(),
+            class,
+            detail: v.detail().into(),
+        });
+        if let Verdict::NoData(_) = v {
+            eprintln!("note: the results lack points this claim needs");
+        }
+    }
+    let html = report::html(
+        &records,
+        &[results_file.display().to_string()],
+        &Extra {
+            title: Some(p.title.clone()),
+            figures: p.figures.iter().map(|f| f.spec()).collect(),
+            claims,
+        },
+    )
+    .map_err(Failure::Run)?;
+    let report_path = dir.join("report.html");
+    std::fs::write(&report_path, html)
+        .map_err(|e| Failure::Run(format!("{}: {e}", report_path.display())))?;
+    println!(
+        "\nfigures: {}\nreport: {}",
+        figures.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "),
+        report_path.display()
+    );
+    Ok(0)
+}
+
+/// The time a sweep should take: its runs' windows and warm-ups plus a second per load.
+fn estimate(sweep: &Sweep) -> String {
+    let mut secs = 0.0;
+    let mut keys: Vec<&str> = Vec::new();
+    for plan in &sweep.plans {
+        let per = match plan.run_cfg.length {
+            crate::engine::RunLength::Timed { warmup, duration } => {
+                (warmup + duration).as_secs_f64()
+            }
+            crate::engine::RunLength::Transactions { .. } => 1.0,
+        };
+        secs += per * plan.repeat as f64 * plan.protocols.len() as f64;
+        if !keys.contains(&plan.data_key.as_str()) {
+            keys.push(&plan.data_key);
+            secs += plan.protocols.len() as f64;
+        }
+    }
+    let m = (secs / 60.0).ceil() as u64;
+    if m <= 1 {
+        "1 minute".into()
+    } else {
+        format!("{m} minutes")
+    }
+}
+
+pub(super) fn merge(args: &MergeArgs) -> Result<(), Failure> {
+    let out_abs = std::path::absolute(&args.out).ok();
+    if args.files.iter().any(|f| std::path::absolute(f).ok() == out_abs) {
+        return Err(usage(format!("--out {}: is one of the files to merge", args.out.display())));
+    }
+    let records = read(&args.files)?;
+    let mut seen: Vec<(&results::SweepDef, usize, &str, u32, &str, usize)> = Vec::new();
+    for r in &records {
+        let key = (&r.sweep.def, r.sweep.point, r.protocol.as_str(), r.repeat);
+        if let Some(first) = seen.iter().find(|s| (s.0, s.1, s.2, s.3) == key) {
+            return Err(usage(format!(
+                "{} line {} and {} line {} both hold point {} {} run {}",
+                first.4,
+                first.5,
+                r.file,
+                r.line,
+                r.sweep.point,
+                r.protocol,
+                r.repeat + 1
+            )));
+        }
+        seen.push((key.0, key.1, key.2, key.3, &r.file, r.line));
+    }
+    let sweeps = {
+        let mut d: Vec<&results::SweepDef> = Vec::new();
+        for r in &records {
+            if !d.contains(&&r.sweep.def) {
+                d.push(&r.sweep.def);
+            }
+        }
+        d.len()
+    };
+    let mut file = create_output("--out", &args.out)?;
+    for r in &records {
+        results::append(&mut file, &r.value)
+            .map_err(|e| Failure::Run(format!("--out {}: {e}", args.out.display())))?;
+    }
+    let missing: usize = if sweeps == 1 {
+        let r0 = &records[0];
+        let protocols = {
+            let mut p: Vec<&str> = records.iter().map(|r| r.protocol.as_str()).collect();
+            p.sort();
+            p.dedup();
+            p.len()
+        };
+        let repeat = records.iter().map(|r| r.repeat + 1).max().unwrap_or(1) as usize;
+        (r0.sweep.def.points() * protocols * repeat).saturating_sub(records.len())
+    } else {
+        0
+    };
+    println!(
+        "wrote {} ({} runs from {} files{}{})",
+        args.out.display(),
+        records.len(),
+        args.files.len(),
+        if sweeps > 1 { format!("; {sweeps} different sweeps") } else { String::new() },
+        if missing > 0 {
+            format!("; {missing} runs of the sweep are missing")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+pub(super) fn compare(args: &CompareArgs) -> Result<(), Failure> {
+    let a = read(std::slice::from_ref(&args.a))?;
+    let b = read(std::slice::from_ref(&args.b))?;
+    let c = cmp::compare(&a, &b, &args.metric).map_err(usage)?;
+    println!("A = {}, B = {}", args.a.display(), args.b.display());
+    print!("{}", c.table(&args.metric));
+    Ok(())
+}

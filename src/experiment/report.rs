@@ -1,0 +1,303 @@
+//! One self-contained HTML report of results records: every figure as inline SVG, the claims
+//! checked (for presets), a results table, the configuration, the machine and the build. No
+//! script, no style sheet or font from the network: the file opens offline, in any browser.
+
+use super::figure::{figure, FigureSpec};
+use super::plot;
+use super::results::{median_min_max, Record};
+use askama::Template;
+
+/// A claim's verdict, for the report's claims table.
+#[derive(Clone, Debug)]
+pub struct ClaimRow {
+    /// The claim.
+    pub claim: String,
+    /// "holds", "does not hold", "not observable here".
+    pub verdict: String,
+    /// CSS class for the verdict.
+    pub class: &'static str,
+    /// What was observed.
+    pub detail: String,
+}
+
+/// What a report shows beyond the records themselves.
+#[derive(Clone, Debug, Default)]
+pub struct Extra {
+    /// Title (default: "txlab results").
+    pub title: Option<String>,
+    /// Figures to draw (default: every statistic of interest against every varied parameter).
+    pub figures: Vec<FigureSpec>,
+    /// Claims and verdicts (presets).
+    pub claims: Vec<ClaimRow>,
+}
+
+struct FigureView {
+    title: String,
+    svg: String,
+    notes: Vec<String>,
+}
+
+struct RowView {
+    point: String,
+    protocol: String,
+    runs: usize,
+    median: String,
+    min: String,
+    max: String,
+    abort_ratio: String,
+    p99: String,
+    warnings: String,
+}
+
+struct SweepView {
+    base: String,
+    axes: Vec<(String, String)>,
+}
+
+#[derive(Template)]
+#[template(path = "report.html")]
+struct Page {
+    title: String,
+    version: &'static str,
+    generated: String,
+    sources: String,
+    runs: usize,
+    points: usize,
+    protocols: Vec<(String, String)>,
+    claims: Vec<ClaimRow>,
+    figures: Vec<FigureView>,
+    rows: Vec<RowView>,
+    sweeps: Vec<SweepView>,
+    config: Vec<(String, String)>,
+    machine: Vec<(String, String)>,
+}
+
+/// The figures a report draws when none are given: for every parameter a sweep varies over
+/// two or more values, throughput, abort ratio and p99 latency (and the workload's headline
+/// rate when it has one) against it.
+pub fn default_figures(records: &[Record]) -> Vec<FigureSpec> {
+    let mut axes: Vec<String> = Vec::new();
+    for r in records {
+        for a in r.sweep.def.grid.iter().filter(|a| a.values.len() > 1) {
+            if !axes.contains(&a.name) {
+                axes.push(a.name.clone());
+            }
+        }
+    }
+    let headline = records.iter().any(|r| r.value["headline"].is_object());
+    let mut ys = vec!["throughput", "abort_ratio", "p99_us"];
+    if headline {
+        ys.insert(1, "headline");
+    }
+    let mut out = Vec::new();
+    for x in &axes {
+        for y in &ys {
+            out.push(FigureSpec { x: x.clone(), y: y.to_string(), ..Default::default() });
+        }
+    }
+    out
+}
+
+/// Writes the report of `records` (read from `sources`).
+pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<String, String> {
+    let specs =
+        if extra.figures.is_empty() { default_figures(records) } else { extra.figures.clone() };
+    let mut figures = Vec::new();
+    for spec in &specs {
+        let fig = figure(records, spec)?;
+        let svg = plot::svg(&fig, plot::SIZE)?;
+        // The SVG's own XML declaration does not belong inside HTML.
+        let text = match svg.text.find("<svg") {
+            Some(at) => svg.text[at..].to_string(),
+            None => svg.text,
+        };
+        figures.push(FigureView { title: fig.title, svg: text, notes: fig.notes });
+    }
+    // One row per point and protocol, in the files' order.
+    let mut groups: Vec<(String, String, Vec<&Record>)> = Vec::new();
+    for r in records {
+        let point: Vec<String> = r.sweep.values.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        let point = point.join(" ");
+        match groups.iter_mut().find(|(p, q, _)| *p == point && *q == r.protocol) {
+            Some((_, _, rs)) => rs.push(r),
+            None => groups.push((point, r.protocol.clone(), vec![r])),
+        }
+    }
+    let rows = groups
+        .iter()
+        .map(|(point, protocol, rs)| {
+            let mut tp: Vec<f64> = rs.iter().filter_map(|r| r.metric("throughput")).collect();
+            let mut ar: Vec<f64> = rs.iter().filter_map(|r| r.metric("abort_ratio")).collect();
+            let mut p99: Vec<f64> = rs.iter().filter_map(|r| r.metric("p99_us")).collect();
+            let med = |v: &mut Vec<f64>| {
+                if v.is_empty() {
+                    (f64::NAN, f64::NAN, f64::NAN)
+                } else {
+                    median_min_max(v)
+                }
+            };
+            let (m, lo, hi) = med(&mut tp);
+            let mut warnings: Vec<String> = rs
+                .iter()
+                .flat_map(|r| r.value["warnings"].as_array().cloned().unwrap_or_default())
+                .filter_map(|w| w.as_str().map(str::to_string))
+                .collect();
+            warnings.sort();
+            warnings.dedup();
+            RowView {
+                point: point.clone(),
+                protocol: protocol.clone(),
+                runs: rs.len(),
+                median: format!("{m:.0}"),
+                min: format!("{lo:.0}"),
+                max: format!("{hi:.0}"),
+                abort_ratio: format!("{:.4}", med(&mut ar).0),
+                p99: format!("{:.1}", med(&mut p99).0),
+                warnings: warnings.join("; "),
+            }
+        })
+        .collect();
+    let mut sweeps: Vec<SweepView> = Vec::new();
+    let mut defs = Vec::new();
+    for r in records {
+        if !defs.contains(&&r.sweep.def) {
+            defs.push(&r.sweep.def);
+            sweeps.push(SweepView {
+                base: if r.sweep.def.base.is_empty() {
+                    "(defaults)".into()
+                } else {
+                    r.sweep.def.base.join(" ")
+                },
+                axes: r
+                    .sweep
+                    .def
+                    .grid
+                    .iter()
+                    .map(|a| (a.name.clone(), a.values.join(", ")))
+                    .collect(),
+            });
+        }
+    }
+    let mut protocols: Vec<(String, String)> = Vec::new();
+    for r in records {
+        if !protocols.iter().any(|(p, _)| *p == r.protocol) {
+            protocols.push((r.protocol.clone(), plot::css_colour(&r.protocol)));
+        }
+    }
+    let first = &records[0].value;
+    let mut config = Vec::new();
+    for part in ["run", "database", "workload"] {
+        flatten(part, &first["config"][part], &mut config);
+    }
+    let distinct = |f: &dyn Fn(&serde_json::Value) -> String| {
+        let mut v: Vec<String> = records.iter().map(|r| f(&r.value)).collect();
+        v.sort();
+        v.dedup();
+        v.join("; ")
+    };
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let machine = vec![
+        ("CPU".to_string(), distinct(&|v| text(&v["machine"]["cpu"]))),
+        ("cores".into(), distinct(&|v| text(&v["machine"]["cores"]))),
+        ("memory (GiB)".into(), distinct(&|v| text(&v["machine"]["memory_gib"]))),
+        ("kernel".into(), distinct(&|v| text(&v["machine"]["kernel"]))),
+        ("OS".into(), distinct(&|v| text(&v["machine"]["os"]))),
+        ("txlab".into(), distinct(&|v| text(&v["txlab_version"]))),
+        ("git revision".into(), distinct(&|v| text(&v["git_revision"]))),
+        ("compiler".into(), distinct(&|v| text(&v["rustc"]))),
+        (
+            "measured".into(),
+            format!(
+                "{} to {}",
+                records.iter().filter_map(|r| r.value["timestamp"].as_str()).min().unwrap_or("?"),
+                records.iter().filter_map(|r| r.value["timestamp"].as_str()).max().unwrap_or("?")
+            ),
+        ),
+    ];
+    let points = {
+        let mut p: Vec<String> = groups.iter().map(|(p, _, _)| p.clone()).collect();
+        p.dedup();
+        p.sort();
+        p.dedup();
+        p.len()
+    };
+    let page = Page {
+        title: extra.title.clone().unwrap_or_else(|| "txlab results".into()),
+        version: env!("CARGO_PKG_VERSION"),
+        generated: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        sources: sources.join(", "),
+        runs: records.len(),
+        points,
+        protocols,
+        claims: extra.claims.clone(),
+        figures,
+        rows,
+        sweeps,
+        config,
+        machine,
+    };
+    page.render().map_err(|e| format!("writing the report: {e}"))
+}
+
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                flatten(&format!("{prefix}.{k}"), x, out);
+            }
+        }
+        serde_json::Value::Null => {}
+        serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        other => out.push((prefix.to_string(), other.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::figure::tests::rec;
+
+    fn records() -> Vec<Record> {
+        let g: &[(&str, &[&str])] = &[("threads", &["1", "2"]), ("theta", &["0", "0.9"])];
+        let mut rs = Vec::new();
+        for t in ["1", "2"] {
+            for th in ["0", "0.9"] {
+                for (k, p) in ["silo", "2pl-nowait"].iter().enumerate() {
+                    rs.push(rec(g, &[("threads", t), ("theta", th)], p, 0, 100.0 * (k + 1) as f64));
+                }
+            }
+        }
+        rs
+    }
+
+    #[test]
+    fn the_report_is_valid_html_with_every_figure_inline() {
+        let rs = records();
+        let claims = vec![ClaimRow {
+            claim: "a < b & c".into(),
+            verdict: "holds".into(),
+            class: "holds",
+            detail: "1.31x".into(),
+        }];
+        let html = html(&rs, &["r.jsonl".into()], &Extra { claims, ..Default::default() }).unwrap();
+        let doc = scraper::Html::parse_document(&html);
+        assert!(doc.errors.is_empty(), "HTML parse errors: {:?}", doc.errors);
+        let sel = |s: &str| scraper::Selector::parse(s).unwrap();
+        // Two varied parameters, three statistics each.
+        assert_eq!(doc.select(&sel("figure svg")).count(), 6);
+        assert_eq!(doc.select(&sel("figure figcaption")).count(), 6);
+        // Nothing is fetched: no script, no external reference.
+        assert_eq!(doc.select(&sel("script")).count(), 0);
+        assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
+        assert!(!html.contains("<?xml"));
+        // The claim's text is escaped, the results table has a row per point and protocol.
+        assert!(!html.contains("a < b & c"));
+        let claim = doc.select(&sel("td")).next().unwrap().text().collect::<String>();
+        assert_eq!(claim, "a < b & c");
+        let rows = doc.select(&sel("table")).nth(1).unwrap().select(&sel("tr")).count();
+        assert_eq!(rows, 1 + 8);
+    }
+}
