@@ -191,51 +191,37 @@ fn a_killed_sweep_resumes_without_repeating_finished_runs() {
 
 #[test]
 fn bad_sweeps_get_the_same_one_line_errors_as_run() {
-    fails_with(
-        &["sweep", "--vary", "nonsense=1,2", "--out", "x.jsonl"],
-        2,
-        "error: --vary nonsense: txlab run has no flag --nonsense (see txlab run --help)",
-    );
-    fails_with(
-        &["sweep", "--vary", "threads=", "--out", "x.jsonl"],
-        2,
-        "error: --vary threads=: a value is empty (expected NAME=V1,V2,...)",
-    );
-    fails_with(
-        &["sweep", "--vary", "theta=0.5,1.5", "--out", "x.jsonl"],
-        2,
-        "error: --vary theta=1.5: --theta 1.5 is out of range (0 to 0.999)",
-    );
-    fails_with(
-        &["sweep", "--vary", "threads=0,1", "--out", "x.jsonl"],
-        2,
-        "error: --vary threads=0: --threads 0 is out of range (1 to 1024)",
-    );
-    fails_with(
-        &["sweep", "--vary", "warehouses=1,2", "--out", "x.jsonl"],
-        2,
-        "error: --vary warehouses=1: --warehouses applies to --workload tpcc",
-    );
-    fails_with(
-        &["sweep", "--threads", "2", "--vary", "threads=1,2", "--out", "x.jsonl"],
-        2,
-        "error: --threads is given both as a flag and in --vary; give it once",
-    );
-    fails_with(
-        &["sweep", "--out", "x.jsonl"],
-        2,
-        "error: sweep needs at least one --vary NAME=V1,V2,...",
-    );
-    fails_with(
-        &["sweep", "--vary", "threads=1", "--out", "/nonexistent/x.jsonl"],
-        2,
-        "error: --out /nonexistent/x.jsonl: No such file or directory (os error 2)",
-    );
-    fails_with(
-        &["sweep", "--vary", "threads=1", "--out", "x.jsonl", "--json", "y.json"],
-        2,
-        "error: --json applies to run; a sweep writes its results to --out",
-    );
+    for (vary, message) in [
+        (
+            "nonsense=1,2",
+            "--vary nonsense: txlab run has no flag --nonsense (see txlab run --help)",
+        ),
+        ("threads=", "--vary threads=: a value is empty (expected NAME=V1,V2,...)"),
+        ("theta=0.5,1.5", "--vary theta=1.5: --theta 1.5 is out of range (0 to 0.999)"),
+        ("threads=0,1", "--vary threads=0: --threads 0 is out of range (1 to 1024)"),
+        ("warehouses=1,2", "--vary warehouses=1: --warehouses applies to --workload tpcc"),
+    ] {
+        fails_with(&["sweep", "--vary", vary, "--out", "x.jsonl"], 2, &format!("error: {message}"));
+    }
+    for (args, message) in [
+        (
+            &["--threads", "2", "--vary", "threads=1,2", "--out", "x.jsonl"][..],
+            "--threads is given both as a flag and in --vary; give it once",
+        ),
+        (&["--out", "x.jsonl"][..], "sweep needs at least one --vary NAME=V1,V2,..."),
+        (
+            &["--vary", "threads=1", "--out", "/nonexistent/x.jsonl"][..],
+            "--out /nonexistent/x.jsonl: No such file or directory (os error 2)",
+        ),
+        (
+            &["--vary", "threads=1", "--out", "x.jsonl", "--json", "y.json"][..],
+            "--json applies to run; a sweep writes its results to --out",
+        ),
+    ] {
+        let mut all = vec!["sweep"];
+        all.extend(args);
+        fails_with(&all, 2, &format!("error: {message}"));
+    }
 }
 
 #[test]

@@ -234,6 +234,7 @@ pub(super) fn reproduce(args: &ReproduceArgs) -> Result<i32, Failure> {
         &[results_file.display().to_string()],
         &Extra {
             title: Some(p.title.clone()),
+            intro: Some(format!("{} {}", p.source, p.about.trim())),
             figures: p.figures.iter().map(|f| f.spec()).collect(),
             claims,
         },

@@ -166,6 +166,19 @@ pub fn figure(records: &[Record], spec: &FigureSpec) -> Result<Figure, String> {
         return Err("no results match --where".into());
     }
     if !kept.iter().any(|r| r.metric(&spec.y).is_some()) {
+        let types: Vec<&str> = kept[0].value["per_type"]
+            .as_array()
+            .map(|ts| ts.iter().filter_map(|t| t["name"].as_str()).collect())
+            .unwrap_or_default();
+        if let Some((ty, _)) = spec.y.split_once('.').filter(|(t, _)| !types.contains(t)) {
+            if ty != "aborts" && !kept[0].value[ty].is_object() {
+                return Err(format!(
+                    "--y {}: no transaction type {ty} (the results' types: {})",
+                    spec.y,
+                    types.join(", ")
+                ));
+            }
+        }
         return Err(format!(
             "--y {}: no record has this statistic (try throughput, abort_ratio, p99_us, headline, \
              TYPE.throughput, TYPE.p99_us, aborts.REASON)",

@@ -25,6 +25,8 @@ pub struct ClaimRow {
 pub struct Extra {
     /// Title (default: "txlab results").
     pub title: Option<String>,
+    /// A paragraph under the title (a preset's source and setting).
+    pub intro: Option<String>,
     /// Figures to draw (default: every statistic of interest against every varied parameter).
     pub figures: Vec<FigureSpec>,
     /// Claims and verdicts (presets).
@@ -58,6 +60,7 @@ struct SweepView {
 #[template(path = "report.html")]
 struct Page {
     title: String,
+    intro: String,
     version: &'static str,
     generated: String,
     sources: String,
@@ -226,6 +229,7 @@ pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<Str
     };
     let page = Page {
         title: extra.title.clone().unwrap_or_else(|| "txlab results".into()),
+        intro: extra.intro.clone().unwrap_or_default(),
         version: env!("CARGO_PKG_VERSION"),
         generated: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         sources: sources.join(", "),
