@@ -2,14 +2,92 @@
 //! first (versions recorded or holds taken by the protocol) and then read from the index in chunks
 //! of at most 256 entries, in key order, until the caller has what it wants or the range ends.
 //!
-//! The protocol drives a [`RangeCursor`] in a loop and acts on each [`Step`] inline, so its
-//! per-entry work can use the worker's state freely.
+//! [`scan`] is the one scan loop: it drives a [`RangeCursor`] and calls the protocol's
+//! [`ScanSteps`] at each step: `cover` a batch's buckets (record their versions, take holds, or
+//! nothing), then `entry` for each index entry (validate or lock the record and read it). It
+//! counts what the caller was handed, stops at the limit or when the caller breaks, and records
+//! the range that was covered in the history. Protocols implement only their two steps, and the
+//! loop is monomorphised into each of them (no `dyn` call per entry).
 
 use crate::error::{Abort, AbortReason};
+use crate::storage::context::WorkerCtx;
 use crate::storage::index::{IndexGuard, ScanBuf};
 use crate::storage::phantom::Batch;
 use crate::storage::row_store::RecordHeader;
-use crate::storage::Table;
+use crate::storage::{RowId, Storage, Table, TableId};
+use std::ops::ControlFlow;
+
+/// A protocol's part of a range scan (see [`scan`]).
+pub trait ScanSteps<'db, R: RecordHeader> {
+    /// The worker's context (its scan buffer, index guard and history recorder).
+    fn ctx(&mut self) -> &mut WorkerCtx<'db, R>;
+
+    /// Protects the buckets of `batch` before its entries are read from the index.
+    fn cover(&mut self, tbl: &'db Table<R>, t: TableId, batch: &Batch) -> Result<(), Abort>;
+
+    /// Reads the entry `key` at `rid` as the transaction sees it: `Some(row)` when it is present
+    /// for this transaction (the row is handed to the caller and counts toward the limit),
+    /// `None` when it is absent for it.
+    fn entry(
+        &mut self,
+        tbl: &'db Table<R>,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+    ) -> Result<Option<&[u8]>, Abort>;
+}
+
+/// Scans `[lo, hi]` of table `t` in key order, handing at most `limit` present rows to `f`
+/// until it breaks; returns how many it was handed.
+#[inline]
+pub fn scan<'db, R: RecordHeader, S: ScanSteps<'db, R>>(
+    steps: &mut S,
+    storage: &'db Storage<R>,
+    t: TableId,
+    lo: u64,
+    hi: u64,
+    limit: usize,
+    mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+) -> Result<usize, Abort> {
+    let tbl = super::table(storage, t)?;
+    if limit == 0 {
+        return Ok(0);
+    }
+    let mut buf = std::mem::take(&mut steps.ctx().scan_buf);
+    let mut cursor = RangeCursor::new(tbl, lo, hi);
+    let mut n = 0;
+    // The last key the scan covered: `hi`, or where the limit or the caller stopped it.
+    let mut stop = hi;
+    let result = 'outer: loop {
+        let step = cursor.next(tbl, limit - n, &mut buf, &steps.ctx().guard);
+        match step {
+            Err(a) => break Err(a),
+            Ok(None) => break Ok(n),
+            Ok(Some(Step::Cover(batch))) => {
+                if let Err(a) = steps.cover(tbl, t, &batch) {
+                    break Err(a);
+                }
+            }
+            Ok(Some(Step::Entries)) => {
+                for (k, rid) in buf.entries() {
+                    match steps.entry(tbl, t, k, rid) {
+                        Err(a) => break 'outer Err(a),
+                        Ok(None) => {}
+                        Ok(Some(row)) => {
+                            n += 1;
+                            if f(k, row).is_break() || n == limit {
+                                stop = k;
+                                break 'outer Ok(n);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    steps.ctx().end_scan(buf, result.is_ok(), t, lo, stop);
+    result
+}
 
 /// What the caller does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
