@@ -63,7 +63,7 @@ impl Procedure for Transfer {
 }
 
 fn main() -> Result<(), Error> {
-    let db = Database::new(Silo, &[TableSpec::new("accounts", 8, N)])?;
+    let db = Database::<Silo>::new(&[TableSpec::new("accounts", 8, N)])?;
     let mut loader = db.loader();
     for k in 0..N {
         loader.insert(ACCOUNTS, k, &1000i64.to_le_bytes())?;

@@ -34,7 +34,7 @@
 //! use txlab::protocols::two_pl::TwoPlWaitDie;
 //!
 //! # fn main() -> Result<(), Error> {
-//! let db = Database::new(TwoPlWaitDie::default(), &[TableSpec::new("kv", 8, 1000)])?;
+//! let db = Database::<TwoPlWaitDie>::new(&[TableSpec::new("kv", 8, 1000)])?;
 //! let kv = db.table_id("kv").expect("declared above");
 //! let mut w = db.worker()?;
 //! let mut retry = Retry::new();

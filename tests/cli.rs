@@ -609,3 +609,78 @@ fn a_short_tpcc_run_reports_new_orders_the_mix_and_simplifications() {
         assert_eq!(r["notes"][0], "SIMPLIFIED: no-remote");
     }
 }
+
+#[test]
+fn protocol_options_are_checked_per_protocol_and_recorded() {
+    fails_with(
+        &["run", "-p", "silo,2pl-nowait", "--opt", "validation-lock=nowait"],
+        2,
+        "error: --opt validation-lock applies to silo, not to 2pl-nowait (choose protocols with -p)",
+    );
+    // Without -p every protocol runs, and the option applies to only one of them.
+    fails_with(
+        &["run", "--opt", "validation-lock=nowait"],
+        2,
+        "error: --opt validation-lock applies to silo, not to nocc, 2pl-nowait, 2pl-waitdie \
+         (choose protocols with -p)",
+    );
+    fails_with(
+        &["run", "-p", "silo", "--opt", "validation-lock=maybe"],
+        2,
+        "error: --opt validation-lock=maybe: expected wait or nowait",
+    );
+    fails_with(
+        &["run", "-p", "silo", "--opt", "nope=1"],
+        2,
+        "error: --opt nope: no protocol has this option (txlab list shows each protocol's)",
+    );
+    fails_with(&["run", "-p", "silo", "--opt", "x"], 2, "error: --opt x: expected NAME=VALUE");
+    fails_with(
+        &["run", "-p", "silo", "--opt", "validation-lock=wait", "--opt", "validation-lock=nowait"],
+        2,
+        "error: --opt validation-lock is given twice",
+    );
+    fails_with(
+        &["check", "-p", "2pl-nowait", "--opt", "validation-lock=nowait"],
+        2,
+        "error: --opt validation-lock applies to silo, not to 2pl-nowait (choose protocols with -p)",
+    );
+    let list = String::from_utf8_lossy(&txlab(&["list"]).stdout).into_owned();
+    assert!(list.contains("--opt validation-lock=wait|nowait (default wait)"), "{list}");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("o.json");
+    let out = txlab(&[
+        "run",
+        "-p",
+        "silo",
+        "--opt",
+        "validation-lock=nowait",
+        "--records",
+        "1000",
+        "--threads",
+        "3",
+        "--txns",
+        "2000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("silo on ycsb | 3 threads | "), "{stdout}");
+    assert!(stdout.lines().next().unwrap().ends_with(" | validation-lock=nowait"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["options"], serde_json::json!({"validation-lock": "nowait"}));
+    assert_eq!(v["commits"], 6000);
+}
+
+#[test]
+fn check_quick_passes_for_silo_with_nowait_validation() {
+    let s = quick_check_passes("silo", &["--opt", "validation-lock=nowait"]);
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+    assert!(
+        s.starts_with("txlab check: 8 threads")
+            && s.lines().next().unwrap().ends_with(", --opt validation-lock=nowait"),
+        "{s}"
+    );
+}

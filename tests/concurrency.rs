@@ -1,6 +1,8 @@
 //! Concurrency tests: 8 threads on this 2-core machine, fixed seeds, every serializable protocol.
 //! `nocc` runs the same tests and must be caught, which proves the tests can see an anomaly.
 
+mod common;
+
 use rand::{RngExt, SeedableRng};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,13 +59,11 @@ struct BankOutcome {
 
 /// Transfers between 16 hot accounts plus a shared transfer counter, with read-only audits that
 /// sum every balance; each thread yields between its reads and its writes to widen races.
-fn bank<P: Protocol + Default>(seed: u64, per_thread: u64, index: IndexKind) -> BankOutcome {
-    let db = Database::with_options(
-        P::default(),
+fn bank<P: Protocol>(seed: u64, per_thread: u64, index: IndexKind) -> BankOutcome {
+    let db = common::database::<P>(
         &[TableSpec::new("accounts", 8, ACCOUNTS + 1).with_index(index)],
         opts(),
-    )
-    .unwrap();
+    );
     let mut l = db.loader();
     for k in 0..ACCOUNTS {
         l.insert(A, k, &INITIAL.to_le_bytes()).unwrap();
@@ -132,7 +132,7 @@ fn bank<P: Protocol + Default>(seed: u64, per_thread: u64, index: IndexKind) -> 
     }
 }
 
-fn bank_is_serializable<P: Protocol + Default>(index: IndexKind) {
+fn bank_is_serializable<P: Protocol>(index: IndexKind) {
     for seed in 1..=3 {
         let o = bank::<P>(seed, 1000, index);
         assert_eq!(o.total, ACCOUNTS * INITIAL, "money conserved (seed {seed}): {o:?}");
@@ -146,15 +146,13 @@ fn bank_is_serializable<P: Protocol + Default>(index: IndexKind) {
 /// finds. Two concurrent inserters that both see an empty range are a phantom. Keys repeat, so
 /// deleted rows are revived and reclaimed while scans run (this test found a double free in the
 /// reclaimer that made two keys share one record).
-fn scan_insert<P: Protocol + Default>(seed: u64, per_thread: u64, index: IndexKind) -> (u64, u64) {
+fn scan_insert<P: Protocol>(seed: u64, per_thread: u64, index: IndexKind) -> (u64, u64) {
     const RANGES: u64 = 4;
     const WIDTH: u64 = 1000;
-    let db = Database::with_options(
-        P::default(),
+    let db = common::database::<P>(
         &[TableSpec::new("r", 8, 0).with_capacity(1 << 16).with_index(index)],
         opts(),
-    )
-    .unwrap();
+    );
     let crowded_scans = AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..THREADS as u64 {
@@ -199,7 +197,7 @@ fn scan_insert<P: Protocol + Default>(seed: u64, per_thread: u64, index: IndexKi
     (crowded_scans.into_inner(), worst)
 }
 
-fn scans_see_no_phantoms<P: Protocol + Default>(index: IndexKind) {
+fn scans_see_no_phantoms<P: Protocol>(index: IndexKind) {
     for seed in 1..=3 {
         let (crowded, worst) = scan_insert::<P>(seed, 1000, index);
         assert_eq!(
@@ -213,14 +211,12 @@ fn scans_see_no_phantoms<P: Protocol + Default>(index: IndexKind) {
 /// Write skew over absent keys: keys 2i and 2i+1 must never both be present. A transaction reads
 /// both and inserts its own key of the pair only when both are absent; another deletes both.
 /// Returns the committed transactions that saw both present plus the pairs that end with both.
-fn absent_pairs<P: Protocol + Default>(seed: u64, per_thread: u64, index: IndexKind) -> u64 {
+fn absent_pairs<P: Protocol>(seed: u64, per_thread: u64, index: IndexKind) -> u64 {
     const PAIRS: u64 = 4;
-    let db = Database::with_options(
-        P::default(),
+    let db = common::database::<P>(
         &[TableSpec::new("p", 8, 0).with_capacity(1 << 16).with_index(index)],
         opts(),
-    )
-    .unwrap();
+    );
     let both_seen = AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..THREADS as u64 {
@@ -257,7 +253,7 @@ fn absent_pairs<P: Protocol + Default>(seed: u64, per_thread: u64, index: IndexK
     both_seen.into_inner() + end as u64
 }
 
-fn absent_key_reads_are_protected<P: Protocol + Default>(index: IndexKind) {
+fn absent_key_reads_are_protected<P: Protocol>(index: IndexKind) {
     for seed in 1..=3 {
         assert_eq!(
             absent_pairs::<P>(seed, 1000, index),
@@ -268,18 +264,19 @@ fn absent_key_reads_are_protected<P: Protocol + Default>(index: IndexKind) {
 }
 
 macro_rules! serializable_suite {
-    ($($name:ident => $P:ty),* $(,)?) => {$(
+    ($($name:ident => $P:ty $([$($opt:expr),*])?),* $(,)?) => {$(
         mod $name {
+            const OPTS: &[(&str, &str)] = &[$($($opt),*)?];
             type P = $P;
             use txlab::storage::index::IndexKind::{Dense, Hash, Ordered};
-            #[test] fn bank_transfers_conserve_money_and_lose_no_update() { super::bank_is_serializable::<P>(Ordered) }
-            #[test] fn bank_transfers_on_a_hash_index() { super::bank_is_serializable::<P>(Hash) }
-            #[test] fn bank_transfers_on_a_dense_index() { super::bank_is_serializable::<P>(Dense) }
-            #[test] fn scans_racing_inserts_see_no_phantoms() { super::scans_see_no_phantoms::<P>(Ordered) }
-            #[test] fn scans_racing_inserts_on_a_dense_index() { super::scans_see_no_phantoms::<P>(Dense) }
-            #[test] fn absent_key_reads_are_protected_against_inserts() { super::absent_key_reads_are_protected::<P>(Ordered) }
-            #[test] fn absent_key_reads_on_a_hash_index() { super::absent_key_reads_are_protected::<P>(Hash) }
-            #[test] fn absent_key_reads_on_a_dense_index() { super::absent_key_reads_are_protected::<P>(Dense) }
+            #[test] fn bank_transfers_conserve_money_and_lose_no_update() { crate::common::with_options(OPTS, || super::bank_is_serializable::<P>(Ordered)) }
+            #[test] fn bank_transfers_on_a_hash_index() { crate::common::with_options(OPTS, || super::bank_is_serializable::<P>(Hash)) }
+            #[test] fn bank_transfers_on_a_dense_index() { crate::common::with_options(OPTS, || super::bank_is_serializable::<P>(Dense)) }
+            #[test] fn scans_racing_inserts_see_no_phantoms() { crate::common::with_options(OPTS, || super::scans_see_no_phantoms::<P>(Ordered)) }
+            #[test] fn scans_racing_inserts_on_a_dense_index() { crate::common::with_options(OPTS, || super::scans_see_no_phantoms::<P>(Dense)) }
+            #[test] fn absent_key_reads_are_protected_against_inserts() { crate::common::with_options(OPTS, || super::absent_key_reads_are_protected::<P>(Ordered)) }
+            #[test] fn absent_key_reads_on_a_hash_index() { crate::common::with_options(OPTS, || super::absent_key_reads_are_protected::<P>(Hash)) }
+            #[test] fn absent_key_reads_on_a_dense_index() { crate::common::with_options(OPTS, || super::absent_key_reads_are_protected::<P>(Dense)) }
         }
     )*};
 }
@@ -288,6 +285,7 @@ serializable_suite! {
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,
+    silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
 }
 
 /// The positive control: the same bank workload under `nocc` loses updates.

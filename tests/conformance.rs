@@ -1,6 +1,8 @@
 //! The conformance suite: the operation interface's single-transaction guarantees, written once
 //! and instantiated for every protocol by one line in `protocol_suite!`.
 
+mod common;
+
 use std::ops::ControlFlow;
 use std::time::Duration;
 use txlab::engine::{AccessMode, AccessSet, Checks, Piece, TableAccess, TxnType, ALL_COLUMNS};
@@ -9,7 +11,7 @@ use txlab::prelude::*;
 const T: TableId = TableId(0);
 const H: TableId = TableId(1);
 
-fn db<P: Protocol + Default>() -> Database<P> {
+fn db<P: Protocol>() -> Database<P> {
     let opts = DbOptions {
         max_workers: 16,
         epoch_interval: Duration::from_millis(1),
@@ -19,7 +21,7 @@ fn db<P: Protocol + Default>() -> Database<P> {
         TableSpec::new("t", 16, 20_000).with_columns(&[("a", 0, 8), ("b", 8, 8)]),
         TableSpec::new("h", 16, 1000).with_index(IndexKind::Hash),
     ];
-    Database::with_options(P::default(), &tables, opts).unwrap()
+    common::database::<P>(&tables, opts)
 }
 
 /// How long a test waits for reclamation to make progress before it reports a deadlock: minutes,
@@ -49,7 +51,7 @@ fn get<W: Worker>(w: &mut W, t: TableId, k: u64) -> Option<u64> {
     txn(w, |w| w.read(t, k, val))
 }
 
-pub fn read_your_writes<P: Protocol + Default>() {
+pub fn read_your_writes<P: Protocol>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
     w.begin();
@@ -81,7 +83,7 @@ pub fn read_your_writes<P: Protocol + Default>() {
     assert_eq!(get(&mut other, T, 1), Some(20), "another worker sees the commit");
 }
 
-pub fn abort_rolls_back_everything<P: Protocol + Default>() {
+pub fn abort_rolls_back_everything<P: Protocol>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
     txn(&mut w, |w| {
@@ -110,7 +112,7 @@ pub fn abort_rolls_back_everything<P: Protocol + Default>() {
     assert_eq!(get(&mut r, T, 9), Some(99));
 }
 
-pub fn insert_and_delete_visibility<P: Protocol + Default>() {
+pub fn insert_and_delete_visibility<P: Protocol>() {
     let db = db::<P>();
     let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
     for t in [T, H] {
@@ -138,7 +140,7 @@ pub fn insert_and_delete_visibility<P: Protocol + Default>() {
 
 /// One transaction deletes a row and inserts its key again, among writes of other rows, in
 /// several orders: every row ends with what the transaction last wrote to it.
-pub fn reinsert_after_delete_in_one_transaction<P: Protocol + Default>() {
+pub fn reinsert_after_delete_in_one_transaction<P: Protocol>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
     txn(&mut w, |w| (1..=4).try_for_each(|k| w.insert(T, k, &row(k)).map(|ok| assert!(ok))));
@@ -169,15 +171,15 @@ pub fn reinsert_after_delete_in_one_transaction<P: Protocol + Default>() {
 
 /// A table of three 8-byte columns `a`, `b`, `c`, with poisoning on: what a projected copy
 /// leaves out reads as `POISON`.
-fn columns_db<P: Protocol + Default>() -> Database<P> {
+fn columns_db<P: Protocol>() -> Database<P> {
     columns_db_checked(true)
 }
 
 /// [`columns_db`], with projection checks (poison, written-column checks) on or off.
-fn columns_db_checked<P: Protocol + Default>(checked: bool) -> Database<P> {
+fn columns_db_checked<P: Protocol>(checked: bool) -> Database<P> {
     let opts = DbOptions { max_workers: 4, poison_unprojected: checked, ..Default::default() };
     let spec = TableSpec::new("c", 24, 10).with_columns(&[("a", 0, 8), ("b", 8, 8), ("c", 16, 8)]);
-    Database::with_options(P::default(), &[spec], opts).unwrap()
+    common::database::<P>(&[spec], opts)
 }
 
 const A: u64 = 1;
@@ -196,7 +198,7 @@ fn cols3<W: Worker>(w: &mut W) -> Option<[u64; 3]> {
     txn(w, |w| w.read(T, 1, |r| [col(r, 0), col(r, 1), col(r, 2)]))
 }
 
-pub fn column_projection_copies_and_writes_back_only_declared_columns<P: Protocol + Default>() {
+pub fn column_projection_copies_and_writes_back_only_declared_columns<P: Protocol>() {
     let db = columns_db::<P>();
     let mut w = db.worker().unwrap();
     let poison = u64::from_ne_bytes([txlab::storage::projection::POISON; 8]);
@@ -239,7 +241,7 @@ pub fn column_projection_copies_and_writes_back_only_declared_columns<P: Protoco
 /// An update that reads some columns and writes others: it sees both, only the written ones
 /// are installed (or restored on abort), and in a database that checks projections a change to
 /// any other byte aborts the attempt instead of being silently dropped.
-pub fn split_update_writes_only_its_written_columns<P: Protocol + Default>() {
+pub fn split_update_writes_only_its_written_columns<P: Protocol>() {
     let db = columns_db::<P>();
     let mut w = db.worker().unwrap();
     let poison = u64::from_ne_bytes([txlab::storage::projection::POISON; 8]);
@@ -296,7 +298,7 @@ pub fn split_update_writes_only_its_written_columns<P: Protocol + Default>() {
 
 /// A projected update followed by a read of a column another transaction changed in between:
 /// both cannot commit (Silo aborts the widening read, 2PL never lets the other write).
-pub fn widening_a_projected_update_sees_no_lost_update<P: Protocol + Default>() {
+pub fn widening_a_projected_update_sees_no_lost_update<P: Protocol>() {
     let db = columns_db::<P>();
     let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
     txn(&mut a, |w| w.insert(T, 1, &[0u8; 24]).map(|ok| assert!(ok)));
@@ -323,7 +325,7 @@ pub fn widening_a_projected_update_sees_no_lost_update<P: Protocol + Default>() 
     assert_eq!(last, [u64::from(a_committed), 0, if b_committed { 7 } else { 0 }]);
 }
 
-pub fn wrong_payload_length_and_unknown_table_abort<P: Protocol + Default>() {
+pub fn wrong_payload_length_and_unknown_table_abort<P: Protocol>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
     w.begin();
@@ -375,7 +377,7 @@ fn keys_of<W: Worker>(
     Ok(seen)
 }
 
-pub fn scan_limits_order_and_own_writes<P: Protocol + Default>() {
+pub fn scan_limits_order_and_own_writes<P: Protocol>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
     txn(&mut w, |w| {
@@ -491,7 +493,7 @@ fn run_proc<W: Worker>(
     r
 }
 
-pub fn user_abort_rolls_back_and_is_reported<P: Protocol + Default>() {
+pub fn user_abort_rolls_back_and_is_reported<P: Protocol>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
     txn(&mut w, |w| w.insert(T, 1, &row(50)).map(drop));
@@ -528,7 +530,7 @@ impl Procedure for Rogue {
     }
 }
 
-pub fn templates_reject_undeclared_access<P: Protocol + Default>() {
+pub fn templates_reject_undeclared_access<P: Protocol>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
     txn(&mut w, |w| w.insert(T, 1, &row(1)).map(drop));
@@ -561,7 +563,7 @@ impl Procedure for Chase {
     }
 }
 
-pub fn access_sets_are_checked_at_run_time<P: Protocol + Default>() {
+pub fn access_sets_are_checked_at_run_time<P: Protocol>() {
     let db = db::<P>();
     let mut w = db.worker().unwrap();
     txn(&mut w, |w| {
@@ -587,17 +589,17 @@ pub fn access_sets_are_checked_at_run_time<P: Protocol + Default>() {
 }
 
 /// A database with one table of at most 300 rows and 1 ms epochs (reclamation tests).
-fn small_db<P: Protocol + Default>() -> Database<P> {
+fn small_db<P: Protocol>() -> Database<P> {
     let opts = DbOptions {
         max_workers: 4,
         epoch_interval: Duration::from_millis(1),
         ..Default::default()
     };
     let tables = [TableSpec::new("small", 8, 0).with_capacity(300)];
-    Database::with_options(P::default(), &tables, opts).unwrap()
+    common::database::<P>(&tables, opts)
 }
 
-pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
+pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol>() {
     let db = small_db::<P>();
     let t = TableId(0);
     let mut w = db.worker().unwrap();
@@ -636,18 +638,13 @@ pub fn deleted_rows_are_reclaimed_and_slots_reused<P: Protocol + Default>() {
 
 /// A row retired twice (an aborted insert, then a revival and a delete) is freed once: after
 /// many such cycles, fresh rows still each have a record of their own.
-pub fn a_row_retired_twice_is_freed_once<P: Protocol + Default>() {
+pub fn a_row_retired_twice_is_freed_once<P: Protocol>() {
     let opts = DbOptions {
         max_workers: 4,
         epoch_interval: Duration::from_millis(1),
         ..Default::default()
     };
-    let db = Database::with_options(
-        P::default(),
-        &[TableSpec::new("t", 16, 0).with_capacity(10_000)],
-        opts,
-    )
-    .unwrap();
+    let db = common::database::<P>(&[TableSpec::new("t", 16, 0).with_capacity(10_000)], opts);
     let mut w = db.worker().unwrap();
     for i in 0..200u64 {
         w.begin();
@@ -671,7 +668,7 @@ pub fn a_row_retired_twice_is_freed_once<P: Protocol + Default>() {
 /// A key prefetched by a running transaction, then deleted, unlinked by the GC and inserted again
 /// under a new row before the transaction reads it, reads as present: the prefetched row id is
 /// dead and must not answer for the key. Run on both index kinds.
-pub fn prefetched_key_reinserted_after_unlink_reads_present<P: Protocol + Default>() {
+pub fn prefetched_key_reinserted_after_unlink_reads_present<P: Protocol>() {
     let db = db::<P>();
     for t in [T, H] {
         let index = &db.storage().try_table(t).unwrap().index;
@@ -706,7 +703,7 @@ pub fn prefetched_key_reinserted_after_unlink_reads_present<P: Protocol + Defaul
 /// Workers that delete rows and go away leave their queued rows and free slots to the workers
 /// that stay: 30 short-lived workers each insert and delete 40 rows of a 300-row table, so the
 /// table fills up unless departed workers' rows are reclaimed and their slots reused.
-pub fn departed_workers_rows_are_reclaimed<P: Protocol + Default>() {
+pub fn departed_workers_rows_are_reclaimed<P: Protocol>() {
     let db = small_db::<P>();
     let t = TableId(0);
     let start = std::time::Instant::now();
@@ -738,36 +735,38 @@ pub fn departed_workers_rows_are_reclaimed<P: Protocol + Default>() {
 }
 
 macro_rules! protocol_suite {
-    ($($name:ident => $P:ty),* $(,)?) => {$(
+    ($($name:ident => $P:ty $([$($opt:expr),*])?),* $(,)?) => {$(
         mod $name {
+            const OPTS: &[(&str, &str)] = &[$($($opt),*)?];
             type P = $P;
-            #[test] fn read_your_writes() { super::read_your_writes::<P>() }
-            #[test] fn abort_rolls_back_everything() { super::abort_rolls_back_everything::<P>() }
-            #[test] fn insert_and_delete_visibility() { super::insert_and_delete_visibility::<P>() }
-            #[test] fn reinsert_after_delete_in_one_transaction() { super::reinsert_after_delete_in_one_transaction::<P>() }
-            #[test] fn column_projection_copies_and_writes_back_only_declared_columns() { super::column_projection_copies_and_writes_back_only_declared_columns::<P>() }
-            #[test] fn split_update_writes_only_its_written_columns() { super::split_update_writes_only_its_written_columns::<P>() }
-            #[test] fn wrong_payload_length_and_unknown_table_abort() { super::wrong_payload_length_and_unknown_table_abort::<P>() }
-            #[test] fn scan_limits_order_and_own_writes() { super::scan_limits_order_and_own_writes::<P>() }
-            #[test] fn user_abort_rolls_back_and_is_reported() { super::user_abort_rolls_back_and_is_reported::<P>() }
-            #[test] fn templates_reject_undeclared_access() { super::templates_reject_undeclared_access::<P>() }
-            #[test] fn access_sets_are_checked_at_run_time() { super::access_sets_are_checked_at_run_time::<P>() }
-            #[test] fn deleted_rows_are_reclaimed_and_slots_reused() { super::deleted_rows_are_reclaimed_and_slots_reused::<P>() }
-            #[test] fn a_row_retired_twice_is_freed_once() { super::a_row_retired_twice_is_freed_once::<P>() }
-            #[test] fn prefetched_key_reinserted_after_unlink_reads_present() { super::prefetched_key_reinserted_after_unlink_reads_present::<P>() }
-            #[test] fn departed_workers_rows_are_reclaimed() { super::departed_workers_rows_are_reclaimed::<P>() }
+            #[test] fn read_your_writes() { crate::common::with_options(OPTS, || super::read_your_writes::<P>()) }
+            #[test] fn abort_rolls_back_everything() { crate::common::with_options(OPTS, || super::abort_rolls_back_everything::<P>()) }
+            #[test] fn insert_and_delete_visibility() { crate::common::with_options(OPTS, || super::insert_and_delete_visibility::<P>()) }
+            #[test] fn reinsert_after_delete_in_one_transaction() { crate::common::with_options(OPTS, || super::reinsert_after_delete_in_one_transaction::<P>()) }
+            #[test] fn column_projection_copies_and_writes_back_only_declared_columns() { crate::common::with_options(OPTS, || super::column_projection_copies_and_writes_back_only_declared_columns::<P>()) }
+            #[test] fn split_update_writes_only_its_written_columns() { crate::common::with_options(OPTS, || super::split_update_writes_only_its_written_columns::<P>()) }
+            #[test] fn wrong_payload_length_and_unknown_table_abort() { crate::common::with_options(OPTS, || super::wrong_payload_length_and_unknown_table_abort::<P>()) }
+            #[test] fn scan_limits_order_and_own_writes() { crate::common::with_options(OPTS, || super::scan_limits_order_and_own_writes::<P>()) }
+            #[test] fn user_abort_rolls_back_and_is_reported() { crate::common::with_options(OPTS, || super::user_abort_rolls_back_and_is_reported::<P>()) }
+            #[test] fn templates_reject_undeclared_access() { crate::common::with_options(OPTS, || super::templates_reject_undeclared_access::<P>()) }
+            #[test] fn access_sets_are_checked_at_run_time() { crate::common::with_options(OPTS, || super::access_sets_are_checked_at_run_time::<P>()) }
+            #[test] fn deleted_rows_are_reclaimed_and_slots_reused() { crate::common::with_options(OPTS, || super::deleted_rows_are_reclaimed_and_slots_reused::<P>()) }
+            #[test] fn a_row_retired_twice_is_freed_once() { crate::common::with_options(OPTS, || super::a_row_retired_twice_is_freed_once::<P>()) }
+            #[test] fn prefetched_key_reinserted_after_unlink_reads_present() { crate::common::with_options(OPTS, || super::prefetched_key_reinserted_after_unlink_reads_present::<P>()) }
+            #[test] fn departed_workers_rows_are_reclaimed() { crate::common::with_options(OPTS, || super::departed_workers_rows_are_reclaimed::<P>()) }
         }
     )*};
 }
 
 /// Guarantees only serializable protocols give.
 macro_rules! serializable_suite {
-    ($($name:ident => $P:ty),* $(,)?) => {$(
+    ($($name:ident => $P:ty $([$($opt:expr),*])?),* $(,)?) => {$(
         mod $name {
+            const OPTS: &[(&str, &str)] = &[$($($opt),*)?];
             type P = $P;
-            #[test] fn widening_a_projected_update_sees_no_lost_update() { super::widening_a_projected_update_sees_no_lost_update::<P>() }
-            #[test] fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit() { super::two_scanners_inserting_into_the_scanned_range_cannot_both_commit::<P>() }
-            #[test] fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure() { super::retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure::<P>() }
+            #[test] fn widening_a_projected_update_sees_no_lost_update() { crate::common::with_options(OPTS, || super::widening_a_projected_update_sees_no_lost_update::<P>()) }
+            #[test] fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit() { crate::common::with_options(OPTS, || super::two_scanners_inserting_into_the_scanned_range_cannot_both_commit::<P>()) }
+            #[test] fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure() { crate::common::with_options(OPTS, || super::retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure::<P>()) }
         }
     )*};
 }
@@ -777,6 +776,7 @@ protocol_suite! {
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,
+    silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
 }
 
 mod serializable {
@@ -785,12 +785,13 @@ mod serializable {
         two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
         silo => txlab::protocols::silo::Silo,
+        silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
     }
 }
 
 /// Deterministic interleaving on one thread: two transactions scan the same empty range, then
 /// each inserts a different key into it. At most one may commit.
-pub fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit<P: Protocol + Default>() {
+pub fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit<P: Protocol>() {
     let db = db::<P>();
     let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
     a.begin();
@@ -819,7 +820,7 @@ pub fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit<P: Proto
 /// conflict is gone it commits in one attempt; a user abort (with its code) and a procedure bug
 /// end it after one attempt. The conflict: another worker's uncommitted insert of the same key
 /// (that worker began first, so it is the older one under wait-die and the retrier dies).
-pub fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure<P: Protocol + Default>() {
+pub fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure<P: Protocol>() {
     use txlab::engine::Retry;
     let db = db::<P>();
     let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());

@@ -13,15 +13,14 @@ const THREADS: u64 = 8;
 const T: TableId = TableId(0);
 type Rng = rand::rngs::Xoshiro256PlusPlus;
 
-fn db<P: Protocol + Default>(rows: u64, index: IndexKind) -> Database<P> {
+fn db<P: Protocol>(rows: u64, index: IndexKind) -> Database<P> {
     let opts = DbOptions {
         max_workers: 32,
         epoch_interval: Duration::from_millis(1),
         record_history: true,
         ..Default::default()
     };
-    let db = Database::with_options(
-        P::default(),
+    let db = Database::<P>::with_options(
         &[TableSpec::new("t", 8, rows).with_capacity(1 << 16).with_index(index)],
         opts,
     )
@@ -39,7 +38,7 @@ fn u(r: &[u8]) -> u64 {
 }
 
 /// Runs `body` on 8 threads; each attempt that fails is retried after a short random pause.
-fn run<P: Protocol + Default>(
+fn run<P: Protocol>(
     db: &Database<P>,
     seed: u64,
     per_thread: u64,
@@ -73,11 +72,11 @@ fn run<P: Protocol + Default>(
 
 /// Transfers between 8 accounts with a yield between reads and writes, 1 in 10 rolled back by
 /// a user abort after writing, plus read-only audits.
-fn bank<P: Protocol + Default>(seed: u64, index: IndexKind) -> Report {
+fn bank<P: Protocol>(seed: u64, index: IndexKind) -> Report {
     check(&bank_history::<P>(seed, index))
 }
 
-fn bank_history<P: Protocol + Default>(seed: u64, index: IndexKind) -> txlab::history::History {
+fn bank_history<P: Protocol>(seed: u64, index: IndexKind) -> txlab::history::History {
     let db = db::<P>(8, index);
     run(&db, seed, 300, |w, rng| {
         if rng.random_range(0..4) == 0 {
@@ -111,11 +110,11 @@ fn bank_history<P: Protocol + Default>(seed: u64, index: IndexKind) -> txlab::hi
 
 /// Scans of 8-key ranges racing inserts and deletes of keys in them; every transaction scans and
 /// then changes one key of what it scanned.
-fn scans<P: Protocol + Default>(seed: u64) -> Report {
+fn scans<P: Protocol>(seed: u64) -> Report {
     check(&scans_history::<P>(seed))
 }
 
-fn scans_history<P: Protocol + Default>(seed: u64) -> txlab::history::History {
+fn scans_history<P: Protocol>(seed: u64) -> txlab::history::History {
     let db = db::<P>(0, IndexKind::Ordered);
     run(&db, seed, 300, |w, rng| {
         let lo = rng.random_range(0..56u64);
@@ -145,7 +144,7 @@ fn clean(rep: &Report, what: &str) {
     );
 }
 
-fn serializable<P: Protocol + Default>() {
+fn serializable<P: Protocol>() {
     for seed in 1..=2 {
         clean(&bank::<P>(seed, IndexKind::Ordered), &format!("bank, seed {seed}"));
         clean(&bank::<P>(seed, IndexKind::Hash), &format!("bank on a hash index, seed {seed}"));

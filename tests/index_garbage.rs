@@ -58,7 +58,7 @@ fn ordered_index_garbage_is_collected_during_a_run() {
         ..Default::default()
     };
     let spec = TableSpec::new("t", 8, 4096).with_capacity(1 << 16);
-    let db = Database::with_options(txlab::protocols::silo::Silo, &[spec], opts).unwrap();
+    let db = Database::<txlab::protocols::silo::Silo>::with_options(&[spec], opts).unwrap();
     let mut w = db.worker().unwrap();
     // Warm up: the index, row slots and the worker's buffers reach their working size.
     churn(&mut w, 20, 2048);

@@ -9,19 +9,14 @@ use txlab::workloads::smallbank::{SmallBank, SmallBankConfig};
 
 /// Runs `per_worker` SmallBank transactions on each of 8 threads; returns the invariant check
 /// and how many transactions ended (committed, or rolled back by the workload).
-fn run<P: Protocol + Default>(
-    customers: u64,
-    seed: u64,
-    per_worker: u64,
-) -> (Result<(), String>, u64) {
+fn run<P: Protocol>(customers: u64, seed: u64, per_worker: u64) -> (Result<(), String>, u64) {
     let sb = SmallBank::new(SmallBankConfig { customers, spin_us: 0 });
     let opts = DbOptions {
         max_workers: 16,
         epoch_interval: Duration::from_millis(2),
         ..Default::default()
     };
-    let db = Database::with_options(
-        P::default(),
+    let db = Database::<P>::with_options(
         &SmallBank::tables_for(&SmallBankConfig { customers, spin_us: 0 }),
         opts,
     )
@@ -45,7 +40,7 @@ fn run<P: Protocol + Default>(
     (sb.check(&db), ended)
 }
 
-fn conserves<P: Protocol + Default>() {
+fn conserves<P: Protocol>() {
     for (customers, seed) in [(50, 1), (50, 2), (1000, 3)] {
         let (r, ended) = run::<P>(customers, seed, 1000);
         assert_eq!(ended, 8 * 1000, "every transaction ended");

@@ -16,6 +16,8 @@
 //!
 //! Fixed seeds; a fixed number of transactions per thread (no time windows).
 
+mod common;
+
 use rand::{RngExt, SeedableRng};
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -26,7 +28,7 @@ const T: TableId = TableId(0);
 const KEYS: u64 = 6;
 type Rand = rand::rngs::Xoshiro256PlusPlus;
 
-fn db<P: Protocol + Default>(index: IndexKind, record: bool) -> Database<P> {
+fn db<P: Protocol>(index: IndexKind, record: bool) -> Database<P> {
     let opts = DbOptions {
         max_workers: 16,
         epoch_interval: Duration::from_millis(1),
@@ -37,7 +39,7 @@ fn db<P: Protocol + Default>(index: IndexKind, record: bool) -> Database<P> {
         ..Default::default()
     };
     let spec = TableSpec::new("t", 8, KEYS).with_capacity(1 << 16).with_index(index);
-    let db = Database::with_options(P::default(), &[spec], opts).unwrap();
+    let db = common::database::<P>(&[spec], opts);
     let mut l = db.loader();
     for k in 0..KEYS / 2 {
         l.insert(T, k, &k.to_le_bytes()).unwrap();
@@ -225,7 +227,7 @@ fn snapshot<P: Protocol>(db: &Database<P>) -> [Known; KEYS as usize] {
 }
 
 /// One thread, exact results: 3000 transactions per seed.
-fn alone<P: Protocol + Default>(index: IndexKind) {
+fn alone<P: Protocol>(index: IndexKind) {
     let scans = index != IndexKind::Hash;
     for seed in 1..=3u64 {
         let db = db::<P>(index, false);
@@ -270,7 +272,7 @@ fn alone<P: Protocol + Default>(index: IndexKind) {
 }
 
 /// 8 threads, 400 transactions each (2 to 6 operations, yields between them), histories checked.
-fn interfered<P: Protocol + Default>(index: IndexKind) {
+fn interfered<P: Protocol>(index: IndexKind) {
     const THREADS: u64 = 8;
     let scans = index != IndexKind::Hash;
     for seed in 1..=2u64 {
@@ -333,22 +335,24 @@ fn interfered<P: Protocol + Default>(index: IndexKind) {
 }
 
 macro_rules! alone_suite {
-    ($($name:ident => $P:ty),* $(,)?) => {$(
+    ($($name:ident => $P:ty $([$($opt:expr),*])?),* $(,)?) => {$(
         mod $name {
+            const OPTS: &[(&str, &str)] = &[$($($opt),*)?];
             use super::*;
-            #[test] fn alone_ordered() { alone::<$P>(IndexKind::Ordered) }
-            #[test] fn alone_dense() { alone::<$P>(IndexKind::Dense) }
-            #[test] fn alone_hash() { alone::<$P>(IndexKind::Hash) }
+            #[test] fn alone_ordered() { crate::common::with_options(OPTS, || alone::<$P>(IndexKind::Ordered)) }
+            #[test] fn alone_dense() { crate::common::with_options(OPTS, || alone::<$P>(IndexKind::Dense)) }
+            #[test] fn alone_hash() { crate::common::with_options(OPTS, || alone::<$P>(IndexKind::Hash)) }
         }
     )*};
 }
 
 macro_rules! interfered_suite {
-    ($($name:ident => $P:ty),* $(,)?) => {$(
+    ($($name:ident => $P:ty $([$($opt:expr),*])?),* $(,)?) => {$(
         mod $name {
+            const OPTS: &[(&str, &str)] = &[$($($opt),*)?];
             use super::*;
-            #[test] fn interfered_ordered() { interfered::<$P>(IndexKind::Ordered) }
-            #[test] fn interfered_hash() { interfered::<$P>(IndexKind::Hash) }
+            #[test] fn interfered_ordered() { crate::common::with_options(OPTS, || interfered::<$P>(IndexKind::Ordered)) }
+            #[test] fn interfered_hash() { crate::common::with_options(OPTS, || interfered::<$P>(IndexKind::Hash)) }
         }
     )*};
 }
@@ -358,6 +362,7 @@ alone_suite! {
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,
+    silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
 }
 
 mod serializable {
@@ -366,5 +371,6 @@ mod serializable {
         two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
         silo => txlab::protocols::silo::Silo,
+        silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
     }
 }

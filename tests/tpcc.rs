@@ -12,7 +12,7 @@ use txlab::workloads::tpcc::schema::{self, key};
 use txlab::workloads::tpcc::tables::*;
 use txlab::workloads::tpcc::{Tpcc, TpccConfig};
 
-fn loaded<P: Protocol + Default>(cfg: TpccConfig) -> (Tpcc, Database<P>) {
+fn loaded<P: Protocol>(cfg: TpccConfig) -> (Tpcc, Database<P>) {
     let tpcc = Tpcc::new(cfg);
     let opts = DbOptions {
         max_workers: 16,
@@ -21,7 +21,7 @@ fn loaded<P: Protocol + Default>(cfg: TpccConfig) -> (Tpcc, Database<P>) {
         poison_unprojected: true,
         ..Default::default()
     };
-    let db = Database::with_options(P::default(), &tpcc.tables(), opts).unwrap();
+    let db = Database::<P>::with_options(&tpcc.tables(), opts).unwrap();
     tpcc.load(&db, 2).unwrap();
     (tpcc, db)
 }
@@ -119,7 +119,7 @@ fn loader_produces_the_specified_cardinalities() {
     assert_eq!(tpcc.check(&db), Ok(()), "a fresh population is consistent");
 }
 
-fn contended<P: Protocol + Default>(seed: u64) {
+fn contended<P: Protocol>(seed: u64) {
     const THREADS: usize = 8;
     const PER_WORKER: u64 = 400;
     let (tpcc, db) = loaded::<P>(TpccConfig::new(1));
@@ -166,7 +166,7 @@ fn silo_keeps_the_consistency_conditions() {
 }
 
 /// Changes one row of a loaded database with `f`, in a committed transaction.
-fn corrupt<P: Protocol + Default>(db: &Database<P>, t: TableId, k: u64, f: impl FnOnce(&mut [u8])) {
+fn corrupt<P: Protocol>(db: &Database<P>, t: TableId, k: u64, f: impl FnOnce(&mut [u8])) {
     let mut w = db.worker().unwrap();
     w.begin();
     w.update(t, k, f).unwrap().expect("row exists");

@@ -87,6 +87,14 @@ pub struct CheckConfig {
     pub seed: u64,
     /// Longest injected pause inside a transaction, in microseconds.
     pub max_pause_us: u64,
+    /// Protocol options (`--opt NAME=VALUE`), already checked against the protocols run.
+    pub options: Vec<(String, String)>,
+}
+
+/// `P`'s options as `cfg` sets them.
+fn protocol_options<P: Protocol>(cfg: &CheckConfig) -> Result<P::Options, Error> {
+    use crate::engine::ProtocolOptions;
+    P::Options::from_pairs(&cfg.options).map_err(Error::Config)
 }
 
 /// What one workload run showed.
@@ -257,7 +265,7 @@ const BLOCKS: u64 = 8;
 const BLOCK: u64 = 8;
 
 /// Runs `workload` under protocol `P` and checks it.
-pub fn run<P: Protocol + Default>(
+pub fn run<P: Protocol>(
     workload: CheckWorkload,
     cfg: &CheckConfig,
 ) -> Result<WorkloadOutcome, Error> {
@@ -283,7 +291,10 @@ pub fn run<P: Protocol + Default>(
         ..Default::default()
     };
     let spec = TableSpec::new("check", 8, rows).with_capacity(1 << 20);
-    let db = Database::with_options(P::default(), &[spec], opts)?;
+    let db = Database::<P>::builder(&[spec])
+        .options(opts)
+        .protocol_options(protocol_options::<P>(cfg)?)
+        .build()?;
     let mut loader = db.loader();
     for k in 0..rows {
         let v = match workload {
@@ -405,7 +416,7 @@ fn until_done<W: Worker, T>(
 /// Runs a benchmark workload's own generator and procedures: `txns_per_thread` transactions per
 /// thread (each retried until it commits or ends for good), history recorded; then the
 /// workload's invariants (mapped to G2: a state no serial execution reaches) and the checker.
-fn run_workload<P: Protocol + Default, W: Workload>(
+fn run_workload<P: Protocol, W: Workload>(
     which: CheckWorkload,
     workload: &W,
     cfg: &CheckConfig,
@@ -419,7 +430,11 @@ fn run_workload<P: Protocol + Default, W: Workload>(
         poison_unprojected: true,
         commit_pause_us: cfg.max_pause_us,
     };
-    let db = Database::with_options(P::default(), &workload.tables(), opts)?;
+    let db = Database::<P>::builder(&workload.tables())
+        .options(opts)
+        .protocol_options(protocol_options::<P>(cfg)?)
+        .txn_types(workload.txn_types())
+        .build()?;
     workload.load(&db, 2)?;
     // Loading records nothing; start from an empty history all the same.
     drop(db.take_history());
@@ -600,7 +615,7 @@ fn scan_insert<W: Worker>(w: &mut W, rng: &mut Rng, max_us: u64) -> Result<Seen,
 }
 
 /// The workload's invariant over the final state, read in one transaction.
-fn final_invariant<P: Protocol + Default>(
+fn final_invariant<P: Protocol>(
     db: &Database<P>,
     workload: CheckWorkload,
     increments: u64,

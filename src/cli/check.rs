@@ -51,19 +51,24 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
     } else {
         DEFAULT_TXNS
     });
+    let protocols =
+        if args.protocol.is_empty() { ProtocolKind::ALL.to_vec() } else { args.protocol.clone() };
     let cfg = CheckConfig {
         threads: args.threads as usize,
         txns_per_thread: txns,
         seed: args.seed,
         max_pause_us: args.max_pause_us,
+        options: super::protocol_options(&args.opt, &protocols).map_err(Failure::Usage)?,
     };
-    let protocols =
-        if args.protocol.is_empty() { ProtocolKind::ALL.to_vec() } else { args.protocol.clone() };
     let workloads =
         if args.workload.is_empty() { CheckWorkload::ALL.to_vec() } else { args.workload.clone() };
     println!(
-        "txlab check: {} threads, {} transactions per thread per workload, seed {}, pauses up to {} us",
-        cfg.threads, cfg.txns_per_thread, cfg.seed, cfg.max_pause_us
+        "txlab check: {} threads, {} transactions per thread per workload, seed {}, pauses up to {} us{}",
+        cfg.threads,
+        cfg.txns_per_thread,
+        cfg.seed,
+        cfg.max_pause_us,
+        cfg.options.iter().map(|(n, v)| format!(", --opt {n}={v}")).collect::<String>()
     );
     let mut verdicts = Vec::new();
     let mut summary = Vec::new();
@@ -99,6 +104,7 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
                     cfg.threads,
                     cfg.max_pause_us,
                     args.isolation.map(|i| format!(" --isolation {}", i.flag())).unwrap_or_default()
+                        + &cfg.options.iter().map(|(n, v)| format!(" --opt {n}={v}")).collect::<String>()
                 );
             }
             unpermitted.extend(bad);

@@ -155,6 +155,9 @@ struct CheckArgs {
     /// Hold every protocol to this isolation level instead of the one it promises
     #[arg(long, value_enum)]
     isolation: Option<crate::engine::Isolation>,
+    /// A protocol option, NAME=VALUE (repeatable; see txlab list)
+    #[arg(long = "opt", value_name = "NAME=VALUE")]
+    opt: Vec<String>,
     /// Write the verdicts as JSON to this file
     #[arg(long)]
     json: Option<PathBuf>,
@@ -208,6 +211,10 @@ pub(crate) struct RunArgs {
     /// Maximum backoff for --backoff fixed, in microseconds, 0 to 1000000
     #[arg(long, default_value_t = 100.0)]
     backoff_us: f64,
+    /// A protocol option, NAME=VALUE (repeatable; `txlab list` shows each protocol's options,
+    /// their values and defaults)
+    #[arg(long = "opt", value_name = "NAME=VALUE")]
+    opt: Vec<String>,
     /// Random seed (every worker derives its own)
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -316,6 +323,43 @@ impl TpccArgs {
         cfg.validate()?;
         Ok(cfg)
     }
+}
+
+/// Parses `--opt NAME=VALUE` flags and checks each against every protocol in `protocols`.
+fn protocol_options(
+    opts: &[String],
+    protocols: &[ProtocolKind],
+) -> Result<Vec<(String, String)>, String> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for o in opts {
+        let (name, value) =
+            o.split_once('=').ok_or_else(|| format!("--opt {o}: expected NAME=VALUE"))?;
+        let (name, value) = (name.trim().to_string(), value.trim().to_string());
+        if pairs.iter().any(|(n, _)| *n == name) {
+            return Err(format!("--opt {name} is given twice"));
+        }
+        let has = |k: &ProtocolKind| k.option_specs().iter().any(|s| s.name == name);
+        let takers: Vec<&str> =
+            ProtocolKind::ALL.iter().filter(|k| has(k)).map(|k| k.name()).collect();
+        if takers.is_empty() {
+            return Err(format!(
+                "--opt {name}: no protocol has this option (txlab list shows each protocol's)"
+            ));
+        }
+        let without: Vec<&str> = protocols.iter().filter(|k| !has(k)).map(|k| k.name()).collect();
+        if !without.is_empty() {
+            return Err(format!(
+                "--opt {name} applies to {}, not to {} (choose protocols with -p)",
+                takers.join(", "),
+                without.join(", ")
+            ));
+        }
+        pairs.push((name, value));
+    }
+    for p in protocols {
+        p.check_options(&pairs)?;
+    }
+    Ok(pairs)
 }
 
 /// Turns a clap error into one line naming the flag and the valid values.
@@ -468,8 +512,15 @@ fn list() -> String {
             yes(c.scans),
             yes(c.needs_access_set)
         );
+        for o in p.option_specs() {
+            let _ = writeln!(
+                s,
+                "  {:<13} --opt {}={} (default {}): {}",
+                "", o.name, o.values, o.default, o.help
+            );
+        }
     }
-    s += "\nProtocol options (all protocols):\n";
+    s += "\nRun options (all protocols):\n";
     s += "  --backoff none|fixed|adaptive   retry policy after an abort (adaptive: Cicada §3.9)\n";
     s += "  --backoff-us US                 maximum random backoff for --backoff fixed\n";
     s += "  --epoch-ms MS                   epoch length (Silo commit epochs, GC grace periods)\n";

@@ -62,6 +62,8 @@ pub(super) struct Plan {
     pub cores: usize,
     /// The requested window in seconds (timed runs).
     pub requested_s: Option<f64>,
+    /// Protocol options (`--opt`), checked against every protocol of the plan.
+    pub opts: Vec<(String, String)>,
     /// The configuration recorded with each result (`run`, `database`, `command`; each
     /// session adds `workload`).
     pub config: serde_json::Value,
@@ -109,6 +111,7 @@ impl Plan {
                 )));
             }
         }
+        let opts = super::protocol_options(&args.opt, &protocols).map_err(usage)?;
         let (length, requested_s) = match args.txns {
             Some(n) if !(1..=1_000_000_000_000).contains(&n) => {
                 return Err(usage(format!("--txns {n} is out of range (1 to 1000000000000)")));
@@ -208,6 +211,7 @@ impl Plan {
             "workload": args.workload,
             "data": data,
             "database": db_key,
+            "protocol_options": &opts,
         })
         .to_string();
         let config = serde_json::json!({
@@ -223,6 +227,7 @@ impl Plan {
             repeat,
             cores,
             requested_s,
+            opts,
             config,
             data_key,
             probe,
@@ -248,6 +253,10 @@ impl Plan {
             Backoff::Fixed { max_us } => format!("random backoff up to {max_us} us"),
             Backoff::Adaptive => "adaptive backoff".to_string(),
         };
+        if !self.opts.is_empty() {
+            let o: Vec<String> = self.opts.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            lines.push(format!("protocol options: {}", o.join(" ")));
+        }
         lines.push(format!(
             "{} thread(s), {length}, {} run(s) per protocol, {backoff}, {}",
             self.run_cfg.threads,
@@ -502,12 +511,15 @@ fn load(plan: &Plan, kind: ProtocolKind) -> Result<Box<dyn Session>, Error> {
 }
 
 /// Creates and loads a database for protocol `P` with workload `W`.
-fn load_as<P: Protocol + Default + 'static, W: FromSpec>(
-    plan: &Plan,
-) -> Result<Box<dyn Session>, Error> {
+fn load_as<P: Protocol + 'static, W: FromSpec>(plan: &Plan) -> Result<Box<dyn Session>, Error> {
+    use crate::engine::ProtocolOptions;
     let workload = W::from_spec(&plan.spec, plan.cores)
         .ok_or_else(|| Error::Config("the plan's workload changed under its database".into()))?;
-    let db = Database::with_options(P::default(), &workload.tables(), plan.db_opts.clone())?;
+    let db = Database::<P>::builder(&workload.tables())
+        .options(plan.db_opts.clone())
+        .protocol_options(P::Options::from_pairs(&plan.opts).map_err(Error::Config)?)
+        .txn_types(workload.txn_types())
+        .build()?;
     workload.load(&db, plan.cores)?;
     Ok(Box::new(Loaded { db, workload }))
 }
@@ -545,6 +557,7 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
         config["workload"] = workload.config();
         let mut report =
             RunReport::new(P::NAME, workload.name(), &names, &total, cfg.threads, seconds, config);
+        report.options = serde_json::to_value(db.protocol().options()).expect("serializable");
         report.invariant_violation = broken;
         report.set_headline(workload.headline(), &total, seconds);
         report.notes = workload.notes();

@@ -261,16 +261,20 @@ pub(super) fn execute(
         })
         .collect();
     let points = sweep.plans.len();
-    let total_runs = points * sweep.plans[0].protocols.len() * sweep.plans[0].repeat as usize;
+    let chosen = only.map_or(points, |_| 1);
+    let total_runs = chosen * sweep.plans[0].protocols.len() * sweep.plans[0].repeat as usize;
     eprintln!(
-        "sweep: {points} point(s) x {} protocol(s) x {} run(s) = {total_runs} runs{}; results \
-         to {}",
+        "sweep: {} x {} protocol(s) x {} run(s) = {total_runs} runs{}; results to {}",
+        match only {
+            Some(p) => format!("point {} of {points}", p + 1),
+            None => format!("{points} point(s)"),
+        },
         sweep.plans[0].protocols.len(),
         sweep.plans[0].repeat,
-        if done.is_empty() {
+        if total_runs == order.len() {
             String::new()
         } else {
-            format!(", {} already in the file", done.len())
+            format!(", {} already in the file", total_runs - order.len())
         },
         out.display()
     );

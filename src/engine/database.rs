@@ -52,7 +52,7 @@ impl Default for DbOptions {
 /// use txlab::prelude::*;
 /// use txlab::protocols::silo::Silo;
 ///
-/// let db = Database::new(Silo::default(), &[TableSpec::new("accounts", 8, 100)]).unwrap();
+/// let db = Database::<Silo>::new(&[TableSpec::new("accounts", 8, 100)]).unwrap();
 /// let t = db.table_id("accounts").unwrap();
 /// let mut w = db.worker().unwrap();
 /// w.begin();
@@ -69,22 +69,48 @@ pub struct Database<P: Protocol> {
     options: DbOptions,
 }
 
-impl<P: Protocol> Database<P> {
-    /// Creates a database with `tables`, with default options.
-    pub fn new(protocol: P, tables: &[TableSpec]) -> Result<Self, Error> {
-        Self::with_options(protocol, tables, DbOptions::default())
+/// Creates a database: its tables, and optionally database options, the protocol's options and
+/// the workload's transaction types ([`Database::builder`]).
+pub struct Builder<'a, P: Protocol> {
+    tables: &'a [TableSpec],
+    options: DbOptions,
+    protocol: P::Options,
+    txn_types: &'a [crate::engine::TxnType],
+}
+
+impl<'a, P: Protocol> Builder<'a, P> {
+    /// Database options (workers, epochs, history recording, ...).
+    pub fn options(mut self, options: DbOptions) -> Self {
+        self.options = options;
+        self
     }
 
-    /// Creates a database with `tables` and `options`.
-    pub fn with_options(
-        protocol: P,
-        tables: &[TableSpec],
-        options: DbOptions,
-    ) -> Result<Self, Error> {
+    /// The protocol's options.
+    pub fn protocol_options(mut self, options: P::Options) -> Self {
+        self.protocol = options;
+        self
+    }
+
+    /// The transaction types the database will run (their templates, for protocols that
+    /// analyse them).
+    pub fn txn_types(mut self, types: &'a [crate::engine::TxnType]) -> Self {
+        self.txn_types = types;
+        self
+    }
+
+    /// Creates the database and sets the protocol up for it.
+    pub fn build(self) -> Result<Database<P>, Error> {
+        let options = self.options;
         if options.max_workers == 0 {
             return Err(Error::Config("max_workers must be at least 1".into()));
         }
-        let mut storage = Storage::new(tables, options.max_workers, options.epoch_interval)?;
+        let setup = crate::engine::Setup {
+            tables: self.tables,
+            max_workers: options.max_workers,
+            txn_types: self.txn_types,
+        };
+        let protocol = P::new(self.protocol, &setup)?;
+        let mut storage = Storage::new(self.tables, options.max_workers, options.epoch_interval)?;
         if options.record_history {
             storage.record_history();
         }
@@ -93,6 +119,28 @@ impl<P: Protocol> Database<P> {
             storage.poison_unprojected();
         }
         Ok(Database { protocol, storage, options })
+    }
+}
+
+impl<P: Protocol> Database<P> {
+    /// Creates a database with `tables`, with default options.
+    pub fn new(tables: &[TableSpec]) -> Result<Self, Error> {
+        Self::builder(tables).build()
+    }
+
+    /// Creates a database with `tables` and `options`, and the protocol's default options.
+    pub fn with_options(tables: &[TableSpec], options: DbOptions) -> Result<Self, Error> {
+        Self::builder(tables).options(options).build()
+    }
+
+    /// A builder for a database with `tables`.
+    pub fn builder(tables: &[TableSpec]) -> Builder<'_, P> {
+        Builder {
+            tables,
+            options: DbOptions::default(),
+            protocol: P::Options::default(),
+            txn_types: &[],
+        }
     }
 
     /// The protocol.

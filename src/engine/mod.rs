@@ -3,6 +3,7 @@
 pub mod database;
 pub mod driver;
 pub mod loader;
+pub mod options;
 pub mod procedure;
 pub mod protocol;
 pub mod report;
@@ -10,13 +11,14 @@ pub mod retry;
 pub mod stats;
 pub mod workload;
 
-pub use database::{Database, DbOptions, Loader};
+pub use database::{Builder, Database, DbOptions, Loader};
 pub use driver::{Backoff, RunConfig, RunLength};
+pub use options::{NoOptions, OptionSpec, ProtocolOptions};
 pub use procedure::{
     AccessMode, AccessSet, Checks, Columns, Piece, Procedure, Recon, TableAccess, Tx, TxnType,
     ALL_COLUMNS,
 };
-pub use protocol::{Capabilities, Isolation, Protocol, Worker};
+pub use protocol::{Capabilities, Isolation, Protocol, Setup, Worker};
 pub use report::RunReport;
 pub use retry::Retry;
 pub use stats::WorkerStats;

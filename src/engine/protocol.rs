@@ -19,13 +19,15 @@
 
 use super::database::Database;
 use super::driver::{self, RunConfig};
+use super::options::ProtocolOptions;
+use super::procedure::TxnType;
 use super::procedure::ALL_COLUMNS;
 use super::stats::WorkerStats;
 use super::workload::Workload;
 use crate::error::{Abort, Error};
 use crate::storage::projection::Columns;
 use crate::storage::row_store::RecordHeader;
-use crate::storage::TableId;
+use crate::storage::{TableId, TableSpec};
 use std::ops::ControlFlow;
 
 /// What a protocol promises and supports, for the CLI's listing and for refusing impossible
@@ -75,6 +77,18 @@ impl Isolation {
     }
 }
 
+/// What a protocol is set up with when its database is created.
+#[derive(Clone, Copy, Debug)]
+pub struct Setup<'a> {
+    /// The tables, in `TableId` order.
+    pub tables: &'a [TableSpec],
+    /// The most workers that may exist at once.
+    pub max_workers: usize,
+    /// The workload's transaction types (their piece templates), empty when the database is
+    /// used without a workload.
+    pub txn_types: &'a [TxnType],
+}
+
 /// A concurrency-control protocol: one value per database, shared by all workers.
 pub trait Protocol: Send + Sync + Sized + 'static {
     /// The name used on the command line and in results.
@@ -87,6 +101,14 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     type Record: RecordHeader;
     /// The per-thread executor.
     type Worker<'db>: Worker + 'db;
+    /// The protocol's options (defaults as its paper; `--opt NAME=VALUE`).
+    type Options: ProtocolOptions;
+
+    /// Sets the protocol up for a new database.
+    fn new(options: Self::Options, setup: &Setup<'_>) -> Result<Self, Error>;
+
+    /// The options it was set up with.
+    fn options(&self) -> &Self::Options;
 
     /// Sets a freshly allocated header to "committed and present" (bulk loading).
     fn init_loaded(&self, rec: &Self::Record);

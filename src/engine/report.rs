@@ -134,6 +134,8 @@ pub struct RunReport {
     pub machine: Machine,
     /// Protocol name.
     pub protocol: String,
+    /// The protocol's options, by their `--opt` names (an empty object when it has none).
+    pub options: serde_json::Value,
     /// Workload name.
     pub workload: String,
     /// Worker threads.
@@ -222,6 +224,7 @@ impl RunReport {
                 .unwrap_or(0.0),
             machine: Machine::current(),
             protocol: protocol.into(),
+            options: serde_json::json!({}),
             workload: workload.into(),
             threads,
             repeat: 0,
@@ -277,9 +280,17 @@ impl RunReport {
     /// A human-readable summary.
     pub fn to_text(&self) -> String {
         let mut s = String::new();
+        let options = match &self.options {
+            serde_json::Value::Object(m) if !m.is_empty() => {
+                let o: Vec<String> =
+                    m.iter().map(|(k, v)| format!("{k}={}", scalar_text(v))).collect();
+                format!(" | {}", o.join(" "))
+            }
+            _ => String::new(),
+        };
         let _ = writeln!(
             s,
-            "{} on {} | {} threads | {:.2} s measured",
+            "{} on {} | {} threads | {:.2} s measured{options}",
             self.protocol, self.workload, self.threads, self.duration_s
         );
         for n in &self.notes {
@@ -386,6 +397,7 @@ impl RunReport {
         let mut h: Vec<String> = [
             "timestamp",
             "protocol",
+            "options",
             "workload",
             "threads",
             "repeat",
@@ -431,6 +443,14 @@ impl RunReport {
         let mut r = vec![
             self.timestamp.clone(),
             self.protocol.clone(),
+            match &self.options {
+                serde_json::Value::Object(m) => m
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", scalar_text(v)))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                _ => String::new(),
+            },
             self.workload.clone(),
             self.threads.to_string(),
             self.repeat.to_string(),

@@ -62,6 +62,24 @@ impl ProtocolKind {
         }
     }
 
+    /// The options the protocol takes (`--opt NAME=VALUE`).
+    pub fn option_specs(self) -> &'static [crate::engine::OptionSpec] {
+        use crate::engine::{Protocol, ProtocolOptions};
+        fn specs<P: Protocol>() -> &'static [crate::engine::OptionSpec] {
+            <P::Options as ProtocolOptions>::SPECS
+        }
+        crate::with_protocol!(self, P => specs::<P>())
+    }
+
+    /// Checks `pairs` (name, value) as this protocol's options.
+    pub fn check_options(self, pairs: &[(String, String)]) -> Result<(), String> {
+        use crate::engine::{Protocol, ProtocolOptions};
+        fn check<P: Protocol>(pairs: &[(String, String)]) -> Result<(), String> {
+            P::Options::from_pairs(pairs).map(drop)
+        }
+        crate::with_protocol!(self, P => check::<P>(pairs))
+    }
+
     /// What the protocol supports.
     pub fn caps(self) -> crate::engine::Capabilities {
         use crate::engine::Protocol;

@@ -14,7 +14,7 @@ mod worker;
 pub use record::NoccRecord;
 pub use worker::NoccWorker;
 
-use crate::engine::{Capabilities, Database, Isolation, Protocol};
+use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Setup};
 use crate::error::Error;
 use crate::protocols::common::state::PRESENT;
 use crate::storage::context::WorkerCtx;
@@ -35,6 +35,15 @@ impl Protocol for Nocc {
     };
     type Record = NoccRecord;
     type Worker<'db> = NoccWorker<'db>;
+    type Options = NoOptions;
+
+    fn new(_: NoOptions, _: &Setup<'_>) -> Result<Self, Error> {
+        Ok(Nocc)
+    }
+
+    fn options(&self) -> &NoOptions {
+        &NoOptions {}
+    }
 
     fn init_loaded(&self, rec: &NoccRecord) {
         rec.state.set_versioned(PRESENT, crate::history::INITIAL as u64);

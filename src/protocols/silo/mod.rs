@@ -39,14 +39,61 @@ mod worker;
 pub use record::{SiloRecord, Tid};
 pub use worker::SiloWorker;
 
-use crate::engine::{Capabilities, Database, Isolation, Protocol};
+use crate::engine::options::{choice, OptionSpec, ProtocolOptions};
+use crate::engine::{Capabilities, Database, Isolation, Protocol, Setup};
 use crate::error::Error;
 use crate::storage::context::WorkerCtx;
 use std::sync::atomic::Ordering;
 
 /// The Silo protocol.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Silo;
+pub struct Silo {
+    options: SiloOptions,
+}
+
+/// What commit does when a write-set record is locked by another committing transaction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValidationLock {
+    /// Spin until it is free (Silo's original; the write set is locked in a global order, so
+    /// waiting cannot deadlock).
+    #[default]
+    Wait,
+    /// Abort at once and retry the transaction (CCBench's NoWait for Silo, §4.2 Fig. 10c).
+    NoWait,
+}
+
+/// Silo's options (serialized under their `--opt` names).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SiloOptions {
+    /// See [`ValidationLock`].
+    pub validation_lock: ValidationLock,
+}
+
+impl ProtocolOptions for SiloOptions {
+    const SPECS: &'static [OptionSpec] = &[OptionSpec {
+        name: "validation-lock",
+        values: "wait|nowait",
+        default: "wait",
+        help: "a write-set record locked by another commit: spin until free (Silo), or abort \
+               and retry (NoWait, CCBench §4.2)",
+    }];
+
+    fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        match name {
+            "validation-lock" => {
+                self.validation_lock = choice(
+                    name,
+                    value,
+                    &[("wait", ValidationLock::Wait), ("nowait", ValidationLock::NoWait)],
+                )?;
+                Ok(())
+            }
+            _ => Err(format!("--opt {name}: not an option of silo")),
+        }
+    }
+}
 
 impl Protocol for Silo {
     const NAME: &'static str = "silo";
@@ -60,6 +107,15 @@ impl Protocol for Silo {
     };
     type Record = SiloRecord;
     type Worker<'db> = SiloWorker<'db>;
+    type Options = SiloOptions;
+
+    fn new(options: SiloOptions, _: &Setup<'_>) -> Result<Self, Error> {
+        Ok(Silo { options })
+    }
+
+    fn options(&self) -> &SiloOptions {
+        &self.options
+    }
 
     fn init_loaded(&self, rec: &SiloRecord) {
         rec.tid.store(Tid::LOADED.with(Tid::LATEST).0, Ordering::Release);
@@ -70,6 +126,7 @@ impl Protocol for Silo {
     }
 
     fn worker(db: &Database<Self>) -> Result<SiloWorker<'_>, Error> {
-        Ok(SiloWorker::new(WorkerCtx::new(db.storage())?))
+        let nowait = db.protocol().options.validation_lock == ValidationLock::NoWait;
+        Ok(SiloWorker::new(WorkerCtx::new(db.storage())?, nowait))
     }
 }

@@ -98,6 +98,9 @@ pub struct SiloWorker<'db> {
     /// Bit `t` set: the write set may hold rows of table `t` (tables 64 and up share bit 63).
     /// Reads of tables this transaction never wrote skip the write-set search.
     written: u64,
+    /// Abort instead of waiting when a write-set record is locked at commit
+    /// ([`super::ValidationLock::NoWait`]).
+    nowait: bool,
 }
 
 /// Records a read of the version `tid` names (when recording histories).
@@ -115,7 +118,7 @@ enum Stable {
 }
 
 impl<'db> SiloWorker<'db> {
-    pub(super) fn new(ctx: WorkerCtx<'db, SiloRecord>) -> Self {
+    pub(super) fn new(ctx: WorkerCtx<'db, SiloRecord>, nowait: bool) -> Self {
         SiloWorker {
             ctx,
             reads: Vec::new(),
@@ -128,6 +131,7 @@ impl<'db> SiloWorker<'db> {
             locked: 0,
             active: false,
             written: 0,
+            nowait,
         }
     }
 
@@ -363,6 +367,10 @@ impl<'db> SiloWorker<'db> {
                 let cur = rec.load();
                 if !cur.is_locked() && rec.try_lock(cur) {
                     break cur;
+                }
+                if self.nowait {
+                    // The first `n` are locked; commit's rollback releases them.
+                    return Err(Abort::new(AbortReason::LockConflict));
                 }
                 spin.spin();
             };
@@ -857,8 +865,7 @@ mod tests {
     /// A database whose key `K` has a deleted (absent, still indexed) record and whose key `X`
     /// is present.
     fn db_with_deleted_k() -> Database<Silo> {
-        let db = Database::with_options(
-            Silo,
+        let db = Database::<Silo>::with_options(
             &[TableSpec::new("t", 8, 16)],
             DbOptions { max_workers: 4, ..Default::default() },
         )
@@ -907,6 +914,42 @@ mod tests {
         );
         t1.rollback();
         t2.rollback();
+    }
+
+    /// With `validation-lock=nowait`, a commit that finds a write-set record locked by another
+    /// commit aborts at once (lock-conflict), releasing what it locked, and its retry commits
+    /// once the other is done; with the default it would spin until the lock is free.
+    #[test]
+    fn nowait_validation_aborts_on_a_locked_write_set_record() {
+        use crate::engine::ProtocolOptions;
+        let options =
+            super::super::SiloOptions::from_pairs(&[("validation-lock".into(), "nowait".into())])
+                .unwrap();
+        let db = Database::<Silo>::builder(&[TableSpec::new("t", 8, 16)])
+            .options(DbOptions { max_workers: 4, ..Default::default() })
+            .protocol_options(options)
+            .build()
+            .unwrap();
+        let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
+        t1.begin();
+        assert!(t1.insert(T, X, &row(1)).unwrap());
+        assert!(t1.insert(T, K, &row(1)).unwrap());
+        t1.commit().unwrap();
+        t1.begin();
+        assert!(t1.write(T, X, &row(10)).unwrap());
+        t2.begin();
+        assert!(t2.write(T, K, &row(20)).unwrap());
+        assert!(t2.write(T, X, &row(20)).unwrap());
+        // T1 holds X's lock in its commit; T2 locks K, then finds X locked.
+        t1.lock_write_set().unwrap();
+        assert_eq!(t2.commit().map_err(|a| a.reason), Err(AbortReason::LockConflict));
+        // T2's lock on K was released: T1 finishes, and T2's retry commits.
+        t1.validate().unwrap();
+        t1.rollback();
+        t2.begin();
+        assert!(t2.write(T, K, &row(20)).unwrap());
+        assert!(t2.write(T, X, &row(20)).unwrap());
+        t2.commit().expect("no lock is left behind");
     }
 
     /// The same shape without the revive: a plain absent read of K validates against the lock.

@@ -33,7 +33,7 @@ mod worker;
 pub use record::TwoPlRecord;
 pub use worker::TwoPlWorker;
 
-use crate::engine::{Capabilities, Database, Isolation, Protocol};
+use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Setup};
 use crate::error::{AbortReason, Error};
 use crate::protocols::common::state::PRESENT;
 use crate::storage::context::WorkerCtx;
@@ -92,6 +92,15 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
     };
     type Record = TwoPlRecord;
     type Worker<'db> = TwoPlWorker<'db, L>;
+    type Options = NoOptions;
+
+    fn new(_: NoOptions, _: &Setup<'_>) -> Result<Self, Error> {
+        Ok(TwoPl(PhantomData))
+    }
+
+    fn options(&self) -> &NoOptions {
+        &NoOptions {}
+    }
 
     fn init_loaded(&self, rec: &TwoPlRecord) {
         rec.state.set_versioned(PRESENT, crate::history::INITIAL as u64);
