@@ -6,8 +6,11 @@
 //! Layers, top to bottom (dependencies point down only):
 //!
 //! * [`cli`] — the `txlab` command: `run` (a workload on one or more protocols, compared with
-//!   `nocc`, for a timed window or a fixed number of transactions), `check` (contended workloads
-//!   with recorded histories through the checker) and `list`.
+//!   `nocc`, for a timed window or a fixed number of transactions), `sweep` (a grid of runs into
+//!   a JSON-lines results file, resumable, or a Slurm job array), `plot`, `report`, `reproduce`
+//!   (the papers' figures as presets with their claims checked), `merge`, `compare`, `check`
+//!   (contended workloads with recorded histories through the checker) and `list`.
+//! * [`experiment`] — results files, figures (plotters), HTML reports, comparisons, presets.
 //! * [`workloads`] — YCSB (CCBench's parameters, presets A–F), SmallBank (H-Store's mix, with its
 //!   money invariant) and TPC-C (the full mix of specification 5.11 with consistency conditions
 //!   1–10 and 12): schemas, parallel loaders, generators, procedures.
