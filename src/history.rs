@@ -22,9 +22,11 @@
 //!   `Read` of was observed absent. A point read that finds no row is `Range { k, k }`.
 //!
 //! Each transaction also carries a timestamp `ts` taken at its serialization point (with its
-//! locks held or before its validation); the checker uses it only to order the incarnations of a
-//! key (a key deleted, unlinked and inserted again) and to tell which absent state of a key a
-//! predicate read observed.
+//! locks held or before its validation), or the protocol's logical commit timestamp where the
+//! serialization order is logical (TicToc: [`Recorder::serial_point_at`]); the checker uses it
+//! only to order the incarnations of a key (a key deleted, unlinked and inserted again) and to
+//! tell which absent state of a key a predicate read observed (the latest one at or before the
+//! reader's `ts`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -248,6 +250,16 @@ impl Recorder {
     pub fn serial_point(&mut self) {
         if let Some(o) = &mut self.open {
             o.ts.get_or_insert_with(now_ns);
+        }
+    }
+
+    /// Marks the serialization point with the protocol's own logical timestamp instead of the
+    /// clock (TicToc's commit timestamp). A history takes one kind of timestamp for all its
+    /// transactions: a protocol that calls this calls it at every commit.
+    #[inline]
+    pub fn serial_point_at(&mut self, ts: u64) {
+        if let Some(o) = &mut self.open {
+            o.ts = Some(ts);
         }
     }
 

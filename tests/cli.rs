@@ -21,7 +21,7 @@ fn an_unknown_protocol_is_refused_with_the_valid_names() {
     fails_with(
         &["run", "--protocol", "foo"],
         2,
-        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo)",
+        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc)",
     );
 }
 
@@ -615,19 +615,30 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     fails_with(
         &["run", "-p", "silo,2pl-nowait", "--opt", "validation-lock=nowait"],
         2,
-        "error: --opt validation-lock applies to silo, not to 2pl-nowait (choose protocols with -p)",
+        "error: --opt validation-lock applies to silo and tictoc, not to 2pl-nowait (choose \
+         protocols with -p)",
     );
-    // Without -p every protocol runs, and the option applies to only one of them.
+    // Without -p every protocol runs, and the option applies to only some of them.
     fails_with(
         &["run", "--opt", "validation-lock=nowait"],
         2,
-        "error: --opt validation-lock applies to silo, not to nocc, 2pl-nowait, 2pl-waitdie \
-         (choose protocols with -p)",
+        "error: --opt validation-lock applies to silo and tictoc, not to nocc, 2pl-nowait and \
+         2pl-waitdie (choose protocols with -p)",
+    );
+    fails_with(
+        &["run", "-p", "silo,tictoc", "--opt", "preemptive-abort=off"],
+        2,
+        "error: --opt preemptive-abort applies to tictoc, not to silo (choose protocols with -p)",
+    );
+    fails_with(
+        &["run", "-p", "tictoc", "--opt", "timestamp-history=yes"],
+        2,
+        "error: --opt timestamp-history=yes: expected on or off",
     );
     fails_with(
         &["run", "-p", "silo", "--opt", "validation-lock=maybe"],
         2,
-        "error: --opt validation-lock=maybe: expected wait or nowait",
+        "error: --opt validation-lock=maybe: expected wait or nowait or nowaittt",
     );
     fails_with(
         &["run", "-p", "silo", "--opt", "nope=1"],
@@ -643,10 +654,13 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     fails_with(
         &["check", "-p", "2pl-nowait", "--opt", "validation-lock=nowait"],
         2,
-        "error: --opt validation-lock applies to silo, not to 2pl-nowait (choose protocols with -p)",
+        "error: --opt validation-lock applies to silo and tictoc, not to 2pl-nowait (choose \
+         protocols with -p)",
     );
     let list = String::from_utf8_lossy(&txlab(&["list"]).stdout).into_owned();
-    assert!(list.contains("--opt validation-lock=wait|nowait (default wait)"), "{list}");
+    assert!(list.contains("--opt validation-lock=wait|nowait|nowaittt (default wait)"), "{list}");
+    assert!(list.contains("--opt validation-lock=wait|nowait|nowaittt (default nowait)"), "{list}");
+    assert!(list.contains("--opt timestamp-history=on|off (default on)"), "{list}");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("o.json");
     let out = txlab(&[
@@ -672,6 +686,28 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["options"], serde_json::json!({"validation-lock": "nowait"}));
     assert_eq!(v["commits"], 6000);
+}
+
+/// TicToc under each option value that changes its commit path: the defaults (nowait,
+/// preemptive abort, timestamp history), and the other two lock policies with the optimisations
+/// off and on.
+#[test]
+fn check_quick_passes_for_tictoc_under_each_commit_path() {
+    for opts in [
+        &[][..],
+        &[
+            "--opt",
+            "validation-lock=wait",
+            "--opt",
+            "preemptive-abort=off",
+            "--opt",
+            "timestamp-history=off",
+        ][..],
+        &["--opt", "validation-lock=nowaittt"][..],
+    ] {
+        let s = quick_check_passes("tictoc", opts);
+        assert!(s.contains("observed no anomaly (serializable)"), "{opts:?}: {s}");
+    }
 }
 
 #[test]

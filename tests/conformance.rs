@@ -777,6 +777,9 @@ protocol_suite! {
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,
     silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
+    tictoc => txlab::protocols::tictoc::TicToc,
+    tictoc_wait_plain => txlab::protocols::tictoc::TicToc [("validation-lock", "wait"), ("preemptive-abort", "off"), ("timestamp-history", "off")],
+    tictoc_nowaittt => txlab::protocols::tictoc::TicToc [("validation-lock", "nowaittt")],
 }
 
 mod serializable {
@@ -786,6 +789,9 @@ mod serializable {
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
         silo => txlab::protocols::silo::Silo,
         silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
+        tictoc => txlab::protocols::tictoc::TicToc,
+        tictoc_wait_plain => txlab::protocols::tictoc::TicToc [("validation-lock", "wait"), ("preemptive-abort", "off"), ("timestamp-history", "off")],
+        tictoc_nowaittt => txlab::protocols::tictoc::TicToc [("validation-lock", "nowaittt")],
     }
 }
 

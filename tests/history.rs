@@ -169,6 +169,12 @@ fn silo_histories_are_serializable() {
     serializable::<txlab::protocols::silo::Silo>();
 }
 
+/// TicToc's histories carry commit timestamps, not clock readings, as serialization points.
+#[test]
+fn tictoc_histories_are_serializable() {
+    serializable::<txlab::protocols::tictoc::TicToc>();
+}
+
 /// The positive control: `nocc` loses updates and reads data of transactions that later abort,
 /// and the checker says so.
 #[test]

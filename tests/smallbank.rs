@@ -64,6 +64,11 @@ fn silo_conserves_money() {
 }
 
 #[test]
+fn tictoc_conserves_money() {
+    conserves::<txlab::protocols::tictoc::TicToc>();
+}
+
+#[test]
 fn nocc_is_caught_creating_or_destroying_money() {
     // Many transactions: nocc breaks the invariant only when two of them overlap on a row,
     // which on a loaded machine takes a while of both cores running workers.

@@ -363,6 +363,9 @@ alone_suite! {
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,
     silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
+    tictoc => txlab::protocols::tictoc::TicToc,
+    tictoc_wait_plain => txlab::protocols::tictoc::TicToc [("validation-lock", "wait"), ("preemptive-abort", "off"), ("timestamp-history", "off")],
+    tictoc_nowaittt => txlab::protocols::tictoc::TicToc [("validation-lock", "nowaittt")],
 }
 
 mod serializable {
@@ -372,5 +375,8 @@ mod serializable {
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
         silo => txlab::protocols::silo::Silo,
         silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
+        tictoc => txlab::protocols::tictoc::TicToc,
+        tictoc_wait_plain => txlab::protocols::tictoc::TicToc [("validation-lock", "wait"), ("preemptive-abort", "off"), ("timestamp-history", "off")],
+        tictoc_nowaittt => txlab::protocols::tictoc::TicToc [("validation-lock", "nowaittt")],
     }
 }

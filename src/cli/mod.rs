@@ -350,8 +350,8 @@ fn protocol_options(
         if !without.is_empty() {
             return Err(format!(
                 "--opt {name} applies to {}, not to {} (choose protocols with -p)",
-                takers.join(", "),
-                without.join(", ")
+                and_list(&takers),
+                and_list(&without)
             ));
         }
         pairs.push((name, value));
@@ -360,6 +360,15 @@ fn protocol_options(
         p.check_options(&pairs)?;
     }
     Ok(pairs)
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 /// Turns a clap error into one line naming the flag and the valid values.

@@ -111,6 +111,9 @@ impl<'a, P: Protocol> Builder<'a, P> {
         };
         let protocol = P::new(self.protocol, &setup)?;
         let mut storage = Storage::new(self.tables, options.max_workers, options.epoch_interval)?;
+        if P::BUCKET_CLOCKS {
+            storage.enable_bucket_clocks();
+        }
         if options.record_history {
             storage.record_history();
         }

@@ -63,6 +63,11 @@ pub fn choice<T: Copy>(name: &str, value: &str, choices: &[(&str, T)]) -> Result
     })
 }
 
+/// Parses `value` as `on` or `off` for option `name`.
+pub fn switch(name: &str, value: &str) -> Result<bool, String> {
+    choice(name, value, &[("on", true), ("off", false)])
+}
+
 /// Parses `value` as a number in `lo..=hi` for option `name`.
 pub fn number<T>(name: &str, value: &str, lo: T, hi: T) -> Result<T, String>
 where
@@ -84,6 +89,8 @@ mod tests {
         assert_eq!(c.unwrap_err(), "--opt validation-lock=maybe: expected wait or nowait");
         assert_eq!(choice("x", "nowait", &[("wait", 0), ("nowait", 1)]), Ok(1));
         assert_eq!(number("threshold", "7", 1u32, 10), Ok(7));
+        assert_eq!(switch("x", "off"), Ok(false));
+        assert_eq!(switch("x", "yes").unwrap_err(), "--opt x=yes: expected on or off");
         assert_eq!(
             number("threshold", "70", 1u32, 10).unwrap_err(),
             "--opt threshold=70: expected a number from 1 to 10"

@@ -103,6 +103,10 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     type Worker<'db>: Worker + 'db;
     /// The protocol's options (defaults as its paper; `--opt NAME=VALUE`).
     type Options: ProtocolOptions;
+    /// Whether the phantom buckets carry logical clocks (protocols that order transactions by
+    /// data-driven timestamps, such as TicToc, need absence to have timestamps too; see
+    /// `storage::phantom`).
+    const BUCKET_CLOCKS: bool = false;
 
     /// Sets the protocol up for a new database.
     fn new(options: Self::Options, setup: &Setup<'_>) -> Result<Self, Error>;

@@ -6,6 +6,7 @@
 pub mod common;
 pub mod nocc;
 pub mod silo;
+pub mod tictoc;
 pub mod two_pl;
 
 use serde::Serialize;
@@ -29,15 +30,20 @@ pub enum ProtocolKind {
     #[value(name = "silo")]
     #[serde(rename = "silo")]
     Silo,
+    /// TicToc OCC.
+    #[value(name = "tictoc")]
+    #[serde(rename = "tictoc")]
+    TicToc,
 }
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 4] = [
+    pub const ALL: [ProtocolKind; 5] = [
         ProtocolKind::Nocc,
         ProtocolKind::TwoPlNoWait,
         ProtocolKind::TwoPlWaitDie,
         ProtocolKind::Silo,
+        ProtocolKind::TicToc,
     ];
 
     /// The command-line name.
@@ -48,6 +54,7 @@ impl ProtocolKind {
             ProtocolKind::TwoPlNoWait => two_pl::TwoPlNoWait::NAME,
             ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::NAME,
             ProtocolKind::Silo => silo::Silo::NAME,
+            ProtocolKind::TicToc => tictoc::TicToc::NAME,
         }
     }
 
@@ -59,6 +66,7 @@ impl ProtocolKind {
             ProtocolKind::TwoPlNoWait => two_pl::TwoPlNoWait::DESCRIPTION,
             ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::DESCRIPTION,
             ProtocolKind::Silo => silo::Silo::DESCRIPTION,
+            ProtocolKind::TicToc => tictoc::TicToc::DESCRIPTION,
         }
     }
 
@@ -88,6 +96,7 @@ impl ProtocolKind {
             ProtocolKind::TwoPlNoWait => two_pl::TwoPlNoWait::CAPS,
             ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::CAPS,
             ProtocolKind::Silo => silo::Silo::CAPS,
+            ProtocolKind::TicToc => tictoc::TicToc::CAPS,
         }
     }
 }
@@ -119,6 +128,10 @@ macro_rules! with_protocol {
             }
             $crate::protocols::ProtocolKind::Silo => {
                 type $P = $crate::protocols::silo::Silo;
+                $body
+            }
+            $crate::protocols::ProtocolKind::TicToc => {
+                type $P = $crate::protocols::tictoc::TicToc;
                 $body
             }
         }

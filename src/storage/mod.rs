@@ -452,6 +452,15 @@ impl<R: RecordHeader> Storage<R> {
         }
     }
 
+    /// Gives every table's phantom buckets logical clocks (see
+    /// [`phantom::RangeBuckets::enable_clocks`]); for protocols whose
+    /// [`Protocol::BUCKET_CLOCKS`](crate::engine::Protocol::BUCKET_CLOCKS) is set.
+    pub fn enable_bucket_clocks(&mut self) {
+        for t in self.tables.iter_mut() {
+            t.buckets.enable_clocks();
+        }
+    }
+
     /// Turns history recording on for workers created from now on.
     pub fn record_history(&mut self) {
         self.history.get_or_insert_with(Default::default);

@@ -50,6 +50,15 @@ pub struct RangeBuckets {
     shift: u32,
     slot_bits: u32,
     words: Box<[AtomicU64]>,
+    /// One clock per word when a timestamp-ordered protocol asked for them, else empty.
+    clocks: Box<[Clock]>,
+}
+
+/// The logical timestamps of one bucket word (see [`RangeBuckets::enable_clocks`]).
+#[derive(Default)]
+struct Clock {
+    wts: AtomicU64,
+    rts: AtomicU64,
 }
 
 /// One batch of a scan's coverage: the bucket words to read (or lock) first, then the key range
@@ -74,7 +83,23 @@ impl RangeBuckets {
             shift: shift.min(63),
             slot_bits: slots.trailing_zeros(),
             words: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            clocks: Box::new([]),
         }
+    }
+
+    /// Gives every word a logical clock, for protocols that order transactions by data-driven
+    /// timestamps (TicToc): `wts`, the largest commit timestamp of a deletion whose record was
+    /// unlinked from the bucket (absence observed in the bucket is valid from there on), and
+    /// `rts`, the largest commit timestamp of a transaction that validated absence observed in
+    /// the bucket (a key that appears in it afterwards must commit later). Both only grow.
+    pub fn enable_clocks(&mut self) {
+        self.clocks = (0..self.words.len()).map(|_| Clock::default()).collect();
+    }
+
+    /// Whether the words have clocks.
+    #[inline]
+    pub fn has_clocks(&self) -> bool {
+        !self.clocks.is_empty()
     }
 
     /// Log2 of keys per bucket.
@@ -120,6 +145,43 @@ impl RangeBuckets {
         // AcqRel: Release orders the preceding index insert before the new version.
         let old = self.words[slot].fetch_add(1, Ordering::AcqRel);
         (slot, old)
+    }
+
+    // ---- timestamp-ordered use (with clocks) ---------------------------------------------------
+
+    /// The clock `(wts, rts)` of word `slot`.
+    #[inline]
+    pub fn clock(&self, slot: usize) -> (u64, u64) {
+        let c = &self.clocks[slot];
+        // SeqCst: `wts` pairs with the Release in `raise` (a reader that missed a key whose
+        // record the GC removed sees the deletion's timestamp); `rts` is the inserter's side of
+        // the protocol described at `extend_rts`.
+        (c.wts.load(Ordering::SeqCst), c.rts.load(Ordering::SeqCst))
+    }
+
+    /// Raises the clock of `key`'s word to at least `(wts, rts)`: the GC, before it removes an
+    /// unlinked record's index entry, hands its timestamps to the bucket.
+    #[inline]
+    pub fn raise(&self, key: u64, wts: u64, rts: u64) {
+        let c = &self.clocks[self.slot_of(key)];
+        // Release: the index removal that follows is ordered after it (pairs with `clock`).
+        c.wts.fetch_max(wts, Ordering::Release);
+        c.rts.fetch_max(rts, Ordering::Release);
+    }
+
+    /// Raises the `rts` of word `slot` to at least `ts` (a transaction that validated absence
+    /// in it commits at `ts`). The caller then issues a SeqCst fence and re-checks the version;
+    /// an inserter bumps the version, issues a SeqCst fence and reads `rts` ([`Self::clock`]).
+    /// By the fences' total order, either the re-check sees the bump (the validator aborts) or
+    /// the inserter's read sees `ts` or more (it commits later). When `rts` is already at least
+    /// `ts`, the SeqCst load that saw it stands in for the write: the inserter's SeqCst read
+    /// cannot see an older value (C++20 coherence order, which Rust follows).
+    #[inline]
+    pub fn extend_rts(&self, slot: usize, ts: u64) {
+        let rts = &self.clocks[slot].rts;
+        if rts.load(Ordering::SeqCst) < ts {
+            rts.fetch_max(ts, Ordering::SeqCst);
+        }
     }
 
     // ---- pessimistic use -----------------------------------------------------------------------

@@ -16,7 +16,7 @@
 
 use super::index::IndexGuard;
 use super::row_store::{RecordHeader, SlotCache};
-use super::{RowId, Storage, TableId};
+use super::{RowId, Storage, Table, TableId};
 use std::collections::VecDeque;
 
 /// What the protocol did when asked to unlink a retired record.
@@ -79,7 +79,7 @@ impl Reclaimer {
         storage: &Storage<R>,
         caches: &mut [SlotCache],
         guard: &IndexGuard,
-        mut unlink: impl FnMut(&R) -> Unlink,
+        mut unlink: impl FnMut(&Table<R>, u64, &R) -> Unlink,
     ) {
         if self.pending() == 0 {
             return;
@@ -99,7 +99,7 @@ impl Reclaimer {
             if table.index.get(r.key, guard) != Some(r.rid) {
                 continue;
             }
-            match unlink(table.rows.get(r.rid).header) {
+            match unlink(table, r.key, table.rows.get(r.rid).header) {
                 Unlink::Unlinked => {
                     let removed = table.index.remove_if(r.key, r.rid, guard);
                     debug_assert!(removed, "the unlinker owns the index entry");

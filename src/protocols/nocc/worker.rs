@@ -65,7 +65,7 @@ impl<'db> NoccWorker<'db> {
 
 impl Worker for NoccWorker<'_> {
     fn begin(&mut self) {
-        self.ctx.enter(NoccRecord::unlink);
+        self.ctx.enter(|_, _, r| NoccRecord::unlink(r));
         self.active = true;
     }
 

@@ -37,57 +37,49 @@ pub mod record;
 mod worker;
 
 pub use record::{SiloRecord, Tid};
+use worker::SiloLocal;
 pub use worker::SiloWorker;
 
-use crate::engine::options::{choice, OptionSpec, ProtocolOptions};
+use crate::engine::options::{OptionSpec, ProtocolOptions};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Setup};
 use crate::error::Error;
+pub use crate::protocols::common::occ::ValidationLock;
+use crate::protocols::common::occ::{OccRecord, OccWorker};
 use crate::storage::context::WorkerCtx;
-use std::sync::atomic::Ordering;
 
 /// The Silo protocol.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Silo {
     options: SiloOptions,
 }
 
-/// What commit does when a write-set record is locked by another committing transaction.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ValidationLock {
-    /// Spin until it is free (Silo's original; the write set is locked in a global order, so
-    /// waiting cannot deadlock).
-    #[default]
-    Wait,
-    /// Abort at once and retry the transaction (CCBench's NoWait for Silo, §4.2 Fig. 10c).
-    NoWait,
-}
-
 /// Silo's options (serialized under their `--opt` names).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct SiloOptions {
-    /// See [`ValidationLock`].
+    /// What commit does with a write-set record locked by another commit (default: wait).
     pub validation_lock: ValidationLock,
+}
+
+impl Default for SiloOptions {
+    fn default() -> Self {
+        SiloOptions { validation_lock: ValidationLock::Wait }
+    }
 }
 
 impl ProtocolOptions for SiloOptions {
     const SPECS: &'static [OptionSpec] = &[OptionSpec {
         name: "validation-lock",
-        values: "wait|nowait",
+        values: ValidationLock::VALUES,
         default: "wait",
-        help: "a write-set record locked by another commit: spin until free (Silo), or abort \
-               and retry (NoWait, CCBench §4.2)",
+        help: "a write-set record locked by another commit: spin until free (Silo), abort and \
+               retry (NoWait, CCBench §4.2), or release all and relock (NoWaitTT)",
     }];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         match name {
             "validation-lock" => {
-                self.validation_lock = choice(
-                    name,
-                    value,
-                    &[("wait", ValidationLock::Wait), ("nowait", ValidationLock::NoWait)],
-                )?;
+                self.validation_lock = ValidationLock::parse(name, value)?;
                 Ok(())
             }
             _ => Err(format!("--opt {name}: not an option of silo")),
@@ -118,15 +110,15 @@ impl Protocol for Silo {
     }
 
     fn init_loaded(&self, rec: &SiloRecord) {
-        rec.tid.store(Tid::LOADED.with(Tid::LATEST).0, Ordering::Release);
+        rec.store(Tid::LOADED.with(Tid::LATEST).0);
     }
 
     fn is_present(&self, rec: &SiloRecord) -> bool {
-        !rec.load().is_absent()
+        !rec.tid().is_absent()
     }
 
     fn worker(db: &Database<Self>) -> Result<SiloWorker<'_>, Error> {
-        let nowait = db.protocol().options.validation_lock == ValidationLock::NoWait;
-        Ok(SiloWorker::new(WorkerCtx::new(db.storage())?, nowait))
+        let local = SiloLocal::new(db.protocol().options.validation_lock);
+        Ok(OccWorker::new(WorkerCtx::new(db.storage())?, local))
     }
 }

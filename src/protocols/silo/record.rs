@@ -11,27 +11,27 @@
 //! TIDs compare as integers on the epoch/sequence bits, so the epoch dominates.
 
 use crate::history::{Stamp, INITIAL, UNBORN};
-use crate::storage::reclaim::Unlink;
+use crate::protocols::common::occ::{self, OccRecord};
 use crate::storage::row_store::RecordHeader;
 use crate::storage::RowId;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 /// A decoded TID word.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Tid(pub u64);
 
 impl Tid {
-    /// Lock bit.
-    pub const LOCK: u64 = 1 << 0;
+    /// Lock bit (the status bits are those of every optimistic record word, `common::occ`).
+    pub const LOCK: u64 = occ::LOCK;
     /// Latest-version bit.
-    pub const LATEST: u64 = 1 << 1;
+    pub const LATEST: u64 = occ::LATEST;
     /// Absent bit.
-    pub const ABSENT: u64 = 1 << 2;
+    pub const ABSENT: u64 = occ::ABSENT;
     /// Unlinked bit.
-    pub const UNLINKED: u64 = 1 << 3;
+    pub const UNLINKED: u64 = occ::UNLINKED;
     /// The four status bits.
-    pub const STATUS: u64 = 0xF;
+    pub const STATUS: u64 = occ::STATUS;
     const SEQ_SHIFT: u32 = 4;
     const SEQ_BITS: u32 = 32;
     const EPOCH_SHIFT: u32 = Self::SEQ_SHIFT + Self::SEQ_BITS;
@@ -134,53 +134,30 @@ unsafe impl RecordHeader for SiloRecord {}
 impl SiloRecord {
     /// Loads the TID word.
     #[inline]
-    pub fn load(&self) -> Tid {
-        // Acquire: pairs with the Release store that unlocks in the write phase.
-        Tid(self.tid.load(Ordering::Acquire))
+    pub fn tid(&self) -> Tid {
+        Tid(OccRecord::load(self))
+    }
+}
+
+impl OccRecord for SiloRecord {
+    #[inline(always)]
+    fn word(&self) -> &AtomicU64 {
+        &self.tid
     }
 
-    /// Tries to set the lock bit, expecting the unlocked word `cur`.
+    type Aux = ();
+
+    #[inline(always)]
+    fn aux(&self) {}
+
+    fn stamp(word: u64, _: (), rid: RowId) -> Stamp {
+        Tid(word).stamp(rid)
+    }
+
     #[inline]
-    pub fn try_lock(&self, cur: Tid) -> bool {
-        debug_assert!(!cur.is_locked());
-        self.tid
-            .compare_exchange_weak(
-                cur.0,
-                cur.with(Tid::LOCK).0,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-    }
-
-    /// Stores `tid` (typically unlocking).
-    #[inline]
-    pub fn store(&self, tid: Tid) {
-        // Release: publishes the payload written under the lock.
-        self.tid.store(tid.0, Ordering::Release);
-    }
-
-    /// The GC's unlink step: absent and unlocked records become unlinked.
-    pub fn unlink(&self) -> Unlink {
-        let cur = self.load();
-        if cur.is_locked() {
-            return Unlink::Busy;
-        }
-        if cur.is_unlinked() {
-            return Unlink::Gone;
-        }
-        if !cur.is_absent() {
-            return Unlink::Revived;
-        }
-        match self.tid.compare_exchange(
-            cur.0,
-            cur.with(Tid::UNLINKED).0,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => Unlink::Unlinked,
-            Err(_) => Unlink::Busy,
-        }
+    fn init_fresh(&self) {
+        // TID 0: a row no transaction has committed yet (UNBORN in recorded histories).
+        self.store(Tid(0).with(Tid::ABSENT | Tid::LOCK).0);
     }
 }
 
@@ -200,13 +177,23 @@ mod tests {
 
     #[test]
     fn unlink_only_takes_absent_unlocked_records() {
+        use crate::storage::reclaim::Unlink;
+        use crate::storage::{Storage, TableSpec};
+        let s = Storage::<SiloRecord>::new(
+            &[TableSpec::new("t", 8, 4)],
+            1,
+            std::time::Duration::from_millis(10),
+        )
+        .unwrap();
+        let t = &s.tables()[0];
         let r = SiloRecord { tid: AtomicU64::new(Tid::new(1, 1).0) };
-        assert_eq!(r.unlink(), Unlink::Revived);
-        r.store(Tid::new(1, 2).with(Tid::ABSENT | Tid::LOCK));
-        assert_eq!(r.unlink(), Unlink::Busy);
-        r.store(Tid::new(1, 2).with(Tid::ABSENT));
-        assert_eq!(r.unlink(), Unlink::Unlinked);
-        assert!(r.load().is_unlinked());
-        assert_eq!(r.unlink(), Unlink::Gone, "only the first unlink owns the row");
+        let unlink = |r| occ::unlink(t, 7, r);
+        assert_eq!(unlink(&r), Unlink::Revived);
+        r.store(Tid::new(1, 2).with(Tid::ABSENT | Tid::LOCK).0);
+        assert_eq!(unlink(&r), Unlink::Busy);
+        r.store(Tid::new(1, 2).with(Tid::ABSENT).0);
+        assert_eq!(unlink(&r), Unlink::Unlinked);
+        assert!(r.tid().is_unlinked());
+        assert_eq!(unlink(&r), Unlink::Gone, "only the first unlink owns the row");
     }
 }

@@ -236,7 +236,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
             self.ts = self.clock.stamp();
         }
         self.retrying = false;
-        self.ctx.enter(TwoPlRecord::unlink);
+        self.ctx.enter(|_, _, r| TwoPlRecord::unlink(r));
         self.active = true;
     }
 

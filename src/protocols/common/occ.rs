@@ -1,0 +1,1113 @@
+//! The read phase every single-version optimistic protocol shares (Silo, TicToc, and the ones built
+//! on them): read, write and phantom sets, buffered writes, inserts and deletes through absent
+//! records, range scans, and the commit-time steps that do not depend on how versions are ordered
+//! (locking the write set, installing it, rolling back). A protocol brings its record word and its
+//! commit ([`OccProtocol`]); [`OccWorker`] is its worker.
+//!
+//! ## The record word
+//!
+//! Every record starts with one 64-bit word ([`OccRecord::word`]) whose low four bits mean the
+//! same thing for every protocol here ([`LOCK`], [`LATEST`], [`ABSENT`], [`UNLINKED`]); the other
+//! 60 bits are the protocol's version (Silo's epoch and sequence, TicToc's wts and delta-rts). A
+//! reader copies a row between two loads of the word (a seqlock read: [`OccRecord::same_version`]
+//! says whether the two loads name one version) and keeps the word, with the protocol's per-version
+//! extra ([`OccRecord::aux`]) read in the same window, in its read set.
+//!
+//! ## Inserts, deletes and phantoms
+//!
+//! An insert puts a fresh record into the index at once, locked and absent (Silo §4.5), and bumps
+//! its phantom bucket; a delete is a buffered write that marks the record absent at commit; absent
+//! records stay in the index until the epoch GC unlinks them (`storage::reclaim`). Range scans and
+//! absent-key point reads keep the versions of the phantom buckets they covered
+//! (`storage::phantom`): commit re-checks them ([`OccWorker::validate_phantoms`]).
+
+use crate::engine::procedure::ALL_COLUMNS;
+use crate::engine::Worker;
+use crate::error::{Abort, AbortReason};
+use crate::history::{Recorder, Stamp};
+use crate::protocols::common::scan::{self, ScanSteps};
+use crate::protocols::common::{apply_update, check_len, table, Arena, Scratch, SpinWait};
+use crate::storage::context::WorkerCtx;
+use crate::storage::phantom::{Batch, RangeBuckets};
+use crate::storage::projection::{Columns, Projection};
+use crate::storage::reclaim::Unlink;
+use crate::storage::row_store::RecordHeader;
+use crate::storage::{RowId, RowRef, Table, TableId};
+use std::ops::ControlFlow;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// Lock bit of a record word.
+pub const LOCK: u64 = 1 << 0;
+/// Latest-version bit (Silo's; other protocols leave it clear).
+pub const LATEST: u64 = 1 << 1;
+/// Absent bit: deleted, or inserted and not committed yet.
+pub const ABSENT: u64 = 1 << 2;
+/// Unlinked bit: the GC is removing the record from the index.
+pub const UNLINKED: u64 = 1 << 3;
+/// The four status bits.
+pub const STATUS: u64 = 0xF;
+
+/// Whether a word is locked.
+#[inline(always)]
+pub const fn is_locked(w: u64) -> bool {
+    w & LOCK != 0
+}
+/// Whether a word is absent (deleted, an uncommitted insert, or unlinked).
+#[inline(always)]
+pub const fn is_absent(w: u64) -> bool {
+    w & (ABSENT | UNLINKED) != 0
+}
+/// Whether a word is unlinked.
+#[inline(always)]
+pub const fn is_unlinked(w: u64) -> bool {
+    w & UNLINKED != 0
+}
+
+/// A record header that starts with an optimistic record word. See the module docs.
+pub trait OccRecord: RecordHeader {
+    /// The record word.
+    fn word(&self) -> &AtomicU64;
+
+    /// Loads the record word.
+    #[inline(always)]
+    fn load(&self) -> u64 {
+        // Acquire: pairs with the Release store that unlocks in the write phase.
+        self.word().load(Ordering::Acquire)
+    }
+
+    /// Stores the record word (typically unlocking).
+    #[inline(always)]
+    fn store(&self, w: u64) {
+        // Release: publishes the payload (and the extra) written under the lock.
+        self.word().store(w, Ordering::Release);
+    }
+
+    /// Tries to set the lock bit, expecting the unlocked word `cur`.
+    #[inline(always)]
+    fn try_lock(&self, cur: u64) -> bool {
+        debug_assert!(!is_locked(cur));
+        // Acquire: the holder's reads of the record (and later payload writes) stay after it.
+        self.word()
+            .compare_exchange_weak(cur, cur | LOCK, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The per-version extra a reader keeps beside the word (TicToc: the version's install
+    /// timestamp); `()` for protocols with none, which then pay nothing for it.
+    type Aux: Copy + Default + PartialEq + std::fmt::Debug;
+
+    /// Reads the extra (between the two loads of a stable read).
+    fn aux(&self) -> Self::Aux;
+
+    /// Whether the extra ([`OccRecord::aux`]) of the version `word` names is safe to read: false
+    /// while a committer is rewriting it (it sets a bit of the word first, with Release stores
+    /// of the extra after it). Always true by default.
+    #[inline(always)]
+    fn settled(word: u64) -> bool {
+        let _ = word;
+        true
+    }
+
+    /// Whether the unlocked words `a` and `b`, loaded before and after a copy of the row, name
+    /// the same version (so that the copy is consistent). Equality by default; TicToc ignores
+    /// the read timestamp, which readers extend without touching the row.
+    #[inline(always)]
+    fn same_version(a: u64, b: u64) -> bool {
+        a == b
+    }
+
+    /// The history stamp of the version `(word, aux)` of row `rid`.
+    fn stamp(word: u64, aux: Self::Aux, rid: RowId) -> Stamp;
+
+    /// Initialises a freshly allocated record for an insert: locked, absent, and a version no
+    /// transaction committed (the history's `UNBORN`).
+    fn init_fresh(&self);
+
+    /// Called when the fresh record has just become `key`'s index entry (before the insert bumps
+    /// the bucket). Nothing by default; TicToc gives the record the bucket's timestamps (the
+    /// absence it replaces), having kept readers off it until then.
+    #[inline]
+    fn inserted(&self, buckets: &RangeBuckets, key: u64) {
+        let _ = (buckets, key);
+    }
+
+    /// Called when the GC has just unlinked the record (its word is `word`, final), before its
+    /// index entry is removed. Nothing by default; TicToc moves the record's timestamps onto the
+    /// key's phantom bucket.
+    #[inline]
+    fn unlinked(&self, buckets: &RangeBuckets, key: u64, word: u64) {
+        let _ = (buckets, key, word);
+    }
+}
+
+/// The GC's unlink step for every optimistic protocol: absent and unlocked records become
+/// unlinked (see `storage::reclaim`).
+pub fn unlink<R: OccRecord>(tbl: &Table<R>, key: u64, rec: &R) -> Unlink {
+    let cur = rec.load();
+    if is_locked(cur) {
+        return Unlink::Busy;
+    }
+    if is_unlinked(cur) {
+        return Unlink::Gone;
+    }
+    if !is_absent(cur) {
+        return Unlink::Revived;
+    }
+    // AcqRel: the unlinked word is final; later readers of it see what the unlinker saw.
+    match rec.word().compare_exchange(cur, cur | UNLINKED, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            rec.unlinked(&tbl.buckets, key, cur | UNLINKED);
+            Unlink::Unlinked
+        }
+        Err(_) => Unlink::Busy,
+    }
+}
+
+/// What commit does when a write-set record is locked by another committing transaction
+/// (CCBench's Wait / NoWait / NoWaitTT, §4.2 and §6.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValidationLock {
+    /// Spin until it is free (Silo's original; the write set is locked in a global order, so
+    /// waiting cannot deadlock).
+    Wait,
+    /// Abort at once and retry the transaction (CCBench's NoWait).
+    NoWait,
+    /// Release every lock taken, wait a moment and lock the write set again, without aborting
+    /// (TicToc's original no-wait locking, CCBench's NoWaitTT).
+    NoWaitTT,
+}
+
+impl ValidationLock {
+    /// The `--opt validation-lock` values.
+    pub const VALUES: &'static str = "wait|nowait|nowaittt";
+
+    /// Parses an `--opt validation-lock` value.
+    pub fn parse(name: &str, value: &str) -> Result<Self, String> {
+        crate::engine::options::choice(
+            name,
+            value,
+            &[
+                ("wait", ValidationLock::Wait),
+                ("nowait", ValidationLock::NoWait),
+                ("nowaittt", ValidationLock::NoWaitTT),
+            ],
+        )
+    }
+}
+
+/// A single-version optimistic protocol: its record and its commit. The read phase is
+/// [`OccWorker`]'s.
+pub trait OccProtocol: Sized + 'static {
+    /// The record header.
+    type Record: OccRecord;
+    /// Per-worker state and the options commit needs.
+    type Local;
+
+    /// Commits the open transaction; on `Err` it has been rolled back.
+    fn commit(w: &mut OccWorker<'_, Self>) -> Result<(), Abort>;
+
+    /// Whether every read would still pass validation now (see
+    /// [`Worker::reads_still_valid`]).
+    fn reads_still_valid(w: &mut OccWorker<'_, Self>) -> bool;
+}
+
+/// A read-set entry.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadEntry<A> {
+    /// Table.
+    pub table: TableId,
+    /// Row.
+    pub rid: RowId,
+    /// The record word read (unlocked).
+    pub word: u64,
+    /// The record's extra read with it ([`OccRecord::aux`]).
+    pub aux: A,
+    /// Pushed together with a write-set entry for the same row (an update, revive or delete
+    /// reads what it replaces): a lock validation finds on the row is our own, and needs no
+    /// search of the write set. Other reads of rows we write are found by that search.
+    /// Invariant: set only while that write-set entry exists; [`OccWorker::drop_write`], the one
+    /// place an entry leaves the write set, clears it (a stale `mine` would let validation
+    /// ignore another transaction's lock on a row we read).
+    pub mine: bool,
+}
+
+/// What a write-set entry does at commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Overwrite a present record.
+    Update,
+    /// Make an absent (deleted, unlocked) record present again.
+    Revive,
+    /// A record this transaction created (locked and absent since the insert).
+    Insert,
+    /// Mark a present record absent.
+    Delete,
+    /// A record this transaction created and then deleted: stays absent, gets retired.
+    InsertDeleted,
+}
+
+impl WriteKind {
+    /// Whether the record is present after commit.
+    #[inline]
+    pub fn present(self) -> bool {
+        matches!(self, WriteKind::Update | WriteKind::Revive | WriteKind::Insert)
+    }
+
+    /// Whether the entry bumped its key's phantom bucket (it made a key appear in the index or
+    /// revived an absent one).
+    #[inline]
+    pub fn bumped(self) -> bool {
+        matches!(self, WriteKind::Revive | WriteKind::Insert | WriteKind::InsertDeleted)
+    }
+}
+
+/// A write entry's `off` when it has no buffer in the arena: a delete's, or an insert's, whose
+/// row is written straight into its fresh record (locked and absent, so no reader copies it).
+pub const NO_BUFFER: u32 = u32::MAX;
+
+/// A write-set entry.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteEntry {
+    /// Table.
+    pub table: TableId,
+    /// Row.
+    pub rid: RowId,
+    /// Key.
+    pub key: u64,
+    /// What commit does.
+    pub kind: WriteKind,
+    /// Arena offset of the buffered row, or [`NO_BUFFER`].
+    off: u32,
+    /// The columns the buffered row holds (an `update_cols` copies only the ones it sees).
+    cols: Columns,
+    /// The columns this transaction changed (a subset of `cols`): the words they cover are what
+    /// commit installs.
+    dirty: Columns,
+    /// The record word seen when locking at commit (unlocked).
+    pub locked: u64,
+}
+
+/// A write entry's place in the lock order: (table, row), then its index `i` in the write set
+/// (which the sort never reaches: an entry's record is unique in the write set).
+#[inline(always)]
+fn lock_key(w: &WriteEntry, i: usize) -> u128 {
+    u128::from(w.table.0) << 96 | u128::from(w.rid.0) << 32 | i as u128
+}
+
+/// A phantom-set entry: a bucket version read by a scan or an absent-key read.
+#[derive(Clone, Copy, Debug)]
+pub struct PhantomEntry {
+    /// Table.
+    pub table: TableId,
+    /// Bucket word.
+    pub slot: u32,
+    /// The version read.
+    pub version: u64,
+}
+
+/// The worker of an optimistic protocol `P`. See the module docs.
+pub struct OccWorker<'db, P: OccProtocol> {
+    /// The storage context.
+    pub ctx: WorkerCtx<'db, P::Record>,
+    /// The read set.
+    pub reads: Vec<ReadEntry<<P::Record as OccRecord>::Aux>>,
+    /// The write set.
+    pub writes: Vec<WriteEntry>,
+    /// The phantom set.
+    pub phantoms: Vec<PhantomEntry>,
+    arena: Arena,
+    scratch: Scratch,
+    /// The write-set entries commit locks (all but our own inserts) in (table, row) order, each
+    /// packed as `table << 96 | row << 32 | index into writes`: sorting plain integers costs
+    /// one comparison per step, where sorting indexes by their entries' fields costs two loads
+    /// and a tuple comparison.
+    lock_order: Vec<u128>,
+    /// How many of `lock_order` are locked so far during commit.
+    locked: usize,
+    active: bool,
+    /// Bit `t` set: the write set may hold rows of table `t` (tables 64 and up share bit 63).
+    /// Reads of tables this transaction never wrote skip the write-set search.
+    written: u64,
+    /// The protocol's per-worker state.
+    pub local: P::Local,
+}
+
+/// Records a read of the version `(word, aux)` names in the read set (and in the history when
+/// recording). A free function so that callers can hold a borrow of the scratch buffer.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn push_read<R: OccRecord>(
+    reads: &mut Vec<ReadEntry<R::Aux>>,
+    h: &mut Option<Recorder>,
+    t: TableId,
+    key: u64,
+    rid: RowId,
+    word: u64,
+    aux: R::Aux,
+    mine: bool,
+) {
+    reads.push(ReadEntry { table: t, rid, word, aux, mine });
+    if let Some(h) = h {
+        h.read(t.0, key, R::stamp(word, aux, rid));
+    }
+}
+
+/// Outcome of a stable read: the word (unlocked) and the extra.
+enum Stable<A> {
+    Present(u64, A),
+    Absent(u64, A),
+}
+
+impl<'db, P: OccProtocol> OccWorker<'db, P> {
+    /// A worker over `ctx` with the protocol's state `local`.
+    pub fn new(ctx: WorkerCtx<'db, P::Record>, local: P::Local) -> Self {
+        OccWorker {
+            ctx,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            phantoms: Vec::new(),
+            arena: Arena::default(),
+            scratch: Scratch::default(),
+            lock_order: Vec::new(),
+            locked: 0,
+            active: false,
+            written: 0,
+            local,
+        }
+    }
+
+    /// Reads a consistent copy of the columns `cols` of the record into `buf` (Silo §4.4: wait
+    /// while locked, copy, re-check). Absent records are not copied.
+    #[inline]
+    fn stable_read(
+        rec: RowRef<'_, P::Record>,
+        buf: &mut [u8],
+        p: &Projection,
+        cols: Columns,
+    ) -> Stable<<P::Record as OccRecord>::Aux> {
+        let mut spin = SpinWait::default();
+        loop {
+            let v1 = rec.header.load();
+            if is_absent(v1) {
+                // Absent records (deleted, uncommitted inserts) are not waited for: their word
+                // goes into the read set and validation catches any change.
+                let (word, aux) = Self::stable_word(rec.header);
+                if is_absent(word) {
+                    return Stable::Absent(word, aux);
+                }
+                continue;
+            }
+            if is_locked(v1) {
+                spin.spin();
+                continue;
+            }
+            let aux = rec.header.aux();
+            rec.read_cols_into(buf, p, cols);
+            // Acquire fence: the copy above happens before the re-check below (seqlock read;
+            // pairs with the Release fence after locking in `lock_write_set`).
+            fence(Ordering::Acquire);
+            let v2 = rec.header.word().load(Ordering::Relaxed);
+            if P::Record::same_version(v1, v2) {
+                return Stable::Present(v2, aux);
+            }
+            spin.spin();
+        }
+    }
+
+    /// Reads the word of a record and its extra without copying the row (blind writes, inserts,
+    /// deletes, absent records), waiting while it is present and locked or not settled. The word
+    /// is returned without the lock bit: an absent record may be locked by its inserter or
+    /// reviver (not waited for: it may hold that lock for its whole transaction).
+    #[inline]
+    fn stable_word(rec: &P::Record) -> (u64, <P::Record as OccRecord>::Aux) {
+        let mut spin = SpinWait::default();
+        loop {
+            let v1 = rec.load();
+            if (is_absent(v1) || !is_locked(v1)) && P::Record::settled(v1) {
+                if std::mem::size_of::<<P::Record as OccRecord>::Aux>() == 0 {
+                    // No extra to read consistently: one load is the answer.
+                    return (v1 & !LOCK, Default::default());
+                }
+                let aux = rec.aux();
+                // Acquire fence: pairs with the Release stores of the extra (see
+                // `OccRecord::settled`); equal words around it mean the extra is theirs.
+                fence(Ordering::Acquire);
+                if rec.word().load(Ordering::Relaxed) == v1 {
+                    return (v1 & !LOCK, aux);
+                }
+            }
+            spin.spin();
+        }
+    }
+
+    #[inline(always)]
+    fn push_read(
+        &mut self,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+        word: u64,
+        aux: <P::Record as OccRecord>::Aux,
+        mine: bool,
+    ) {
+        push_read::<P::Record>(
+            &mut self.reads,
+            &mut self.ctx.history,
+            t,
+            key,
+            rid,
+            word,
+            aux,
+            mine,
+        );
+    }
+
+    #[inline]
+    fn push_write(&mut self, table: TableId, rid: RowId, key: u64, kind: WriteKind, off: u32) {
+        self.push_write_cols(table, rid, key, kind, off, ALL_COLUMNS, ALL_COLUMNS);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn push_write_cols(
+        &mut self,
+        table: TableId,
+        rid: RowId,
+        key: u64,
+        kind: WriteKind,
+        off: u32,
+        cols: Columns,
+        dirty: Columns,
+    ) {
+        debug_assert_eq!(dirty & !cols, 0, "a changed column the buffer does not hold");
+        self.written |= Self::table_bit(table);
+        self.writes.push(WriteEntry { table, rid, key, kind, off, cols, dirty, locked: 0 });
+    }
+
+    /// The buffered row of write entry `i` (an update, revive or insert), holding at least the
+    /// columns `cols`.
+    #[inline]
+    fn buffered(
+        &mut self,
+        i: usize,
+        tbl: &Table<P::Record>,
+        cols: Columns,
+    ) -> Result<&mut [u8], Abort> {
+        let w = self.writes[i];
+        if w.off == NO_BUFFER {
+            self.buffer_insert(i, tbl);
+        } else if !tbl.projection.contains(w.cols, cols) {
+            self.widen(i, tbl, cols)?;
+        }
+        Ok(self.arena.get_mut(self.writes[i].off, tbl.spec.row_size))
+    }
+
+    /// Gives insert entry `i`, whose row is in its record, a buffer holding that row (a later
+    /// operation of the transaction reads or changes it); commit then installs the buffer.
+    #[cold]
+    fn buffer_insert(&mut self, i: usize, tbl: &Table<P::Record>) {
+        let w = self.writes[i];
+        debug_assert_eq!(w.kind, WriteKind::Insert);
+        let off = self.arena.push_reused(tbl.spec.row_size);
+        // The record is locked by this transaction since its insert: no one else writes it.
+        tbl.rows.get(w.rid).read_into(self.arena.get_mut(off, tbl.spec.row_size));
+        self.writes[i].off = off;
+    }
+
+    /// Adds the columns `cols` to write entry `i`, which an `update_cols` made with fewer: copies
+    /// the words the buffer lacks from the record, which must still be at the version that
+    /// update read (otherwise validation would fail anyway, so the attempt aborts now). Words
+    /// already buffered are kept: they may hold this transaction's changes.
+    #[cold]
+    fn widen(&mut self, i: usize, tbl: &Table<P::Record>, cols: Columns) -> Result<(), Abort> {
+        let w = self.writes[i];
+        let len = tbl.spec.row_size;
+        let want = w.cols | cols;
+        // Partial entries come only from `update_cols`, which records its read first.
+        let read = self.reads.iter().rev().find(|r| r.table == w.table && r.rid == w.rid);
+        let Some(&ReadEntry { word: seen, .. }) = read else {
+            return Err(Abort::new(AbortReason::ReadValidation));
+        };
+        let p = &tbl.projection;
+        let fresh = self.scratch.get(len);
+        match Self::stable_read(tbl.rows.get(w.rid), fresh, p, want) {
+            Stable::Present(word, _) if P::Record::same_version(word, seen) => {}
+            _ => return Err(Abort::new(AbortReason::ReadValidation)),
+        }
+        // `fresh` holds every wanted word as of `seen`; put our buffered words over it, then
+        // take all of it (the old columns are a subset of the wanted ones).
+        let buf = self.arena.get_mut(w.off, len);
+        let bytes = |lo: usize, hi: usize| lo * 8..(hi * 8).min(len);
+        p.runs(w.cols, |lo, hi| fresh[bytes(lo, hi)].copy_from_slice(&buf[bytes(lo, hi)]));
+        p.runs(want, |lo, hi| buf[bytes(lo, hi)].copy_from_slice(&fresh[bytes(lo, hi)]));
+        self.writes[i].cols = want;
+        Ok(())
+    }
+
+    /// Removes write entry `i` (a revive undone by a delete of the same row): the reads pushed
+    /// with it stay and are no longer `mine`, so validation checks their rows for foreign locks.
+    #[cold]
+    fn drop_write(&mut self, i: usize) {
+        let w = self.writes.remove(i);
+        for r in &mut self.reads {
+            if r.table == w.table && r.rid == w.rid {
+                r.mine = false;
+            }
+        }
+    }
+
+    #[inline]
+    fn table_bit(t: TableId) -> u64 {
+        1 << t.0.min(63)
+    }
+
+    /// The write-set entry for row `rid` of table `t`, if any.
+    #[inline]
+    pub fn find_write(&self, t: TableId, rid: RowId) -> Option<usize> {
+        if self.written & Self::table_bit(t) == 0 {
+            return None;
+        }
+        self.writes.iter().rposition(|w| w.rid == rid && w.table == t)
+    }
+
+    /// Looks `key` up; on a miss, protects the absent key with its phantom bucket (version read
+    /// before a second lookup, so an insert racing with the first lookup is not missed).
+    ///
+    /// Callers that then find the row unlinked call [`Self::relookup`] and start over: an
+    /// unlinked row is no longer the key's index entry, so "absent" read from it proves nothing
+    /// (the key may have been inserted again under another row), and its word never changes
+    /// again, so validation would not notice.
+    #[inline]
+    fn lookup(&mut self, tbl: &Table<P::Record>, key: u64) -> Option<RowId> {
+        if let Some(rid) = self.ctx.lookup(tbl, key) {
+            return Some(rid);
+        }
+        let slot = tbl.buckets.slot_of(key);
+        let version = tbl.buckets.version(slot);
+        let again = tbl.index.get(key, &self.ctx.guard);
+        if again.is_none() {
+            self.phantoms.push(PhantomEntry { table: tbl.id, slot: slot as u32, version });
+            if let Some(h) = &mut self.ctx.history {
+                h.range(tbl.id.0, key, key);
+            }
+        }
+        again
+    }
+
+    /// Forgets a prefetched row id found unlinked and lets the GC finish removing the index entry.
+    #[cold]
+    fn relookup(&mut self, t: TableId, key: u64) {
+        self.ctx.forget(t, key);
+        std::hint::spin_loop();
+    }
+
+    /// Bumps `key`'s bucket after an insert; re-stamps our own phantom entry so that our own
+    /// insert does not fail our validation.
+    fn bump(&mut self, tbl: &Table<P::Record>, key: u64) {
+        let (slot, old) = tbl.buckets.bump(key);
+        for p in &mut self.phantoms {
+            if p.table == tbl.id && p.slot as usize == slot && p.version == old {
+                p.version = old + 1;
+            }
+        }
+    }
+
+    /// Ends the attempt: empties the sets and leaves the epoch.
+    pub fn clear(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+        self.phantoms.clear();
+        self.arena.clear();
+        self.lock_order.clear();
+        self.locked = 0;
+        self.active = false;
+        self.written = 0;
+        self.ctx.exit();
+    }
+
+    /// Commit step: locks the write set in (table, row) order, waiting or not as `policy` says.
+    /// Our inserts were locked when they were made (a record nobody else could hold) and are
+    /// not locked again. Each entry's `locked` gets the word it had; an update or delete of a
+    /// record that is no longer present, or a revive of one that is, fails with
+    /// `ReadValidation`. On `Err` the locks taken stay held: [`Self::rollback`] releases them.
+    pub fn lock_write_set(&mut self, policy: ValidationLock) -> Result<(), Abort> {
+        let storage = self.ctx.storage;
+        let mut order = std::mem::take(&mut self.lock_order);
+        order.clear();
+        for (i, w) in self.writes.iter_mut().enumerate() {
+            if matches!(w.kind, WriteKind::Insert | WriteKind::InsertDeleted) {
+                let rec = storage.table(w.table).rows.get(w.rid).header;
+                w.locked = rec.load() & !LOCK;
+            } else {
+                order.push(lock_key(w, i));
+            }
+        }
+        order.sort_unstable();
+        self.lock_order = order;
+        let mut n = 0;
+        let mut retry = SpinWait::default();
+        while n < self.lock_order.len() {
+            let i = self.lock_order[n] as u32 as usize;
+            let w = self.writes[i];
+            let rec = storage.table(w.table).rows.get(w.rid).header;
+            let mut spin = SpinWait::default();
+            let cur = loop {
+                let cur = rec.load();
+                if !is_locked(cur) && rec.try_lock(cur) {
+                    break Some(cur);
+                }
+                match policy {
+                    ValidationLock::Wait => spin.spin(),
+                    // The first `n` are locked; commit's rollback releases them.
+                    ValidationLock::NoWait => return Err(Abort::new(AbortReason::LockConflict)),
+                    ValidationLock::NoWaitTT => break None,
+                }
+            };
+            let Some(cur) = cur else {
+                // NoWaitTT: give back what we hold, wait, and start over from the first lock.
+                self.unlock_held();
+                retry.spin();
+                n = 0;
+                continue;
+            };
+            n += 1;
+            self.locked = n;
+            self.writes[i].locked = cur;
+            let ok = match w.kind {
+                // The record must still be present (a concurrent delete committed otherwise).
+                WriteKind::Update | WriteKind::Delete => !is_absent(cur),
+                // Still absent and not unlinked.
+                WriteKind::Revive => is_absent(cur) && !is_unlinked(cur),
+                WriteKind::Insert | WriteKind::InsertDeleted => true,
+            };
+            if !ok {
+                return Err(Abort::new(AbortReason::ReadValidation));
+            }
+        }
+        // Release fence: payload stores of the write phase cannot move above the lock acquisition
+        // (pairs with the Acquire fence in `stable_read`).
+        fence(Ordering::Release);
+        Ok(())
+    }
+
+    /// Restores the commit-time locks taken so far to the words they had.
+    fn unlock_held(&mut self) {
+        let storage = self.ctx.storage;
+        for &k in &self.lock_order[..self.locked] {
+            let w = &self.writes[k as u32 as usize];
+            storage.table(w.table).rows.get(w.rid).header.store(w.locked);
+        }
+        self.locked = 0;
+    }
+
+    /// Whether row `rid` of table `t`, read with `r`, is locked by this transaction: either the
+    /// read came with a write-set entry, or the row is in the write set (locked at commit).
+    #[inline]
+    pub fn locked_by_me(&self, r: &ReadEntry<<P::Record as OccRecord>::Aux>) -> bool {
+        r.mine || self.find_write(r.table, r.rid).is_some()
+    }
+
+    /// Commit step: the phantom set's bucket versions are unchanged.
+    pub fn validate_phantoms(&self) -> Result<(), Abort> {
+        let storage = self.ctx.storage;
+        for p in &self.phantoms {
+            if storage.table(p.table).buckets.version(p.slot as usize) != p.version {
+                return Err(Abort::new(AbortReason::PhantomValidation));
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases commit-time locks and undoes inserts after a failed commit or an abort.
+    pub fn rollback(&mut self) {
+        let storage = self.ctx.storage;
+        self.unlock_held();
+        // Our inserts stay in the index as absent records: unlock them and let the GC unlink them.
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            if matches!(w.kind, WriteKind::Insert | WriteKind::InsertDeleted) {
+                let rec = storage.table(w.table).rows.get(w.rid).header;
+                rec.store(rec.load() & !LOCK);
+                self.ctx.retire(w.table, w.key, w.rid);
+            }
+        }
+        self.clear();
+    }
+
+    /// Commit step: installs the write set and unlocks it. `publish(record, entry)` writes the
+    /// record's new version (its word, unlocked, with [`ABSENT`] for a delete, and any extra)
+    /// after the payload has been copied in, and returns the new `(word, aux)` for the history.
+    /// Ends the attempt.
+    pub fn install(
+        &mut self,
+        mut publish: impl FnMut(&P::Record, &WriteEntry) -> (u64, <P::Record as OccRecord>::Aux),
+    ) {
+        let storage = self.ctx.storage;
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            let tbl = storage.table(w.table);
+            let row = tbl.rows.get(w.rid);
+            // The version replaced, for the history (read under our lock, before `publish`).
+            let prev = self
+                .ctx
+                .history
+                .is_some()
+                .then(|| <P::Record as OccRecord>::stamp(w.locked, row.header.aux(), w.rid));
+            // An insert without a buffer wrote its row into the record already; deletes copy
+            // nothing.
+            if w.kind.present() && w.off != NO_BUFFER {
+                row.write_cols_from(
+                    self.arena.get(w.off, tbl.spec.row_size),
+                    &tbl.projection,
+                    w.dirty,
+                );
+            }
+            let (word, aux) = publish(row.header, &w);
+            if !w.kind.present() {
+                self.ctx.retire(w.table, w.key, w.rid);
+            }
+            if let (Some(h), Some(prev)) = (&mut self.ctx.history, prev) {
+                let stamp = <P::Record as OccRecord>::stamp(word, aux, w.rid);
+                h.write(w.table.0, w.key, stamp, prev, w.kind.present());
+            }
+        }
+        self.clear();
+    }
+}
+
+impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
+    fn begin(&mut self) {
+        self.ctx.enter(unlink::<P::Record>);
+        self.active = true;
+    }
+
+    #[inline]
+    fn read_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let len = tbl.spec.row_size;
+        loop {
+            let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
+            if let Some(i) = self.find_write(t, rid) {
+                return Ok(match self.writes[i].kind {
+                    WriteKind::Delete | WriteKind::InsertDeleted => None,
+                    _ => Some(f(self.buffered(i, tbl, cols)?)),
+                });
+            }
+            let buf = self.scratch.get(len);
+            match Self::stable_read(tbl.rows.get(rid), buf, &tbl.projection, cols) {
+                Stable::Present(word, aux) => {
+                    let (reads, h) = (&mut self.reads, &mut self.ctx.history);
+                    push_read::<P::Record>(reads, h, t, key, rid, word, aux, false);
+                    return Ok(Some(f(buf)));
+                }
+                Stable::Absent(word, _) if is_unlinked(word) => self.relookup(t, key),
+                Stable::Absent(word, aux) => {
+                    self.push_read(t, key, rid, word, aux, false);
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn read_for_update<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        self.read(t, key, f)
+    }
+
+    #[inline]
+    fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        let (rid, word, aux) = loop {
+            let Some(rid) = self.lookup(tbl, key) else { return Ok(false) };
+            if let Some(i) = self.find_write(t, rid) {
+                let w = self.writes[i];
+                if matches!(w.kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                    return Ok(false);
+                }
+                if w.off == NO_BUFFER {
+                    // Our own insert: its record holds the row.
+                    tbl.rows.get(rid).write_from(value);
+                } else {
+                    self.arena.get_mut(w.off, value.len()).copy_from_slice(value);
+                }
+                self.writes[i].cols = ALL_COLUMNS;
+                self.writes[i].dirty = ALL_COLUMNS;
+                return Ok(true);
+            }
+            let (word, aux) = Self::stable_word(tbl.rows.get(rid).header);
+            if !is_unlinked(word) {
+                break (rid, word, aux);
+            }
+            self.relookup(t, key);
+        };
+        if is_absent(word) {
+            self.push_read(t, key, rid, word, aux, false);
+            return Ok(false);
+        }
+        // A blind write reads nothing: presence is re-checked when the record is locked.
+        let off = self.arena.push(value);
+        self.push_write(t, rid, key, WriteKind::Update, off);
+        Ok(true)
+    }
+
+    #[inline]
+    fn update_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        reads: Columns,
+        writes: Columns,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let (len, p, cols) = (tbl.spec.row_size, &tbl.projection, reads | writes);
+        loop {
+            let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
+            if let Some(i) = self.find_write(t, rid) {
+                if matches!(self.writes[i].kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                    return Ok(None);
+                }
+                let out = apply_update(p, writes, self.buffered(i, tbl, cols)?, f)?;
+                self.writes[i].dirty |= writes;
+                return Ok(Some(out));
+            }
+            let off = self.arena.push_reused(len);
+            let buf = self.arena.get_mut(off, len);
+            match Self::stable_read(tbl.rows.get(rid), buf, p, cols) {
+                Stable::Present(word, aux) => {
+                    self.push_read(t, key, rid, word, aux, true);
+                    let out = apply_update(p, writes, self.arena.get_mut(off, len), f)?;
+                    self.push_write_cols(t, rid, key, WriteKind::Update, off, cols, writes);
+                    return Ok(Some(out));
+                }
+                Stable::Absent(word, _) if is_unlinked(word) => self.relookup(t, key),
+                Stable::Absent(word, aux) => {
+                    self.push_read(t, key, rid, word, aux, false);
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        loop {
+            // Silo §4.5: a new record, locked and absent, goes into the index now. Trying the
+            // insert first costs one index traversal when the key is new (the common case),
+            // instead of a lookup and then an insert. No phantom entry for the key itself:
+            // creating the index entry is atomic (a racing insert of the same key is seen by
+            // `insert_if_absent`, a revived record through its word), and an entry here would
+            // make inserts of neighbouring keys abort each other.
+            let fresh = self.ctx.alloc(t)?;
+            let row = tbl.rows.get(fresh);
+            row.header.init_fresh();
+            // The row goes straight into the record (readers copy no absent record, and the
+            // index insert below publishes it), so commit installs only the word.
+            row.write_from(value);
+            let rid = match tbl.index.insert_if_absent(key, fresh, &self.ctx.guard) {
+                Ok(()) => {
+                    row.header.inserted(&tbl.buckets, key);
+                    self.push_write(t, fresh, key, WriteKind::Insert, NO_BUFFER);
+                    self.bump(tbl, key);
+                    return Ok(true);
+                }
+                Err(existing) => {
+                    self.ctx.caches[t.index()].release(fresh);
+                    existing
+                }
+            };
+            if let Some(i) = self.find_write(t, rid) {
+                let w = self.writes[i];
+                return Ok(match w.kind {
+                    WriteKind::Delete => {
+                        // A fresh buffer: a delete has none (or a partial one of an update).
+                        let off = self.arena.push(value);
+                        let e = &mut self.writes[i];
+                        (e.kind, e.off, e.cols, e.dirty) =
+                            (WriteKind::Update, off, ALL_COLUMNS, ALL_COLUMNS);
+                        true
+                    }
+                    WriteKind::InsertDeleted => {
+                        // Still our locked record: the row goes into it again.
+                        tbl.rows.get(rid).write_from(value);
+                        let e = &mut self.writes[i];
+                        (e.kind, e.off) = (WriteKind::Insert, NO_BUFFER);
+                        true
+                    }
+                    _ => false,
+                });
+            }
+            let rec = tbl.rows.get(rid).header;
+            let cur = rec.load();
+            if !is_absent(cur) {
+                // Present: the insert fails; its outcome depends on the record staying present.
+                let (word, aux) = Self::stable_word(rec);
+                if is_absent(word) {
+                    continue;
+                }
+                self.push_read(t, key, rid, word, aux, false);
+                return Ok(false);
+            }
+            if is_locked(cur) || is_unlinked(cur) {
+                // Another transaction is inserting or reviving it, or the GC is removing it.
+                return Err(Abort::new(AbortReason::InsertConflict));
+            }
+            // Revive a deleted record: its word must not change before we lock it at commit.
+            let (word, aux) = Self::stable_word(rec);
+            if word != cur {
+                continue;
+            }
+            self.push_read(t, key, rid, word, aux, true);
+            let off = self.arena.push(value);
+            self.push_write(t, rid, key, WriteKind::Revive, off);
+            self.bump(tbl, key);
+            return Ok(true);
+        }
+    }
+
+    fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let (rid, word, aux) = loop {
+            let Some(rid) = self.lookup(tbl, key) else { return Ok(false) };
+            if self.find_write(t, rid).is_some() {
+                break (rid, 0, Default::default());
+            }
+            let (word, aux) = Self::stable_word(tbl.rows.get(rid).header);
+            if !is_unlinked(word) {
+                break (rid, word, aux);
+            }
+            self.relookup(t, key);
+        };
+        if let Some(i) = self.find_write(t, rid) {
+            let w = &mut self.writes[i];
+            return Ok(match w.kind {
+                WriteKind::Update => {
+                    w.kind = WriteKind::Delete;
+                    true
+                }
+                WriteKind::Revive => {
+                    // Back to absent: nothing to write, but the read-set entry keeps the check
+                    // that the record stays absent and unlocked by others.
+                    self.drop_write(i);
+                    true
+                }
+                WriteKind::Insert => {
+                    w.kind = WriteKind::InsertDeleted;
+                    true
+                }
+                WriteKind::Delete | WriteKind::InsertDeleted => false,
+            });
+        }
+        // `mine` only when the delete goes into the write set.
+        self.push_read(t, key, rid, word, aux, !is_absent(word));
+        if is_absent(word) {
+            return Ok(false);
+        }
+        self.push_write(t, rid, key, WriteKind::Delete, NO_BUFFER);
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, Abort> {
+        let storage = self.ctx.storage;
+        scan::scan(self, storage, t, lo, hi, limit, f)
+    }
+
+    #[inline]
+    fn prefetch(&mut self, t: TableId, key: u64) {
+        self.ctx.prefetch(t, key);
+    }
+
+    #[inline]
+    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
+        self.ctx.prefetch_many(keys);
+    }
+
+    fn reads_still_valid(&mut self) -> bool {
+        P::reads_still_valid(self)
+    }
+
+    fn commit(&mut self) -> Result<(), Abort> {
+        P::commit(self)
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+}
+
+impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
+    #[inline]
+    fn ctx(&mut self) -> &mut WorkerCtx<'db, P::Record> {
+        &mut self.ctx
+    }
+
+    /// The batch's bucket versions, validated at commit (see storage::phantom).
+    #[inline(always)]
+    fn cover(
+        &mut self,
+        tbl: &'db Table<P::Record>,
+        t: TableId,
+        batch: &Batch,
+    ) -> Result<(), Abort> {
+        for slot in tbl.buckets.batch_slots(batch) {
+            let version = tbl.buckets.version(slot);
+            self.phantoms.push(PhantomEntry { table: t, slot: slot as u32, version });
+        }
+        Ok(())
+    }
+
+    /// The transaction's own write if it has one, else a stable read recorded for validation.
+    // Inlined into the scan loop: a call per entry cost 10 % of a scan-heavy transaction.
+    #[inline(always)]
+    fn entry(
+        &mut self,
+        tbl: &'db Table<P::Record>,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+    ) -> Result<Option<&[u8]>, Abort> {
+        if let Some(i) = self.find_write(t, rid) {
+            if matches!(self.writes[i].kind, WriteKind::Delete | WriteKind::InsertDeleted) {
+                return Ok(None);
+            }
+            return self.buffered(i, tbl, ALL_COLUMNS).map(|row| Some(&*row));
+        }
+        let len = tbl.spec.row_size;
+        let data = self.scratch.get(len);
+        match Self::stable_read(tbl.rows.get(rid), data, &tbl.projection, ALL_COLUMNS) {
+            Stable::Present(word, aux) => {
+                let (reads, h) = (&mut self.reads, &mut self.ctx.history);
+                push_read::<P::Record>(reads, h, t, key, rid, word, aux, false);
+                Ok(Some(data))
+            }
+            Stable::Absent(word, aux) => {
+                let (reads, h) = (&mut self.reads, &mut self.ctx.history);
+                push_read::<P::Record>(reads, h, t, key, rid, word, aux, false);
+                Ok(None)
+            }
+        }
+    }
+}
