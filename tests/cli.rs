@@ -661,6 +661,8 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     assert!(list.contains("--opt validation-lock=wait|nowait|nowaittt (default wait)"), "{list}");
     assert!(list.contains("--opt validation-lock=wait|nowait|nowaittt (default nowait)"), "{list}");
     assert!(list.contains("--opt timestamp-history=on|off (default on)"), "{list}");
+    assert!(list.contains("reads: invisible, validation writes read timestamps"), "{list}");
+    assert!(list.contains("reads: visible (read locks)"), "{list}");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("o.json");
     let out = txlab(&[

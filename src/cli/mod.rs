@@ -514,9 +514,11 @@ fn list() -> String {
         let _ = writeln!(s, "  {:<13} {}", p.name(), p.description());
         let _ = writeln!(
             s,
-            "  {:<13} isolation: {}; inserts/deletes: {}; range scans: {}; needs access sets: {}",
+            "  {:<13} isolation: {}; reads: {}; inserts/deletes: {}; range scans: {}; needs \
+             access sets: {}",
             "",
             c.isolation.name(),
+            c.reads.describe(),
             yes(c.inserts),
             yes(c.scans),
             yes(c.needs_access_set)

@@ -42,6 +42,33 @@ pub struct Capabilities {
     pub scans: bool,
     /// Needs each transaction's access set before it runs.
     pub needs_access_set: bool,
+    /// Whether reads write shared memory, and when (CCBench §3.2: visible reads cost cache-line
+    /// transfers on read-mostly workloads; invisible ones need validation).
+    pub reads: Reads,
+}
+
+/// How a protocol's reads show up in shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reads {
+    /// A read writes nothing shared, ever (`nocc`; Silo validates instead).
+    Invisible,
+    /// A read writes nothing shared in the read phase; validation may extend the record's read
+    /// timestamp (TicToc's rts extension is a write).
+    InvisibleUntilValidation,
+    /// A read takes a shared lock, a write to the record (2PL).
+    Visible,
+}
+
+impl Reads {
+    /// The text `txlab list` shows.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Reads::Invisible => "invisible",
+            Reads::InvisibleUntilValidation => "invisible, validation writes read timestamps",
+            Reads::Visible => "visible (read locks)",
+        }
+    }
 }
 
 /// An isolation level a protocol promises. The checker maps each to the anomaly classes it

@@ -14,7 +14,7 @@ mod worker;
 pub use record::NoccRecord;
 pub use worker::NoccWorker;
 
-use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Setup};
+use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Reads, Setup};
 use crate::error::Error;
 use crate::protocols::common::state::PRESENT;
 use crate::storage::context::WorkerCtx;
@@ -32,6 +32,7 @@ impl Protocol for Nocc {
         inserts: true,
         scans: true,
         needs_access_set: false,
+        reads: Reads::Invisible,
     };
     type Record = NoccRecord;
     type Worker<'db> = NoccWorker<'db>;

@@ -41,7 +41,7 @@ use worker::SiloLocal;
 pub use worker::SiloWorker;
 
 use crate::engine::options::{OptionSpec, ProtocolOptions};
-use crate::engine::{Capabilities, Database, Isolation, Protocol, Setup};
+use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
 pub use crate::protocols::common::occ::ValidationLock;
 use crate::protocols::common::occ::{OccRecord, OccWorker};
@@ -96,6 +96,7 @@ impl Protocol for Silo {
         inserts: true,
         scans: true,
         needs_access_set: false,
+        reads: Reads::Invisible,
     };
     type Record = SiloRecord;
     type Worker<'db> = SiloWorker<'db>;

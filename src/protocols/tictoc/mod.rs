@@ -56,7 +56,7 @@ use worker::TicTocLocal;
 pub use worker::TicTocWorker;
 
 use crate::engine::options::{switch, OptionSpec, ProtocolOptions};
-use crate::engine::{Capabilities, Database, Isolation, Protocol, Setup};
+use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
 use crate::protocols::common::occ::{OccRecord, OccWorker, ValidationLock};
 use crate::storage::context::WorkerCtx;
@@ -134,6 +134,7 @@ impl Protocol for TicToc {
         inserts: true,
         scans: true,
         needs_access_set: false,
+        reads: Reads::InvisibleUntilValidation,
     };
     const BUCKET_CLOCKS: bool = true;
     type Record = TicTocRecord;

@@ -33,7 +33,7 @@ mod worker;
 pub use record::TwoPlRecord;
 pub use worker::TwoPlWorker;
 
-use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Setup};
+use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Reads, Setup};
 use crate::error::{AbortReason, Error};
 use crate::protocols::common::state::PRESENT;
 use crate::storage::context::WorkerCtx;
@@ -89,6 +89,7 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
         inserts: true,
         scans: true,
         needs_access_set: false,
+        reads: Reads::Visible,
     };
     type Record = TwoPlRecord;
     type Worker<'db> = TwoPlWorker<'db, L>;
