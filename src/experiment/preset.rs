@@ -19,12 +19,16 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The presets shipped with txlab: (file name, contents).
-pub const SHIPPED: [(&str, &str); 6] = [
+pub const SHIPPED: [(&str, &str); 10] = [
     ("ccbench-skew", include_str!("../../presets/ccbench-skew.toml")),
     ("ccbench-read-ratio", include_str!("../../presets/ccbench-read-ratio.toml")),
     ("ccbench-payload", include_str!("../../presets/ccbench-payload.toml")),
     ("ccbench-cardinality", include_str!("../../presets/ccbench-cardinality.toml")),
     ("ccbench-wait-nowait", include_str!("../../presets/ccbench-wait-nowait.toml")),
+    ("ccbench-tictoc-read-only", include_str!("../../presets/ccbench-tictoc-read-only.toml")),
+    ("ccbench-tictoc-medium", include_str!("../../presets/ccbench-tictoc-medium.toml")),
+    ("ccbench-tictoc-high", include_str!("../../presets/ccbench-tictoc-high.toml")),
+    ("ccbench-occ-nowait", include_str!("../../presets/ccbench-occ-nowait.toml")),
     ("tpcc-warehouses", include_str!("../../presets/tpcc-warehouses.toml")),
 ];
 

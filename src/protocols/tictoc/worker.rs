@@ -53,47 +53,54 @@ fn current(rec: &TicTocRecord) -> Current {
 }
 
 /// Whether read `r` is valid at `cts`, extending the record's rts to `cts` where needed (the
-/// paper's read-set validation, Algorithm 2 lines 9-17). A version is identified by its install
-/// timestamp rather than by wts, so a wts moved up by a delta overflow does not fail readers of
-/// the same version (the paper compares wts and aborts them).
+/// paper's read-set validation, Algorithm 2 lines 9-17). A version is identified by its wts while
+/// that is unchanged (a row's versions have increasing wts), else by its install timestamp, so a
+/// wts moved up by a delta overflow does not fail readers of the same version (the paper compares
+/// wts and aborts them).
 fn validate_read(w: &TicTocWorker<'_>, r: &ReadEntry<u64>, cts: u64, history: bool) -> bool {
     let rec = w.ctx.storage.table(r.table).rows.get(r.rid).header;
     let read = TsWord(r.word);
-    if w.locked_by_me(r) {
-        // Locked by us since commit began: it is still the version read if `installed` is, and
-        // we overwrite it at `cts`, above its rts (so it needs no extension).
-        let cur = rec.ts();
-        return cur.status() & !occ::LOCK == read.status()
-            && rec.installed.load(Ordering::Relaxed) == r.aux;
-    }
     loop {
-        let cur = current(rec);
-        if cur.word.is_locked() {
-            // Another transaction is committing it: its `installed` may be half-written, and its
-            // rts cannot be extended until it is done. The read is valid if the version is
+        let cur = rec.ts();
+        if cur.is_locked() {
+            if w.locked_by_me(r) {
+                // Locked by us since commit began: still the version read if `installed` is,
+                // and we overwrite it at `cts`, above its rts (so it needs no extension).
+                return cur.status() & !occ::LOCK == read.status()
+                    && rec.installed.load(Ordering::Relaxed) == r.aux;
+            }
+            // Another transaction is committing it: its `installed` may be half-written, and
+            // its rts cannot be extended until it is done. The read is valid if the version is
             // unchanged (wts does not move while locked) and already covers `cts`.
-            return TsWord::same_wts(cur.word.0 & !occ::LOCK, r.word) && cur.word.rts() >= cts;
+            return TsWord::same_wts(cur.0 & !occ::LOCK, r.word) && cur.rts() >= cts;
         }
-        if cur.installed == r.aux && cur.word.status() == read.status() {
-            if cur.word.rts() >= cts {
-                return true;
+        if !TsWord::same_wts(cur.0, r.word) {
+            // A moved wts: the same version after a delta overflow, or a newer one.
+            let c = current(rec);
+            if c.word != cur {
+                continue;
             }
-            // Extend rts to `cts` (shifting wts on delta overflow).
-            let next = cur.word.extended(cts);
-            // AcqRel: a writer that locks after this sees the new rts (and commits above it).
-            if rec
-                .word
-                .compare_exchange_weak(cur.word.0, next.0, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                return true;
+            if c.installed != r.aux || c.word.status() != read.status() {
+                // Overwritten. With the timestamp history, the read is still valid if the version
+                // read was the current one's direct predecessor and the current one was
+                // installed after `cts`: the old version was then current throughout
+                // [its wts, installed - 1].
+                return history && c.prev == r.aux && c.installed > cts;
             }
-            continue;
         }
-        // Overwritten. With the timestamp history, the read is still valid if the version read
-        // was the current one's direct predecessor and the current one was installed after
-        // `cts`: the old version was then current throughout [its wts, installed - 1].
-        return history && cur.prev == r.aux && cur.installed > cts;
+        if cur.rts() >= cts {
+            return true;
+        }
+        // Extend rts to `cts` (shifting wts on delta overflow). AcqRel: a writer that locks
+        // after this sees the new rts (and commits above it).
+        let next = cur.extended(cts);
+        if rec
+            .word
+            .compare_exchange_weak(cur.0, next.0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            return true;
+        }
     }
 }
 
@@ -120,9 +127,11 @@ fn doomed(w: &TicTocWorker<'_>) -> bool {
         let t = TsWord(r.word);
         est = est.max(if r.mine { t.rts() + 1 } else { t.wts() });
     }
+    // Nothing is locked by this transaction yet (its own inserts have no read entries), so a
+    // locked record is another's.
     let storage = w.ctx.storage;
     w.reads.iter().any(|r| {
-        if TsWord(r.word).rts() >= est || w.locked_by_me(r) {
+        if TsWord(r.word).rts() >= est {
             return false;
         }
         let cur = storage.table(r.table).rows.get(r.rid).header.ts();
