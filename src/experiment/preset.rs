@@ -448,6 +448,7 @@ mod tests {
         match metric {
             "throughput" | "abort_ratio" => v[metric] = x.into(),
             m if m.ends_with("_us") => v["latency"][m] = x.into(),
+            m if m.starts_with("aborts.") => v["aborts"][&m["aborts.".len()..]] = x.into(),
             m => v[m] = x.into(),
         }
     }
