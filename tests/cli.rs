@@ -631,6 +631,11 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         "error: --opt preemptive-abort applies to tictoc, not to silo (choose protocols with -p)",
     );
     fails_with(
+        &["run", "-p", "silo,tictoc", "--opt", "read-phase-extension=5000000"],
+        2,
+        "error: --opt read-phase-extension=5000000: expected a number from 0 to 1000000",
+    );
+    fails_with(
         &["run", "-p", "tictoc", "--opt", "timestamp-history=yes"],
         2,
         "error: --opt timestamp-history=yes: expected on or off",
@@ -683,10 +688,21 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.starts_with("silo on ycsb | 3 threads | "), "{stdout}");
-    assert!(stdout.lines().next().unwrap().ends_with(" | validation-lock=nowait"), "{stdout}");
+    // Every option is recorded, the defaults too.
+    assert!(
+        stdout
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(" | read-phase-extension=0 validation-lock=nowait"),
+        "{stdout}"
+    );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["options"], serde_json::json!({"validation-lock": "nowait"}));
+    assert_eq!(
+        v["options"],
+        serde_json::json!({"validation-lock": "nowait", "read-phase-extension": 0})
+    );
     assert_eq!(v["commits"], 6000);
 }
 

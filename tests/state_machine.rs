@@ -364,7 +364,7 @@ alone_suite! {
     silo => txlab::protocols::silo::Silo,
     silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
     tictoc => txlab::protocols::tictoc::TicToc,
-    tictoc_wait_plain => txlab::protocols::tictoc::TicToc [("validation-lock", "wait"), ("preemptive-abort", "off"), ("timestamp-history", "off")],
+    tictoc_wait_plain => txlab::protocols::tictoc::TicToc [("validation-lock", "wait"), ("preemptive-abort", "off"), ("timestamp-history", "off"), ("read-phase-extension", "2000")],
     tictoc_nowaittt => txlab::protocols::tictoc::TicToc [("validation-lock", "nowaittt")],
 }
 
@@ -376,7 +376,7 @@ mod serializable {
         silo => txlab::protocols::silo::Silo,
         silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
         tictoc => txlab::protocols::tictoc::TicToc,
-        tictoc_wait_plain => txlab::protocols::tictoc::TicToc [("validation-lock", "wait"), ("preemptive-abort", "off"), ("timestamp-history", "off")],
+        tictoc_wait_plain => txlab::protocols::tictoc::TicToc [("validation-lock", "wait"), ("preemptive-abort", "off"), ("timestamp-history", "off"), ("read-phase-extension", "2000")],
         tictoc_nowaittt => txlab::protocols::tictoc::TicToc [("validation-lock", "nowaittt")],
     }
 }

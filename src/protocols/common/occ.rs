@@ -196,6 +196,21 @@ impl ValidationLock {
     }
 }
 
+/// The `--opt read-phase-extension` option, shared by the protocols built on this read phase
+/// (see [`OccWorker::extend_read_phase`]).
+pub const READ_PHASE_EXTENSION: crate::engine::OptionSpec = crate::engine::OptionSpec {
+    name: "read-phase-extension",
+    values: "0 to 1000000 (ns)",
+    default: "0",
+    help: "after a read phase that met a concurrent update, wait this long before validating \
+           (ReadPhaseExtension, CCBench §6.2; 0: off)",
+};
+
+/// Parses an `--opt read-phase-extension` value (nanoseconds).
+pub fn parse_read_phase_extension(name: &str, value: &str) -> Result<u32, String> {
+    crate::engine::options::number(name, value, 0u32, 1_000_000)
+}
+
 /// A single-version optimistic protocol: its record and its commit. The read phase is
 /// [`OccWorker`]'s.
 pub trait OccProtocol: Sized + 'static {
@@ -329,6 +344,11 @@ pub struct OccWorker<'db, P: OccProtocol> {
     /// Bit `t` set: the write set may hold rows of table `t` (tables 64 and up share bit 63).
     /// Reads of tables this transaction never wrote skip the write-set search.
     written: u64,
+    /// Reads of this attempt that met a concurrent update (waited for a lock or copied the row
+    /// again): the local conflict information of [`Self::extend_read_phase`].
+    extra_reads: u32,
+    /// How many attempts [`Self::extend_read_phase`] delayed, since the worker was created.
+    pub read_phase_extensions: u64,
     /// The protocol's per-worker state.
     pub local: P::Local,
 }
@@ -373,6 +393,8 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
             locked: 0,
             active: false,
             written: 0,
+            extra_reads: 0,
+            read_phase_extensions: 0,
             local,
         }
     }
@@ -385,6 +407,7 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         buf: &mut [u8],
         p: &Projection,
         cols: Columns,
+        extra: &mut u32,
     ) -> Stable<<P::Record as OccRecord>::Aux> {
         let mut spin = SpinWait::default();
         loop {
@@ -392,13 +415,14 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
             if is_absent(v1) {
                 // Absent records (deleted, uncommitted inserts) are not waited for: their word
                 // goes into the read set and validation catches any change.
-                let (word, aux) = Self::stable_word(rec.header);
+                let (word, aux) = Self::stable_word(rec.header, extra);
                 if is_absent(word) {
                     return Stable::Absent(word, aux);
                 }
                 continue;
             }
             if is_locked(v1) {
+                *extra += 1;
                 spin.spin();
                 continue;
             }
@@ -411,6 +435,8 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
             if P::Record::same_version(v1, v2) {
                 return Stable::Present(v2, aux);
             }
+            // An extra read: a concurrent update interrupted the copy.
+            *extra += 1;
             spin.spin();
         }
     }
@@ -420,7 +446,7 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
     /// is returned without the lock bit: an absent record may be locked by its inserter or
     /// reviver (not waited for: it may hold that lock for its whole transaction).
     #[inline]
-    fn stable_word(rec: &P::Record) -> (u64, <P::Record as OccRecord>::Aux) {
+    fn stable_word(rec: &P::Record, extra: &mut u32) -> (u64, <P::Record as OccRecord>::Aux) {
         let mut spin = SpinWait::default();
         loop {
             let v1 = rec.load();
@@ -437,6 +463,7 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                     return (v1 & !LOCK, aux);
                 }
             }
+            *extra += 1;
             spin.spin();
         }
     }
@@ -531,7 +558,7 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         };
         let p = &tbl.projection;
         let fresh = self.scratch.get(len);
-        match Self::stable_read(tbl.rows.get(w.rid), fresh, p, want) {
+        match Self::stable_read(tbl.rows.get(w.rid), fresh, p, want, &mut self.extra_reads) {
             Stable::Present(word, _) if P::Record::same_version(word, seen) => {}
             _ => return Err(Abort::new(AbortReason::ReadValidation)),
         }
@@ -623,7 +650,25 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         self.locked = 0;
         self.active = false;
         self.written = 0;
+        self.extra_reads = 0;
         self.ctx.exit();
+    }
+
+    /// CCBench's ReadPhaseExtension (§6.2): when this attempt's read phase met a concurrent
+    /// update (a read waited for a lock or had to copy the row again, the "extra reads" whose
+    /// delay CCBench found to regulate contention), waits `ns` nanoseconds before validation, so
+    /// that fewer transactions validate against the hot records at once. Attempts that met no
+    /// conflict are not delayed. Protocols call it first thing in commit; 0 turns it off.
+    #[inline]
+    pub fn extend_read_phase(&mut self, ns: u32) {
+        if ns == 0 || self.extra_reads == 0 {
+            return;
+        }
+        self.read_phase_extensions += 1;
+        let until = std::time::Instant::now() + std::time::Duration::from_nanos(u64::from(ns));
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
     }
 
     /// Commit step: locks the write set in (table, row) order, waiting or not as `policy` says.
@@ -801,7 +846,13 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 });
             }
             let buf = self.scratch.get(len);
-            match Self::stable_read(tbl.rows.get(rid), buf, &tbl.projection, cols) {
+            match Self::stable_read(
+                tbl.rows.get(rid),
+                buf,
+                &tbl.projection,
+                cols,
+                &mut self.extra_reads,
+            ) {
                 Stable::Present(word, aux) => {
                     let (reads, h) = (&mut self.reads, &mut self.ctx.history);
                     push_read::<P::Record>(reads, h, t, key, rid, word, aux, false);
@@ -847,7 +898,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 self.writes[i].dirty = ALL_COLUMNS;
                 return Ok(true);
             }
-            let (word, aux) = Self::stable_word(tbl.rows.get(rid).header);
+            let (word, aux) = Self::stable_word(tbl.rows.get(rid).header, &mut self.extra_reads);
             if !is_unlinked(word) {
                 break (rid, word, aux);
             }
@@ -886,7 +937,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
             }
             let off = self.arena.push_reused(len);
             let buf = self.arena.get_mut(off, len);
-            match Self::stable_read(tbl.rows.get(rid), buf, p, cols) {
+            match Self::stable_read(tbl.rows.get(rid), buf, p, cols, &mut self.extra_reads) {
                 Stable::Present(word, aux) => {
                     self.push_read(t, key, rid, word, aux, true);
                     let out = apply_update(p, writes, self.arena.get_mut(off, len), f)?;
@@ -955,7 +1006,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
             let cur = rec.load();
             if !is_absent(cur) {
                 // Present: the insert fails; its outcome depends on the record staying present.
-                let (word, aux) = Self::stable_word(rec);
+                let (word, aux) = Self::stable_word(rec, &mut self.extra_reads);
                 if is_absent(word) {
                     continue;
                 }
@@ -967,7 +1018,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 return Err(Abort::new(AbortReason::InsertConflict));
             }
             // Revive a deleted record: its word must not change before we lock it at commit.
-            let (word, aux) = Self::stable_word(rec);
+            let (word, aux) = Self::stable_word(rec, &mut self.extra_reads);
             if word != cur {
                 continue;
             }
@@ -986,7 +1037,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
             if self.find_write(t, rid).is_some() {
                 break (rid, 0, Default::default());
             }
-            let (word, aux) = Self::stable_word(tbl.rows.get(rid).header);
+            let (word, aux) = Self::stable_word(tbl.rows.get(rid).header, &mut self.extra_reads);
             if !is_unlinked(word) {
                 break (rid, word, aux);
             }
@@ -1097,7 +1148,13 @@ impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
         }
         let len = tbl.spec.row_size;
         let data = self.scratch.get(len);
-        match Self::stable_read(tbl.rows.get(rid), data, &tbl.projection, ALL_COLUMNS) {
+        match Self::stable_read(
+            tbl.rows.get(rid),
+            data,
+            &tbl.projection,
+            ALL_COLUMNS,
+            &mut self.extra_reads,
+        ) {
             Stable::Present(word, aux) => {
                 let (reads, h) = (&mut self.reads, &mut self.ctx.history);
                 push_read::<P::Record>(reads, h, t, key, rid, word, aux, false);

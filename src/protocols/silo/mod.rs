@@ -44,6 +44,7 @@ use crate::engine::options::{OptionSpec, ProtocolOptions};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
 pub use crate::protocols::common::occ::ValidationLock;
+use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTENSION};
 use crate::protocols::common::occ::{OccRecord, OccWorker};
 use crate::storage::context::WorkerCtx;
 
@@ -59,27 +60,37 @@ pub struct Silo {
 pub struct SiloOptions {
     /// What commit does with a write-set record locked by another commit (default: wait).
     pub validation_lock: ValidationLock,
+    /// ReadPhaseExtension (CCBench §6.2): nanoseconds to wait before validating after a read
+    /// phase that met a concurrent update; 0 (the default) turns it off.
+    pub read_phase_extension: u32,
 }
 
 impl Default for SiloOptions {
     fn default() -> Self {
-        SiloOptions { validation_lock: ValidationLock::Wait }
+        SiloOptions { validation_lock: ValidationLock::Wait, read_phase_extension: 0 }
     }
 }
 
 impl ProtocolOptions for SiloOptions {
-    const SPECS: &'static [OptionSpec] = &[OptionSpec {
-        name: "validation-lock",
-        values: ValidationLock::VALUES,
-        default: "wait",
-        help: "a write-set record locked by another commit: spin until free (Silo), abort and \
-               retry (NoWait, CCBench §4.2), or release all and relock (NoWaitTT)",
-    }];
+    const SPECS: &'static [OptionSpec] = &[
+        OptionSpec {
+            name: "validation-lock",
+            values: ValidationLock::VALUES,
+            default: "wait",
+            help: "a write-set record locked by another commit: spin until free (Silo), abort \
+                   and retry (NoWait, CCBench §4.2), or release all and relock (NoWaitTT)",
+        },
+        READ_PHASE_EXTENSION,
+    ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         match name {
             "validation-lock" => {
                 self.validation_lock = ValidationLock::parse(name, value)?;
+                Ok(())
+            }
+            "read-phase-extension" => {
+                self.read_phase_extension = parse_read_phase_extension(name, value)?;
                 Ok(())
             }
             _ => Err(format!("--opt {name}: not an option of silo")),
@@ -119,7 +130,7 @@ impl Protocol for Silo {
     }
 
     fn worker(db: &Database<Self>) -> Result<SiloWorker<'_>, Error> {
-        let local = SiloLocal::new(db.protocol().options.validation_lock);
+        let local = SiloLocal::new(db.protocol().options);
         Ok(OccWorker::new(WorkerCtx::new(db.storage())?, local))
     }
 }

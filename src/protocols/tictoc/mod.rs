@@ -23,7 +23,8 @@
 //! `timestamp-history` (§4.3: a read of a version overwritten since is still valid if the version
 //! that replaced it was installed after `cts`). CCBench's T+BO is TicToc with `--backoff
 //! adaptive`. Defaults: `nowait`, preemptive abort and timestamp history on (the paper's
-//! configuration has all its optimisations on).
+//! configuration has all its optimisations on). `read-phase-extension` (CCBench §6.2, off by
+//! default) is shared with Silo (`OccWorker::extend_read_phase`).
 //!
 //! **Phantoms.** The paper leaves phantom avoidance unspecified (the Cicada paper's footnote 2).
 //! txlab uses the shared phantom buckets (`storage::phantom`), given logical clocks: absence is a
@@ -58,7 +59,9 @@ pub use worker::TicTocWorker;
 use crate::engine::options::{switch, OptionSpec, ProtocolOptions};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
-use crate::protocols::common::occ::{OccRecord, OccWorker, ValidationLock};
+use crate::protocols::common::occ::{
+    parse_read_phase_extension, OccRecord, OccWorker, ValidationLock, READ_PHASE_EXTENSION,
+};
 use crate::storage::context::WorkerCtx;
 
 /// The TicToc protocol.
@@ -78,6 +81,9 @@ pub struct TicTocOptions {
     /// Validate reads of a just-overwritten version through the record's previous install
     /// timestamp (§4.3).
     pub timestamp_history: bool,
+    /// ReadPhaseExtension (CCBench §6.2): nanoseconds to wait before validating after a read
+    /// phase that met a concurrent update; 0 (the default) turns it off.
+    pub read_phase_extension: u32,
 }
 
 impl Default for TicTocOptions {
@@ -86,6 +92,7 @@ impl Default for TicTocOptions {
             validation_lock: ValidationLock::NoWait,
             preemptive_abort: true,
             timestamp_history: true,
+            read_phase_extension: 0,
         }
     }
 }
@@ -112,6 +119,7 @@ impl ProtocolOptions for TicTocOptions {
             default: "on",
             help: "accept a read of a version overwritten after the commit timestamp (§4.3)",
         },
+        READ_PHASE_EXTENSION,
     ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
@@ -119,6 +127,9 @@ impl ProtocolOptions for TicTocOptions {
             "validation-lock" => self.validation_lock = ValidationLock::parse(name, value)?,
             "preemptive-abort" => self.preemptive_abort = switch(name, value)?,
             "timestamp-history" => self.timestamp_history = switch(name, value)?,
+            "read-phase-extension" => {
+                self.read_phase_extension = parse_read_phase_extension(name, value)?
+            }
             _ => return Err(format!("--opt {name}: not an option of tictoc")),
         }
         Ok(())

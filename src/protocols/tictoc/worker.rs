@@ -198,6 +198,7 @@ impl OccProtocol for TicToc {
 
     fn commit(w: &mut TicTocWorker<'_>) -> Result<(), Abort> {
         let options = w.local.options;
+        w.extend_read_phase(options.read_phase_extension);
         if !w.writes.is_empty() {
             if options.preemptive_abort && doomed(w) {
                 w.rollback();
