@@ -156,6 +156,18 @@ mod tests {
     const K: u64 = 3;
     const X: u64 = 9;
 
+    /// An empty database whose Silo takes the options `opts`.
+    fn db_with(opts: &[(&str, &str)]) -> Database<Silo> {
+        use crate::engine::ProtocolOptions;
+        let pairs: Vec<(String, String)> =
+            opts.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        Database::<Silo>::builder(&[TableSpec::new("t", 8, 16)])
+            .options(DbOptions { max_workers: 4, ..Default::default() })
+            .protocol_options(super::super::SiloOptions::from_pairs(&pairs).unwrap())
+            .build()
+            .unwrap()
+    }
+
     /// The review's schedule, with the two commits interleaved phase by phase: T1 = {insert K,
     /// delete K, write X} reads K absent; T2 = {read X, insert K} reads X before T1 writes it.
     /// T2 locks K and validates X; then T1 locks X and validates K, finding T2's lock on it.
@@ -191,15 +203,7 @@ mod tests {
     /// once the other is done; with the default it would spin until the lock is free.
     #[test]
     fn nowait_validation_aborts_on_a_locked_write_set_record() {
-        use crate::engine::ProtocolOptions;
-        let options =
-            super::super::SiloOptions::from_pairs(&[("validation-lock".into(), "nowait".into())])
-                .unwrap();
-        let db = Database::<Silo>::builder(&[TableSpec::new("t", 8, 16)])
-            .options(DbOptions { max_workers: 4, ..Default::default() })
-            .protocol_options(options)
-            .build()
-            .unwrap();
+        let db = db_with(&[("validation-lock", "nowait")]);
         let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
         t1.begin();
         assert!(t1.insert(T, X, &row(1)).unwrap());
@@ -248,16 +252,7 @@ mod tests {
         use crate::protocols::common::occ::OccRecord;
         use std::time::{Duration, Instant};
         const NS: u32 = 1_000_000;
-        let options = super::super::SiloOptions::from_pairs(&[(
-            "read-phase-extension".into(),
-            "1000000".into(),
-        )])
-        .unwrap();
-        let db = Database::<Silo>::builder(&[TableSpec::new("t", 8, 16)])
-            .options(DbOptions { max_workers: 4, ..Default::default() })
-            .protocol_options(options)
-            .build()
-            .unwrap();
+        let db = db_with(&[("read-phase-extension", "1000000")]);
         let mut w = db.worker().unwrap();
         w.begin();
         assert!(w.insert(T, X, &row(1)).unwrap());
