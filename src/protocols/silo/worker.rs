@@ -248,7 +248,6 @@ mod tests {
     /// (an extra read), so its commit is delayed; a read that finds it free is not.
     #[test]
     fn read_phase_extension_delays_only_attempts_that_met_a_conflict() {
-        use crate::engine::ProtocolOptions;
         use crate::protocols::common::occ::OccRecord;
         use std::time::{Duration, Instant};
         const NS: u32 = 1_000_000;
