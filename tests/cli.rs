@@ -21,7 +21,7 @@ fn an_unknown_protocol_is_refused_with_the_valid_names() {
     fails_with(
         &["run", "--protocol", "foo"],
         2,
-        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc)",
+        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc)",
     );
 }
 
@@ -615,14 +615,14 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     fails_with(
         &["run", "-p", "silo,2pl-nowait", "--opt", "validation-lock=nowait"],
         2,
-        "error: --opt validation-lock applies to silo and tictoc, not to 2pl-nowait (choose \
+        "error: --opt validation-lock applies to silo, tictoc and mocc, not to 2pl-nowait (choose \
          protocols with -p)",
     );
     // Without -p every protocol runs, and the option applies to only some of them.
     fails_with(
         &["run", "--opt", "validation-lock=nowait"],
         2,
-        "error: --opt validation-lock applies to silo and tictoc, not to nocc, 2pl-nowait and \
+        "error: --opt validation-lock applies to silo, tictoc and mocc, not to nocc, 2pl-nowait and \
          2pl-waitdie (choose protocols with -p)",
     );
     fails_with(
@@ -646,6 +646,16 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         "error: --opt validation-lock=maybe: expected wait or nowait or nowaittt",
     );
     fails_with(
+        &["run", "-p", "silo,mocc", "--opt", "validation-lock=nowaittt"],
+        2,
+        "error: --opt validation-lock=nowaittt: expected wait or nowait",
+    );
+    fails_with(
+        &["run", "-p", "mocc", "--opt", "temperature-threshold=21"],
+        2,
+        "error: --opt temperature-threshold=21: expected a number from 1 to 20",
+    );
+    fails_with(
         &["run", "-p", "silo", "--opt", "nope=1"],
         2,
         "error: --opt nope: no protocol has this option (txlab list shows each protocol's)",
@@ -659,7 +669,7 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     fails_with(
         &["check", "-p", "2pl-nowait", "--opt", "validation-lock=nowait"],
         2,
-        "error: --opt validation-lock applies to silo and tictoc, not to 2pl-nowait (choose \
+        "error: --opt validation-lock applies to silo, tictoc and mocc, not to 2pl-nowait (choose \
          protocols with -p)",
     );
     let list = String::from_utf8_lossy(&txlab(&["list"]).stdout).into_owned();
@@ -668,6 +678,8 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     assert!(list.contains("--opt timestamp-history=on|off (default on)"), "{list}");
     assert!(list.contains("reads: invisible, validation writes read timestamps"), "{list}");
     assert!(list.contains("reads: visible (read locks)"), "{list}");
+    assert!(list.contains("--opt temperature-threshold=1 to 20 (default 10)"), "{list}");
+    assert!(list.contains("reads: visible on hot records (read locks), else invisible"), "{list}");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("o.json");
     let out = txlab(&[
@@ -724,6 +736,21 @@ fn check_quick_passes_for_tictoc_under_each_commit_path() {
         &["--opt", "validation-lock=nowaittt"][..],
     ] {
         let s = quick_check_passes("tictoc", opts);
+        assert!(s.contains("observed no anomaly (serializable)"), "{opts:?}: {s}");
+    }
+}
+
+/// MOCC under each option value that changes its commit path: the defaults (records rarely
+/// get hot in a quick check), and every failed validation making its record hot, with waiting
+/// and with NoWait locks.
+#[test]
+fn check_quick_passes_for_mocc_under_each_commit_path() {
+    for opts in [
+        &[][..],
+        &["--opt", "temperature-threshold=1"][..],
+        &["--opt", "temperature-threshold=1", "--opt", "validation-lock=nowait"][..],
+    ] {
+        let s = quick_check_passes("mocc", opts);
         assert!(s.contains("observed no anomaly (serializable)"), "{opts:?}: {s}");
     }
 }

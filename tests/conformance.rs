@@ -780,6 +780,9 @@ protocol_suite! {
     tictoc => txlab::protocols::tictoc::TicToc,
     tictoc_wait_plain => txlab::protocols::tictoc::TicToc [("validation-lock", "wait"), ("preemptive-abort", "off"), ("timestamp-history", "off"), ("read-phase-extension", "2000")],
     tictoc_nowaittt => txlab::protocols::tictoc::TicToc [("validation-lock", "nowaittt")],
+    mocc => txlab::protocols::mocc::Mocc,
+    mocc_hot => txlab::protocols::mocc::Mocc [("temperature-threshold", "1")],
+    mocc_hot_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("validation-lock", "nowait"), ("read-phase-extension", "2000")],
 }
 
 mod serializable {
@@ -792,6 +795,9 @@ mod serializable {
         tictoc => txlab::protocols::tictoc::TicToc,
         tictoc_wait_plain => txlab::protocols::tictoc::TicToc [("validation-lock", "wait"), ("preemptive-abort", "off"), ("timestamp-history", "off"), ("read-phase-extension", "2000")],
         tictoc_nowaittt => txlab::protocols::tictoc::TicToc [("validation-lock", "nowaittt")],
+        mocc => txlab::protocols::mocc::Mocc,
+        mocc_hot => txlab::protocols::mocc::Mocc [("temperature-threshold", "1")],
+        mocc_hot_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("validation-lock", "nowait"), ("read-phase-extension", "2000")],
     }
 }
 

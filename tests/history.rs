@@ -175,6 +175,11 @@ fn tictoc_histories_are_serializable() {
     serializable::<txlab::protocols::tictoc::TicToc>();
 }
 
+#[test]
+fn mocc_histories_are_serializable() {
+    serializable::<txlab::protocols::mocc::Mocc>();
+}
+
 /// The positive control: `nocc` loses updates and reads data of transactions that later abort,
 /// and the checker says so.
 #[test]

@@ -69,6 +69,11 @@ fn tictoc_conserves_money() {
 }
 
 #[test]
+fn mocc_conserves_money() {
+    conserves::<txlab::protocols::mocc::Mocc>();
+}
+
+#[test]
 fn nocc_is_caught_creating_or_destroying_money() {
     // Many transactions: nocc breaks the invariant only when two of them overlap on a row,
     // which on a loaded machine takes a while of both cores running workers.

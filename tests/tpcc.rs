@@ -170,6 +170,11 @@ fn tictoc_keeps_the_consistency_conditions() {
     contended::<txlab::protocols::tictoc::TicToc>(4);
 }
 
+#[test]
+fn mocc_keeps_the_consistency_conditions() {
+    contended::<txlab::protocols::mocc::Mocc>(5);
+}
+
 /// Changes one row of a loaded database with `f`, in a committed transaction.
 fn corrupt<P: Protocol>(db: &Database<P>, t: TableId, k: u64, f: impl FnOnce(&mut [u8])) {
     let mut w = db.worker().unwrap();

@@ -58,6 +58,8 @@ pub enum Reads {
     InvisibleUntilValidation,
     /// A read takes a shared lock, a write to the record (2PL).
     Visible,
+    /// Reads of hot records take a shared lock; other reads are invisible (MOCC).
+    VisibleWhenHot,
 }
 
 impl Reads {
@@ -67,6 +69,7 @@ impl Reads {
             Reads::Invisible => "invisible",
             Reads::InvisibleUntilValidation => "invisible, validation writes read timestamps",
             Reads::Visible => "visible (read locks)",
+            Reads::VisibleWhenHot => "visible on hot records (read locks), else invisible",
         }
     }
 }

@@ -4,6 +4,7 @@
 //! [`with_protocol!`](crate::with_protocol) turns a runtime choice into a monomorphised call.
 
 pub mod common;
+pub mod mocc;
 pub mod nocc;
 pub mod silo;
 pub mod tictoc;
@@ -34,16 +35,21 @@ pub enum ProtocolKind {
     #[value(name = "tictoc")]
     #[serde(rename = "tictoc")]
     TicToc,
+    /// MOCC: Silo plus temperature-driven pessimistic locks.
+    #[value(name = "mocc")]
+    #[serde(rename = "mocc")]
+    Mocc,
 }
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 5] = [
+    pub const ALL: [ProtocolKind; 6] = [
         ProtocolKind::Nocc,
         ProtocolKind::TwoPlNoWait,
         ProtocolKind::TwoPlWaitDie,
         ProtocolKind::Silo,
         ProtocolKind::TicToc,
+        ProtocolKind::Mocc,
     ];
 
     /// The command-line name.
@@ -55,6 +61,7 @@ impl ProtocolKind {
             ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::NAME,
             ProtocolKind::Silo => silo::Silo::NAME,
             ProtocolKind::TicToc => tictoc::TicToc::NAME,
+            ProtocolKind::Mocc => mocc::Mocc::NAME,
         }
     }
 
@@ -67,6 +74,7 @@ impl ProtocolKind {
             ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::DESCRIPTION,
             ProtocolKind::Silo => silo::Silo::DESCRIPTION,
             ProtocolKind::TicToc => tictoc::TicToc::DESCRIPTION,
+            ProtocolKind::Mocc => mocc::Mocc::DESCRIPTION,
         }
     }
 
@@ -97,6 +105,7 @@ impl ProtocolKind {
             ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::CAPS,
             ProtocolKind::Silo => silo::Silo::CAPS,
             ProtocolKind::TicToc => tictoc::TicToc::CAPS,
+            ProtocolKind::Mocc => mocc::Mocc::CAPS,
         }
     }
 }
@@ -132,6 +141,10 @@ macro_rules! with_protocol {
             }
             $crate::protocols::ProtocolKind::TicToc => {
                 type $P = $crate::protocols::tictoc::TicToc;
+                $body
+            }
+            $crate::protocols::ProtocolKind::Mocc => {
+                type $P = $crate::protocols::mocc::Mocc;
                 $body
             }
         }

@@ -4,6 +4,7 @@
 pub mod occ;
 pub mod scan;
 pub mod state;
+pub mod tid;
 
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::error::{Abort, AbortReason};

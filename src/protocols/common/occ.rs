@@ -225,6 +225,29 @@ pub trait OccProtocol: Sized + 'static {
     /// Whether every read would still pass validation now (see
     /// [`Worker::reads_still_valid`]).
     fn reads_still_valid(w: &mut OccWorker<'_, Self>) -> bool;
+
+    /// Called when the read phase is about to touch row `rid` of table `t` (record `rec`), which
+    /// is not in the write set yet: to read it, or to write it when `write`. MOCC takes its
+    /// pessimistic locks on hot records here; an `Err` aborts the operation. Nothing by default.
+    #[inline(always)]
+    fn access(
+        w: &mut OccWorker<'_, Self>,
+        t: TableId,
+        rid: RowId,
+        rec: &Self::Record,
+        write: bool,
+    ) -> Result<(), Abort> {
+        let _ = (w, t, rid, rec, write);
+        Ok(())
+    }
+
+    /// Called when an attempt ends, `committed` or not, before its sets are emptied and its
+    /// epoch is left (so every record it reached is still safe to touch): MOCC releases its
+    /// locks here and remembers what to lock first on a retry. Nothing by default.
+    #[inline(always)]
+    fn end(w: &mut OccWorker<'_, Self>, committed: bool) {
+        let _ = (w, committed);
+    }
 }
 
 /// A read-set entry.
@@ -640,8 +663,53 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         }
     }
 
-    /// Ends the attempt: empties the sets and leaves the epoch.
-    pub fn clear(&mut self) {
+    /// [`Worker::read_cols`], announcing a write when `write` (see `read_for_update`).
+    #[inline]
+    fn read_as<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        write: bool,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let len = tbl.spec.row_size;
+        loop {
+            let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
+            if let Some(i) = self.find_write(t, rid) {
+                return Ok(match self.writes[i].kind {
+                    WriteKind::Delete | WriteKind::InsertDeleted => None,
+                    _ => Some(f(self.buffered(i, tbl, cols)?)),
+                });
+            }
+            P::access(self, t, rid, tbl.rows.get(rid).header, write)?;
+            let buf = self.scratch.get(len);
+            match Self::stable_read(
+                tbl.rows.get(rid),
+                buf,
+                &tbl.projection,
+                cols,
+                &mut self.extra_reads,
+            ) {
+                Stable::Present(word, aux) => {
+                    let (reads, h) = (&mut self.reads, &mut self.ctx.history);
+                    push_read::<P::Record>(reads, h, t, key, rid, word, aux, false);
+                    return Ok(Some(f(buf)));
+                }
+                Stable::Absent(word, _) if is_unlinked(word) => self.relookup(t, key),
+                Stable::Absent(word, aux) => {
+                    self.push_read(t, key, rid, word, aux, false);
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// Ends the attempt, `committed` or not ([`OccProtocol::end`]): empties the sets and leaves
+    /// the epoch.
+    pub fn finish(&mut self, committed: bool) {
+        P::end(self, committed);
         self.reads.clear();
         self.writes.clear();
         self.phantoms.clear();
@@ -777,7 +845,7 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                 self.ctx.retire(w.table, w.key, w.rid);
             }
         }
-        self.clear();
+        self.finish(false);
     }
 
     /// Commit step: installs the write set and unlocks it. `publish(record, entry)` writes the
@@ -817,7 +885,7 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                 h.write(w.table.0, w.key, stamp, prev, w.kind.present());
             }
         }
-        self.clear();
+        self.finish(true);
     }
 }
 
@@ -835,38 +903,11 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
         cols: Columns,
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
-        let tbl = table(self.ctx.storage, t)?;
-        let len = tbl.spec.row_size;
-        loop {
-            let Some(rid) = self.lookup(tbl, key) else { return Ok(None) };
-            if let Some(i) = self.find_write(t, rid) {
-                return Ok(match self.writes[i].kind {
-                    WriteKind::Delete | WriteKind::InsertDeleted => None,
-                    _ => Some(f(self.buffered(i, tbl, cols)?)),
-                });
-            }
-            let buf = self.scratch.get(len);
-            match Self::stable_read(
-                tbl.rows.get(rid),
-                buf,
-                &tbl.projection,
-                cols,
-                &mut self.extra_reads,
-            ) {
-                Stable::Present(word, aux) => {
-                    let (reads, h) = (&mut self.reads, &mut self.ctx.history);
-                    push_read::<P::Record>(reads, h, t, key, rid, word, aux, false);
-                    return Ok(Some(f(buf)));
-                }
-                Stable::Absent(word, _) if is_unlinked(word) => self.relookup(t, key),
-                Stable::Absent(word, aux) => {
-                    self.push_read(t, key, rid, word, aux, false);
-                    return Ok(None);
-                }
-            }
-        }
+        self.read_as(t, key, cols, false, f)
     }
 
+    /// A read announcing a write: the protocol's access step sees the intent (MOCC locks a hot
+    /// record in write mode at once instead of upgrading later).
     #[inline]
     fn read_for_update<T>(
         &mut self,
@@ -874,7 +915,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
         key: u64,
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
-        self.read(t, key, f)
+        self.read_as(t, key, ALL_COLUMNS, true, f)
     }
 
     #[inline]
@@ -898,6 +939,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 self.writes[i].dirty = ALL_COLUMNS;
                 return Ok(true);
             }
+            P::access(self, t, rid, tbl.rows.get(rid).header, true)?;
             let (word, aux) = Self::stable_word(tbl.rows.get(rid).header, &mut self.extra_reads);
             if !is_unlinked(word) {
                 break (rid, word, aux);
@@ -935,6 +977,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 self.writes[i].dirty |= writes;
                 return Ok(Some(out));
             }
+            P::access(self, t, rid, tbl.rows.get(rid).header, true)?;
             let off = self.arena.push_reused(len);
             let buf = self.arena.get_mut(off, len);
             match Self::stable_read(tbl.rows.get(rid), buf, p, cols, &mut self.extra_reads) {
@@ -1018,6 +1061,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 return Err(Abort::new(AbortReason::InsertConflict));
             }
             // Revive a deleted record: its word must not change before we lock it at commit.
+            P::access(self, t, rid, rec, true)?;
             let (word, aux) = Self::stable_word(rec, &mut self.extra_reads);
             if word != cur {
                 continue;
@@ -1037,6 +1081,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
             if self.find_write(t, rid).is_some() {
                 break (rid, 0, Default::default());
             }
+            P::access(self, t, rid, tbl.rows.get(rid).header, true)?;
             let (word, aux) = Self::stable_word(tbl.rows.get(rid).header, &mut self.extra_reads);
             if !is_unlinked(word) {
                 break (rid, word, aux);
@@ -1146,6 +1191,7 @@ impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
             }
             return self.buffered(i, tbl, ALL_COLUMNS).map(|row| Some(&*row));
         }
+        P::access(self, t, rid, tbl.rows.get(rid).header, false)?;
         let len = tbl.spec.row_size;
         let data = self.scratch.get(len);
         match Self::stable_read(

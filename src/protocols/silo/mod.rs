@@ -37,7 +37,6 @@ pub mod record;
 mod worker;
 
 pub use record::{SiloRecord, Tid};
-use worker::SiloLocal;
 pub use worker::SiloWorker;
 
 use crate::engine::options::{OptionSpec, ProtocolOptions};
@@ -46,6 +45,7 @@ use crate::error::Error;
 pub use crate::protocols::common::occ::ValidationLock;
 use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTENSION};
 use crate::protocols::common::occ::{OccRecord, OccWorker};
+use crate::protocols::common::tid::SiloLocal;
 use crate::storage::context::WorkerCtx;
 
 /// The Silo protocol.
@@ -130,7 +130,8 @@ impl Protocol for Silo {
     }
 
     fn worker(db: &Database<Self>) -> Result<SiloWorker<'_>, Error> {
-        let local = SiloLocal::new(db.protocol().options);
+        let o = db.protocol().options;
+        let local = SiloLocal::new(o.validation_lock, o.read_phase_extension);
         Ok(OccWorker::new(WorkerCtx::new(db.storage())?, local))
     }
 }

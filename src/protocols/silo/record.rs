@@ -1,124 +1,11 @@
-//! Silo's record header: the TID word.
-//!
-//! ```text
-//!  63                      36 35                         4   3   2   1   0
-//! +--------------------------+----------------------------+---+---+---+---+
-//! |  epoch (28 bits)         |  sequence (32 bits)        | U | A | L | K |
-//! +--------------------------+----------------------------+---+---+---+---+
-//!   K = lock, L = latest, A = absent (deleted / not yet inserted), U = unlinked by the GC
-//! ```
-//!
-//! TIDs compare as integers on the epoch/sequence bits, so the epoch dominates.
+//! Silo's record header: one TID word ([`Tid`], shared with MOCC in `common::tid`).
 
-use crate::history::{Stamp, INITIAL, UNBORN};
-use crate::protocols::common::occ::{self, OccRecord};
+use crate::history::Stamp;
+use crate::protocols::common::occ::OccRecord;
+pub use crate::protocols::common::tid::Tid;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::RowId;
-use std::fmt;
 use std::sync::atomic::AtomicU64;
-
-/// A decoded TID word.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Tid(pub u64);
-
-impl Tid {
-    /// Lock bit (the status bits are those of every optimistic record word, `common::occ`).
-    pub const LOCK: u64 = occ::LOCK;
-    /// Latest-version bit.
-    pub const LATEST: u64 = occ::LATEST;
-    /// Absent bit.
-    pub const ABSENT: u64 = occ::ABSENT;
-    /// Unlinked bit.
-    pub const UNLINKED: u64 = occ::UNLINKED;
-    /// The four status bits.
-    pub const STATUS: u64 = occ::STATUS;
-    const SEQ_SHIFT: u32 = 4;
-    const SEQ_BITS: u32 = 32;
-    const EPOCH_SHIFT: u32 = Self::SEQ_SHIFT + Self::SEQ_BITS;
-    /// One step of the sequence number.
-    pub const SEQ_ONE: u64 = 1 << Self::SEQ_SHIFT;
-    const _PARTITION: () = assert!(
-        Self::STATUS & (((1u64 << Self::SEQ_BITS) - 1) << Self::SEQ_SHIFT) == 0
-            && Self::EPOCH_SHIFT + 28 == 64
-    );
-
-    /// The TID `(epoch, seq)` with no status bits.
-    #[must_use]
-    pub const fn new(epoch: u64, seq: u64) -> Tid {
-        Tid((epoch << Self::EPOCH_SHIFT) | ((seq & 0xFFFF_FFFF) << Self::SEQ_SHIFT))
-    }
-    /// The epoch.
-    pub const fn epoch(self) -> u64 {
-        self.0 >> Self::EPOCH_SHIFT
-    }
-    /// The sequence number.
-    pub const fn seq(self) -> u64 {
-        (self.0 >> Self::SEQ_SHIFT) & 0xFFFF_FFFF
-    }
-    /// The word with `bits` set.
-    #[must_use]
-    pub const fn with(self, bits: u64) -> Tid {
-        Tid(self.0 | bits)
-    }
-    /// The word without `bits`.
-    #[must_use]
-    pub const fn without(self, bits: u64) -> Tid {
-        Tid(self.0 & !bits)
-    }
-    /// The epoch/sequence part only.
-    #[must_use]
-    pub const fn version(self) -> Tid {
-        self.without(Self::STATUS)
-    }
-    /// Locked?
-    pub const fn is_locked(self) -> bool {
-        self.0 & Self::LOCK != 0
-    }
-    /// Absent (deleted, uncommitted insert, or unlinked)?
-    pub const fn is_absent(self) -> bool {
-        self.0 & (Self::ABSENT | Self::UNLINKED) != 0
-    }
-    /// Unlinked by the GC?
-    pub const fn is_unlinked(self) -> bool {
-        self.0 & Self::UNLINKED != 0
-    }
-    /// The TID of loaded records: epoch 0, below every commit TID (the global epoch starts at 1
-    /// and a commit TID is at least `(current epoch, 0)`).
-    pub const LOADED: Tid = Tid::new(0, 1);
-    /// The version this TID names on row `rid` in a recorded history: the row id and the
-    /// epoch and sequence bits, with the loader's TID as [`INITIAL`] and a never-committed row
-    /// (TID 0) as [`UNBORN`]. The row id is part of it because TIDs are unique per row only: two
-    /// incarnations of a key (deleted, unlinked, inserted again) may commit equal TIDs.
-    pub const fn stamp(self, rid: RowId) -> Stamp {
-        let v = self.0 & !Self::STATUS;
-        if v == 0 {
-            UNBORN
-        } else if v == Self::LOADED.0 {
-            INITIAL
-        } else {
-            ((rid.0 as u128) << 64) | v as u128
-        }
-    }
-}
-
-const _NO_COLLISION: () = assert!(UNBORN == 0 && INITIAL as u64 & Tid::STATUS != 0);
-
-impl fmt::Debug for Tid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Tid(e{}.{}", self.epoch(), self.seq())?;
-        for (bit, name) in [
-            (Self::LOCK, "locked"),
-            (Self::LATEST, "latest"),
-            (Self::ABSENT, "absent"),
-            (Self::UNLINKED, "unlinked"),
-        ] {
-            if self.0 & bit != 0 {
-                write!(f, " {name}")?;
-            }
-        }
-        f.write_str(")")
-    }
-}
 
 /// The header of a Silo record.
 #[repr(C, align(8))]
@@ -177,6 +64,7 @@ mod tests {
 
     #[test]
     fn unlink_only_takes_absent_unlocked_records() {
+        use crate::protocols::common::occ;
         use crate::storage::reclaim::Unlink;
         use crate::storage::{Storage, TableSpec};
         let s = Storage::<SiloRecord>::new(

@@ -1,52 +1,14 @@
-//! Silo's commit (§4.4, Figure 2) on the shared optimistic read phase
-//! ([`crate::protocols::common::occ`]).
+//! Silo's worker: the shared optimistic read phase ([`crate::protocols::common::occ`]) and
+//! Silo's commit ([`crate::protocols::common::tid`]).
 
-use super::record::{SiloRecord, Tid};
-use super::{Silo, SiloOptions};
-use crate::error::{Abort, AbortReason};
-use crate::protocols::common::occ::{
-    OccProtocol, OccRecord, OccWorker, ValidationLock, ABSENT, LATEST, LOCK,
-};
-use std::sync::atomic::{fence, Ordering};
+use super::record::SiloRecord;
+use super::Silo;
+use crate::error::Abort;
+use crate::protocols::common::occ::{OccProtocol, OccWorker};
+use crate::protocols::common::tid::{commit, validate, SiloCommit, SiloLocal};
 
 /// A Silo worker.
 pub type SiloWorker<'db> = OccWorker<'db, Silo>;
-
-/// A Silo worker's own state.
-pub struct SiloLocal {
-    /// The last TID this worker committed with.
-    last_tid: Tid,
-    /// What commit does with a locked write-set record.
-    lock: ValidationLock,
-    /// ReadPhaseExtension's delay, ns.
-    extension: u32,
-}
-
-impl SiloLocal {
-    pub(super) fn new(options: SiloOptions) -> Self {
-        SiloLocal {
-            last_tid: Tid(0),
-            lock: options.validation_lock,
-            extension: options.read_phase_extension,
-        }
-    }
-}
-
-/// Phase 3: the read set's TIDs are unchanged and not locked by another transaction, and the
-/// phantom set's bucket versions are unchanged.
-fn validate(w: &SiloWorker<'_>) -> Result<(), Abort> {
-    let storage = w.ctx.storage;
-    for r in &w.reads {
-        let cur = storage.table(r.table).rows.get(r.rid).header.tid();
-        if cur.without(Tid::LOCK).0 != r.word {
-            return Err(Abort::new(AbortReason::ReadValidation));
-        }
-        if cur.is_locked() && !w.locked_by_me(r) {
-            return Err(Abort::new(AbortReason::ReadValidation));
-        }
-    }
-    w.validate_phantoms()
-}
 
 impl OccProtocol for Silo {
     type Record = SiloRecord;
@@ -57,64 +19,14 @@ impl OccProtocol for Silo {
     }
 
     fn commit(w: &mut SiloWorker<'_>) -> Result<(), Abort> {
-        w.extend_read_phase(w.local.extension);
-        if w.writes.is_empty() {
-            // Read-only: no locks to order before validation (so no fence), no TID to choose;
-            // the transaction serializes at its validation.
-            if let Some(h) = &mut w.ctx.history {
-                h.serial_point();
-            }
-            w.ctx.commit_pause();
-            let r = validate(w);
-            if let (Ok(()), Some(h)) = (&r, &mut w.ctx.history) {
-                h.committed();
-            }
-            w.clear();
-            return r;
-        }
-        // Phase 1: lock the write set in a global order.
-        if let Err(a) = w.lock_write_set(w.local.lock) {
-            w.rollback();
-            return Err(a);
-        }
-        w.ctx.commit_pause();
-        // Phase 2: the serialization point.
-        fence(Ordering::SeqCst);
-        let epoch = w.ctx.storage.epochs().global();
-        if let Some(h) = &mut w.ctx.history {
-            h.serial_point();
-        }
-        // Phase 3.
-        if let Err(a) = validate(w) {
-            w.rollback();
-            return Err(a);
-        }
-        if let Some(h) = &mut w.ctx.history {
-            h.committed();
-        }
-        w.ctx.commit_pause();
-        // Phase 4: the commit TID: larger than every TID read or written and than this worker's
-        // last, in epoch `epoch` or later.
-        let mut max = w.local.last_tid.version();
-        for r in &w.reads {
-            max = max.max(Tid(r.word).version());
-        }
-        for e in &w.writes {
-            max = max.max(Tid(e.locked).version());
-        }
-        let mut tid = Tid(max.0 + Tid::SEQ_ONE);
-        if tid.epoch() < epoch {
-            tid = Tid::new(epoch, 0);
-        }
-        w.local.last_tid = tid;
-        // Phase 5: install and unlock.
-        w.install(|rec, e| {
-            let word = if e.kind.present() { tid.0 | LATEST } else { tid.0 | LATEST | ABSENT };
-            debug_assert_eq!(word & LOCK, 0);
-            rec.store(word);
-            (word, ())
-        });
-        Ok(())
+        commit(w)
+    }
+}
+
+impl SiloCommit for Silo {
+    #[inline(always)]
+    fn silo(local: &mut SiloLocal) -> &mut SiloLocal {
+        local
     }
 }
 
@@ -122,6 +34,8 @@ impl OccProtocol for Silo {
 mod tests {
     use super::*;
     use crate::engine::{Database, DbOptions, Worker};
+    use crate::error::AbortReason;
+    use crate::protocols::common::occ::ValidationLock;
     use crate::protocols::silo::Silo;
     use crate::storage::TableId;
     use crate::storage::TableSpec;
@@ -186,11 +100,11 @@ mod tests {
         assert!(t2.insert(T, K, &row(20)).unwrap());
         // T2's commit, up to its validation.
         t2.lock_write_set(ValidationLock::Wait).unwrap();
-        validate(&t2).expect("T2 read X before anyone wrote it");
+        validate(&t2).map_err(|e| e.0).expect("T2 read X before anyone wrote it");
         // T1's commit: K is locked by T2, which installs a present K after T1 read it absent.
         t1.lock_write_set(ValidationLock::Wait).unwrap();
         assert_eq!(
-            validate(&t1).map_err(|a| a.reason),
+            validate(&t1).map_err(|(a, _)| a.reason),
             Err(AbortReason::ReadValidation),
             "T1 ignored T2's lock on a key it read"
         );
@@ -218,7 +132,7 @@ mod tests {
         t1.lock_write_set(ValidationLock::Wait).unwrap();
         assert_eq!(t2.commit().map_err(|a| a.reason), Err(AbortReason::LockConflict));
         // T2's lock on K was released: T1 finishes, and T2's retry commits.
-        validate(&t1).unwrap();
+        validate(&t1).map_err(|e| e.0).unwrap();
         t1.rollback();
         t2.begin();
         assert!(t2.write(T, K, &row(20)).unwrap());

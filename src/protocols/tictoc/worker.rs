@@ -227,7 +227,7 @@ impl OccProtocol for TicToc {
         }
         w.ctx.commit_pause();
         if w.writes.is_empty() {
-            w.clear();
+            w.finish(true);
             return Ok(());
         }
         // Write phase: wts = rts = cts.

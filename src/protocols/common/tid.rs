@@ -1,0 +1,244 @@
+//! Silo's TID word and Silo's commit (§4.4, Figure 2), shared by the protocols whose records
+//! start with a TID word: Silo, and MOCC, which takes its locks and then commits as Silo does.
+//!
+//! The TID word:
+//!
+//! ```text
+//!  63                      36 35                         4   3   2   1   0
+//! +--------------------------+----------------------------+---+---+---+---+
+//! |  epoch (28 bits)         |  sequence (32 bits)        | U | A | L | K |
+//! +--------------------------+----------------------------+---+---+---+---+
+//!   K = lock, L = latest, A = absent (deleted / not yet inserted), U = unlinked by the GC
+//! ```
+//!
+//! TIDs compare as integers on the epoch/sequence bits, so the epoch dominates.
+
+use crate::error::{Abort, AbortReason};
+use crate::history::{Stamp, INITIAL, UNBORN};
+use crate::protocols::common::occ::{self, OccProtocol, OccRecord, OccWorker, ValidationLock};
+use crate::protocols::common::occ::{ABSENT, LATEST, LOCK};
+use crate::storage::RowId;
+use std::fmt;
+use std::sync::atomic::{fence, Ordering};
+
+/// A decoded TID word.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Tid(pub u64);
+
+impl Tid {
+    /// Lock bit (the status bits are those of every optimistic record word, `common::occ`).
+    pub const LOCK: u64 = occ::LOCK;
+    /// Latest-version bit.
+    pub const LATEST: u64 = occ::LATEST;
+    /// Absent bit.
+    pub const ABSENT: u64 = occ::ABSENT;
+    /// Unlinked bit.
+    pub const UNLINKED: u64 = occ::UNLINKED;
+    /// The four status bits.
+    pub const STATUS: u64 = occ::STATUS;
+    const SEQ_SHIFT: u32 = 4;
+    const SEQ_BITS: u32 = 32;
+    const EPOCH_SHIFT: u32 = Self::SEQ_SHIFT + Self::SEQ_BITS;
+    /// One step of the sequence number.
+    pub const SEQ_ONE: u64 = 1 << Self::SEQ_SHIFT;
+    const _PARTITION: () = assert!(
+        Self::STATUS & (((1u64 << Self::SEQ_BITS) - 1) << Self::SEQ_SHIFT) == 0
+            && Self::EPOCH_SHIFT + 28 == 64
+    );
+
+    /// The TID `(epoch, seq)` with no status bits.
+    #[must_use]
+    pub const fn new(epoch: u64, seq: u64) -> Tid {
+        Tid((epoch << Self::EPOCH_SHIFT) | ((seq & 0xFFFF_FFFF) << Self::SEQ_SHIFT))
+    }
+    /// The epoch.
+    pub const fn epoch(self) -> u64 {
+        self.0 >> Self::EPOCH_SHIFT
+    }
+    /// The sequence number.
+    pub const fn seq(self) -> u64 {
+        (self.0 >> Self::SEQ_SHIFT) & 0xFFFF_FFFF
+    }
+    /// The word with `bits` set.
+    #[must_use]
+    pub const fn with(self, bits: u64) -> Tid {
+        Tid(self.0 | bits)
+    }
+    /// The word without `bits`.
+    #[must_use]
+    pub const fn without(self, bits: u64) -> Tid {
+        Tid(self.0 & !bits)
+    }
+    /// The epoch/sequence part only.
+    #[must_use]
+    pub const fn version(self) -> Tid {
+        self.without(Self::STATUS)
+    }
+    /// Locked?
+    pub const fn is_locked(self) -> bool {
+        self.0 & Self::LOCK != 0
+    }
+    /// Absent (deleted, uncommitted insert, or unlinked)?
+    pub const fn is_absent(self) -> bool {
+        self.0 & (Self::ABSENT | Self::UNLINKED) != 0
+    }
+    /// Unlinked by the GC?
+    pub const fn is_unlinked(self) -> bool {
+        self.0 & Self::UNLINKED != 0
+    }
+    /// The TID of loaded records: epoch 0, below every commit TID (the global epoch starts at 1
+    /// and a commit TID is at least `(current epoch, 0)`).
+    pub const LOADED: Tid = Tid::new(0, 1);
+    /// The version this TID names on row `rid` in a recorded history: the row id and the
+    /// epoch and sequence bits, with the loader's TID as [`INITIAL`] and a never-committed row
+    /// (TID 0) as [`UNBORN`]. The row id is part of it because TIDs are unique per row only: two
+    /// incarnations of a key (deleted, unlinked, inserted again) may commit equal TIDs.
+    pub const fn stamp(self, rid: RowId) -> Stamp {
+        let v = self.0 & !Self::STATUS;
+        if v == 0 {
+            UNBORN
+        } else if v == Self::LOADED.0 {
+            INITIAL
+        } else {
+            ((rid.0 as u128) << 64) | v as u128
+        }
+    }
+}
+
+const _NO_COLLISION: () = assert!(UNBORN == 0 && INITIAL as u64 & Tid::STATUS != 0);
+
+impl fmt::Debug for Tid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tid(e{}.{}", self.epoch(), self.seq())?;
+        for (bit, name) in [
+            (Self::LOCK, "locked"),
+            (Self::LATEST, "latest"),
+            (Self::ABSENT, "absent"),
+            (Self::UNLINKED, "unlinked"),
+        ] {
+            if self.0 & bit != 0 {
+                write!(f, " {name}")?;
+            }
+        }
+        f.write_str(")")
+    }
+}
+
+/// A Silo worker's own state (also the Silo part of protocols built on Silo's commit).
+pub struct SiloLocal {
+    /// The last TID this worker committed with.
+    last_tid: Tid,
+    /// What commit does with a locked write-set record.
+    lock: ValidationLock,
+    /// ReadPhaseExtension's delay, ns.
+    extension: u32,
+}
+
+impl SiloLocal {
+    /// The state of a worker that locks its write set under `lock` and extends read phases
+    /// that met a conflict by `extension` ns.
+    pub fn new(lock: ValidationLock, extension: u32) -> Self {
+        SiloLocal { last_tid: Tid(0), lock, extension }
+    }
+}
+
+/// A protocol whose records start with Silo's TID word and that commits as Silo does (Silo, and
+/// MOCC on top of its locks).
+pub trait SiloCommit: OccProtocol {
+    /// The Silo part of the worker's state.
+    fn silo(local: &mut Self::Local) -> &mut SiloLocal;
+
+    /// Called when validation finds that read `i` of the read set changed or is locked by
+    /// another transaction, before the attempt rolls back. Nothing by default.
+    #[inline(always)]
+    fn invalid(w: &mut OccWorker<'_, Self>, i: usize) {
+        let _ = (w, i);
+    }
+}
+
+/// Phase 3: the read set's TIDs are unchanged and not locked by another transaction, and the
+/// phantom set's bucket versions are unchanged. A failed read names its index.
+pub fn validate<P: OccProtocol>(w: &OccWorker<'_, P>) -> Result<(), (Abort, Option<usize>)> {
+    let storage = w.ctx.storage;
+    for (i, r) in w.reads.iter().enumerate() {
+        let cur = Tid(OccRecord::load(storage.table(r.table).rows.get(r.rid).header));
+        if cur.without(Tid::LOCK).0 != r.word || (cur.is_locked() && !w.locked_by_me(r)) {
+            return Err((Abort::new(AbortReason::ReadValidation), Some(i)));
+        }
+    }
+    w.validate_phantoms().map_err(|a| (a, None))
+}
+
+/// [`validate`], telling `P` which read failed.
+fn validate_or_report<P: SiloCommit>(w: &mut OccWorker<'_, P>) -> Result<(), Abort> {
+    validate(w).map_err(|(a, read)| {
+        if let Some(i) = read {
+            P::invalid(w, i);
+        }
+        a
+    })
+}
+
+/// Silo's commit (§4.4, Figure 2) of any [`SiloCommit`] protocol.
+pub fn commit<P: SiloCommit>(w: &mut OccWorker<'_, P>) -> Result<(), Abort> {
+    let extension = P::silo(&mut w.local).extension;
+    w.extend_read_phase(extension);
+    if w.writes.is_empty() {
+        // Read-only: no locks to order before validation (so no fence), no TID to choose;
+        // the transaction serializes at its validation.
+        if let Some(h) = &mut w.ctx.history {
+            h.serial_point();
+        }
+        w.ctx.commit_pause();
+        let r = validate_or_report(w);
+        if let (Ok(()), Some(h)) = (&r, &mut w.ctx.history) {
+            h.committed();
+        }
+        w.finish(r.is_ok());
+        return r;
+    }
+    // Phase 1: lock the write set in a global order.
+    let policy = P::silo(&mut w.local).lock;
+    if let Err(a) = w.lock_write_set(policy) {
+        w.rollback();
+        return Err(a);
+    }
+    w.ctx.commit_pause();
+    // Phase 2: the serialization point.
+    fence(Ordering::SeqCst);
+    let epoch = w.ctx.storage.epochs().global();
+    if let Some(h) = &mut w.ctx.history {
+        h.serial_point();
+    }
+    // Phase 3.
+    if let Err(a) = validate_or_report(w) {
+        w.rollback();
+        return Err(a);
+    }
+    if let Some(h) = &mut w.ctx.history {
+        h.committed();
+    }
+    w.ctx.commit_pause();
+    // Phase 4: the commit TID: larger than every TID read or written and than this worker's
+    // last, in epoch `epoch` or later.
+    let mut max = P::silo(&mut w.local).last_tid.version();
+    for r in &w.reads {
+        max = max.max(Tid(r.word).version());
+    }
+    for e in &w.writes {
+        max = max.max(Tid(e.locked).version());
+    }
+    let mut tid = Tid(max.0 + Tid::SEQ_ONE);
+    if tid.epoch() < epoch {
+        tid = Tid::new(epoch, 0);
+    }
+    P::silo(&mut w.local).last_tid = tid;
+    // Phase 5: install and unlock.
+    w.install(|rec, e| {
+        let word = if e.kind.present() { tid.0 | LATEST } else { tid.0 | LATEST | ABSENT };
+        debug_assert_eq!(word & LOCK, 0);
+        rec.store(word);
+        (word, Default::default())
+    });
+    Ok(())
+}

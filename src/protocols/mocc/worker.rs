@@ -1,0 +1,393 @@
+//! MOCC's worker: the shared optimistic read phase with a lock step before each access to a hot
+//! record, Silo's commit after locking the write set, and the lists of locks held (CLL) and to
+//! take first on a retry (RLL).
+
+use super::record::MoccRecord;
+use super::Mocc;
+use crate::error::{Abort, AbortReason};
+use crate::protocols::common::occ::{OccProtocol, OccWorker, ValidationLock, WriteKind};
+use crate::protocols::common::tid::{self, SiloCommit, SiloLocal};
+use crate::storage::{RowId, Storage, TableId};
+
+/// A MOCC worker.
+pub type MoccWorker<'db> = OccWorker<'db, Mocc>;
+
+/// A lock held or to take: the record's place in the canonical order (table, row) and the mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockEntry {
+    /// `table << 64 | row`: the canonical order.
+    pub key: u128,
+    /// Write mode (else read).
+    pub write: bool,
+}
+
+#[inline(always)]
+fn key(t: TableId, rid: RowId) -> u128 {
+    u128::from(t.0) << 64 | u128::from(rid.0)
+}
+
+/// A MOCC worker's own state.
+pub struct MoccLocal {
+    pub(super) silo: SiloLocal,
+    /// The current lock list: locks held, in canonical order.
+    pub cll: Vec<LockEntry>,
+    /// The retrospective lock list: what the last aborted attempt found hot or wrote, in
+    /// canonical order; a retry takes each entry before anything after it.
+    pub rll: Vec<LockEntry>,
+    /// Records whose read validation failed in this attempt (they join the RLL).
+    failed: Vec<u128>,
+    /// Commit's buffer for the write set in canonical order.
+    order: Vec<u128>,
+    /// Temperature at which a record is locked pessimistically.
+    threshold: u64,
+    /// Silo epochs per temperature period.
+    reset_epochs: u64,
+    /// Wait for a conflicting lock (in canonical order), or abort.
+    policy: ValidationLock,
+    /// Xorshift state for the temperature's coin.
+    rng: u64,
+    /// Pessimistic locks taken since the worker was created (read phase and commit).
+    pub hot_locks: u64,
+}
+
+impl MoccLocal {
+    pub(super) fn new(o: &super::MoccOptions, seed: u64) -> Self {
+        MoccLocal {
+            // The write set is locked through the MOCC locks first (with `policy`), so Silo's
+            // own locking of the TID words never meets another committer (see `commit`).
+            silo: SiloLocal::new(ValidationLock::Wait, o.read_phase_extension),
+            cll: Vec::new(),
+            rll: Vec::new(),
+            failed: Vec::new(),
+            order: Vec::new(),
+            threshold: u64::from(o.temperature_threshold),
+            reset_epochs: u64::from(o.temperature_reset),
+            policy: o.validation_lock,
+            rng: seed | 1,
+            hot_locks: 0,
+        }
+    }
+
+    fn coin(&mut self) -> u64 {
+        // xorshift64: the temperature's coin needs no quality beyond independence of the bits.
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+}
+
+/// The temperature period of the running attempt.
+#[inline(always)]
+fn period(w: &MoccWorker<'_>) -> u64 {
+    w.ctx.epoch / w.local.reset_epochs
+}
+
+/// Takes the lock of `k` in mode `write` (MOCC's `lock`, §3.3): a lock held in a weaker mode is
+/// upgraded; held locks after `k` in canonical order are released first (their reads stay
+/// optimistic and are validated as usual); then every RLL entry before `k` is taken, and `k`
+/// itself, waiting in canonical order (deadlock-free: a waiter holds only locks before the one it
+/// waits for), or aborting on a conflict under `validation-lock=nowait`.
+fn lock(w: &mut MoccWorker<'_>, k: u128, rec: &MoccRecord, write: bool) -> Result<(), Abort> {
+    let l = &mut w.local;
+    if let Some(i) = l.cll.iter().rposition(|e| e.key == k) {
+        if l.cll[i].write || !write {
+            return Ok(());
+        }
+        if rec.try_upgrade() {
+            l.cll[i].write = true;
+            return Ok(());
+        }
+        // Another reader holds it too: give the read lock up and queue for the write lock in
+        // canonical order (two upgraders waiting for each other would deadlock).
+        rec.unlock(false);
+        l.cll.remove(i);
+    }
+    let violations = l.cll.partition_point(|e| e.key < k);
+    for e in l.cll.drain(violations..) {
+        record_of(w.ctx.storage, e.key).unlock(e.write);
+    }
+    take_rll_before(l, w.ctx.storage, k)?;
+    take(l, rec, LockEntry { key: k, write })
+}
+
+/// Takes the RLL's entries after the last lock held and before `k` in canonical order.
+#[inline]
+fn take_rll_before(l: &mut MoccLocal, storage: &Storage<MoccRecord>, k: u128) -> Result<(), Abort> {
+    let floor = l.cll.last().map(|e| e.key);
+    let from = l.rll.partition_point(|e| Some(e.key) <= floor);
+    let to = l.rll.partition_point(|e| e.key < k);
+    for j in from..to {
+        let e = l.rll[j];
+        take(l, record_of(storage, e.key), e)?;
+    }
+    Ok(())
+}
+
+/// Takes one lock at the end of the CLL (the caller keeps canonical order).
+fn take(l: &mut MoccLocal, rec: &MoccRecord, e: LockEntry) -> Result<(), Abort> {
+    match l.policy {
+        ValidationLock::NoWait => {
+            if !rec.try_lock(e.write) {
+                return Err(Abort::new(AbortReason::LockConflict));
+            }
+        }
+        _ => rec.lock(e.write),
+    }
+    l.hot_locks += 1;
+    l.cll.push(e);
+    Ok(())
+}
+
+/// The record a lock key names.
+#[inline]
+fn record_of(storage: &Storage<MoccRecord>, k: u128) -> &MoccRecord {
+    storage.table(TableId((k >> 64) as u32)).rows.get(RowId(k as u64)).header
+}
+
+impl OccProtocol for Mocc {
+    type Record = MoccRecord;
+    type Local = MoccLocal;
+
+    fn reads_still_valid(w: &mut MoccWorker<'_>) -> bool {
+        tid::validate(w).is_ok()
+    }
+
+    /// A hot record (or one the RLL names) is locked before the access: in write mode for a
+    /// write, or when the RLL says the last attempt wrote it.
+    #[inline(always)]
+    fn access(
+        w: &mut MoccWorker<'_>,
+        t: TableId,
+        rid: RowId,
+        rec: &MoccRecord,
+        write: bool,
+    ) -> Result<(), Abort> {
+        let k = key(t, rid);
+        let remembered = if w.local.rll.is_empty() {
+            None
+        } else {
+            let rll = &w.local.rll;
+            rll.binary_search_by(|e| e.key.cmp(&k)).ok().map(|i| rll[i].write)
+        };
+        if remembered.is_none() && rec.temperature(period(w)) < w.local.threshold {
+            // A cold record: nothing to lock, but a retry's RLL entries before it are due now.
+            if !w.local.rll.is_empty() {
+                take_rll_before(&mut w.local, w.ctx.storage, k)?;
+            }
+            return Ok(());
+        }
+        lock(w, k, rec, write || remembered == Some(true))
+    }
+
+    fn commit(w: &mut MoccWorker<'_>) -> Result<(), Abort> {
+        // The write set's MOCC locks, in canonical order, before Silo's commit locks the TID
+        // words: every committer holds a record's MOCC write lock before its TID lock, so that
+        // step never waits for another committer; our own inserts are locked already (a record
+        // nobody else can reach).
+        let mut order = std::mem::take(&mut w.local.order);
+        order.clear();
+        order.extend(
+            w.writes
+                .iter()
+                .filter(|e| !matches!(e.kind, WriteKind::Insert | WriteKind::InsertDeleted))
+                .map(|e| key(e.table, e.rid)),
+        );
+        order.sort_unstable();
+        for &k in &order {
+            if let Err(a) = lock(w, k, record_of(w.ctx.storage, k), true) {
+                w.local.order = order;
+                w.rollback();
+                return Err(a);
+            }
+        }
+        w.local.order = order;
+        tid::commit(w)
+    }
+
+    /// Releases the CLL. An aborted attempt leaves an RLL for its retry (MOCC §3.4, as CCBench
+    /// builds it): its write set in write mode, and the reads that are hot or failed validation.
+    fn end(w: &mut MoccWorker<'_>, committed: bool) {
+        let storage = w.ctx.storage;
+        for e in w.local.cll.drain(..) {
+            record_of(storage, e.key).unlock(e.write);
+        }
+        w.local.rll.clear();
+        if !committed {
+            let period = period(w);
+            let l = &mut w.local;
+            for e in &w.writes {
+                if !matches!(e.kind, WriteKind::Insert | WriteKind::InsertDeleted) {
+                    l.rll.push(LockEntry { key: key(e.table, e.rid), write: true });
+                }
+            }
+            for r in &w.reads {
+                let k = key(r.table, r.rid);
+                if l.failed.contains(&k) || record_of(storage, k).temperature(period) >= l.threshold
+                {
+                    l.rll.push(LockEntry { key: k, write: false });
+                }
+            }
+            // One entry per record, the write mode winning.
+            l.rll.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(b.write.cmp(&a.write)));
+            l.rll.dedup_by_key(|e| e.key);
+        }
+        w.local.failed.clear();
+    }
+}
+
+impl SiloCommit for Mocc {
+    #[inline(always)]
+    fn silo(local: &mut MoccLocal) -> &mut SiloLocal {
+        &mut local.silo
+    }
+
+    /// The record warms up (MOCC §3.1) and joins the RLL.
+    fn invalid(w: &mut MoccWorker<'_>, i: usize) {
+        let r = w.reads[i];
+        let k = key(r.table, r.rid);
+        let (period, coin) = (period(w), w.local.coin());
+        record_of(w.ctx.storage, k).bump(period, coin);
+        w.local.failed.push(k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Database, DbOptions, ProtocolOptions, Worker};
+    use crate::protocols::mocc::MoccOptions;
+    use crate::storage::TableSpec;
+    use std::time::Duration;
+
+    const T: TableId = TableId(0);
+
+    fn row(v: u64) -> [u8; 8] {
+        v.to_le_bytes()
+    }
+
+    /// A database with keys 1..=4 whose MOCC takes `opts`; epochs last an hour, so that the
+    /// temperature period does not change under a test.
+    fn db_with(opts: &[(&str, &str)]) -> Database<Mocc> {
+        let pairs: Vec<(String, String)> =
+            opts.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        let db = Database::<Mocc>::builder(&[TableSpec::new("t", 8, 16)])
+            .options(DbOptions {
+                max_workers: 4,
+                epoch_interval: Duration::from_secs(3600),
+                ..Default::default()
+            })
+            .protocol_options(MoccOptions::from_pairs(&pairs).unwrap())
+            .build()
+            .unwrap();
+        {
+            let mut w = db.worker().unwrap();
+            w.begin();
+            for k in 1..=4 {
+                assert!(w.insert(T, k, &row(k)).unwrap());
+            }
+            w.commit().unwrap();
+        }
+        db
+    }
+
+    /// Key `k`'s record and its place in the canonical order.
+    fn rec(db: &Database<Mocc>, k: u64) -> (&MoccRecord, u128) {
+        let tbl = &db.storage().tables()[0];
+        let rid = tbl.index.get(k, &crate::storage::index::pin()).unwrap();
+        (tbl.rows.get(rid).header, key(T, rid))
+    }
+
+    /// Heats `k` up to `n` in the current period.
+    fn heat(db: &Database<Mocc>, k: u64, n: u64) {
+        let period = db.storage().epochs().global();
+        for _ in 0..n {
+            rec(db, k).0.bump(period, 0);
+        }
+        assert_eq!(rec(db, k).0.temperature(period), n);
+    }
+
+    /// A transaction that read X, then failed validation because X changed, warms X up; its
+    /// retry's RLL holds X (read) and what it wrote (Y, write), and the retry takes both locks
+    /// before it touches anything after them in canonical order, before reading X again.
+    #[test]
+    fn a_retry_locks_the_hot_record_it_aborted_on_first() {
+        let db = db_with(&[("temperature-threshold", "1")]);
+        let (x, y, z) = (1, 2, 4);
+        let ((rx, kx), (ry, ky), (rz, kz)) = (rec(&db, x), rec(&db, y), rec(&db, z));
+        assert!(kx < ky && ky < kz, "keys inserted in order get rows in order");
+        let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
+        t1.begin();
+        assert_eq!(t1.read(T, x, |r| r[0]).unwrap(), Some(1));
+        t2.begin();
+        assert_eq!(t2.update(T, x, |r| r[0] = 9).unwrap(), Some(()));
+        t2.commit().unwrap();
+        assert!(t1.write(T, y, &row(7)).unwrap());
+        assert_eq!(t1.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
+        let period = db.storage().epochs().global();
+        assert_eq!(rx.temperature(period), 1, "a failed validation at temperature 0 warms up");
+        assert_eq!(
+            t1.local.rll,
+            vec![LockEntry { key: kx, write: false }, LockEntry { key: ky, write: true }]
+        );
+        assert_eq!((rx.readers(), ry.write_locked()), (0, false), "the abort released all");
+        // The retry's first access is to Z, after X and Y: X and Y are locked first.
+        t1.begin();
+        assert_eq!(t1.read(T, z, |r| r[0]).unwrap(), Some(4));
+        assert_eq!((rx.readers(), ry.write_locked()), (1, true));
+        assert_eq!((rz.readers(), rz.write_locked()), (0, false), "Z is cold");
+        assert_eq!(t1.read(T, x, |r| r[0]).unwrap(), Some(9));
+        assert!(t1.write(T, y, &row(7)).unwrap());
+        t1.commit().expect("X was read under its lock");
+        assert!(t1.local.rll.is_empty() && t1.local.cll.is_empty());
+        assert_eq!((rx.readers(), ry.write_locked()), (0, false));
+    }
+
+    /// A hot record needed out of canonical order releases the held locks after it (their reads
+    /// stay optimistic and validated) and is locked in order; a hot record read and then updated
+    /// has its read lock upgraded.
+    #[test]
+    fn out_of_order_locks_release_later_ones_and_reads_upgrade() {
+        let db = db_with(&[("temperature-threshold", "2")]);
+        for k in [1, 3] {
+            heat(&db, k, 2);
+        }
+        let ((ra, ka), (rb, kb)) = (rec(&db, 1), rec(&db, 3));
+        let mut w = db.worker().unwrap();
+        w.begin();
+        assert_eq!(w.read(T, 3, |r| r[0]).unwrap(), Some(3));
+        assert_eq!(w.local.cll, vec![LockEntry { key: kb, write: false }]);
+        assert_eq!(w.read(T, 1, |r| r[0]).unwrap(), Some(1));
+        assert_eq!(w.local.cll, vec![LockEntry { key: ka, write: false }]);
+        assert_eq!((ra.readers(), rb.readers()), (1, 0));
+        assert_eq!(w.update(T, 1, |r| r[0] = 5).unwrap(), Some(()));
+        assert_eq!(w.local.cll, vec![LockEntry { key: ka, write: true }]);
+        assert!(ra.write_locked());
+        w.commit().unwrap();
+        assert!(!ra.write_locked());
+        w.begin();
+        assert_eq!(w.read(T, 1, |r| r[0]).unwrap(), Some(5));
+        w.commit().unwrap();
+    }
+
+    /// Under `validation-lock=nowait` a hot record locked in a conflicting mode aborts the
+    /// access at once (lock-conflict); under the default the reader would wait.
+    #[test]
+    fn nowait_aborts_on_a_conflicting_hot_lock() {
+        let db = db_with(&[("temperature-threshold", "1"), ("validation-lock", "nowait")]);
+        heat(&db, 2, 1);
+        let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
+        t1.begin();
+        assert_eq!(t1.update(T, 2, |r| r[0] = 8).unwrap(), Some(()));
+        assert!(rec(&db, 2).0.write_locked(), "a hot write locks in the read phase");
+        t2.begin();
+        assert_eq!(t2.read(T, 2, |r| r[0]).map_err(|a| a.reason), Err(AbortReason::LockConflict));
+        t2.abort();
+        t1.commit().unwrap();
+        t2.begin();
+        assert_eq!(t2.read(T, 2, |r| r[0]).unwrap(), Some(8));
+        t2.commit().unwrap();
+    }
+}
