@@ -804,6 +804,12 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         Ok(())
     }
 
+    /// Releases the locks [`Self::lock_write_set`] took (all but our inserts'), leaving the
+    /// attempt open.
+    pub fn unlock_write_set(&mut self) {
+        self.unlock_held();
+    }
+
     /// Restores the commit-time locks taken so far to the words they had.
     fn unlock_held(&mut self) {
         let storage = self.ctx.storage;

@@ -140,6 +140,11 @@ impl SiloLocal {
     pub fn new(lock: ValidationLock, extension: u32) -> Self {
         SiloLocal { last_tid: Tid(0), lock, extension }
     }
+
+    /// ReadPhaseExtension's delay, ns.
+    pub fn extension(&self) -> u32 {
+        self.extension
+    }
 }
 
 /// A protocol whose records start with Silo's TID word and that commits as Silo does (Silo, and
@@ -183,6 +188,18 @@ fn validate_or_report<P: SiloCommit>(w: &mut OccWorker<'_, P>) -> Result<(), Abo
 pub fn commit<P: SiloCommit>(w: &mut OccWorker<'_, P>) -> Result<(), Abort> {
     let extension = P::silo(&mut w.local).extension;
     w.extend_read_phase(extension);
+    let done = commit_if(w, |_| true)?;
+    debug_assert!(done);
+    Ok(())
+}
+
+/// [`commit`] without ReadPhaseExtension, in which `admit` decides, once the write set is
+/// locked, whether the commit goes on. If it does not, the locks are released and the attempt
+/// stays open (`Ok(false)`): the caller may commit it again another way. `Ok(true)`: committed.
+pub fn commit_if<P: SiloCommit>(
+    w: &mut OccWorker<'_, P>,
+    admit: impl FnOnce(&OccWorker<'_, P>) -> bool,
+) -> Result<bool, Abort> {
     if w.writes.is_empty() {
         // Read-only: no locks to order before validation (so no fence), no TID to choose;
         // the transaction serializes at its validation.
@@ -195,13 +212,17 @@ pub fn commit<P: SiloCommit>(w: &mut OccWorker<'_, P>) -> Result<(), Abort> {
             h.committed();
         }
         w.finish(r.is_ok());
-        return r;
+        return r.map(|()| true);
     }
     // Phase 1: lock the write set in a global order.
     let policy = P::silo(&mut w.local).lock;
     if let Err(a) = w.lock_write_set(policy) {
         w.rollback();
         return Err(a);
+    }
+    if !admit(w) {
+        w.unlock_write_set();
+        return Ok(false);
     }
     w.ctx.commit_pause();
     // Phase 2: the serialization point.
@@ -240,5 +261,20 @@ pub fn commit<P: SiloCommit>(w: &mut OccWorker<'_, P>) -> Result<(), Abort> {
         rec.store(word);
         (word, Default::default())
     });
-    Ok(())
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tid_fields_round_trip_and_order_by_epoch_first() {
+        let t = Tid::new(5, 77).with(Tid::LOCK | Tid::ABSENT);
+        assert_eq!((t.epoch(), t.seq()), (5, 77));
+        assert!(t.is_locked() && t.is_absent() && !t.is_unlinked());
+        assert_eq!(t.version(), Tid::new(5, 77));
+        assert!(Tid::new(6, 0) > Tid::new(5, 0xFFFF_FFFF));
+        assert_eq!(format!("{t:?}"), "Tid(e5.77 locked absent)");
+    }
 }

@@ -126,6 +126,14 @@ impl MoccRecord {
         }
     }
 
+    /// Whether no one holds the lock.
+    #[inline(always)]
+    pub fn lock_free(&self) -> bool {
+        // Relaxed: a scheduling check (see the fast path of MOCC's commit); the TID lock the
+        // checker holds orders the data.
+        self.lock.load(Ordering::Relaxed) == 0
+    }
+
     /// Whether the lock is held in write mode (by anyone).
     pub fn write_locked(&self) -> bool {
         self.lock.load(Ordering::Relaxed) & WRITER != 0

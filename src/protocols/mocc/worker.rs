@@ -183,9 +183,28 @@ impl OccProtocol for Mocc {
     }
 
     fn commit(w: &mut MoccWorker<'_>) -> Result<(), Abort> {
+        let extension = w.local.silo.extension();
+        w.extend_read_phase(extension);
+        // The fast path, for an attempt that holds no MOCC lock and has no RLL (no hot record
+        // met): Silo's commit, admitted once the TID words are locked if no one holds a MOCC
+        // lock on the write set. A reader or writer that takes one after that check finds the
+        // TID word locked or changed, as under Silo; a held one sends the commit the slow way.
+        if w.local.cll.is_empty() && w.local.rll.is_empty() {
+            let storage = w.ctx.storage;
+            let free = |w: &MoccWorker<'_>| {
+                w.writes.iter().all(|e| {
+                    matches!(e.kind, WriteKind::Insert | WriteKind::InsertDeleted)
+                        || record_of(storage, key(e.table, e.rid)).lock_free()
+                })
+            };
+            if tid::commit_if(w, free)? {
+                return Ok(());
+            }
+        }
         // The write set's MOCC locks, in canonical order, before Silo's commit locks the TID
-        // words: every committer holds a record's MOCC write lock before its TID lock, so that
-        // step never waits for another committer; our own inserts are locked already (a record
+        // words: a committer on this path holds a record's MOCC write lock before its TID lock,
+        // and one on the fast path holds TID locks only while it waits for nothing, so locking
+        // the TID words never waits for long; our own inserts are locked already (a record
         // nobody else can reach).
         let mut order = std::mem::take(&mut w.local.order);
         order.clear();
@@ -204,7 +223,7 @@ impl OccProtocol for Mocc {
             }
         }
         w.local.order = order;
-        tid::commit(w)
+        tid::commit_if(w, |_| true).map(drop)
     }
 
     /// Releases the CLL. An aborted attempt leaves an RLL for its retry (MOCC §3.4, as CCBench

@@ -53,16 +53,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tid_fields_round_trip_and_order_by_epoch_first() {
-        let t = Tid::new(5, 77).with(Tid::LOCK | Tid::ABSENT);
-        assert_eq!((t.epoch(), t.seq()), (5, 77));
-        assert!(t.is_locked() && t.is_absent() && !t.is_unlinked());
-        assert_eq!(t.version(), Tid::new(5, 77));
-        assert!(Tid::new(6, 0) > Tid::new(5, 0xFFFF_FFFF));
-        assert_eq!(format!("{t:?}"), "Tid(e5.77 locked absent)");
-    }
-
-    #[test]
     fn unlink_only_takes_absent_unlocked_records() {
         use crate::protocols::common::occ;
         use crate::storage::reclaim::Unlink;
