@@ -49,7 +49,7 @@ enum Command {
     ///
     /// With no flags: a short YCSB (1 M records, 10 ops/txn, 50 % reads, theta 0.8) on every
     /// protocol, three runs each taking turns, then a comparison table of each protocol's median
-    /// with the spread of its runs and its throughput as a ratio of nocc's (about 40 s).
+    /// with the spread of its runs and its throughput as a ratio of nocc's (about a minute).
     #[command(allow_negative_numbers = true)]
     Run(Box<RunArgs>),
     /// Check protocols for anomalies: contended workloads, recorded histories, the checker.

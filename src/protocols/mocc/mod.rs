@@ -17,11 +17,16 @@
 //! lock up is always safe), then takes the RLL's entries before it and itself, waiting: a waiter
 //! holds only locks before the one it waits for, so waiting cannot deadlock.
 //!
-//! **Commit.** The write set's locks are taken in canonical order the same way (upgrading read
-//! locks; a read lock another reader shares is given up and requested again in write mode, since
-//! two upgraders would wait for each other), then Silo's commit runs: lock the TID words, fence,
-//! validate, choose the TID, install. Every committer write-locks a record before setting its TID
-//! lock bit, so that step never waits for another committer. A read validation that fails warms
+//! **Commit.** An attempt that holds no MOCC lock and has no RLL (it met nothing hot) runs
+//! Silo's commit directly, admitted once the TID words are locked only if no one holds a MOCC lock
+//! on the write set (a lock taken after that check finds the TID word locked or changed, as under
+//! Silo); otherwise, and for every other attempt, the write set's locks are taken in canonical
+//! order the same way as in the read phase (upgrading read locks; a read lock another reader
+//! shares is given up and requested again in write mode, since two upgraders would wait for each
+//! other), then Silo's commit runs: lock the TID words, fence, validate, choose the TID, install.
+//! A committer holds TID locks only while it waits for nothing else (the fast path releases them
+//! before it goes the slow way), and the read phase waits on a TID lock only for such a holder,
+//! so MOCC locks and TID locks cannot wait for each other in a cycle. A read validation that fails warms
 //! its record up (MOCC §3.1: +1 with probability 2^-temperature). The locks are released when the
 //! attempt ends, after the write phase.
 //!
