@@ -87,12 +87,21 @@ impl MoccRecord {
         if write {
             self.lock.compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed).is_ok()
         } else {
-            let cur = self.lock.load(Ordering::Relaxed);
-            cur & WRITER == 0
-                && self
-                    .lock
-                    .compare_exchange_weak(cur, cur + 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
+            // Fails only while a writer holds it (another reader arriving at once is retried):
+            // under NoWait any other failure would be a spurious abort.
+            let mut cur = self.lock.load(Ordering::Relaxed);
+            while cur & WRITER == 0 {
+                match self.lock.compare_exchange_weak(
+                    cur,
+                    cur + 1,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return true,
+                    Err(now) => cur = now,
+                }
+            }
+            false
         }
     }
 
