@@ -656,6 +656,11 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         "error: --opt temperature-threshold=21: expected a number from 1 to 20",
     );
     fails_with(
+        &["run", "-p", "mocc", "--opt", "lock=mcs"],
+        2,
+        "error: --opt lock=mcs: expected mql or rwlock",
+    );
+    fails_with(
         &["run", "-p", "silo", "--opt", "nope=1"],
         2,
         "error: --opt nope: no protocol has this option (txlab list shows each protocol's)",
@@ -679,6 +684,7 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     assert!(list.contains("reads: invisible, validation writes read timestamps"), "{list}");
     assert!(list.contains("reads: visible (read locks)"), "{list}");
     assert!(list.contains("--opt temperature-threshold=1 to 20 (default 10)"), "{list}");
+    assert!(list.contains("--opt lock=mql|rwlock (default mql)"), "{list}");
     assert!(list.contains("reads: visible on hot records (read locks), else invisible"), "{list}");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("o.json");
@@ -742,13 +748,22 @@ fn check_quick_passes_for_tictoc_under_each_commit_path() {
 
 /// MOCC under each option value that changes its commit path: the defaults (records rarely
 /// get hot in a quick check), and every failed validation making its record hot, with waiting
-/// and with NoWait locks.
+/// and with NoWait locks, each with MQL (the default) and the reader-writer lock word.
 #[test]
 fn check_quick_passes_for_mocc_under_each_commit_path() {
     for opts in [
         &[][..],
         &["--opt", "temperature-threshold=1"][..],
         &["--opt", "temperature-threshold=1", "--opt", "validation-lock=nowait"][..],
+        &["--opt", "temperature-threshold=1", "--opt", "lock=rwlock"][..],
+        &[
+            "--opt",
+            "temperature-threshold=1",
+            "--opt",
+            "validation-lock=nowait",
+            "--opt",
+            "lock=rwlock",
+        ][..],
     ] {
         let s = quick_check_passes("mocc", opts);
         assert!(s.contains("observed no anomaly (serializable)"), "{opts:?}: {s}");

@@ -1,6 +1,7 @@
 //! Mechanisms more than one protocol uses: table lookup with the standard aborts, a spin-wait
 //! that yields under oversubscription, an undo log, and a value arena.
 
+pub mod mql;
 pub mod occ;
 pub mod scan;
 pub mod state;
@@ -28,6 +29,23 @@ pub fn check_len<R: RecordHeader>(table: &Table<R>, value: &[u8]) -> Result<(), 
         Ok(())
     } else {
         Err(Abort::new(AbortReason::Unsupported))
+    }
+}
+
+/// What the queue lock ([`mql`]) takes from its surroundings: std's atomics and [`SpinWait`]
+/// here; `tests/loom_mql.rs` compiles `mql.rs` against loom's instead, to model-check it.
+pub mod shim {
+    pub use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+    /// Queue nodes per chunk.
+    pub const CHUNK: usize = 256;
+    /// Chunks per worker slot.
+    pub const CHUNKS: usize = 256;
+
+    /// A fresh spin-wait.
+    #[inline(always)]
+    pub fn spin_wait() -> super::SpinWait {
+        super::SpinWait::default()
     }
 }
 

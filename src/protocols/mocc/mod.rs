@@ -46,13 +46,22 @@
 //!   cover a configurable number of bytes); and it is reset lazily, per record, when its period
 //!   (`temperature-reset` Silo epochs) has passed, as CCBench does instead of the original's
 //!   periodic wholesale reset (§3.3: that one invalidates many cache lines at once).
-//! * MOCC's lock is MQL, an MCS-based reader-writer queue lock with cancellation; this is the
-//!   reader-writer lock word CCBench uses instead. Readers do not queue behind waiting writers.
-//! * A lock needed out of canonical order is handled as CCBench does (release the later locks,
-//!   then lock in order) and not by the original's cancellable try-lock, which needs MQL.
+//! * The lock (`lock=mql`, the default) is a queue lock with cancellation built for txlab
+//!   (`common::mql`): MCS queueing with local spinning, FIFO between readers and writers,
+//!   cancellable at any point of a wait. MQL's cancellation unlinks a leaving node through a
+//!   handshake with both neighbours; here the node is left in the queue, marked abandoned, and
+//!   the next release passes the turn through it, so every step is one CAS (the module doc
+//!   argues it, and `scripts/loom.sh` model-checks it). `lock=rwlock` is CCBench's
+//!   reader-writer lock word, whose readers do not queue behind waiting writers.
+//! * A lock needed out of canonical order is requested, with MQL, as the original does: a
+//!   cancellable request that waits a bounded time (128 rounds of the spin-wait) while the later
+//!   locks are kept. If it is cancelled, or with `lock=rwlock` (CCBench), the later locks are
+//!   released and the lock is taken in canonical order. The original instead continues
+//!   without the lock after a failed try; waiting in order keeps the "hot records are locked"
+//!   guarantee the retry relies on.
 //! * Read-only snapshot transactions of FOEDUS/MOCC are not built (as for Silo).
 //!
-//! **Options** (`--opt`): `validation-lock=wait|nowait` (a lock conflict in canonical order:
+//! **Options** (`--opt`): `lock=mql|rwlock`, `validation-lock=wait|nowait` (a lock conflict in canonical order:
 //! wait, MOCC's, or abort), `temperature-threshold`, `temperature-reset`, and
 //! `read-phase-extension` (CCBench §6.2, as for Silo).
 
@@ -65,21 +74,36 @@ pub use worker::{LockEntry, MoccLocal, MoccWorker};
 use crate::engine::options::{choice, number, OptionSpec, ProtocolOptions};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
+use crate::protocols::common::mql::{QNodes, MAX_SLOTS};
 use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTENSION};
 use crate::protocols::common::occ::{OccRecord, OccWorker, ValidationLock};
 use crate::protocols::common::tid::Tid;
 use crate::storage::context::WorkerCtx;
+use std::sync::Arc;
 
 /// The MOCC protocol.
-#[derive(Clone, Copy, Debug)]
 pub struct Mocc {
     options: MoccOptions,
+    /// The queue lock's nodes (`lock=mql`).
+    nodes: Option<Arc<QNodes>>,
+}
+
+/// MOCC's pessimistic lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockKind {
+    /// The queue lock with cancellation (MOCC's MQL, `common::mql`).
+    Mql,
+    /// A reader-writer lock word (CCBench's).
+    Rwlock,
 }
 
 /// MOCC's options (serialized under their `--opt` names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct MoccOptions {
+    /// The pessimistic lock's implementation.
+    pub lock: LockKind,
     /// A MOCC lock held in a conflicting mode: wait (in canonical order) or abort.
     pub validation_lock: ValidationLock,
     /// The temperature at which records are locked pessimistically.
@@ -96,6 +120,7 @@ pub const DEFAULT_THRESHOLD: u32 = 10;
 impl Default for MoccOptions {
     fn default() -> Self {
         MoccOptions {
+            lock: LockKind::Mql,
             validation_lock: ValidationLock::Wait,
             temperature_threshold: DEFAULT_THRESHOLD,
             temperature_reset: 1,
@@ -106,6 +131,13 @@ impl Default for MoccOptions {
 
 impl ProtocolOptions for MoccOptions {
     const SPECS: &'static [OptionSpec] = &[
+        OptionSpec {
+            name: "lock",
+            values: "mql|rwlock",
+            default: "mql",
+            help: "the pessimistic lock: a queue lock whose waits can be cancelled (MOCC's MQL) \
+                   or a reader-writer lock word (CCBench's)",
+        },
         OptionSpec {
             name: "validation-lock",
             values: "wait|nowait",
@@ -131,6 +163,10 @@ impl ProtocolOptions for MoccOptions {
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         match name {
+            "lock" => {
+                self.lock =
+                    choice(name, value, &[("mql", LockKind::Mql), ("rwlock", LockKind::Rwlock)])?;
+            }
             "validation-lock" => {
                 self.validation_lock = choice(
                     name,
@@ -166,8 +202,17 @@ impl Protocol for Mocc {
     type Worker<'db> = MoccWorker<'db>;
     type Options = MoccOptions;
 
-    fn new(options: MoccOptions, _: &Setup<'_>) -> Result<Self, Error> {
-        Ok(Mocc { options })
+    fn new(options: MoccOptions, setup: &Setup<'_>) -> Result<Self, Error> {
+        let nodes = match options.lock {
+            LockKind::Mql => Some(Arc::new(QNodes::new(setup.max_workers).map_err(|_| {
+                Error::Config(format!(
+                    "mocc with lock=mql supports at most {MAX_SLOTS} workers, not {}",
+                    setup.max_workers
+                ))
+            })?)),
+            LockKind::Rwlock => None,
+        };
+        Ok(Mocc { options, nodes })
     }
 
     fn options(&self) -> &MoccOptions {
@@ -184,7 +229,33 @@ impl Protocol for Mocc {
 
     fn worker(db: &Database<Self>) -> Result<MoccWorker<'_>, Error> {
         let ctx = WorkerCtx::new(db.storage())?;
-        let local = MoccLocal::new(&db.protocol().options, ctx.slot as u64 + 1);
+        let p = db.protocol();
+        let local = MoccLocal::new(&p.options, p.nodes.clone(), ctx.slot);
         Ok(OccWorker::new(ctx, local))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::DbOptions;
+    use crate::storage::TableSpec;
+
+    #[test]
+    fn mql_refuses_more_workers_than_node_ids_can_name() {
+        let build = |lock: &str| {
+            Database::<Mocc>::builder(&[TableSpec::new("t", 8, 16)])
+                .options(DbOptions { max_workers: MAX_SLOTS + 1, ..Default::default() })
+                .protocol_options(MoccOptions::from_pairs(&[("lock".into(), lock.into())]).unwrap())
+                .build()
+        };
+        assert_eq!(
+            build("mql").err().unwrap().to_string(),
+            format!(
+                "mocc with lock=mql supports at most {MAX_SLOTS} workers, not {}",
+                MAX_SLOTS + 1
+            )
+        );
+        assert!(build("rwlock").is_ok());
     }
 }

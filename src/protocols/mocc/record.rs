@@ -4,7 +4,8 @@
 //! ```text
 //! tid:   Silo's TID word (common::tid)
 //! temp:  [period (56 bits)][temperature (8 bits)]     the period the temperature was counted in
-//! lock:  [W][readers (63 bits)]                       0 = free
+//! lock:  lock=rwlock: [W][readers (63 bits)]          0 = free
+//!        lock=mql:    [queue tail (32)][readers (32)]  (common::mql)
 //! ```
 //!
 //! **Temperature** is an approximate count of the read validations that failed on the record in
@@ -15,7 +16,8 @@
 //! lines at once and races with increments).
 //!
 //! **The lock** is the pessimistic lock MOCC takes on hot records during the read phase and on
-//! the write set at commit: a reader-writer lock word (CCBench's choice; MOCC's MQL is not built).
+//! the write set at commit: the queue lock of `common::mql` (MOCC's MQL, `lock=mql`) or a
+//! reader-writer lock word (CCBench's choice, `lock=rwlock`, whose methods are below).
 //! It only schedules transactions: correctness still comes from Silo's validation of the TID
 //! words, which is why a transaction may take these locks out of order, give them up, or not
 //! take them at all.
@@ -43,7 +45,7 @@ pub struct MoccRecord {
     pub tid: AtomicU64,
     /// `[period][temperature]`, see the module docs.
     pub temp: AtomicU64,
-    /// The pessimistic reader-writer lock.
+    /// The pessimistic lock's word (its layout depends on the `lock` option).
     pub lock: AtomicU64,
 }
 
