@@ -684,7 +684,7 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     assert!(list.contains("reads: invisible, validation writes read timestamps"), "{list}");
     assert!(list.contains("reads: visible (read locks)"), "{list}");
     assert!(list.contains("--opt temperature-threshold=1 to 20 (default 10)"), "{list}");
-    assert!(list.contains("--opt lock=mql|rwlock (default mql)"), "{list}");
+    assert!(list.contains("--opt lock=mql|rwlock (default rwlock)"), "{list}");
     assert!(list.contains("reads: visible on hot records (read locks), else invisible"), "{list}");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("o.json");
@@ -748,21 +748,21 @@ fn check_quick_passes_for_tictoc_under_each_commit_path() {
 
 /// MOCC under each option value that changes its commit path: the defaults (records rarely
 /// get hot in a quick check), and every failed validation making its record hot, with waiting
-/// and with NoWait locks, each with MQL (the default) and the reader-writer lock word.
+/// and with NoWait locks, each with the reader-writer lock word (the default) and MQL.
 #[test]
 fn check_quick_passes_for_mocc_under_each_commit_path() {
     for opts in [
         &[][..],
         &["--opt", "temperature-threshold=1"][..],
         &["--opt", "temperature-threshold=1", "--opt", "validation-lock=nowait"][..],
-        &["--opt", "temperature-threshold=1", "--opt", "lock=rwlock"][..],
+        &["--opt", "temperature-threshold=1", "--opt", "lock=mql"][..],
         &[
             "--opt",
             "temperature-threshold=1",
             "--opt",
             "validation-lock=nowait",
             "--opt",
-            "lock=rwlock",
+            "lock=mql",
         ][..],
     ] {
         let s = quick_check_passes("mocc", opts);

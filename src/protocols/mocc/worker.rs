@@ -12,7 +12,7 @@ use crate::storage::{RowId, Storage, TableId};
 use std::sync::Arc;
 
 /// How long a lock requested out of canonical order waits before it is cancelled (rounds of
-/// the spin-wait: 64 spins, then yields).
+/// the queue waiter's spin-wait, all of them spins: a few microseconds).
 const OUT_OF_ORDER_PATIENCE: u32 = 128;
 
 /// A MOCC worker.
