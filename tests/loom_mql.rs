@@ -105,7 +105,11 @@ fn a_reader_between_writers_that_may_cancel() {
 }
 
 #[test]
-fn readers_and_a_writer() {
-    // Three threads that all spin until granted: bound 2 keeps it to minutes.
-    model(2, &[(false, Patience::Forever), (true, Patience::Forever), (false, Patience::Spins(1))]);
+fn a_reader_and_a_writer() {
+    model(3, &[(false, Patience::Forever), (true, Patience::Forever)]);
+}
+
+#[test]
+fn a_cancelling_reader_and_a_cancelling_writer() {
+    model(3, &[(false, Patience::Spins(1)), (true, Patience::Spins(1))]);
 }
