@@ -202,6 +202,10 @@ pub enum Error {
     /// A workload's invariant did not hold after a run (e.g. SmallBank's money).
     #[error("invariant violated: {0}")]
     Invariant(String),
+    /// A log, checkpoint or durability setting is unusable: the message names the file (and
+    /// offset) or the setting. Files named in it are left as they were.
+    #[error("{0}")]
+    Durability(String),
     /// A transaction did not commit (see [`Abort`]): what `?` on an operation's result gives in
     /// code that returns `Result<_, Error>`.
     #[error("{0}")]

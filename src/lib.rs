@@ -58,6 +58,7 @@
 
 pub mod checker;
 pub mod cli;
+pub mod durability;
 pub mod engine;
 pub mod error;
 pub mod experiment;

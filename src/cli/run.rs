@@ -145,6 +145,7 @@ impl Plan {
             record_history: args.record_history,
             poison_unprojected: args.check_templates || cfg!(debug_assertions),
             commit_pause_us: 0,
+            log: None,
         };
         let mut header = Vec::new();
         let (spec, probe) = match args.workload {

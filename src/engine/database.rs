@@ -32,6 +32,9 @@ pub struct DbOptions {
     /// commit's critical windows are otherwise nanoseconds wide, so tests and `txlab check` turn
     /// this on to meet the schedules that race in them (see [`crate::storage::pause`]).
     pub commit_pause_us: u64,
+    /// Log every commit into a directory ([`crate::durability`]); `None` (the default): no
+    /// durability.
+    pub log: Option<crate::durability::log::LogOptions>,
 }
 
 impl Default for DbOptions {
@@ -42,6 +45,7 @@ impl Default for DbOptions {
             record_history: false,
             poison_unprojected: false,
             commit_pause_us: 0,
+            log: None,
         }
     }
 }
@@ -67,6 +71,8 @@ pub struct Database<P: Protocol> {
     protocol: P,
     storage: Storage<P::Record>,
     options: DbOptions,
+    /// The logger, when the database logs (dropped, and so flushed, after the storage's users).
+    log: Option<crate::durability::log::LogHandle>,
 }
 
 /// Creates a database: its tables, and optionally database options, the protocol's options and
@@ -121,7 +127,25 @@ impl<'a, P: Protocol> Builder<'a, P> {
         if options.poison_unprojected {
             storage.poison_unprojected();
         }
-        Ok(Database { protocol, storage, options })
+        let log = match &options.log {
+            None => None,
+            Some(_) if options.record_history => {
+                return Err(Error::Config(
+                    "a database cannot both log and record histories: the in-place protocols keep one stamp per record for either".into(),
+                ))
+            }
+            Some(lo) => {
+                let fingerprint = crate::durability::format::fingerprint(self.tables);
+                let handle = crate::durability::log::LogManager::start(
+                    lo.clone(),
+                    options.max_workers,
+                    fingerprint,
+                )?;
+                storage.set_log(handle.manager().clone());
+                Some(handle)
+            }
+        };
+        Ok(Database { protocol, storage, options, log })
     }
 }
 
@@ -161,6 +185,21 @@ impl<P: Protocol> Database<P> {
     /// The options the database was created with.
     pub fn options(&self) -> &DbOptions {
         &self.options
+    }
+
+    /// The redo log, when the database logs.
+    pub fn log(&self) -> Option<&std::sync::Arc<crate::durability::log::LogManager>> {
+        self.log.as_ref().map(|h| h.manager())
+    }
+
+    /// Makes every transaction committed so far durable and stops logging (drop the workers
+    /// first). Returns the log's error, if it met one. Dropping the database does the same and
+    /// ignores the error.
+    pub fn close_log(&mut self) -> Result<(), Error> {
+        match &mut self.log {
+            Some(h) => h.close(),
+            None => Ok(()),
+        }
     }
 
     /// The id of the table named `name`.

@@ -7,6 +7,7 @@ use super::pause::Pauser;
 use super::reclaim::{Reclaimer, Unlink};
 use super::row_store::RecordHeader;
 use super::{RowId, SlotCache, Storage, Table, TableId};
+use crate::durability::log::LogWriter;
 use crate::error::{Abort, AbortReason, Error};
 use crate::history::Recorder;
 use crate::storage::projection::Columns;
@@ -68,6 +69,16 @@ pub struct WorkerCtx<'db, R: RecordHeader> {
     pub history: Option<Recorder>,
     /// Random pauses at commit phase boundaries, when the storage asks for them (tests).
     pauser: Option<Pauser>,
+    /// This worker's log stream, when the database logs. Protocols append each committed
+    /// transaction's writes here, with its commit stamp, while they hold its write locks (the
+    /// durability contract, see [`crate::durability`]).
+    pub log: Option<LogWriter>,
+    /// The log epoch of this worker's last logged commit (0: none yet): it is durable once the
+    /// log's durable epoch reaches it.
+    pub log_epoch: u64,
+    /// The largest commit stamp this worker has given (the in-place protocols' stamps, see
+    /// [`crate::protocols::common::log_in_place`]).
+    pub last_stamp: u64,
 }
 
 impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
@@ -96,6 +107,9 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
                 0 => None,
                 us => Some(Pauser::new(0x5EED ^ slot as u64, us)),
             },
+            log: storage.log().map(|m| m.writer(slot)),
+            log_epoch: 0,
+            last_stamp: 0,
         })
     }
 
@@ -137,6 +151,15 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     pub fn commit_pause(&mut self) {
         if let Some(p) = &mut self.pauser {
             p.pause();
+        }
+    }
+
+    /// A commit that logged (`log_epoch` set) is about to return: under `--sync commit` this
+    /// waits until it is durable. Protocols call it after releasing their locks.
+    #[inline]
+    pub fn commit_returning(&self) {
+        if let Some(log) = &self.log {
+            log.returning(self.log_epoch);
         }
     }
 

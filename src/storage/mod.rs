@@ -262,6 +262,9 @@ pub struct Storage<R: RecordHeader> {
     orphans: std::sync::Mutex<Orphans>,
     /// Whether `orphans` holds anything (checked by workers every few dozen transactions).
     has_orphans: std::sync::atomic::AtomicBool,
+    /// The redo log, when the database logs: workers created afterwards append their commits
+    /// to it (see [`crate::durability`]).
+    log: Option<Arc<crate::durability::log::LogManager>>,
     _advancer: EpochAdvancer,
 }
 
@@ -412,6 +415,7 @@ impl<R: RecordHeader> Storage<R> {
             origin: quanta::Instant::now(),
             orphans: Default::default(),
             has_orphans: Default::default(),
+            log: None,
             _advancer: advancer,
         })
     }
@@ -476,6 +480,17 @@ impl<R: RecordHeader> Storage<R> {
     /// The longest commit pause workers take (0: they take none).
     pub fn commit_pause_us(&self) -> u64 {
         self.commit_pause_us
+    }
+
+    /// Makes workers created from now on append their commits to `log`.
+    pub fn set_log(&mut self, log: Arc<crate::durability::log::LogManager>) {
+        self.log = Some(log);
+    }
+
+    /// The redo log, when the database logs.
+    #[inline]
+    pub fn log(&self) -> Option<&Arc<crate::durability::log::LogManager>> {
+        self.log.as_ref()
     }
 
     /// The history sink, when recording is on.

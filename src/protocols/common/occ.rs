@@ -854,15 +854,38 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         self.finish(false);
     }
 
-    /// Commit step: installs the write set and unlocks it. `publish(record, entry)` writes the
-    /// record's new version (its word, unlocked, with [`ABSENT`] for a delete, and any extra)
+    /// Commit step: installs the write set and unlocks it, logging it with commit stamp `stamp`
+    /// when the database logs (the durability contract: each row's image is copied to the log
+    /// after it is installed and before `publish` unlocks it). `publish(record, entry)` writes
+    /// the record's new version (its word, unlocked, with [`ABSENT`] for a delete, and any extra)
     /// after the payload has been copied in, and returns the new `(word, aux)` for the history.
     /// Ends the attempt.
     pub fn install(
         &mut self,
+        stamp: u64,
+        publish: impl FnMut(&P::Record, &WriteEntry) -> (u64, <P::Record as OccRecord>::Aux),
+    ) {
+        // One branch per commit: the loop is compiled with and without logging.
+        if self.ctx.log.is_some() {
+            self.install_with::<true>(stamp, publish);
+        } else {
+            self.install_with::<false>(stamp, publish);
+        }
+        self.finish(true);
+        self.ctx.commit_returning();
+    }
+
+    #[inline(always)]
+    fn install_with<const LOG: bool>(
+        &mut self,
+        stamp: u64,
         mut publish: impl FnMut(&P::Record, &WriteEntry) -> (u64, <P::Record as OccRecord>::Aux),
     ) {
         let storage = self.ctx.storage;
+        if LOG {
+            let log = self.ctx.log.as_mut().expect("LOG is set only with a log");
+            log.begin(stamp, self.writes.len() as u32);
+        }
         for i in 0..self.writes.len() {
             let w = self.writes[i];
             let tbl = storage.table(w.table);
@@ -882,6 +905,14 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                     w.dirty,
                 );
             }
+            if LOG {
+                let log = self.ctx.log.as_mut().expect("LOG is set only with a log");
+                if w.kind.present() {
+                    log.put(w.table.0, stamp, w.key, tbl.spec.row_size, |dst| row.read_into(dst));
+                } else {
+                    log.delete(w.table.0, stamp, w.key);
+                }
+            }
             let (word, aux) = publish(row.header, &w);
             if !w.kind.present() {
                 self.ctx.retire(w.table, w.key, w.rid);
@@ -891,7 +922,10 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                 h.write(w.table.0, w.key, stamp, prev, w.kind.present());
             }
         }
-        self.finish(true);
+        if LOG {
+            let log = self.ctx.log.as_mut().expect("LOG is set only with a log");
+            self.ctx.log_epoch = log.end();
+        }
     }
 }
 

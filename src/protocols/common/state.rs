@@ -11,7 +11,8 @@
 //!
 //! Zero is `ABSENT` with stamp [`UNBORN`], so a freshly zeroed slot is
 //! not a row. The stamp shares the word so that recording costs no extra header space; it is
-//! maintained only when the database records histories. Writers change the word under the
+//! maintained only when the database records histories, or, when it logs, holds the commit stamp
+//! of the last transaction that wrote the record (see `common::log_in_place`). Writers change the word under the
 //! record's exclusive lock (2PL) or not at all protected (nocc, which promises nothing).
 
 use crate::history::{Recorder, Stamp, UNBORN};
@@ -50,11 +51,12 @@ impl RowState {
     pub fn present(&self) -> bool {
         self.get() == PRESENT
     }
-    /// Sets the state, keeping the stamp.
+    /// Sets the state, keeping the stamp; returns the stamp.
     #[inline]
-    pub fn set(&self, s: u64) {
+    pub fn set(&self, s: u64) -> u64 {
         let w = self.0.load(Ordering::Relaxed);
         self.0.store((w & !STATE) | s, Ordering::Release);
+        w >> STAMP_SHIFT
     }
     /// The stamp of the version installed last.
     #[inline]
@@ -83,7 +85,8 @@ impl RowState {
 
     /// Installs a version in place: sets state `s` and, when `history` records, a fresh stamp,
     /// and reports the write (after `UNBORN` when `fresh`, a row just created). Returns the stamp
-    /// replaced, for the undo log.
+    /// replaced, for the undo log (without history, the record's commit stamp when the database
+    /// logs, which an abort must put back).
     #[inline]
     pub fn install(
         &self,
@@ -94,10 +97,7 @@ impl RowState {
         fresh: bool,
     ) -> u64 {
         match history {
-            None => {
-                self.set(s);
-                UNBORN as u64
-            }
+            None => self.set(s),
             Some(h) => {
                 let new = h.next_stamp();
                 let old = self.set_versioned(s, new);

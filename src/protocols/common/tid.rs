@@ -255,7 +255,7 @@ pub fn commit_if<P: SiloCommit>(
     }
     P::silo(&mut w.local).last_tid = tid;
     // Phase 5: install and unlock.
-    w.install(|rec, e| {
+    w.install(tid.0, |rec, e| {
         let word = if e.kind.present() { tid.0 | LATEST } else { tid.0 | LATEST | ABSENT };
         debug_assert_eq!(word & LOCK, 0);
         rec.store(word);

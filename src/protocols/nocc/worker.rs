@@ -6,7 +6,8 @@ use crate::error::Abort;
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{
-    check_len, insert_existing, roll_back, table, update_in_place, Arena, Scratch, Undo, UndoKind,
+    check_len, insert_existing, log_in_place, roll_back, table, update_in_place, Arena, Scratch,
+    Undo, UndoKind,
 };
 use crate::storage::context::WorkerCtx;
 use crate::storage::phantom::Batch;
@@ -184,11 +185,13 @@ impl Worker for NoccWorker<'_> {
         if let Some(h) = &mut self.ctx.history {
             h.committed();
         }
+        log_in_place(&mut self.ctx, &self.undo);
         for i in 0..self.deleted.len() {
             let (t, key, rid) = self.deleted[i];
             self.ctx.retire(t, key, rid);
         }
         self.finish();
+        self.ctx.commit_returning();
         Ok(())
     }
 

@@ -231,7 +231,7 @@ impl OccProtocol for TicToc {
             return Ok(());
         }
         // Write phase: wts = rts = cts.
-        w.install(|rec, e| {
+        w.install(cts, |rec, e| {
             let status = if e.kind.present() { 0 } else { occ::ABSENT };
             let word = TsWord(TsWord::new(cts, cts).0 | status);
             rec.publish(word, cts);

@@ -1,0 +1,776 @@
+//! The per-worker redo log (Silo, SiloR and Cicada §3.7): each worker appends its committed
+//! transactions to its own ring buffer, and one logger thread writes every ring to that worker's
+//! segment files and makes them durable in groups.
+//!
+//! ## Group commit by log epoch
+//!
+//! A transaction is durable once every log holds every transaction it could depend on. The
+//! logger keeps a *log epoch* `L` (its own counter, not the storage epoch, so that the group
+//! interval is independent of Silo's 40 ms epochs and a commit-synchronous policy can advance it
+//! per group). A committing worker, with its write locks held and its reads validated, publishes
+//! the log epoch it commits in (`inflight`, `SeqCst` then a fence), reads `L` again, appends the
+//! transaction to its ring stamped with that epoch, publishes the ring's head and clears
+//! `inflight`. A transaction T2 that read or overwrote T1's write did so after T1 released its
+//! locks, hence after T1 read `L`: `epoch(T1) <= epoch(T2)`.
+//!
+//! Each group, the logger advances `L` to `n`, waits until no worker is still committing in an
+//! epoch below `n` (its `inflight` is `IDLE` or at least `n`), takes every ring's head, writes
+//! the rings out, `fdatasync`s the files (per the sync policy) and then the durable-point marker,
+//! and publishes `durable = n - 1`. Every transaction of an epoch `<= durable` is on disk, and so
+//! is everything it depends on; recovery replays exactly those (`durability::recovery`).
+//!
+//! The hot path: no allocation, no lock, no shared counter beyond the worker's own ring words;
+//! with logging off a protocol pays one branch per commit.
+
+use super::format::{
+    self, FileKind, RecordKind, SegmentHeader, HEADER_LEN, PAYLOAD_AT, RECORD_OVERHEAD,
+};
+use crate::error::Error;
+use crossbeam_utils::CachePadded;
+use std::cell::UnsafeCell;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// An `inflight` value: the worker is not committing.
+const IDLE: u64 = u64::MAX;
+
+/// When a commit's log records must be on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum SyncPolicy {
+    /// Written to the operating system, never `fdatasync`ed (survives a process crash, not a
+    /// machine crash).
+    None,
+    /// `fdatasync` once per group-commit interval; a commit is durable when its group is.
+    Group,
+    /// A commit returns only after an `fdatasync` that covers it (concurrent commits share one).
+    Commit,
+}
+
+impl SyncPolicy {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncPolicy::None => "none",
+            SyncPolicy::Group => "group",
+            SyncPolicy::Commit => "commit",
+        }
+    }
+}
+
+/// How a database logs.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LogOptions {
+    /// The directory of the log (created if missing; must hold no log yet).
+    pub dir: PathBuf,
+    /// When commits are synced.
+    pub sync: SyncPolicy,
+    /// The group-commit interval (`--group-commit-ms`).
+    #[serde(rename = "group_commit_s", serialize_with = "crate::engine::serialize_secs")]
+    pub group_interval: Duration,
+    /// A segment file is closed and the next one started once it holds this many bytes.
+    pub segment_bytes: u64,
+    /// Each worker's ring buffer, bytes (a power of two).
+    pub buffer_bytes: usize,
+}
+
+impl LogOptions {
+    /// Logging into `dir` with the defaults: group commit every 10 ms, 64 MiB segments, 16 MiB
+    /// rings.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        LogOptions {
+            dir: dir.into(),
+            sync: SyncPolicy::Group,
+            group_interval: Duration::from_millis(10),
+            segment_bytes: 64 << 20,
+            buffer_bytes: 16 << 20,
+        }
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        if !self.buffer_bytes.is_power_of_two() || self.buffer_bytes < 1 << 16 {
+            return Err(Error::Config(format!(
+                "log buffer must be a power of two of at least 64 KiB, not {} bytes",
+                self.buffer_bytes
+            )));
+        }
+        if self.segment_bytes < 1 << 16 {
+            return Err(Error::Config(format!(
+                "log segments must be at least 64 KiB, not {} bytes",
+                self.segment_bytes
+            )));
+        }
+        if self.group_interval.is_zero() || self.group_interval > Duration::from_secs(10) {
+            return Err(Error::Config(format!(
+                "the group-commit interval must be above 0 and at most 10 s, not {:?}",
+                self.group_interval
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The name of stream `stream`'s segment `seq`.
+pub fn segment_name(stream: u32, seq: u32) -> String {
+    format!("w{stream:04}-{seq:08}.log")
+}
+
+/// The subdirectory of the log segments.
+pub const LOG_SUBDIR: &str = "log";
+/// The durable-point marker's file name.
+pub const MARKER: &str = "durable";
+
+/// One worker's ring and its file (the file is the logger's alone).
+struct Stream {
+    /// Bytes the worker has published (monotonic; position = head % capacity).
+    head: CachePadded<AtomicU64>,
+    /// Bytes the logger has written out (monotonic).
+    tail: CachePadded<AtomicU64>,
+    /// The log epoch of the commit the worker is appending, or `IDLE`.
+    inflight: CachePadded<AtomicU64>,
+    ring: OnceLock<Ring>,
+    file: Mutex<Option<SegmentFile>>,
+}
+
+/// A ring of bytes written by one worker and read by the logger.
+struct Ring {
+    buf: Box<[UnsafeCell<u8>]>,
+}
+
+// SAFETY: the worker writes only bytes in `[head, tail + capacity)` and publishes them with a
+// Release store of `head`; the logger reads only `[tail, head)` after an Acquire load of `head`
+// and hands space back with a Release store of `tail`, which the worker loads (Acquire) before
+// writing there again. No byte is written and read concurrently.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    fn new(cap: usize) -> Ring {
+        Ring { buf: (0..cap).map(|_| UnsafeCell::new(0)).collect() }
+    }
+    #[inline]
+    fn cap(&self) -> usize {
+        self.buf.len()
+    }
+    #[inline]
+    fn ptr(&self) -> *mut u8 {
+        UnsafeCell::raw_get(self.buf.as_ptr())
+    }
+    /// The bytes of `[from, to)` (positions modulo the capacity) as at most two slices.
+    ///
+    /// SAFETY: the caller owns that range under the ring protocol (see `unsafe impl Sync`).
+    unsafe fn slices(&self, from: u64, to: u64) -> (&[u8], &[u8]) {
+        let cap = self.cap() as u64;
+        let start = (from % cap) as usize;
+        let len = (to - from) as usize;
+        let first = len.min(self.cap() - start);
+        // SAFETY: in bounds by construction; ownership per the caller's contract.
+        unsafe {
+            (
+                std::slice::from_raw_parts(self.ptr().add(start), first),
+                std::slice::from_raw_parts(self.ptr(), len - first),
+            )
+        }
+    }
+}
+
+/// An open segment file.
+struct SegmentFile {
+    file: File,
+    seq: u32,
+    len: u64,
+    /// Written since the last `fdatasync`.
+    dirty: bool,
+}
+
+/// The log of one database: the streams, the logger thread and the durable point.
+pub struct LogManager {
+    opts: LogOptions,
+    fingerprint: u64,
+    streams: Box<[Stream]>,
+    /// The log epoch transactions commit in.
+    epoch: CachePadded<AtomicU64>,
+    /// Every transaction of a log epoch up to this one is durable.
+    durable: CachePadded<AtomicU64>,
+    /// Commits waiting for durability (sync = commit), so the logger need not wait out its
+    /// interval.
+    waiting: CachePadded<AtomicU64>,
+    failed: AtomicBool,
+    error: Mutex<Option<String>>,
+    logger: OnceLock<std::thread::Thread>,
+    stats: LogCounters,
+    /// The durable-point marker file (the logger's).
+    marker: Mutex<File>,
+}
+
+/// What the logger did, for reports.
+#[derive(Default)]
+struct LogCounters {
+    bytes: AtomicU64,
+    syncs: AtomicU64,
+    groups: AtomicU64,
+}
+
+/// Totals of a log's activity since it was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LogStats {
+    /// Bytes written to segment files (headers included).
+    pub bytes: u64,
+    /// `fdatasync` calls.
+    pub syncs: u64,
+    /// Groups made durable.
+    pub groups: u64,
+}
+
+impl LogManager {
+    /// Creates the log in `opts.dir` (which must not hold one already) for at most `streams`
+    /// workers and the schema `fingerprint`, and starts its logger thread.
+    pub fn start(opts: LogOptions, streams: usize, fingerprint: u64) -> Result<LogHandle, Error> {
+        opts.check()?;
+        let logdir = opts.dir.join(LOG_SUBDIR);
+        if logdir.exists() {
+            let mut entries = std::fs::read_dir(&logdir).map_err(|e| io_err(&logdir, e))?;
+            if entries.next().is_some() {
+                return Err(Error::Durability(format!(
+                    "{}: holds a log already; recover it (txlab recover) or choose an empty directory",
+                    logdir.display()
+                )));
+            }
+        }
+        std::fs::create_dir_all(&logdir).map_err(|e| io_err(&logdir, e))?;
+        let marker = opts.dir.join(MARKER);
+        let mut f = File::create(&marker).map_err(|e| io_err(&marker, e))?;
+        let mut init = format::marker::encode(0, 0, &vec![format::marker::NONE; streams]);
+        init.resize(2 * init.len(), 0);
+        f.write_all(&init).map_err(|e| io_err(&marker, e))?;
+        if opts.sync != SyncPolicy::None {
+            f.sync_all().map_err(|e| io_err(&marker, e))?;
+            sync_dir(&opts.dir)?;
+        }
+        let mgr = Arc::new(LogManager {
+            fingerprint,
+            streams: (0..streams)
+                .map(|_| Stream {
+                    head: CachePadded::new(AtomicU64::new(0)),
+                    tail: CachePadded::new(AtomicU64::new(0)),
+                    inflight: CachePadded::new(AtomicU64::new(IDLE)),
+                    ring: OnceLock::new(),
+                    file: Mutex::new(None),
+                })
+                .collect(),
+            epoch: CachePadded::new(AtomicU64::new(1)),
+            durable: CachePadded::new(AtomicU64::new(0)),
+            waiting: CachePadded::new(AtomicU64::new(0)),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+            logger: OnceLock::new(),
+            stats: LogCounters::default(),
+            marker: Mutex::new(f),
+            opts,
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (m, s) = (mgr.clone(), stop.clone());
+        let handle = std::thread::Builder::new()
+            .name("txlab-logger".into())
+            .spawn(move || m.logger_loop(&s))
+            .map_err(|e| Error::Durability(format!("cannot start the logger thread: {e}")))?;
+        let _ = mgr.logger.set(handle.thread().clone());
+        Ok(LogHandle { mgr, stop, thread: Some(handle) })
+    }
+
+    /// The options.
+    pub fn options(&self) -> &LogOptions {
+        &self.opts
+    }
+
+    /// Every transaction of a log epoch up to this one is durable.
+    #[inline]
+    pub fn durable_epoch(&self) -> u64 {
+        // Acquire: pairs with the logger's Release after its syncs.
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// The first error the log met (it stops logging: nothing after it is acknowledged).
+    pub fn error(&self) -> Option<String> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// What the logger has done so far.
+    pub fn stats(&self) -> LogStats {
+        LogStats {
+            bytes: self.stats.bytes.load(Ordering::Relaxed),
+            syncs: self.stats.syncs.load(Ordering::Relaxed),
+            groups: self.stats.groups.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A writer for worker slot `stream` (allocates its ring on first use).
+    pub fn writer(self: &Arc<Self>, stream: usize) -> LogWriter {
+        let s = &self.streams[stream];
+        s.ring.get_or_init(|| Ring::new(self.opts.buffer_bytes));
+        let pos = s.head.load(Ordering::Acquire);
+        LogWriter {
+            mgr: self.clone(),
+            stream,
+            pos,
+            start: pos,
+            epoch: 0,
+            scratch: Vec::new(),
+            dropped: false,
+            sync_commit: self.opts.sync == SyncPolicy::Commit,
+        }
+    }
+
+    fn fail(&self, msg: String) {
+        let mut e = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        if e.is_none() {
+            *e = Some(msg);
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+
+    fn logger_loop(&self, stop: &AtomicBool) {
+        let interval = self.opts.group_interval;
+        let mut next = Instant::now() + interval;
+        // Bytes written since the last marker (by `drain` or a group).
+        let mut unmarked = false;
+        loop {
+            let stopping = stop.load(Ordering::Acquire);
+            let now = Instant::now();
+            let urgent = self.waiting.load(Ordering::Acquire) > 0;
+            let mut wrote = false;
+            let step = if stopping || urgent || now >= next {
+                next = now + interval;
+                self.group(&mut unmarked).map(|w| wrote = w)
+            } else {
+                // Drain full-ish rings between groups so workers do not wait for space.
+                self.drain().map(|w| unmarked |= w)
+            };
+            if let Err(msg) = step {
+                self.fail(msg);
+                return;
+            }
+            if stopping {
+                return;
+            }
+            if !(urgent && wrote) {
+                let wait = next.saturating_duration_since(Instant::now());
+                std::thread::park_timeout(wait.min(Duration::from_millis(1)));
+            }
+        }
+    }
+
+    /// Writes out the rings that are over a quarter full, without syncing; whether it wrote.
+    fn drain(&self) -> Result<bool, String> {
+        let mut wrote = false;
+        for (i, s) in self.streams.iter().enumerate() {
+            let Some(ring) = s.ring.get() else { continue };
+            let head = s.head.load(Ordering::Acquire);
+            if head - s.tail.load(Ordering::Relaxed) >= ring.cap() as u64 / 4 {
+                wrote |= self.write_stream(i, head)?;
+            }
+        }
+        Ok(wrote)
+    }
+
+    /// One group: close log epoch `n - 1`, write every ring, sync, publish `durable = n - 1`.
+    /// Whether it wrote anything.
+    fn group(&self, unmarked: &mut bool) -> Result<bool, String> {
+        // SeqCst: a worker that publishes `inflight` and then reads `L` either sees the new
+        // epoch or is seen in `inflight` below (the store/load pairs on both sides are SeqCst).
+        let n = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        fence(Ordering::SeqCst);
+        let mut wrote = false;
+        for (i, s) in self.streams.iter().enumerate() {
+            let mut spins = 0u32;
+            while s.inflight.load(Ordering::SeqCst) < n {
+                // A worker between reading the old epoch and publishing its head: a few
+                // hundred nanoseconds, unless it was preempted or waits for ring space, which
+                // writing out what it published so far gives it.
+                if s.ring.get().is_some() {
+                    wrote |= self.write_stream(i, s.head.load(Ordering::Acquire))?;
+                }
+                spins += 1;
+                if spins > 64 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        for (i, s) in self.streams.iter().enumerate() {
+            if s.ring.get().is_none() {
+                continue;
+            }
+            let head = s.head.load(Ordering::Acquire);
+            wrote |= self.write_stream(i, head)?;
+        }
+        *unmarked |= wrote;
+        let durable = n - 1;
+        if *unmarked {
+            if self.opts.sync != SyncPolicy::None {
+                for s in self.streams.iter() {
+                    let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(seg) = f.as_mut().filter(|f| f.dirty) {
+                        seg.file
+                            .sync_data()
+                            .map_err(|e| format!("fdatasync of a log segment: {e}"))?;
+                        seg.dirty = false;
+                        self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            self.write_marker(n, durable)?;
+            // What this group wrote may hold transactions of epoch `n` (appended after the
+            // bump), which only the next group's marker covers. Without bytes since the last
+            // marker, no transaction of a later epoch exists and the old marker recovers the
+            // same state.
+            *unmarked = wrote;
+        }
+        self.stats.groups.fetch_add(1, Ordering::Relaxed);
+        // Release: the data and marker writes happen before a reader acts on `durable`.
+        self.durable.store(durable, Ordering::Release);
+        Ok(wrote)
+    }
+
+    fn write_marker(&self, seq: u64, durable: u64) -> Result<(), String> {
+        use std::os::unix::fs::FileExt;
+        let ends: Vec<(u32, u64)> = self
+            .streams
+            .iter()
+            .map(|s| {
+                let f = s.file.lock().unwrap_or_else(|e| e.into_inner());
+                f.as_ref().map_or(format::marker::NONE, |seg| (seg.seq, seg.len))
+            })
+            .collect();
+        let slot = format::marker::encode(seq, durable, &ends);
+        let path = || self.opts.dir.join(MARKER).display().to_string();
+        let f = self.marker.lock().unwrap_or_else(|e| e.into_inner());
+        f.write_all_at(&slot, (seq % 2) * slot.len() as u64)
+            .map_err(|e| format!("{}: write: {e}", path()))?;
+        if self.opts.sync != SyncPolicy::None {
+            f.sync_data().map_err(|e| format!("{}: fdatasync: {e}", path()))?;
+            self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Writes stream `i`'s ring up to `head` to its segment files; whether anything was written.
+    fn write_stream(&self, i: usize, head: u64) -> Result<bool, String> {
+        let s = &self.streams[i];
+        let tail = s.tail.load(Ordering::Relaxed);
+        if head == tail {
+            return Ok(false);
+        }
+        let ring = s.ring.get().expect("a stream with data has a ring");
+        let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
+        let len = head - tail;
+        let roll = match f.as_ref() {
+            None => true,
+            Some(seg) => seg.len > HEADER_LEN as u64 && seg.len + len > self.opts.segment_bytes,
+        };
+        if roll {
+            let seq = f.as_ref().map_or(0, |seg| seg.seq + 1);
+            if let Some(old) = f.as_mut().filter(|f| f.dirty && self.opts.sync != SyncPolicy::None)
+            {
+                // A closed segment is complete on disk before its successor exists.
+                old.file.sync_data().map_err(|e| format!("fdatasync of a log segment: {e}"))?;
+                old.dirty = false;
+            }
+            *f = Some(self.create_segment(i as u32, seq)?);
+        }
+        let seg = f.as_mut().expect("a segment is open");
+        // SAFETY: `[tail, head)` was published by the worker (Acquire load of `head` by the
+        // caller) and is not reused before the Release store of `tail` below.
+        let (a, b) = unsafe { ring.slices(tail, head) };
+        let path = || self.opts.dir.join(LOG_SUBDIR).join(segment_name(i as u32, seg.seq));
+        seg.file.write_all(a).map_err(|e| format!("{}: write: {e}", path().display()))?;
+        seg.file.write_all(b).map_err(|e| format!("{}: write: {e}", path().display()))?;
+        seg.len += len;
+        seg.dirty = true;
+        self.stats.bytes.fetch_add(len, Ordering::Relaxed);
+        // Release: pairs with the worker's Acquire load before it reuses the space.
+        s.tail.store(head, Ordering::Release);
+        Ok(true)
+    }
+
+    fn create_segment(&self, stream: u32, seq: u32) -> Result<SegmentFile, String> {
+        let path = self.opts.dir.join(LOG_SUBDIR).join(segment_name(stream, seq));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let h = SegmentHeader {
+            kind: FileKind::Log,
+            fingerprint: self.fingerprint,
+            stream,
+            seq,
+            aux: 0,
+        };
+        file.write_all(&h.encode()).map_err(|e| format!("{}: write: {e}", path.display()))?;
+        if self.opts.sync != SyncPolicy::None {
+            file.sync_all().map_err(|e| format!("{}: fsync: {e}", path.display()))?;
+            sync_dir(&self.opts.dir.join(LOG_SUBDIR)).map_err(|e| e.to_string())?;
+            self.stats.syncs.fetch_add(2, Ordering::Relaxed);
+        }
+        self.stats.bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+        Ok(SegmentFile { file, seq, len: HEADER_LEN as u64, dirty: false })
+    }
+
+    fn wake_logger(&self) {
+        if let Some(t) = self.logger.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// Owns the logger thread: dropping it makes a last group durable and joins the thread.
+pub struct LogHandle {
+    mgr: Arc<LogManager>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl LogHandle {
+    /// The log.
+    pub fn manager(&self) -> &Arc<LogManager> {
+        &self.mgr
+    }
+
+    /// Makes everything committed so far durable and stops the logger; returns the log's first
+    /// error, if it met one.
+    pub fn close(&mut self) -> Result<(), Error> {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+        match self.mgr.error() {
+            Some(e) => Err(Error::Durability(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for LogHandle {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+/// A worker's end of its log stream. The protocol's commit calls [`LogWriter::begin`], then
+/// [`LogWriter::put`] / [`LogWriter::delete`] for every write, then [`LogWriter::end`], all with
+/// its write locks held.
+pub struct LogWriter {
+    mgr: Arc<LogManager>,
+    stream: usize,
+    /// Where the next byte goes (unpublished until `end`).
+    pos: u64,
+    /// Where the open transaction started.
+    start: u64,
+    /// The log epoch of the last transaction appended.
+    epoch: u64,
+    /// A record that wraps around the ring's end is assembled here.
+    scratch: Vec<u8>,
+    /// The log has failed: records are dropped (the run is stopping; nothing after the failure
+    /// is acknowledged).
+    dropped: bool,
+    /// Commits wait for their group's sync (`SyncPolicy::Commit`).
+    sync_commit: bool,
+}
+
+impl LogWriter {
+    #[inline]
+    fn stream(&self) -> &Stream {
+        &self.mgr.streams[self.stream]
+    }
+
+    /// Starts appending a committed transaction with commit stamp `stamp` and `writes` writes;
+    /// returns its log epoch. Called at the serialization point, write locks held.
+    #[inline]
+    pub fn begin(&mut self, stamp: u64, writes: u32) -> u64 {
+        let s = &self.mgr.streams[self.stream];
+        let mut e = self.mgr.epoch.load(Ordering::SeqCst);
+        loop {
+            // SeqCst store, fence, re-read: pairs with the logger's fetch_add and fence in
+            // `group` (the same handshake as `storage::epoch::Epochs::enter`).
+            s.inflight.store(e, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let again = self.mgr.epoch.load(Ordering::SeqCst);
+            if again == e {
+                break;
+            }
+            e = again;
+        }
+        self.epoch = e;
+        self.start = self.pos;
+        self.record(RecordKind::Txn, writes, stamp, e, 0, |_| ());
+        e
+    }
+
+    /// Appends the row image of `key` in `table`, written by `fill` into a `len`-byte slice.
+    #[inline]
+    pub fn put(
+        &mut self,
+        table: u32,
+        stamp: u64,
+        key: u64,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) {
+        self.record(RecordKind::Put, table, stamp, key, len, fill);
+    }
+
+    /// Appends the deletion of `key` in `table`.
+    #[inline]
+    pub fn delete(&mut self, table: u32, stamp: u64, key: u64) {
+        self.record(RecordKind::Delete, table, stamp, key, 0, |_| ());
+    }
+
+    /// Publishes the transaction to the logger. Returns its log epoch.
+    #[inline]
+    pub fn end(&mut self) -> u64 {
+        let s = &self.mgr.streams[self.stream];
+        // Release: the record bytes happen before the logger's Acquire load of `head`.
+        s.head.store(self.pos, Ordering::Release);
+        // Release: the head is visible to the logger once it sees IDLE here.
+        s.inflight.store(IDLE, Ordering::Release);
+        self.epoch
+    }
+
+    /// Waits until the transaction of log epoch `epoch` is durable (sync = commit), or the log
+    /// failed. Call after the write locks are released: other transactions go on meanwhile.
+    pub fn wait_durable(&self, epoch: u64) {
+        if self.mgr.durable_epoch() >= epoch {
+            return;
+        }
+        self.mgr.waiting.fetch_add(1, Ordering::AcqRel);
+        self.mgr.wake_logger();
+        let mut spin = crate::protocols::common::SpinWait::default();
+        while self.mgr.durable_epoch() < epoch && !self.mgr.failed.load(Ordering::Acquire) {
+            spin.spin();
+        }
+        self.mgr.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Called when a commit of log epoch `epoch` is about to return, its locks released: under
+    /// `SyncPolicy::Commit` waits until it is durable.
+    #[inline]
+    pub fn returning(&self, epoch: u64) {
+        if self.sync_commit {
+            self.wait_durable(epoch);
+        }
+    }
+
+    /// The log this writer appends to.
+    pub fn manager(&self) -> &Arc<LogManager> {
+        &self.mgr
+    }
+
+    #[inline]
+    fn record(
+        &mut self,
+        kind: RecordKind,
+        table: u32,
+        stamp: u64,
+        key: u64,
+        payload: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) {
+        if self.dropped {
+            return;
+        }
+        let len = RECORD_OVERHEAD + payload;
+        let (base, cap) = {
+            let ring = self.stream().ring.get().expect("writers allocate their ring");
+            (ring.ptr(), ring.cap())
+        };
+        if (self.pos - self.start) as usize + len > cap {
+            self.mgr.fail(format!(
+                "a transaction's log records need more than the {cap}-byte log buffer; raise --log-buffer"
+            ));
+            self.dropped = true;
+            return;
+        }
+        self.reserve(len);
+        if self.dropped {
+            return;
+        }
+        let at = (self.pos % cap as u64) as usize;
+        if at + len <= cap {
+            // SAFETY: `[pos, pos + len)` is free (`reserve`) and owned by this worker until it
+            // publishes `head` (see `unsafe impl Sync for Ring`).
+            let rec = unsafe { std::slice::from_raw_parts_mut(base.add(at), len) };
+            encode_in_place(rec, kind, table, stamp, key, fill);
+        } else {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            scratch.resize(len, 0);
+            encode_in_place(&mut scratch, kind, table, stamp, key, fill);
+            let first = cap - at;
+            // SAFETY: as above; the record is split at the ring's end.
+            unsafe {
+                std::ptr::copy_nonoverlapping(scratch.as_ptr(), base.add(at), first);
+                std::ptr::copy_nonoverlapping(scratch.as_ptr().add(first), base, len - first);
+            }
+            self.scratch = scratch;
+        }
+        self.pos += len as u64;
+    }
+
+    /// Waits until `len` bytes from `pos` are free in the ring.
+    #[inline]
+    fn reserve(&mut self, len: usize) {
+        let s = &self.mgr.streams[self.stream];
+        let cap = self.mgr.opts.buffer_bytes as u64;
+        // Acquire: pairs with the logger's Release store of `tail` after it wrote the bytes out.
+        if self.pos + len as u64 - s.tail.load(Ordering::Acquire) <= cap {
+            return;
+        }
+        // The bytes of the open transaction are not published yet, so the logger can free only
+        // up to `start`; the size check in `record` keeps one transaction below the capacity.
+        // Publish nothing early: wake the logger (it drains rings a quarter full) and wait.
+        let mut spin = crate::protocols::common::SpinWait::default();
+        while self.pos + len as u64 - s.tail.load(Ordering::Acquire) > cap {
+            if self.mgr.failed.load(Ordering::Acquire) {
+                self.dropped = true;
+                return;
+            }
+            self.mgr.wake_logger();
+            spin.spin();
+        }
+    }
+}
+
+/// Writes a whole record into `rec` (its exact length).
+#[inline]
+fn encode_in_place(
+    rec: &mut [u8],
+    kind: RecordKind,
+    table: u32,
+    stamp: u64,
+    key: u64,
+    fill: impl FnOnce(&mut [u8]),
+) {
+    let len = rec.len();
+    format::put_header(rec, len as u32, kind, table, stamp, key);
+    fill(&mut rec[PAYLOAD_AT..len - 4]);
+    let crc = crc32c::crc32c(&rec[..len - 4]);
+    rec[len - 4..].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> Error {
+    Error::Durability(format!("{}: {e}", path.display()))
+}
+
+/// `fsync`s a directory, so that files created in it survive a crash.
+pub fn sync_dir(dir: &Path) -> Result<(), Error> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err(dir, e))
+}

@@ -1,0 +1,442 @@
+//! Recovery: rebuilds a database from its log directory.
+//!
+//! 1. The durable-point marker gives the durable log epoch `D` and, per stream, how many bytes
+//!    of which segment were synced when `D` was published.
+//! 2. Every stream is read in parallel, segment by segment (their numbers must have no gaps).
+//!    A bad record before the stream's synced end is corruption: an error naming the file and
+//!    offset, and nothing is changed. A bad record after it is the torn tail of an unsynced
+//!    write: it and everything after it in that stream is dropped and reported.
+//! 3. Complete transactions of a log epoch up to `D` are replayed: for every key, the image (or
+//!    deletion) with the largest commit stamp wins, so a deletion is never undone by an older
+//!    image, whatever order the streams are read in (Cicada §3.7's rule, by construction).
+//!    Keys are split among threads by hash; each inserts its winners with a bulk loader, which
+//!    rebuilds the indexes; the phantom buckets start fresh, as after loading.
+//!
+//! Recovered rows are installed as loaded rows: below every stamp the protocol will give, so
+//! that the database continues as after a load (a log continued from a recovered state must
+//! start from a checkpoint of it, which holds no older stamps).
+//!
+//! The files are only read: recovery never repairs, truncates or deletes anything.
+
+use super::format::{self, Bad, RecordKind, SegmentHeader, HEADER_LEN};
+use super::log::{segment_name, LOG_SUBDIR, MARKER};
+use crate::engine::{Database, Protocol};
+use crate::error::Error;
+use rustc_hash::FxHashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What a recovery found and did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct RecoveryReport {
+    /// The durable log epoch: transactions up to it were replayed.
+    pub durable_epoch: u64,
+    /// Transactions replayed.
+    pub transactions: u64,
+    /// Complete transactions found beyond the durable point (never acknowledged), not replayed.
+    pub beyond_durable: u64,
+    /// Write records replayed (before picking each key's newest).
+    pub records: u64,
+    /// Rows present afterwards.
+    pub rows: u64,
+    /// Keys whose newest record is a deletion.
+    pub deleted: u64,
+    /// Bytes of log read.
+    pub bytes: u64,
+    /// Segment files read.
+    pub segments: u64,
+    /// Wall time, seconds.
+    pub seconds: f64,
+    /// Torn tails dropped: one line each, naming the file and offset.
+    pub torn: Vec<String>,
+}
+
+impl RecoveryReport {
+    /// Log bytes replayed per second, in GB/s.
+    pub fn gb_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes as f64 / self.seconds / 1e9
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A write to replay: where its image lies in the segment buffers.
+#[derive(Clone, Copy)]
+struct Entry {
+    table: u32,
+    key: u64,
+    stamp: u64,
+    /// Index of the segment buffer (`u32::MAX`: a deletion).
+    buf: u32,
+    /// Payload offset in that buffer.
+    off: u32,
+}
+
+/// One stream's parse.
+struct Parsed {
+    entries: Vec<Entry>,
+    /// The segment buffers entries point into; the first has global index `base`.
+    bufs: Vec<Vec<u8>>,
+    base: u32,
+    txns: u64,
+    beyond: u64,
+    bytes: u64,
+    torn: Vec<String>,
+}
+
+/// The segments of each stream, by stream, checked for gaps.
+fn list_segments(dir: &Path) -> Result<FxHashMap<u32, Vec<(u32, PathBuf)>>, Error> {
+    let logdir = dir.join(LOG_SUBDIR);
+    let rd = std::fs::read_dir(&logdir).map_err(|e| {
+        Error::Durability(format!("{}: {e} (not a txlab log directory?)", logdir.display()))
+    })?;
+    let mut streams: FxHashMap<u32, Vec<(u32, PathBuf)>> = FxHashMap::default();
+    for e in rd {
+        let e = e.map_err(|e| Error::Durability(format!("{}: {e}", logdir.display())))?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let parsed = name
+            .strip_prefix('w')
+            .and_then(|r| r.strip_suffix(".log"))
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(s, q)| Some((s.parse::<u32>().ok()?, q.parse::<u32>().ok()?)));
+        let Some((stream, seq)) = parsed.filter(|&(s, q)| segment_name(s, q) == name) else {
+            return Err(Error::Durability(format!(
+                "{}: not a log segment (expected names like {})",
+                e.path().display(),
+                segment_name(0, 0)
+            )));
+        };
+        streams.entry(stream).or_default().push((seq, e.path()));
+    }
+    for (stream, segs) in streams.iter_mut() {
+        segs.sort_unstable_by_key(|s| s.0);
+        for (i, &(seq, _)) in segs.iter().enumerate() {
+            if seq != i as u32 {
+                return Err(Error::Durability(format!(
+                    "{}: segment {} is missing (stream {stream} has segments up to {})",
+                    logdir.display(),
+                    segment_name(*stream, i as u32),
+                    segs.last().map_or(0, |s| s.0)
+                )));
+            }
+        }
+    }
+    Ok(streams)
+}
+
+/// Reads the marker: the durable epoch and each stream's synced end.
+fn read_marker(dir: &Path) -> Result<format::marker::Marker, Error> {
+    let path = dir.join(MARKER);
+    let bytes = std::fs::read(&path).map_err(|e| {
+        Error::Durability(format!("{}: {e} (not a txlab log directory?)", path.display()))
+    })?;
+    format::marker::decode(&bytes).ok_or_else(|| {
+        Error::Durability(format!(
+            "{}: neither slot of the durable marker is valid",
+            path.display()
+        ))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn parse_stream(
+    stream: u32,
+    segs: &[(u32, PathBuf)],
+    end: (u32, u64),
+    durable: u64,
+    fingerprint: u64,
+    row_sizes: &[usize],
+    buf_base: u32,
+) -> Result<Parsed, Error> {
+    let mut out = Parsed {
+        entries: Vec::new(),
+        bufs: Vec::new(),
+        base: buf_base,
+        txns: 0,
+        beyond: 0,
+        bytes: 0,
+        torn: Vec::new(),
+    };
+    if end != format::marker::NONE && end.0 as usize >= segs.len() {
+        let path = segs.first().map_or_else(|| PathBuf::from("log"), |s| s.1.clone());
+        return Err(Error::Durability(format!(
+            "{}: segment {} of stream {stream} is missing: the durable marker says {} bytes of it were synced",
+            path.parent().unwrap_or(&path).display(),
+            segment_name(stream, end.0),
+            end.1
+        )));
+    }
+    let synced = |seq: u32, off: u64| end != format::marker::NONE && (seq, off) < end;
+    let mut pending: Vec<Entry> = Vec::new();
+    'segments: for (seq, path) in segs {
+        let seq = *seq;
+        let buf = std::fs::read(path)
+            .map_err(|e| Error::Durability(format!("{}: {e}", path.display())))?;
+        out.bytes += buf.len() as u64;
+        let bad = |off: usize, what: &str| {
+            Error::Durability(format!("{}: offset {off}: {what}", path.display()))
+        };
+        let header = SegmentHeader::decode(&buf, fingerprint).map_err(|m| bad(0, &m))?;
+        if header.kind != format::FileKind::Log || header.stream != stream || header.seq != seq {
+            return Err(bad(
+                0,
+                "header names another stream, segment or file kind than the file name",
+            ));
+        }
+        if end.0 == seq && (buf.len() as u64) < end.1 {
+            return Err(bad(
+                buf.len(),
+                &format!(
+                    "the file ends here, but the durable marker says {} bytes were synced",
+                    end.1
+                ),
+            ));
+        }
+        let buf_idx = buf_base + out.bufs.len() as u32;
+        let mut off = HEADER_LEN;
+        // The open transaction: its epoch, stamp and writes still to come.
+        let mut open: Option<(u64, u64, u32)> = None;
+        let mut txn_start = off;
+        while off < buf.len() {
+            let rec = match format::decode_record(&buf[off..]) {
+                Ok((r, n)) => Some((r, n)),
+                Err(Bad::Zero) | Err(Bad::Truncated) | Err(Bad::Corrupt(_))
+                    if !synced(seq, off as u64) =>
+                {
+                    None
+                }
+                Err(Bad::Zero) => {
+                    return Err(bad(off, "zero bytes inside the synced part of the log"))
+                }
+                Err(Bad::Truncated) => {
+                    return Err(bad(off, "truncated record inside the synced part of the log"))
+                }
+                Err(Bad::Corrupt(what)) => {
+                    return Err(bad(off, &format!("corrupt record ({what})")))
+                }
+            };
+            let Some((r, n)) = rec else {
+                out.torn.push(format!(
+                    "{}: offset {off}: torn tail after the last synced byte, {} bytes dropped",
+                    path.display(),
+                    buf.len() - off
+                ));
+                pending.clear();
+                out.bufs.push(buf);
+                break 'segments;
+            };
+            match (r.kind, open) {
+                (RecordKind::Txn, None) => {
+                    txn_start = off;
+                    open = Some((r.key, r.stamp, r.table));
+                    pending.clear();
+                }
+                (RecordKind::Put | RecordKind::Delete, Some((epoch, stamp, left))) if left > 0 => {
+                    if r.stamp != stamp {
+                        return Err(bad(off, "a write's stamp differs from its transaction's"));
+                    }
+                    let size = row_sizes.get(r.table as usize).copied().ok_or_else(|| {
+                        bad(
+                            off,
+                            &format!(
+                                "record for table {}, the schema has {}",
+                                r.table,
+                                row_sizes.len()
+                            ),
+                        )
+                    })?;
+                    let put = r.kind == RecordKind::Put;
+                    if put && r.payload.len() != size {
+                        return Err(bad(
+                            off,
+                            &format!(
+                                "row image of {} bytes, table {} has {size}-byte rows",
+                                r.payload.len(),
+                                r.table
+                            ),
+                        ));
+                    }
+                    pending.push(Entry {
+                        table: r.table,
+                        key: r.key,
+                        stamp,
+                        buf: if put { buf_idx } else { u32::MAX },
+                        off: (off + format::PAYLOAD_AT) as u32,
+                    });
+                    open = Some((epoch, stamp, left - 1));
+                }
+                _ => {
+                    return Err(bad(
+                        off,
+                        "record out of place (a transaction's records are not contiguous)",
+                    ))
+                }
+            }
+            off += n;
+            if let Some((epoch, _, 0)) = open {
+                open = None;
+                if epoch <= durable {
+                    out.txns += 1;
+                    out.entries.append(&mut pending);
+                } else {
+                    out.beyond += 1;
+                    pending.clear();
+                }
+            }
+        }
+        if open.is_some() {
+            // A transaction cut by the end of its segment: segments hold whole transactions.
+            if synced(seq, txn_start as u64) {
+                return Err(bad(txn_start, "transaction cut by the end of its segment"));
+            }
+            out.torn.push(format!(
+                "{}: offset {txn_start}: incomplete transaction at the end, dropped",
+                path.display()
+            ));
+            out.bufs.push(buf);
+            break;
+        }
+        out.bufs.push(buf);
+    }
+    Ok(out)
+}
+
+/// Replays the log in `dir` into `db`, whose tables must be empty (freshly created with the
+/// schema the log was written for). See the module docs.
+pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryReport, Error> {
+    let start = Instant::now();
+    let specs: Vec<_> = db.storage().tables().iter().map(|t| t.spec.clone()).collect();
+    let fingerprint = format::fingerprint(&specs);
+    let row_sizes: Vec<usize> = specs.iter().map(|s| s.row_size).collect();
+    let marker = read_marker(dir)?;
+    let streams = list_segments(dir)?;
+    for (i, &end) in marker.ends.iter().enumerate() {
+        if end != format::marker::NONE && !streams.contains_key(&(i as u32)) {
+            return Err(Error::Durability(format!(
+                "{}: stream {i} has no segments, but the durable marker says {} bytes of its segment {} were synced",
+                dir.join(LOG_SUBDIR).display(),
+                end.1,
+                end.0
+            )));
+        }
+    }
+    let mut order: Vec<u32> = streams.keys().copied().collect();
+    order.sort_unstable();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Parse the streams in parallel, a few per thread; buffer indexes are global.
+    let mut base = 0u32;
+    let mut jobs = Vec::new();
+    for &s in &order {
+        let segs = &streams[&s];
+        jobs.push((s, base));
+        base += segs.len() as u32;
+    }
+    let parsed: Vec<Result<Parsed, Error>> = std::thread::scope(|scope| {
+        let chunks: Vec<Vec<(u32, u32)>> =
+            (0..threads).map(|t| jobs.iter().copied().skip(t).step_by(threads).collect()).collect();
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                let (streams, marker, row_sizes) = (&streams, &marker, &row_sizes);
+                scope.spawn(move || {
+                    chunk
+                        .into_iter()
+                        .map(|(s, base)| {
+                            let end = marker
+                                .ends
+                                .get(s as usize)
+                                .copied()
+                                .unwrap_or(format::marker::NONE);
+                            parse_stream(
+                                s,
+                                &streams[&s],
+                                end,
+                                marker.durable,
+                                fingerprint,
+                                row_sizes,
+                                base,
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("a recovery thread panicked")).collect()
+    });
+    let mut report = RecoveryReport { durable_epoch: marker.durable, ..Default::default() };
+    let mut all = Vec::with_capacity(parsed.len());
+    for p in parsed {
+        all.push(p?);
+    }
+    // Global buffer index -> buffer.
+    let mut bufs: Vec<&[u8]> = vec![&[]; base as usize];
+    for p in &all {
+        for (i, b) in p.bufs.iter().enumerate() {
+            bufs[p.base as usize + i] = b;
+        }
+        report.transactions += p.txns;
+        report.beyond_durable += p.beyond;
+        report.records += p.entries.len() as u64;
+        report.bytes += p.bytes;
+        report.torn.extend(p.torn.iter().cloned());
+    }
+    report.segments = all.iter().map(|p| p.bufs.len() as u64).sum();
+    // Apply: threads own the keys that hash to them.
+    let results: Vec<Result<(u64, u64), Error>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (all, bufs, row_sizes) = (&all, &bufs, &row_sizes);
+                scope.spawn(move || -> Result<(u64, u64), Error> {
+                    let mut newest: FxHashMap<(u32, u64), Entry> = FxHashMap::default();
+                    for p in all {
+                        for e in &p.entries {
+                            if owner(e.table, e.key, threads) != t {
+                                continue;
+                            }
+                            newest
+                                .entry((e.table, e.key))
+                                .and_modify(|cur| {
+                                    if e.stamp > cur.stamp {
+                                        *cur = *e;
+                                    }
+                                })
+                                .or_insert(*e);
+                        }
+                    }
+                    let mut loader = db.loader();
+                    let (mut rows, mut deleted) = (0, 0);
+                    for e in newest.values() {
+                        if e.buf == u32::MAX {
+                            deleted += 1;
+                            continue;
+                        }
+                        let size = row_sizes[e.table as usize];
+                        let off = e.off as usize;
+                        let image = &bufs[e.buf as usize][off..off + size];
+                        loader.insert(crate::storage::TableId(e.table), e.key, image)?;
+                        rows += 1;
+                    }
+                    Ok((rows, deleted))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a recovery thread panicked")).collect()
+    });
+    for r in results {
+        let (rows, deleted) = r?;
+        report.rows += rows;
+        report.deleted += deleted;
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// The recovery thread that owns `key` of `table`.
+#[inline]
+fn owner(table: u32, key: u64, threads: usize) -> usize {
+    let h = (key ^ u64::from(table).rotate_left(48)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    ((h >> 32) as usize) % threads
+}
