@@ -102,11 +102,49 @@ fn churn<P: Protocol>(db: &Database<P>, threads: usize, txns: u64, seed: u64) ->
     })
 }
 
-/// Logs a churn, closes the log, recovers into a fresh database and compares.
-fn round_trip<P: Protocol>(threads: usize, sync: SyncPolicy, seed: u64) -> RecoveryReport {
+/// Logs a churn, closes the log, recovers into a fresh database and compares. With
+/// `checkpoints`, half the keys are loaded first (not logged: a checkpoint right after the load
+/// holds them) and checkpoints run continuously during the churn.
+fn round_trip<P: Protocol>(
+    threads: usize,
+    sync: SyncPolicy,
+    seed: u64,
+    checkpoints: bool,
+) -> RecoveryReport {
     let dir = tempfile::tempdir().unwrap();
     let mut db = common::database::<P>(&tables(), log_options(dir.path(), sync));
-    let writers = churn(&db, threads, 400, seed);
+    let mut deleted_segments = 0;
+    let writers = if checkpoints {
+        let mut loader = db.loader();
+        for k in (0..KEYS).step_by(2) {
+            loader.insert(TableId(0), k, &[k as u8; 24]).unwrap();
+            loader.insert(TableId(1), k, &[k as u8; 200]).unwrap();
+        }
+        drop(loader);
+        db.checkpoint().unwrap();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let w = std::thread::scope(|s| {
+            let ckpt = s.spawn(|| {
+                let mut n = 0;
+                while !done.load(std::sync::atomic::Ordering::Acquire) {
+                    let r = db.checkpoint().unwrap();
+                    deleted_segments += r.segments_deleted;
+                    n += 1;
+                }
+                n
+            });
+            let w = churn(&db, threads, 400, seed);
+            done.store(true, std::sync::atomic::Ordering::Release);
+            assert!(ckpt.join().unwrap() > 0);
+            w
+        });
+        // Every stream has rolled to a second segment by now: this one deletes the first ones.
+        deleted_segments += db.checkpoint().unwrap().segments_deleted;
+        // A log tail after the last checkpoint.
+        w + churn(&db, threads, 100, seed + 100)
+    } else {
+        churn(&db, threads, 400, seed)
+    };
     db.close_log().unwrap();
     let live = dump(&db);
     assert!(live.len() > 50, "the churn left rows in both tables ({} rows)", live.len());
@@ -124,14 +162,30 @@ fn round_trip<P: Protocol>(threads: usize, sync: SyncPolicy, seed: u64) -> Recov
     assert_eq!(report.rows as usize, live.len());
     assert!(report.torn.is_empty(), "a clean close leaves no torn tail: {:?}", report.torn);
     assert_eq!(report.beyond_durable, 0, "a clean close makes everything durable");
-    assert_eq!(report.transactions, writers, "every committed transaction that wrote was logged");
+    if checkpoints {
+        assert!(report.checkpoint_rows > 0, "{report:?}");
+        assert!(report.transactions <= writers, "{report:?}");
+        assert!(deleted_segments > 0, "checkpoints delete the segments they make unnecessary");
+    } else {
+        assert_eq!(
+            report.transactions, writers,
+            "every committed transaction that wrote was logged"
+        );
+    }
     report
 }
 
 fn round_trips<P: Protocol>(threads: usize) {
-    for (sync, seed) in [(SyncPolicy::None, 1), (SyncPolicy::Group, 2), (SyncPolicy::Commit, 3)] {
-        let r = round_trip::<P>(threads, sync, seed);
-        assert!(r.deleted > 0 && r.segments > threads as u64, "{r:?}");
+    for (sync, seed, ckpt) in [
+        (SyncPolicy::None, 1, false),
+        (SyncPolicy::Group, 2, false),
+        (SyncPolicy::Commit, 3, false),
+        (SyncPolicy::None, 4, true),
+        (SyncPolicy::Group, 5, true),
+        (SyncPolicy::Commit, 6, true),
+    ] {
+        let r = round_trip::<P>(threads, sync, seed, ckpt);
+        assert!(ckpt || (r.deleted > 0 && r.segments > threads as u64), "{r:?}");
     }
 }
 

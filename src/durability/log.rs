@@ -196,10 +196,18 @@ pub struct LogManager {
     epoch: CachePadded<AtomicU64>,
     /// Every transaction of a log epoch up to this one is durable.
     durable: CachePadded<AtomicU64>,
+    /// The durable epoch the marker on disk says (at most `durable`: a group that wrote nothing
+    /// leaves the marker alone, which recovers the same state).
+    marked: AtomicU64,
+    /// Someone waits for the marker itself to advance (`await_durable`): the next group writes
+    /// it even if it wrote nothing.
+    marker_wanted: AtomicBool,
     /// Commits waiting for durability (sync = commit), so the logger need not wait out its
     /// interval.
     waiting: CachePadded<AtomicU64>,
     failed: AtomicBool,
+    /// The logger thread has stopped.
+    closed: AtomicBool,
     error: Mutex<Option<String>>,
     logger: OnceLock<std::thread::Thread>,
     stats: LogCounters,
@@ -264,8 +272,11 @@ impl LogManager {
                 .collect(),
             epoch: CachePadded::new(AtomicU64::new(1)),
             durable: CachePadded::new(AtomicU64::new(0)),
+            marked: AtomicU64::new(0),
+            marker_wanted: AtomicBool::new(false),
             waiting: CachePadded::new(AtomicU64::new(0)),
             failed: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             error: Mutex::new(None),
             logger: OnceLock::new(),
             stats: LogCounters::default(),
@@ -276,7 +287,10 @@ impl LogManager {
         let (m, s) = (mgr.clone(), stop.clone());
         let handle = std::thread::Builder::new()
             .name("txlab-logger".into())
-            .spawn(move || m.logger_loop(&s))
+            .spawn(move || {
+                m.logger_loop(&s);
+                m.closed.store(true, Ordering::Release);
+            })
             .map_err(|e| Error::Durability(format!("cannot start the logger thread: {e}")))?;
         let _ = mgr.logger.set(handle.thread().clone());
         Ok(LogHandle { mgr, stop, thread: Some(handle) })
@@ -292,6 +306,49 @@ impl LogManager {
     pub fn durable_epoch(&self) -> u64 {
         // Acquire: pairs with the logger's Release after its syncs.
         self.durable.load(Ordering::Acquire)
+    }
+
+    /// The log epoch transactions commit in now.
+    pub fn epoch_now(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Per stream, the number of the segment being written (0 for a stream that has none yet):
+    /// every segment below it is closed.
+    pub fn open_segments(&self) -> Vec<u32> {
+        self.streams
+            .iter()
+            .map(|s| {
+                let f = s.file.lock().unwrap_or_else(|e| e.into_inner());
+                f.as_ref().map_or(0, |seg| seg.seq)
+            })
+            .collect()
+    }
+
+    /// Waits until every transaction of a log epoch up to `epoch` is durable and the marker on
+    /// disk says so (asking the logger for a group now rather than at its next interval); the
+    /// log's error if it failed.
+    pub fn await_durable(&self, epoch: u64) -> Result<(), Error> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        // Acquire: pairs with the logger's Release store of `marked`.
+        while self.marked.load(Ordering::Acquire) < epoch {
+            self.marker_wanted.store(true, Ordering::Release);
+            if let Some(e) = self.error() {
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+                return Err(Error::Durability(e));
+            }
+            if self.closed.load(Ordering::Acquire) && self.marked.load(Ordering::Acquire) < epoch {
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+                return Err(Error::Durability(format!(
+                    "{}: the log is closed",
+                    self.opts.dir.display()
+                )));
+            }
+            self.wake_logger();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        Ok(())
     }
 
     /// The first error the log met (it stops logging: nothing after it is acknowledged).
@@ -414,7 +471,7 @@ impl LogManager {
         }
         *unmarked |= wrote;
         let durable = n - 1;
-        if *unmarked {
+        if *unmarked || self.marker_wanted.swap(false, Ordering::AcqRel) {
             if self.opts.sync != SyncPolicy::None {
                 for s in self.streams.iter() {
                     let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
@@ -428,6 +485,8 @@ impl LogManager {
                 }
             }
             self.write_marker(n, durable)?;
+            // Release: the marker write happens before a reader of `marked` acts on it.
+            self.marked.store(durable, Ordering::Release);
             // What this group wrote may hold transactions of epoch `n` (appended after the
             // bump), which only the next group's marker covers. Without bytes since the last
             // marker, no transaction of a later epoch exists and the old marker recovers the

@@ -24,6 +24,7 @@
 //! A database that logs cannot also record histories: the in-place protocols keep one stamp per
 //! record, which is either a history stamp or a commit stamp.
 
+pub mod checkpoint;
 pub mod format;
 pub mod log;
 pub mod recovery;

@@ -18,6 +18,7 @@
 //!
 //! The files are only read: recovery never repairs, truncates or deletes anything.
 
+use super::checkpoint;
 use super::format::{self, Bad, RecordKind, SegmentHeader, HEADER_LEN};
 use super::log::{segment_name, LOG_SUBDIR, MARKER};
 use crate::engine::{Database, Protocol};
@@ -35,8 +36,10 @@ pub struct RecoveryReport {
     pub transactions: u64,
     /// Complete transactions found beyond the durable point (never acknowledged), not replayed.
     pub beyond_durable: u64,
-    /// Write records replayed (before picking each key's newest).
+    /// Write records replayed from the log (before picking each key's newest).
     pub records: u64,
+    /// Rows read from the checkpoint.
+    pub checkpoint_rows: u64,
     /// Rows present afterwards.
     pub rows: u64,
     /// Keys whose newest record is a deletion.
@@ -80,14 +83,18 @@ struct Parsed {
     /// The segment buffers entries point into; the first has global index `base`.
     bufs: Vec<Vec<u8>>,
     base: u32,
+    /// From a checkpoint file, not a log stream.
+    checkpoint: bool,
     txns: u64,
     beyond: u64,
     bytes: u64,
     torn: Vec<String>,
 }
 
-/// The segments of each stream, by stream, checked for gaps.
-fn list_segments(dir: &Path) -> Result<FxHashMap<u32, Vec<(u32, PathBuf)>>, Error> {
+/// The segments of each stream from the first one recovery needs (`first[stream]`, 0 beyond
+/// its end), checked for gaps; older ones (left by a crash after a checkpoint was published,
+/// before they were deleted) are skipped.
+fn list_segments(dir: &Path, first: &[u32]) -> Result<FxHashMap<u32, Vec<(u32, PathBuf)>>, Error> {
     let logdir = dir.join(LOG_SUBDIR);
     let rd = std::fs::read_dir(&logdir).map_err(|e| {
         Error::Durability(format!("{}: {e} (not a txlab log directory?)", logdir.display()))
@@ -109,16 +116,20 @@ fn list_segments(dir: &Path) -> Result<FxHashMap<u32, Vec<(u32, PathBuf)>>, Erro
                 segment_name(0, 0)
             )));
         };
-        streams.entry(stream).or_default().push((seq, e.path()));
+        if seq >= first.get(stream as usize).copied().unwrap_or(0) {
+            streams.entry(stream).or_default().push((seq, e.path()));
+        }
     }
     for (stream, segs) in streams.iter_mut() {
         segs.sort_unstable_by_key(|s| s.0);
+        let from = first.get(*stream as usize).copied().unwrap_or(0);
         for (i, &(seq, _)) in segs.iter().enumerate() {
-            if seq != i as u32 {
+            let want = from + i as u32;
+            if seq != want {
                 return Err(Error::Durability(format!(
                     "{}: segment {} is missing (stream {stream} has segments up to {})",
                     logdir.display(),
-                    segment_name(*stream, i as u32),
+                    segment_name(*stream, want),
                     segs.last().map_or(0, |s| s.0)
                 )));
             }
@@ -146,6 +157,7 @@ fn parse_stream(
     stream: u32,
     segs: &[(u32, PathBuf)],
     end: (u32, u64),
+    after: u64,
     durable: u64,
     fingerprint: u64,
     row_sizes: &[usize],
@@ -155,12 +167,14 @@ fn parse_stream(
         entries: Vec::new(),
         bufs: Vec::new(),
         base: buf_base,
+        checkpoint: false,
         txns: 0,
         beyond: 0,
         bytes: 0,
         torn: Vec::new(),
     };
-    if end != format::marker::NONE && end.0 as usize >= segs.len() {
+    let first = segs.first().map_or(0, |s| s.0);
+    if end != format::marker::NONE && (end.0 < first || (end.0 - first) as usize >= segs.len()) {
         let path = segs.first().map_or_else(|| PathBuf::from("log"), |s| s.1.clone());
         return Err(Error::Durability(format!(
             "{}: segment {} of stream {stream} is missing: the durable marker says {} bytes of it were synced",
@@ -278,7 +292,10 @@ fn parse_stream(
             off += n;
             if let Some((epoch, _, 0)) = open {
                 open = None;
-                if epoch <= durable {
+                if epoch <= after {
+                    // In the checkpoint already.
+                    pending.clear();
+                } else if epoch <= durable {
                     out.txns += 1;
                     out.entries.append(&mut pending);
                 } else {
@@ -304,6 +321,69 @@ fn parse_stream(
     Ok(out)
 }
 
+/// Reads checkpoint file `path`, which the manifest says is `(name, bytes, rows)`: every byte
+/// must be intact (a checkpoint is published only once complete and synced).
+fn parse_checkpoint(
+    path: &Path,
+    listed: &(String, u64, u64),
+    start_epoch: u64,
+    fingerprint: u64,
+    row_sizes: &[usize],
+    buf_idx: u32,
+) -> Result<Parsed, Error> {
+    let bad = |off: usize, what: &str| {
+        Error::Durability(format!("{}: offset {off}: {what}", path.display()))
+    };
+    let buf =
+        std::fs::read(path).map_err(|e| Error::Durability(format!("{}: {e}", path.display())))?;
+    if buf.len() as u64 != listed.1 {
+        return Err(bad(
+            buf.len(),
+            &format!("the checkpoint's manifest says the file has {} bytes", listed.1),
+        ));
+    }
+    let header = SegmentHeader::decode(&buf, fingerprint).map_err(|m| bad(0, &m))?;
+    if header.kind != format::FileKind::Checkpoint || header.aux != start_epoch {
+        return Err(bad(0, "not a file of this checkpoint"));
+    }
+    let mut entries = Vec::new();
+    let mut off = HEADER_LEN;
+    while off < buf.len() {
+        let (r, n) = format::decode_record(&buf[off..]).map_err(|b| match b {
+            Bad::Corrupt(what) => bad(off, &format!("corrupt record ({what})")),
+            Bad::Truncated | Bad::Zero => bad(off, "truncated record"),
+        })?;
+        let size = row_sizes.get(r.table as usize).copied();
+        if r.kind != RecordKind::Put || size != Some(r.payload.len()) {
+            return Err(bad(off, "not a row image of this schema"));
+        }
+        entries.push(Entry {
+            table: r.table,
+            key: r.key,
+            stamp: r.stamp,
+            buf: buf_idx,
+            off: (off + format::PAYLOAD_AT) as u32,
+        });
+        off += n;
+    }
+    if entries.len() as u64 != listed.2 {
+        return Err(bad(
+            off,
+            &format!("{} rows, the checkpoint's manifest says {}", entries.len(), listed.2),
+        ));
+    }
+    Ok(Parsed {
+        entries,
+        bufs: vec![buf],
+        base: buf_idx,
+        checkpoint: true,
+        txns: 0,
+        beyond: 0,
+        bytes: listed.1,
+        torn: Vec::new(),
+    })
+}
+
 /// Replays the log in `dir` into `db`, whose tables must be empty (freshly created with the
 /// schema the log was written for). See the module docs.
 pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryReport, Error> {
@@ -312,7 +392,21 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
     let fingerprint = format::fingerprint(&specs);
     let row_sizes: Vec<usize> = specs.iter().map(|s| s.row_size).collect();
     let marker = read_marker(dir)?;
-    let streams = list_segments(dir)?;
+    let manifest = checkpoint::current(dir)?;
+    if let Some(m) = &manifest {
+        if m.end_epoch > marker.durable {
+            return Err(Error::Durability(format!(
+                "{}: checkpoint {} was published at log epoch {}, but the log is durable only up to {}",
+                dir.join(checkpoint::CHECKPOINT_SUBDIR).join(checkpoint::CURRENT).display(),
+                m.name,
+                m.end_epoch,
+                marker.durable
+            )));
+        }
+    }
+    let first: Vec<u32> = manifest.as_ref().map(|m| m.first_segments.clone()).unwrap_or_default();
+    let after = manifest.as_ref().map_or(0, |m| m.start_epoch);
+    let streams = list_segments(dir, &first)?;
     for (i, &end) in marker.ends.iter().enumerate() {
         if end != format::marker::NONE && !streams.contains_key(&(i as u32)) {
             return Err(Error::Durability(format!(
@@ -354,6 +448,7 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
                                 s,
                                 &streams[&s],
                                 end,
+                                after,
                                 marker.durable,
                                 fingerprint,
                                 row_sizes,
@@ -371,6 +466,45 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
     for p in parsed {
         all.push(p?);
     }
+    if let Some(m) = &manifest {
+        let cdir = dir.join(checkpoint::CHECKPOINT_SUBDIR).join(&m.name);
+        let files: Vec<_> = m.files.iter().enumerate().collect();
+        let first_buf = base;
+        base += files.len() as u32;
+        let loaded: Vec<Result<Parsed, Error>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (files, cdir, row_sizes) = (&files, &cdir, &row_sizes);
+                    scope.spawn(move || {
+                        files
+                            .iter()
+                            .skip(t)
+                            .step_by(threads)
+                            .map(|&(i, f)| {
+                                parse_checkpoint(
+                                    &cdir.join(&f.0),
+                                    f,
+                                    m.start_epoch,
+                                    fingerprint,
+                                    row_sizes,
+                                    first_buf + i as u32,
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a recovery thread panicked"))
+                .collect()
+        });
+        for p in loaded {
+            let p = p?;
+            report.checkpoint_rows += p.entries.len() as u64;
+            all.push(p);
+        }
+    }
     // Global buffer index -> buffer.
     let mut bufs: Vec<&[u8]> = vec![&[]; base as usize];
     for p in &all {
@@ -379,7 +513,9 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
         }
         report.transactions += p.txns;
         report.beyond_durable += p.beyond;
-        report.records += p.entries.len() as u64;
+        if !p.checkpoint {
+            report.records += p.entries.len() as u64;
+        }
         report.bytes += p.bytes;
         report.torn.extend(p.torn.iter().cloned());
     }

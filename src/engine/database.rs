@@ -192,6 +192,14 @@ impl<P: Protocol> Database<P> {
         self.log.as_ref().map(|h| h.manager())
     }
 
+    /// Writes a checkpoint of the database, with one checkpointer thread per core, while
+    /// transactions may run; then deletes the log segments and older checkpoints it makes
+    /// unnecessary (see [`crate::durability::checkpoint`]). The database must log.
+    pub fn checkpoint(&self) -> Result<crate::durability::checkpoint::CheckpointReport, Error> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        crate::durability::checkpoint::checkpoint(self, threads)
+    }
+
     /// Makes every transaction committed so far durable and stops logging (drop the workers
     /// first). Returns the log's error, if it met one. Dropping the database does the same and
     /// ignores the error.

@@ -27,7 +27,7 @@ use super::workload::Workload;
 use crate::error::{Abort, Error};
 use crate::storage::projection::Columns;
 use crate::storage::row_store::RecordHeader;
-use crate::storage::{TableId, TableSpec};
+use crate::storage::{RowRef, TableId, TableSpec};
 use std::ops::ControlFlow;
 
 /// What a protocol promises and supports, for the CLI's listing and for refusing impossible
@@ -150,6 +150,13 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     /// Whether a record is present (not deleted, not an uncommitted insert), as a best-effort
     /// non-transactional read (reconnaissance reads, checks after a run).
     fn is_present(&self, rec: &Self::Record) -> bool;
+
+    /// Copies the latest committed image of a record into `buf` (the payload's length) and
+    /// returns the commit stamp it was logged with (see [`crate::durability`]), or `None` when
+    /// the record is not a committed row. Consistent while transactions run: checkpoints read
+    /// rows with it without stopping workers (the caller keeps an epoch published, so the slot
+    /// is not reused meanwhile).
+    fn read_committed(&self, row: RowRef<'_, Self::Record>, buf: &mut [u8]) -> Option<u64>;
 
     /// Creates a worker for the calling thread.
     fn worker(db: &Database<Self>) -> Result<Self::Worker<'_>, Error>;

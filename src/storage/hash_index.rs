@@ -100,6 +100,52 @@ impl HashIndex {
         unsafe { &*self.buckets.add(i) }
     }
 
+    /// The number of chains (the bucket array's length): [`HashIndex::for_each_in`] ranges.
+    pub fn chains(&self) -> usize {
+        1 << self.bits
+    }
+
+    /// Calls `f` on every entry of the chains `range`, each chain read consistently (sequence
+    /// lock; a chain being written is waited for) into `buf` first. Entries inserted or removed
+    /// meanwhile may or may not be seen; the others are seen once. For checkpoints, which read
+    /// every row without stopping writers.
+    pub fn for_each_in(
+        &self,
+        range: std::ops::Range<usize>,
+        buf: &mut Vec<(u64, RowId)>,
+        mut f: impl FnMut(u64, RowId),
+    ) {
+        for c in range.start..range.end.min(self.chains()) {
+            // SAFETY: `c < 2^bits`, the array's length; the array lives as long as `self`.
+            let head = unsafe { &*self.buckets.add(c) };
+            loop {
+                let v1 = head.version.load(Ordering::Acquire);
+                if v1 & 1 == 1 {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                buf.clear();
+                Self::walk(head, |b| {
+                    for i in 0..SLOTS {
+                        let r = b.rids[i].load(Ordering::Relaxed);
+                        if r != 0 {
+                            buf.push((b.keys[i].load(Ordering::Relaxed), RowId(r - 1)));
+                        }
+                    }
+                    None::<()>
+                });
+                // Sequence-lock read: the loads above happen before the re-check.
+                fence(Ordering::Acquire);
+                if head.version.load(Ordering::Relaxed) == v1 {
+                    break;
+                }
+            }
+            for &(k, r) in buf.iter() {
+                f(k, r);
+            }
+        }
+    }
+
     /// Hints the CPU to load `key`'s first bucket.
     #[inline]
     pub fn prefetch(&self, key: u64) {

@@ -186,6 +186,60 @@ impl Index {
         }
     }
 
+    /// Calls `f` on the entries of part `part` of `parts` (a split for parallel readers:
+    /// ranges of a hash index's chains; an ordered or dense index is one part, read in key
+    /// order by scans of 1024 entries, and its other parts are empty). Entries inserted or
+    /// removed meanwhile may or may not be seen. `g` is repinned between batches, so a long
+    /// walk does not hold back reclamation; the caller must keep whatever the entries point to
+    /// alive across that (an epoch slot published for each batch: `on_batch` is called before
+    /// each one).
+    pub fn for_each_part(
+        &self,
+        part: usize,
+        parts: usize,
+        g: &mut IndexGuard,
+        mut on_batch: impl FnMut(),
+        mut f: impl FnMut(u64, RowId),
+    ) {
+        const BATCH: usize = 1024;
+        match self {
+            Index::Hash(h) => {
+                let n = h.chains();
+                let (lo, hi) = (n * part / parts, n * (part + 1) / parts);
+                let mut buf = Vec::new();
+                let mut c = lo;
+                while c < hi {
+                    let end = (c + BATCH).min(hi);
+                    on_batch();
+                    g.repin();
+                    h.for_each_in(c..end, &mut buf, &mut f);
+                    c = end;
+                }
+            }
+            Index::Ordered(_) | Index::Dense(_) => {
+                if part != 0 {
+                    return;
+                }
+                let mut buf = ScanBuf::default();
+                let mut from = 0u64;
+                loop {
+                    on_batch();
+                    g.repin();
+                    self.scan(from, u64::MAX, BATCH, &mut buf, g);
+                    let mut last = None;
+                    for (k, rid) in buf.entries() {
+                        f(k, rid);
+                        last = Some(k);
+                    }
+                    match last {
+                        Some(k) if buf.len() == BATCH && k < u64::MAX => from = k + 1,
+                        _ => return,
+                    }
+                }
+            }
+        }
+    }
+
     /// Collects up to `limit` entries with `lo <= key <= hi`, in key order, into `buf`.
     /// Returns `false` (and leaves `buf` empty) on a hash index, which cannot scan.
     ///

@@ -63,6 +63,33 @@ pub const fn is_unlinked(w: u64) -> bool {
     w & UNLINKED != 0
 }
 
+/// The latest committed image of `row` (copied into `buf`) and its commit stamp, `None` when the
+/// record is absent (deleted, or an insert not yet committed): a stable read that waits while a
+/// committer holds the record (checkpoints read rows with it while transactions run).
+pub fn read_committed<R: OccRecord>(row: RowRef<'_, R>, buf: &mut [u8]) -> Option<u64> {
+    let mut spin = SpinWait::default();
+    loop {
+        let v1 = row.header.load();
+        if is_absent(v1) {
+            return None;
+        }
+        if is_locked(v1) || !R::settled(v1) {
+            spin.spin();
+            continue;
+        }
+        let aux = row.header.aux();
+        row.read_into(buf);
+        // Acquire fence: the copy happens before the re-check (seqlock read; pairs with the
+        // Release fence after locking in `lock_write_set`).
+        fence(Ordering::Acquire);
+        let v2 = row.header.word().load(Ordering::Relaxed);
+        if R::same_version(v1, v2) {
+            return Some(R::commit_stamp(v1, aux));
+        }
+        spin.spin();
+    }
+}
+
 /// A record header that starts with an optimistic record word. See the module docs.
 pub trait OccRecord: RecordHeader {
     /// The record word.
@@ -118,6 +145,9 @@ pub trait OccRecord: RecordHeader {
 
     /// The history stamp of the version `(word, aux)` of row `rid`.
     fn stamp(word: u64, aux: Self::Aux, rid: RowId) -> Stamp;
+
+    /// The commit stamp the version `(word, aux)` was logged with (see [`OccWorker::install`]).
+    fn commit_stamp(word: u64, aux: Self::Aux) -> u64;
 
     /// Initialises a freshly allocated record for an insert: locked, absent, and a version no
     /// transaction committed (the history's `UNBORN`).

@@ -84,6 +84,7 @@ use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTEN
 use crate::protocols::common::occ::{OccRecord, OccWorker, ValidationLock};
 use crate::protocols::common::tid::Tid;
 use crate::storage::context::WorkerCtx;
+use crate::storage::RowRef;
 use std::sync::Arc;
 
 /// The MOCC protocol.
@@ -231,6 +232,10 @@ impl Protocol for Mocc {
 
     fn is_present(&self, rec: &MoccRecord) -> bool {
         !Tid(rec.load()).is_absent()
+    }
+
+    fn read_committed(&self, row: RowRef<'_, MoccRecord>, buf: &mut [u8]) -> Option<u64> {
+        crate::protocols::common::occ::read_committed(row, buf)
     }
 
     fn worker(db: &Database<Self>) -> Result<MoccWorker<'_>, Error> {

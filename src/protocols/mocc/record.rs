@@ -172,6 +172,11 @@ impl OccRecord for MoccRecord {
     }
 
     #[inline]
+    fn commit_stamp(word: u64, _: ()) -> u64 {
+        Tid(word).version().0
+    }
+
+    #[inline]
     fn init_fresh(&self) {
         // A recycled slot starts cold. Its lock is left alone: a retry may still lock the slot
         // by a row id its retrospective lock list kept from before the slot was recycled (a

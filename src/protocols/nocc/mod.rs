@@ -18,6 +18,7 @@ use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Read
 use crate::error::Error;
 use crate::protocols::common::state::PRESENT;
 use crate::storage::context::WorkerCtx;
+use crate::storage::RowRef;
 
 /// The `nocc` protocol. Stateless.
 #[derive(Clone, Copy, Debug, Default)]
@@ -52,6 +53,15 @@ impl Protocol for Nocc {
 
     fn is_present(&self, rec: &NoccRecord) -> bool {
         rec.present()
+    }
+
+    /// No isolation: the image is whatever the row holds now.
+    fn read_committed(&self, row: RowRef<'_, NoccRecord>, buf: &mut [u8]) -> Option<u64> {
+        if !row.header.present() {
+            return None;
+        }
+        row.read_into(buf);
+        Some(row.header.state.stamp())
     }
 
     fn worker(db: &Database<Self>) -> Result<NoccWorker<'_>, Error> {

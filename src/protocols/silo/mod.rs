@@ -47,6 +47,7 @@ use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTEN
 use crate::protocols::common::occ::{OccRecord, OccWorker};
 use crate::protocols::common::tid::SiloLocal;
 use crate::storage::context::WorkerCtx;
+use crate::storage::RowRef;
 
 /// The Silo protocol.
 #[derive(Clone, Copy, Debug)]
@@ -127,6 +128,10 @@ impl Protocol for Silo {
 
     fn is_present(&self, rec: &SiloRecord) -> bool {
         !rec.tid().is_absent()
+    }
+
+    fn read_committed(&self, row: RowRef<'_, SiloRecord>, buf: &mut [u8]) -> Option<u64> {
+        crate::protocols::common::occ::read_committed(row, buf)
     }
 
     fn worker(db: &Database<Self>) -> Result<SiloWorker<'_>, Error> {

@@ -42,6 +42,11 @@ impl OccRecord for SiloRecord {
     }
 
     #[inline]
+    fn commit_stamp(word: u64, _: ()) -> u64 {
+        Tid(word).version().0
+    }
+
+    #[inline]
     fn init_fresh(&self) {
         // TID 0: a row no transaction has committed yet (UNBORN in recorded histories).
         self.store(Tid(0).with(Tid::ABSENT | Tid::LOCK).0);

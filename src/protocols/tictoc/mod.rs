@@ -52,6 +52,7 @@
 pub mod record;
 mod worker;
 
+use crate::storage::RowRef;
 pub use record::{TicTocRecord, TsWord};
 use worker::TicTocLocal;
 pub use worker::TicTocWorker;
@@ -166,6 +167,10 @@ impl Protocol for TicToc {
 
     fn is_present(&self, rec: &TicTocRecord) -> bool {
         !crate::protocols::common::occ::is_absent(rec.load())
+    }
+
+    fn read_committed(&self, row: RowRef<'_, TicTocRecord>, buf: &mut [u8]) -> Option<u64> {
+        crate::protocols::common::occ::read_committed(row, buf)
     }
 
     fn worker(db: &Database<Self>) -> Result<TicTocWorker<'_>, Error> {

@@ -172,6 +172,13 @@ impl OccRecord for TicTocRecord {
         }
     }
 
+    /// The install timestamp: the commit timestamp the version was logged with (its wts may
+    /// have moved since, on a delta overflow).
+    #[inline]
+    fn commit_stamp(_: u64, installed: u64) -> u64 {
+        installed
+    }
+
     /// Not settled until [`OccRecord::inserted`]: readers that find the record in the index
     /// before then wait for its timestamps.
     #[inline]

@@ -37,6 +37,7 @@ use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Read
 use crate::error::{AbortReason, Error};
 use crate::protocols::common::state::PRESENT;
 use crate::storage::context::WorkerCtx;
+use crate::storage::RowRef;
 use std::marker::PhantomData;
 
 /// What a lock conflict does.
@@ -109,6 +110,21 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
 
     fn is_present(&self, rec: &TwoPlRecord) -> bool {
         rec.state.present()
+    }
+
+    /// Under a shared lock, taken by spinning (with the oldest timestamp, so a writer that
+    /// meets it dies rather than waits: the lock is held for one copy).
+    fn read_committed(&self, row: RowRef<'_, TwoPlRecord>, buf: &mut [u8]) -> Option<u64> {
+        let mut spin = crate::protocols::common::SpinWait::default();
+        while row.header.try_read(0).is_err() {
+            spin.spin();
+        }
+        let out = row.header.state.present().then(|| {
+            row.read_into(buf);
+            row.header.state.stamp()
+        });
+        row.header.unlock_read();
+        out
     }
 
     fn worker(db: &Database<Self>) -> Result<TwoPlWorker<'_, L>, Error> {
