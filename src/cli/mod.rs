@@ -6,6 +6,7 @@
 mod check;
 mod experiments;
 mod interrupt;
+mod recover;
 mod run;
 mod slurm;
 mod sweep;
@@ -62,6 +63,10 @@ enum Command {
     /// isolation level it promises (serializable: no anomaly; nocc: anything). Exit status 0 when every protocol showed only anomalies it permits, 1
     /// otherwise; each unpermitted anomaly is printed with a cycle and a command that reruns it.
     Check(CheckArgs),
+    /// Rebuild a database from the log directory of a run (`run --log-dir DIR` logs protocol P
+    /// into DIR/P): load the last checkpoint, replay the durable log, report what was
+    /// recovered; exit status 1 on a corrupt or incomplete log (the files are left as they are).
+    Recover(RecoverArgs),
     /// Run a grid of configurations and append every measured run to a JSON-lines file.
     ///
     /// Takes every `run` flag; each `--vary NAME=V1,V2,...` names a run flag and its values,
@@ -166,6 +171,28 @@ struct CheckArgs {
     verbose: bool,
 }
 
+#[derive(clap::Args, Debug)]
+pub(crate) struct RecoverArgs {
+    /// A protocol's log directory (DIR/<protocol> of `run --log-dir DIR`)
+    #[arg(long, value_name = "DIR")]
+    log_dir: PathBuf,
+    /// Check the workload's invariants on the recovered database (TPC-C's consistency
+    /// conditions); exit status 1 if they do not hold
+    #[arg(long)]
+    verify: bool,
+    /// Write what was recovered as JSON to this file
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// The log manager (`--log`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogArg {
+    /// Each worker its own log, one logger thread, group commit by log epoch.
+    PerWorker,
+}
+
 /// Backoff policy after an aborted attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -229,6 +256,24 @@ pub(crate) struct RunArgs {
     /// Epoch length in milliseconds (Silo's epochs; GC grace periods), 1 to 10000
     #[arg(long, default_value_t = 40)]
     epoch_ms: u64,
+    /// Log every commit (redo log, group commit, checkpoints) into DIR/<protocol>, which must
+    /// not hold a log yet; `txlab recover --log-dir DIR/<protocol>` rebuilds the database
+    #[arg(long, value_name = "DIR", help_heading = "Durability")]
+    log_dir: Option<PathBuf>,
+    /// The log manager: per-worker logs with epoch group commit (Silo, SiloR, Cicada)
+    #[arg(long, value_enum, default_value = "per-worker", help_heading = "Durability")]
+    log: LogArg,
+    /// When commits are synced: none (written, never fdatasync'ed), group (fdatasync per
+    /// group-commit interval), commit (a commit returns after an fdatasync that covers it)
+    #[arg(long, value_enum, default_value = "group", help_heading = "Durability")]
+    sync: crate::durability::log::SyncPolicy,
+    /// Group-commit interval in milliseconds, 1 to 10000
+    #[arg(long, default_value_t = 10, help_heading = "Durability")]
+    group_commit_ms: u64,
+    /// Seconds between checkpoints during a run, 0 to 86400 (0: only the checkpoint of the
+    /// loaded data, which every logged run writes first)
+    #[arg(long, default_value_t = 0.0, help_heading = "Durability")]
+    checkpoint_interval: f64,
     /// SmallBank: customers, 2 to 4294967296 (BOHM uses 50 and 100000) [default: 100000]
     #[arg(long, help_heading = "SmallBank workload")]
     customers: Option<u64>,
@@ -472,13 +517,18 @@ where
         Command::Check(args) => {
             exit_status(check::check(&args).map(|passed| if passed { 0 } else { EXIT_FAILURE }))
         }
-        Command::Run(args) => exit_status(run::run(&args).map(|()| 0)),
+        Command::Run(args) => {
+            let tokens: Vec<String> =
+                raw.iter().skip(2).map(|a| a.to_string_lossy().into_owned()).collect();
+            exit_status(run::run(&args, &tokens).map(|()| 0))
+        }
         Command::Sweep(args) => {
             // The sweep's own command line after `sweep`, to rebuild each point's `run` flags.
             let tokens: Vec<String> =
                 raw.iter().skip(2).map(|a| a.to_string_lossy().into_owned()).collect();
             exit_status(sweep::sweep(&args, &tokens).map(|()| 0))
         }
+        Command::Recover(args) => exit_status(recover::run(&args)),
         Command::Plot(args) => exit_status(experiments::plot(&args).map(|()| 0)),
         Command::Report(args) => exit_status(experiments::report(&args).map(|()| 0)),
         Command::Reproduce(args) => exit_status(experiments::reproduce(&args)),

@@ -3,7 +3,7 @@
 //! kept across runs while the data they hold is what the next run needs).
 
 use super::{BackoffArg, RunArgs};
-use crate::engine::report::{HistoryCheck, RunReport};
+use crate::engine::report::{DurabilityReport, HistoryCheck, RunReport};
 use crate::engine::{
     Backoff, Database, DbOptions, Isolation, Protocol, RunConfig, RunLength, WorkerStats, Workload,
 };
@@ -72,6 +72,11 @@ pub(super) struct Plan {
     pub data_key: String,
     /// Tables, for the memory check.
     probe: Vec<TableSpec>,
+    /// `--checkpoint-interval` (zero: none during runs).
+    pub checkpoint_interval: Duration,
+    /// The `run` command line after `run`, for the log's manifest (`txlab recover` rebuilds
+    /// the workload from it).
+    pub argv: Vec<String>,
     /// What to print before loading (the workload's summary and notes).
     header: Vec<String>,
 }
@@ -139,13 +144,14 @@ impl Plan {
             check_access_sets: args.check_access_sets,
             prefault: !args.no_prefault,
         };
+        let log = log_options(args, &protocols)?;
         let db_opts = DbOptions {
             max_workers: threads + 8,
             epoch_interval: Duration::from_millis(args.epoch_ms),
             record_history: args.record_history,
             poison_unprojected: args.check_templates || cfg!(debug_assertions),
             commit_pause_us: 0,
-            log: None,
+            log,
         };
         let mut header = Vec::new();
         let (spec, probe) = match args.workload {
@@ -233,6 +239,8 @@ impl Plan {
             data_key,
             probe,
             header,
+            checkpoint_interval: Duration::from_secs_f64(args.checkpoint_interval),
+            argv: Vec::new(),
         })
     }
 
@@ -283,6 +291,52 @@ impl Plan {
     }
 }
 
+/// The logging configuration of `--log-dir` and its flags (`None` without `--log-dir`). Each
+/// protocol logs into its own subdirectory, which must not hold a log yet.
+fn log_options(
+    args: &RunArgs,
+    protocols: &[ProtocolKind],
+) -> Result<Option<crate::durability::log::LogOptions>, Failure> {
+    let Some(dir) = &args.log_dir else {
+        if args.group_commit_ms != 10 || args.checkpoint_interval != 0.0 {
+            return Err(usage("--group-commit-ms and --checkpoint-interval need --log-dir"));
+        }
+        return Ok(None);
+    };
+    if !(1..=10_000).contains(&args.group_commit_ms) {
+        return Err(usage(format!(
+            "--group-commit-ms {} is out of range (1 to 10000)",
+            args.group_commit_ms
+        )));
+    }
+    check_range("checkpoint-interval", args.checkpoint_interval, 0.0, 86_400.0, false)?;
+    if args.record_history {
+        return Err(usage(
+            "--record-history and --log-dir cannot be combined: the in-place protocols keep one \
+             stamp per record for either",
+        ));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(usage(format!("--log-dir {}: not a directory", dir.display())));
+    }
+    for p in protocols {
+        let sub = dir.join(p.name());
+        if std::fs::read_dir(&sub).is_ok_and(|mut d| d.next().is_some()) {
+            return Err(usage(format!(
+                "--log-dir {}: {} holds a log already (recover it with txlab recover --log-dir {}, \
+                 or remove it)",
+                dir.display(),
+                sub.display(),
+                sub.display()
+            )));
+        }
+    }
+    let mut o = crate::durability::log::LogOptions::new(dir);
+    o.sync = args.sync;
+    o.group_interval = Duration::from_millis(args.group_commit_ms);
+    Ok(Some(o))
+}
+
 /// Refuses flags of workloads other than `kind`.
 fn refuse_others(args: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
     if kind != WorkloadKind::Ycsb {
@@ -310,8 +364,11 @@ pub(super) fn create_output(flag: &str, path: &Path) -> Result<std::fs::File, Fa
     std::fs::File::create(path).map_err(|e| usage(format!("{flag} {}: {e}", path.display())))
 }
 
-pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
-    let plan = Plan::new(args)?;
+/// `txlab run`; `tokens` is its command line after `run` (recorded with a log, so that
+/// `txlab recover` can rebuild the workload).
+pub(super) fn run(args: &RunArgs, tokens: &[String]) -> Result<(), Failure> {
+    let mut plan = Plan::new(args)?;
+    plan.argv = tokens.to_vec();
     let mut json_file = args.json.as_deref().map(|p| create_output("--json", p)).transpose()?;
     let mut csv = match &args.csv {
         Some(p) => Some(csv::Writer::from_writer(create_output("--csv", p)?)),
@@ -464,6 +521,9 @@ impl Bench {
     }
 }
 
+/// The file in a protocol's log directory that says how the run was started.
+pub(super) const RUN_MANIFEST: &str = "run.json";
+
 /// A loaded database and the workload instance that runs on it.
 trait Session {
     /// Measures one run as `plan` says.
@@ -471,7 +531,7 @@ trait Session {
 }
 
 /// A workload built from its validated configuration.
-trait FromSpec: Workload + Sized + 'static {
+pub(super) trait FromSpec: Workload + Sized + 'static {
     fn from_spec(spec: &Spec, cores: usize) -> Option<Self>;
 }
 
@@ -516,12 +576,30 @@ fn load_as<P: Protocol + 'static, W: FromSpec>(plan: &Plan) -> Result<Box<dyn Se
     use crate::engine::ProtocolOptions;
     let workload = W::from_spec(&plan.spec, plan.cores)
         .ok_or_else(|| Error::Config("the plan's workload changed under its database".into()))?;
+    let mut opts = plan.db_opts.clone();
+    if let Some(log) = &mut opts.log {
+        log.dir = log.dir.join(P::NAME);
+    }
     let db = Database::<P>::builder(&workload.tables())
-        .options(plan.db_opts.clone())
+        .options(opts)
         .protocol_options(P::Options::from_pairs(&plan.opts).map_err(Error::Config)?)
         .txn_types(workload.txn_types())
         .build()?;
     workload.load(&db, plan.cores)?;
+    if let Some(log) = db.log() {
+        // What `txlab recover` needs to rebuild the schema and check the workload, then the
+        // loaded rows, which are not logged.
+        let manifest = serde_json::json!({
+            "format": 1,
+            "protocol": P::NAME,
+            "options": &plan.opts,
+            "command": &plan.argv,
+        });
+        let path = log.options().dir.join(RUN_MANIFEST);
+        std::fs::write(&path, serde_json::to_vec_pretty(&manifest).expect("serializable"))
+            .map_err(|e| Error::Durability(format!("{}: {e}", path.display())))?;
+        db.checkpoint()?;
+    }
     Ok(Box::new(Loaded { db, workload }))
 }
 
@@ -539,7 +617,10 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
         self.workload = next;
         let (db, workload, cfg) = (&self.db, &self.workload, &plan.run_cfg);
         let names: Vec<&'static str> = workload.txn_types().iter().map(|t| t.name).collect();
-        let per_worker = P::drive(db, workload, cfg)?;
+        let log_before = db.log().map(|l| l.stats());
+        let t_run = Instant::now();
+        let (per_worker, checkpoints) = drive_checkpointing(db, workload, cfg, plan)?;
+        let run_s = t_run.elapsed().as_secs_f64();
         // A serializable protocol must keep the workload's invariant; others are only reported.
         let broken = workload.check(db).err();
         if let (Some(m), Isolation::Serializable) = (&broken, P::CAPS.isolation) {
@@ -560,6 +641,25 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
             RunReport::new(P::NAME, workload.name(), &names, &total, cfg.threads, seconds, config);
         report.options = serde_json::to_value(db.protocol().options()).expect("serializable");
         report.invariant_violation = broken;
+        if let (Some(log), Some(before), Some(lo)) = (db.log(), log_before, &plan.db_opts.log) {
+            let after = log.stats();
+            report.set_durability(
+                DurabilityReport {
+                    log: "per-worker".into(),
+                    sync: lo.sync.name().into(),
+                    group_commit_s: lo.group_interval.as_secs_f64(),
+                    checkpoint_interval_s: plan.checkpoint_interval.as_secs_f64(),
+                    durable_commits: 0,
+                    not_durable: 0,
+                    durable_latency: Default::default(),
+                    log_mb_per_s: (after.bytes - before.bytes) as f64 / run_s / 1e6,
+                    syncs_per_s: (after.syncs - before.syncs) as f64 / run_s,
+                    groups_per_s: (after.groups - before.groups) as f64 / run_s,
+                    checkpoints,
+                },
+                &total,
+            );
+        }
         report.set_headline(workload.headline(), &total, seconds);
         report.notes = workload.notes();
         let missing = total.aborts[AbortReason::MissingRow as usize];
@@ -584,6 +684,40 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
         }
         Ok(report)
     }
+}
+
+/// Runs the workload; with logging and `--checkpoint-interval`, a checkpointer thread writes
+/// checkpoints meanwhile. Returns the workers' statistics and the checkpoints written.
+fn drive_checkpointing<P: Protocol, W: Workload>(
+    db: &Database<P>,
+    workload: &W,
+    cfg: &RunConfig,
+    plan: &Plan,
+) -> Result<(Vec<WorkerStats>, u64), Error> {
+    let every = plan.checkpoint_interval;
+    if db.log().is_none() || every.is_zero() {
+        return Ok((P::drive(db, workload, cfg)?, 0));
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let checkpointer = s.spawn(|| -> Result<u64, Error> {
+            let mut n = 0;
+            let mut next = Instant::now() + every;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                if Instant::now() >= next {
+                    db.checkpoint()?;
+                    n += 1;
+                    next = Instant::now() + every;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(n)
+        });
+        let stats = P::drive(db, workload, cfg);
+        done.store(true, std::sync::atomic::Ordering::Release);
+        let n = checkpointer.join().expect("the checkpointer thread panicked");
+        Ok((stats?, n?))
+    })
 }
 
 /// The run with the median throughput.

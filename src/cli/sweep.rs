@@ -129,10 +129,11 @@ impl Sweep {
                 || values.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ");
             let args =
                 super::parse_run(&argv).map_err(|e| usage(format!("--vary {}: {e}", here())))?.0;
-            let plan = Plan::new(&args).map_err(|f| match f {
+            let mut plan = Plan::new(&args).map_err(|f| match f {
                 Failure::Usage(m) => usage(format!("--vary {}: {m}", here())),
                 other => other,
             })?;
+            plan.argv = argv.clone();
             plans.push(plan);
         }
         // One database serves all points with its data, so it gets room for the most workers.

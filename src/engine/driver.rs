@@ -31,6 +31,7 @@ use crate::storage::Prefaulter;
 use crossbeam_utils::CachePadded;
 use rand::{Rng, RngExt, SeedableRng};
 use serde::Serialize;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -387,7 +388,16 @@ fn worker_loop<P: Protocol, W: Workload>(
     };
     // Clock reading at the first transaction begun in the measurement window (see `window`).
     let mut measure_from = None;
+    // With logging: the measured commits not yet seen durable, as (log epoch, first attempt's
+    // clock reading), and the log epoch of the last commit that logged.
+    let log = db.log();
+    let mut undurable: VecDeque<(u64, u64)> =
+        VecDeque::with_capacity(if log.is_some() { 1 << 16 } else { 0 });
+    let mut last_epoch = 0u64;
     loop {
+        if let Some(log) = log {
+            durable_seen(&mut undurable, log.durable_epoch(), &clock, &mut stats);
+        }
         let phase = shared.phase.load(Ordering::Acquire);
         if phase == STOP || left == 0 {
             break;
@@ -424,7 +434,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                         workload.name()
                     )));
                     shared.phase.store(STOP, Ordering::Release);
-                    return Ok(window(stats, &clock, measure_from));
+                    return Ok(close(stats, &clock, measure_from, log, &mut undurable));
                 }
                 ok.then_some(&set)
             } else {
@@ -442,6 +452,14 @@ fn worker_loop<P: Protocol, W: Workload>(
                     if measuring {
                         stats.commits[ty] += 1;
                         stats.latency[ty].saturating_record(clock.delta_as_nanos(t0, clock.raw()));
+                        if let Some(log) = log {
+                            // A commit that logged nothing (read-only) is durable with the
+                            // epoch in progress, which covers whatever it read.
+                            let e = worker.log_epoch();
+                            let ticket = if e > last_epoch { e } else { log.epoch_now() };
+                            last_epoch = e;
+                            undurable.push_back((ticket, t0));
+                        }
                     }
                     break;
                 }
@@ -463,7 +481,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                         let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());
                         f.get_or_insert(Error::Fatal { txn: types[ty].name.to_string(), reason });
                         shared.phase.store(STOP, Ordering::Release);
-                        return Ok(window(stats, &clock, measure_from));
+                        return Ok(close(stats, &clock, measure_from, log, &mut undurable));
                     }
                     if measuring {
                         stats.aborts_by_type[ty] += 1;
@@ -488,13 +506,54 @@ fn worker_loop<P: Protocol, W: Workload>(
                         }
                     }
                     if shared.phase.load(Ordering::Relaxed) == STOP {
-                        return Ok(window(stats, &clock, measure_from));
+                        return Ok(close(stats, &clock, measure_from, log, &mut undurable));
                     }
                 }
             }
         }
     }
-    Ok(window(stats, &clock, measure_from))
+    Ok(close(stats, &clock, measure_from, log, &mut undurable))
+}
+
+/// Closes a worker's statistics when it leaves ([`window`]), after waiting for its measured
+/// commits to become durable when the database logs: they do within a group interval (or the
+/// log failed, which the run reports, and they are not counted).
+fn close(
+    stats: WorkerStats,
+    clock: &quanta::Clock,
+    from: Option<u64>,
+    log: Option<&std::sync::Arc<crate::durability::log::LogManager>>,
+    undurable: &mut VecDeque<(u64, u64)>,
+) -> WorkerStats {
+    let mut stats = window(stats, clock, from);
+    if let (Some(log), Some(&(last, _))) = (log, undurable.back()) {
+        if log.await_durable(last).is_ok() {
+            durable_seen(undurable, log.durable_epoch(), clock, &mut stats);
+        }
+    }
+    stats
+}
+
+/// Counts the commits of `undurable` whose log epoch is durable now.
+#[inline]
+fn durable_seen(
+    undurable: &mut VecDeque<(u64, u64)>,
+    durable: u64,
+    clock: &quanta::Clock,
+    stats: &mut WorkerStats,
+) {
+    if undurable.front().is_none_or(|&(e, _)| e > durable) {
+        return;
+    }
+    let now = clock.raw();
+    while let Some(&(e, t0)) = undurable.front() {
+        if e > durable {
+            break;
+        }
+        undurable.pop_front();
+        stats.durable_commits += 1;
+        stats.durable_latency.saturating_record(clock.delta_as_nanos(t0, now));
+    }
 }
 
 /// Closes a worker's statistics: its measured window, from `from` (if it measured at all) to

@@ -308,6 +308,13 @@ pub trait Worker {
         true
     }
 
+    /// The log epoch of this worker's last commit that logged writes (0 if none, or if the
+    /// database does not log): it is durable once the log's durable epoch reaches it
+    /// ([`crate::durability::log::LogManager::durable_epoch`]).
+    fn log_epoch(&self) -> u64 {
+        0
+    }
+
     /// Tries to commit. On `Err` the transaction has been rolled back.
     fn commit(&mut self) -> Result<(), Abort>;
 

@@ -87,7 +87,7 @@ pub struct Headline {
 }
 
 /// Latency percentiles in microseconds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Latency {
     /// Median.
     pub p50_us: f64,
@@ -184,6 +184,37 @@ pub struct RunReport {
     /// Departures from the workload's specification in use (printed in the header).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Logging, when the database logged: then `throughput` and `commits` count durably
+    /// committed transactions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub durability: Option<DurabilityReport>,
+}
+
+/// What logging cost and did during a run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DurabilityReport {
+    /// The log manager (`per-worker`).
+    pub log: String,
+    /// The sync policy.
+    pub sync: String,
+    /// The group-commit interval, seconds.
+    pub group_commit_s: f64,
+    /// Seconds between checkpoints (0: only the one after loading).
+    pub checkpoint_interval_s: f64,
+    /// Commits of the window that became durable.
+    pub durable_commits: u64,
+    /// Commits of the window that had not become durable (the log failed).
+    pub not_durable: u64,
+    /// From a transaction's first attempt until its worker saw it durable.
+    pub durable_latency: Latency,
+    /// Log bytes written per second of the run (warm-up included).
+    pub log_mb_per_s: f64,
+    /// `fdatasync`/`fsync` calls per second.
+    pub syncs_per_s: f64,
+    /// Groups made durable per second.
+    pub groups_per_s: f64,
+    /// Checkpoints written during the run.
+    pub checkpoints: u64,
 }
 
 /// The result of checking a run's recorded history (warm-up included).
@@ -265,7 +296,18 @@ impl RunReport {
             history_check: None,
             headline: None,
             notes: Vec::new(),
+            durability: None,
         }
+    }
+
+    /// Records what logging did; `throughput` and `commits` then count durable commits.
+    pub fn set_durability(&mut self, mut d: DurabilityReport, stats: &WorkerStats) {
+        d.durable_commits = stats.durable_commits;
+        d.not_durable = self.commits.saturating_sub(stats.durable_commits);
+        d.durable_latency = Latency::of(&stats.durable_latency);
+        self.commits = stats.durable_commits;
+        self.throughput = stats.durable_commits as f64 / self.duration_s;
+        self.durability = Some(d);
     }
 
     /// Sets the headline figure to transaction type `ty`'s commit rate.
@@ -316,6 +358,26 @@ impl RunReport {
         if !self.aborts.is_empty() {
             let list: Vec<_> = self.aborts.iter().map(|(k, v)| format!("{k} {v}")).collect();
             let _ = writeln!(s, "  aborts      {}", list.join(", "));
+        }
+        if let Some(d) = &self.durability {
+            let _ = writeln!(
+                s,
+                "  durability  {} log, sync {} every {:.0} ms: durable p50 {:.1} us   p99 {:.1} us   \
+                 {:.1} MB/s   {:.0} syncs/s   {} checkpoint(s){}",
+                d.log,
+                d.sync,
+                d.group_commit_s * 1e3,
+                d.durable_latency.p50_us,
+                d.durable_latency.p99_us,
+                d.log_mb_per_s,
+                d.syncs_per_s,
+                d.checkpoints,
+                if d.not_durable > 0 {
+                    format!("   {} commits NOT durable", d.not_durable)
+                } else {
+                    String::new()
+                }
+            );
         }
         for w in &self.warnings {
             let _ = writeln!(s, "  warning     {w}");

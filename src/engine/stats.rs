@@ -35,6 +35,12 @@ pub struct WorkerStats {
     /// The longest stretch of the window in which no worker committed, as the leader saw it
     /// between its wake-ups (set on one worker's statistics; merged: the maximum).
     pub stall_ns: u64,
+    /// With logging: commits of the window that became durable (all of them, unless the log
+    /// failed: workers wait for the last ones after the window).
+    pub durable_commits: u64,
+    /// With logging: from a transaction's first attempt to the moment its worker saw it
+    /// durable (its group synced), in nanoseconds.
+    pub durable_latency: Histogram<u64>,
 }
 
 impl WorkerStats {
@@ -50,6 +56,8 @@ impl WorkerStats {
             window_ns: 0,
             windows: 0,
             stall_ns: 0,
+            durable_commits: 0,
+            durable_latency: new_histogram(),
         }
     }
 
@@ -74,6 +82,8 @@ impl WorkerStats {
         self.window_ns += other.window_ns;
         self.windows += other.windows;
         self.stall_ns = self.stall_ns.max(other.stall_ns);
+        self.durable_commits += other.durable_commits;
+        self.durable_latency.add(&other.durable_latency).expect("same histogram bounds");
     }
 
     /// The measurement window in seconds as the workers timed it (their mean), or `planned`

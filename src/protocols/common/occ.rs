@@ -1213,6 +1213,11 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
         P::reads_still_valid(self)
     }
 
+    #[inline]
+    fn log_epoch(&self) -> u64 {
+        self.ctx.log_epoch
+    }
+
     fn commit(&mut self) -> Result<(), Abort> {
         P::commit(self)
     }

@@ -181,6 +181,11 @@ impl Worker for NoccWorker<'_> {
         self.ctx.prefetch_many(keys);
     }
 
+    #[inline]
+    fn log_epoch(&self) -> u64 {
+        self.ctx.log_epoch
+    }
+
     fn commit(&mut self) -> Result<(), Abort> {
         if let Some(h) = &mut self.ctx.history {
             h.committed();

@@ -358,6 +358,11 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         self.ctx.prefetch_many(keys);
     }
 
+    #[inline]
+    fn log_epoch(&self) -> u64 {
+        self.ctx.log_epoch
+    }
+
     fn commit(&mut self) -> Result<(), Abort> {
         // Every lock is still held: this is the serialization point.
         if let Some(h) = &mut self.ctx.history {
