@@ -133,6 +133,7 @@ fn contended<P: Protocol>(seed: u64) {
         check_access_sets: true,
         // The leader faults memory in while workers allocate (racing them for new segments).
         prefault: true,
+        acks: None,
     };
     let stats = P::drive(&db, &tpcc, &cfg).unwrap();
     let mut total = WorkerStats::new(5);

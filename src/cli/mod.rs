@@ -274,6 +274,11 @@ pub(crate) struct RunArgs {
     /// loaded data, which every logged run writes first)
     #[arg(long, default_value_t = 0.0, help_heading = "Durability")]
     checkpoint_interval: f64,
+    /// Crash tests: every transaction also writes its worker's commit count into a table of
+    /// its own, and each durable count is appended to FILE (`txlab recover --verify` checks
+    /// that the recovered counts reach them)
+    #[arg(long, value_name = "FILE", hide = true)]
+    ack_file: Option<PathBuf>,
     /// SmallBank: customers, 2 to 4294967296 (BOHM uses 50 and 100000) [default: 100000]
     #[arg(long, help_heading = "SmallBank workload")]
     customers: Option<u64>,

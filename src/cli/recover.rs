@@ -19,6 +19,9 @@ struct Verdict {
     /// checkable).
     holds: Option<bool>,
     message: String,
+    /// The acknowledgement check (`run --ack-file`), when the run had one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    acks: Vec<String>,
 }
 
 pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
@@ -45,15 +48,16 @@ pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
     run_args.checkpoint_interval = 0.0;
     run_args.group_commit_ms = 10;
     run_args.protocol = vec![kind];
+    let acks = run_args.ack_file.take();
     let plan = Plan::new(&run_args).map_err(|f| match f {
         Failure::Usage(m) => Failure::Run(format!("{}: the recorded command: {m}", path.display())),
         f => f,
     })?;
     let json = args.json.as_deref().map(|p| super::run::create_output("--json", p)).transpose()?;
     let outcome = crate::with_protocol!(kind, P => match &plan.spec {
-        Spec::Ycsb(_) => recover_as::<P, Ycsb>(&plan, dir, args.verify),
-        Spec::SmallBank(_) => recover_as::<P, SmallBank>(&plan, dir, args.verify),
-        Spec::Tpcc(_) => recover_as::<P, Tpcc>(&plan, dir, args.verify),
+        Spec::Ycsb(_) => recover_as::<P, Ycsb>(&plan, dir, args.verify, acks.as_deref()),
+        Spec::SmallBank(_) => recover_as::<P, SmallBank>(&plan, dir, args.verify, acks.as_deref()),
+        Spec::Tpcc(_) => recover_as::<P, Tpcc>(&plan, dir, args.verify, acks.as_deref()),
     });
     let (report, verdict) = outcome.map_err(|e| match e {
         Error::Config(m) => usage(m),
@@ -80,6 +84,9 @@ pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
         report.gb_per_s()
     );
     if let Some(v) = &verdict {
+        for line in &v.acks {
+            println!("verify: {line}");
+        }
         println!("verify: {}", v.message);
     }
     if let Some(mut f) = json {
@@ -88,22 +95,29 @@ pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
         writeln!(f, "{}", serde_json::to_string_pretty(&value).expect("serializable"))
             .map_err(|e| Failure::Run(format!("--json: {e}")))?;
     }
-    Ok(if verdict.is_some_and(|v| v.holds == Some(false)) { super::EXIT_FAILURE } else { 0 })
+    let failed = verdict
+        .is_some_and(|v| v.holds == Some(false) || v.acks.iter().any(|l| l.starts_with("MISSING")));
+    Ok(if failed { super::EXIT_FAILURE } else { 0 })
 }
 
 fn recover_as<P: Protocol, W: FromSpec>(
     plan: &Plan,
     dir: &Path,
     verify: bool,
+    acks: Option<&Path>,
 ) -> Result<(RecoveryReport, Option<Verdict>), Error> {
     let workload = W::from_spec(&plan.spec, plan.cores)
         .ok_or_else(|| Error::Config("the recorded workload changed".into()))?;
-    let db = Database::<P>::builder(&workload.tables())
+    let mut tables = workload.tables();
+    if acks.is_some() {
+        tables.push(super::run::ack_table());
+    }
+    let db = Database::<P>::builder(&tables)
         .protocol_options(P::Options::from_pairs(&plan.opts).map_err(Error::Config)?)
         .txn_types(workload.txn_types())
         .build()?;
     let report = recover(&db, dir)?;
-    let verdict = verify.then(|| match workload.name() {
+    let mut verdict = verify.then(|| match workload.name() {
         // The money total is the initial balances plus the deposits that committed, which the
         // run kept in memory: a crash loses it.
         "smallbank" => Verdict {
@@ -111,11 +125,60 @@ fn recover_as<P: Protocol, W: FromSpec>(
             message: "SmallBank's money total depends on the deposits the run committed, \
                       which it kept in memory: not checkable after a crash"
                 .into(),
+            acks: Vec::new(),
         },
         _ => match workload.check(&db) {
-            Ok(()) => Verdict { holds: Some(true), message: "invariants hold".into() },
-            Err(m) => Verdict { holds: Some(false), message: m },
+            Ok(()) => {
+                Verdict { holds: Some(true), message: "invariants hold".into(), acks: Vec::new() }
+            }
+            Err(m) => Verdict { holds: Some(false), message: m, acks: Vec::new() },
         },
     });
+    if let (Some(v), Some(path)) = (&mut verdict, acks) {
+        v.acks = check_acks(&db, crate::storage::TableId(tables.len() as u32 - 1), path)?;
+    }
     Ok((report, verdict))
+}
+
+/// Compares the durable acknowledgements a run wrote to `path` with the recovered counts: one
+/// line per worker, starting `MISSING` where an acknowledged commit was not recovered.
+fn check_acks<P: Protocol>(
+    db: &Database<P>,
+    table: crate::storage::TableId,
+    path: &Path,
+) -> Result<Vec<String>, Error> {
+    use crate::engine::Recon;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Durability(format!("{}: {e}", path.display())))?;
+    let mut acked: std::collections::BTreeMap<u64, u64> = Default::default();
+    for line in text.lines() {
+        // A line cut by the kill is not an acknowledgement the run finished making.
+        let mut it = line.split(' ');
+        if let (Some(w), Some(n), None) = (it.next(), it.next(), it.next()) {
+            if let (Ok(w), Ok(n)) = (w.parse::<u64>(), n.parse::<u64>()) {
+                let e = acked.entry(w).or_default();
+                *e = (*e).max(n);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut total = 0;
+    for (&w, &n) in &acked {
+        let got = db
+            .peek(table, w, |row| u64::from_le_bytes(row.try_into().expect("8-byte rows")))
+            .unwrap_or(0);
+        total += n;
+        if got < n {
+            out.push(format!(
+                "MISSING: worker {w} had {n} commits acknowledged durable, {got} were recovered"
+            ));
+        }
+    }
+    if out.is_empty() {
+        out.push(format!(
+            "all {total} commits acknowledged durable by {} workers were recovered",
+            acked.len()
+        ));
+    }
+    Ok(out)
 }

@@ -143,6 +143,7 @@ impl Plan {
             check_templates: args.check_templates || cfg!(debug_assertions),
             check_access_sets: args.check_access_sets,
             prefault: !args.no_prefault,
+            acks: None,
         };
         let log = log_options(args, &protocols)?;
         let db_opts = DbOptions {
@@ -201,6 +202,22 @@ impl Plan {
                 (Spec::Tpcc(cfg), probe)
             }
         };
+        let mut run_cfg = run_cfg;
+        let mut probe = probe;
+        if let Some(path) = &args.ack_file {
+            if args.log_dir.is_none() {
+                return Err(usage("--ack-file needs --log-dir"));
+            }
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| usage(format!("--ack-file {}: {e}", path.display())))?;
+            let table = crate::storage::TableId(probe.len() as u32);
+            probe.push(ack_table());
+            run_cfg.acks =
+                Some(crate::engine::driver::Acks { table, file: std::sync::Arc::new(file) });
+        }
         if threads > cores {
             header.push(format!(
                 "warning: {threads} threads on {cores} cores share them; results measure the \
@@ -335,6 +352,13 @@ fn log_options(
     o.sync = args.sync;
     o.group_interval = Duration::from_millis(args.group_commit_ms);
     Ok(Some(o))
+}
+
+/// The acknowledgement table of `--ack-file` ([`crate::engine::driver::Acks`]): one 8-byte
+/// commit count per worker.
+pub(super) fn ack_table() -> TableSpec {
+    TableSpec::new(crate::engine::driver::ACK_TABLE, 8, 1100)
+        .with_index(crate::storage::index::IndexKind::Hash)
 }
 
 /// Refuses flags of workloads other than `kind`.
@@ -580,7 +604,11 @@ fn load_as<P: Protocol + 'static, W: FromSpec>(plan: &Plan) -> Result<Box<dyn Se
     if let Some(log) = &mut opts.log {
         log.dir = log.dir.join(P::NAME);
     }
-    let db = Database::<P>::builder(&workload.tables())
+    let mut tables = workload.tables();
+    if plan.run_cfg.acks.is_some() {
+        tables.push(ack_table());
+    }
+    let db = Database::<P>::builder(&tables)
         .options(opts)
         .protocol_options(P::Options::from_pairs(&plan.opts).map_err(Error::Config)?)
         .txn_types(workload.txn_types())

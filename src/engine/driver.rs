@@ -86,6 +86,21 @@ impl RunLength {
     }
 }
 
+/// Durable acknowledgements, for crash tests (`txlab run --ack-file`): every transaction also
+/// writes its worker's count of commits into row `worker` of `table` (appended to the
+/// workload's tables), and once a commit is durable its worker appends `worker count` to
+/// `file`. After a crash, every count in the file must be at most the recovered row's.
+#[derive(Clone, Debug)]
+pub struct Acks {
+    /// The acknowledgement table.
+    pub table: crate::storage::TableId,
+    /// Where durable counts are appended, one line per write.
+    pub file: std::sync::Arc<std::fs::File>,
+}
+
+/// The name of the acknowledgement table ([`Acks`]).
+pub const ACK_TABLE: &str = "txlab_acks";
+
 /// How a run is driven.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunConfig {
@@ -105,6 +120,9 @@ pub struct RunConfig {
     pub check_access_sets: bool,
     /// Let the leader fault memory in ahead of growing tables (see the module docs).
     pub prefault: bool,
+    /// Durable acknowledgements for crash tests (needs a database that logs).
+    #[serde(skip)]
+    pub acks: Option<Acks>,
 }
 
 impl Default for RunConfig {
@@ -118,6 +136,7 @@ impl Default for RunConfig {
             check_templates: cfg!(debug_assertions),
             check_access_sets: false,
             prefault: true,
+            acks: None,
         }
     }
 }
@@ -391,12 +410,13 @@ fn worker_loop<P: Protocol, W: Workload>(
     // With logging: the measured commits not yet seen durable, as (log epoch, first attempt's
     // clock reading), and the log epoch of the last commit that logged.
     let log = db.log();
-    let mut undurable: VecDeque<(u64, u64)> =
+    let mut undurable: VecDeque<(u64, u64, u64)> =
         VecDeque::with_capacity(if log.is_some() { 1 << 16 } else { 0 });
     let mut last_epoch = 0u64;
+    let acks = cfg.acks.as_ref().map(|a| (&*a.file, i));
     loop {
         if let Some(log) = log {
-            durable_seen(&mut undurable, log.durable_epoch(), &clock, &mut stats);
+            durable_seen(&mut undurable, log.durable_epoch(), &clock, &mut stats, acks);
         }
         let phase = shared.phase.load(Ordering::Acquire);
         if phase == STOP || left == 0 {
@@ -434,7 +454,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                         workload.name()
                     )));
                     shared.phase.store(STOP, Ordering::Release);
-                    return Ok(close(stats, &clock, measure_from, log, &mut undurable));
+                    return Ok(close(stats, &clock, measure_from, log, &mut undurable, acks));
                 }
                 ok.then_some(&set)
             } else {
@@ -443,7 +463,11 @@ fn worker_loop<P: Protocol, W: Workload>(
             worker.begin();
             let checks = Checks { templates: cfg.check_templates, access_set: declared };
             let mut tx = Tx::new(&mut worker, &types[ty], checks);
-            let result = proc.run(&mut tx).and_then(|()| worker.commit());
+            let result = proc.run(&mut tx).and_then(|()| match &cfg.acks {
+                Some(a) => write_ack(&mut worker, a.table, i, committed + 1),
+                None => Ok(()),
+            });
+            let result = result.and_then(|()| worker.commit());
             match result {
                 Ok(()) => {
                     committed += 1;
@@ -458,7 +482,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                             let e = worker.log_epoch();
                             let ticket = if e > last_epoch { e } else { log.epoch_now() };
                             last_epoch = e;
-                            undurable.push_back((ticket, t0));
+                            undurable.push_back((ticket, t0, committed));
                         }
                     }
                     break;
@@ -481,7 +505,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                         let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());
                         f.get_or_insert(Error::Fatal { txn: types[ty].name.to_string(), reason });
                         shared.phase.store(STOP, Ordering::Release);
-                        return Ok(close(stats, &clock, measure_from, log, &mut undurable));
+                        return Ok(close(stats, &clock, measure_from, log, &mut undurable, acks));
                     }
                     if measuring {
                         stats.aborts_by_type[ty] += 1;
@@ -506,13 +530,27 @@ fn worker_loop<P: Protocol, W: Workload>(
                         }
                     }
                     if shared.phase.load(Ordering::Relaxed) == STOP {
-                        return Ok(close(stats, &clock, measure_from, log, &mut undurable));
+                        return Ok(close(stats, &clock, measure_from, log, &mut undurable, acks));
                     }
                 }
             }
         }
     }
-    Ok(close(stats, &clock, measure_from, log, &mut undurable))
+    Ok(close(stats, &clock, measure_from, log, &mut undurable, acks))
+}
+
+/// Writes `count` into row `worker` of the acknowledgement table ([`Acks`]).
+fn write_ack<W: Worker>(
+    w: &mut W,
+    t: crate::storage::TableId,
+    worker: usize,
+    count: u64,
+) -> Result<(), Abort> {
+    let v = count.to_le_bytes();
+    if !w.write(t, worker as u64, &v)? && !w.insert(t, worker as u64, &v)? {
+        return Err(Abort::new(AbortReason::InsertConflict));
+    }
+    Ok(())
 }
 
 /// Closes a worker's statistics when it leaves ([`window`]), after waiting for its measured
@@ -523,36 +561,46 @@ fn close(
     clock: &quanta::Clock,
     from: Option<u64>,
     log: Option<&std::sync::Arc<crate::durability::log::LogManager>>,
-    undurable: &mut VecDeque<(u64, u64)>,
+    undurable: &mut VecDeque<(u64, u64, u64)>,
+    acks: Option<(&std::fs::File, usize)>,
 ) -> WorkerStats {
     let mut stats = window(stats, clock, from);
-    if let (Some(log), Some(&(last, _))) = (log, undurable.back()) {
+    if let (Some(log), Some(&(last, _, _))) = (log, undurable.back()) {
         if log.await_durable(last).is_ok() {
-            durable_seen(undurable, log.durable_epoch(), clock, &mut stats);
+            durable_seen(undurable, log.durable_epoch(), clock, &mut stats, acks);
         }
     }
     stats
 }
 
-/// Counts the commits of `undurable` whose log epoch is durable now.
+/// Counts the commits of `undurable` whose log epoch is durable now (and acknowledges the last
+/// of them in the acknowledgement file, if any).
 #[inline]
 fn durable_seen(
-    undurable: &mut VecDeque<(u64, u64)>,
+    undurable: &mut VecDeque<(u64, u64, u64)>,
     durable: u64,
     clock: &quanta::Clock,
     stats: &mut WorkerStats,
+    acks: Option<(&std::fs::File, usize)>,
 ) {
-    if undurable.front().is_none_or(|&(e, _)| e > durable) {
+    if undurable.front().is_none_or(|&(e, _, _)| e > durable) {
         return;
     }
     let now = clock.raw();
-    while let Some(&(e, t0)) = undurable.front() {
+    let mut last = 0;
+    while let Some(&(e, t0, count)) = undurable.front() {
         if e > durable {
             break;
         }
         undurable.pop_front();
+        last = count;
         stats.durable_commits += 1;
         stats.durable_latency.saturating_record(clock.delta_as_nanos(t0, now));
+    }
+    if let Some((mut file, worker)) = acks {
+        use std::io::Write as _;
+        // One append per batch: a short line is written whole (O_APPEND), whatever kills us.
+        let _ = file.write_all(format!("{worker} {last}\n").as_bytes());
     }
 }
 
