@@ -336,18 +336,11 @@ fn delete_and_reinsert<P: Protocol>() {
     let a = TableId(0);
     let mut w = db.worker().unwrap();
     let row = |v: u8| [v; 24];
-    let mut tx = |f: &mut dyn FnMut(&mut P::Worker<'_>) -> Result<(), txlab::error::Abort>| {
-        w.begin();
-        f(&mut w).unwrap();
-        w.commit().unwrap();
-    };
-    tx(&mut |w| {
-        for k in 0..10 {
-            assert!(w.insert(a, k, &row(1))?);
-        }
-        Ok(())
-    });
-    drop(tx);
+    w.begin();
+    for k in 0..10 {
+        assert!(w.insert(a, k, &row(1)).unwrap());
+    }
+    w.commit().unwrap();
     drop(w);
     db.checkpoint().unwrap(); // keys 0..10 in the checkpoint
     let mut w = db.worker().unwrap();
