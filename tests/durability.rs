@@ -381,3 +381,43 @@ fn deleted_and_reinserted_keys_recover_right() {
     delete_and_reinsert::<txlab::protocols::tictoc::TicToc>();
     delete_and_reinsert::<txlab::protocols::mocc::Mocc>();
 }
+
+/// A log that cannot be written (its directory removed, so the next segment cannot be created)
+/// stops a run with an error naming the file, instead of losing commits silently or hanging.
+#[test]
+fn a_failing_log_stops_the_run_with_its_error() {
+    use txlab::engine::{Backoff, RunConfig, RunLength, Workload};
+    use txlab::workloads::smallbank::{SmallBank, SmallBankConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let sb = SmallBank::new(SmallBankConfig { customers: 1000, spin_us: 0 });
+    let mut db = Database::<txlab::protocols::silo::Silo>::builder(&sb.tables())
+        .options(log_options(dir.path(), SyncPolicy::Group))
+        .build()
+        .unwrap();
+    sb.load(&db, 2).unwrap();
+    std::fs::remove_dir_all(dir.path().join("log")).unwrap();
+    let cfg = RunConfig {
+        threads: 3,
+        length: RunLength::transactions(100_000),
+        backoff: Backoff::None,
+        pin: false,
+        seed: 1,
+        check_templates: false,
+        check_access_sets: false,
+        prefault: false,
+        acks: None,
+    };
+    let err = txlab::engine::Protocol::drive(&db, &sb, &cfg).unwrap_err().to_string();
+    let want = format!(
+        "the log failed, the run stopped: {}: No such file or directory (os error 2)",
+        dir.path().join("log").join("w0000-00000000.log").display()
+    );
+    // Which stream's segment the logger tried to create first depends on who committed first.
+    assert!(
+        err.starts_with("the log failed, the run stopped: ")
+            && err.ends_with(": No such file or directory (os error 2)")
+            && err.contains(&*dir.path().join("log").to_string_lossy()),
+        "{err} (e.g. {want})"
+    );
+    assert!(db.close_log().is_err());
+}

@@ -134,7 +134,15 @@ struct Stream {
     /// The log epoch of the commit the worker is appending, or `IDLE`.
     inflight: CachePadded<AtomicU64>,
     ring: OnceLock<Ring>,
-    file: Mutex<Option<SegmentFile>>,
+    file: Mutex<StreamFile>,
+}
+
+/// A stream's files: the segment being written and the ones closed since the last sync.
+#[derive(Default)]
+struct StreamFile {
+    seg: Option<SegmentFile>,
+    /// Closed segments with bytes no group has synced yet.
+    unsynced: Vec<Arc<File>>,
 }
 
 /// A ring of bytes written by one worker and read by the logger.
@@ -180,7 +188,8 @@ impl Ring {
 
 /// An open segment file.
 struct SegmentFile {
-    file: File,
+    /// Shared with a group that syncs it without holding the stream's lock.
+    file: Arc<File>,
     seq: u32,
     len: u64,
     /// Written since the last `fdatasync`.
@@ -213,6 +222,8 @@ pub struct LogManager {
     stats: LogCounters,
     /// The durable-point marker file (the logger's).
     marker: Mutex<File>,
+    /// A segment file was created since the last group (the directory needs a sync).
+    created: AtomicBool,
 }
 
 /// What the logger did, for reports.
@@ -267,7 +278,7 @@ impl LogManager {
                     tail: CachePadded::new(AtomicU64::new(0)),
                     inflight: CachePadded::new(AtomicU64::new(IDLE)),
                     ring: OnceLock::new(),
-                    file: Mutex::new(None),
+                    file: Mutex::new(StreamFile::default()),
                 })
                 .collect(),
             epoch: CachePadded::new(AtomicU64::new(1)),
@@ -281,6 +292,7 @@ impl LogManager {
             logger: OnceLock::new(),
             stats: LogCounters::default(),
             marker: Mutex::new(f),
+            created: AtomicBool::new(false),
             opts,
         });
         let stop = Arc::new(AtomicBool::new(false));
@@ -320,7 +332,7 @@ impl LogManager {
             .iter()
             .map(|s| {
                 let f = s.file.lock().unwrap_or_else(|e| e.into_inner());
-                f.as_ref().map_or(0, |seg| seg.seq)
+                f.seg.as_ref().map_or(0, |seg| seg.seq)
             })
             .collect()
     }
@@ -349,6 +361,13 @@ impl LogManager {
         }
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Whether the log has failed (see [`LogManager::error`]).
+    #[inline]
+    pub fn failed(&self) -> bool {
+        // Acquire: pairs with the Release store in `fail`, after the message is set.
+        self.failed.load(Ordering::Acquire)
     }
 
     /// The first error the log met (it stops logging: nothing after it is acknowledged).
@@ -396,8 +415,7 @@ impl LogManager {
     fn logger_loop(&self, stop: &AtomicBool) {
         let interval = self.opts.group_interval;
         let mut next = Instant::now() + interval;
-        // Bytes written since the last marker (by `drain` or a group).
-        let mut unmarked = false;
+        let mut marks = Marks::default();
         loop {
             let stopping = stop.load(Ordering::Acquire);
             let now = Instant::now();
@@ -405,10 +423,10 @@ impl LogManager {
             let mut wrote = false;
             let step = if stopping || urgent || now >= next {
                 next = now + interval;
-                self.group(&mut unmarked).map(|w| wrote = w)
+                self.group(&mut marks).map(|w| wrote = w)
             } else {
-                // Drain full-ish rings between groups so workers do not wait for space.
-                self.drain().map(|w| unmarked |= w)
+                // Drain full-ish rings between groups (workers also write their own).
+                self.drain().map(drop)
             };
             if let Err(msg) = step {
                 self.fail(msg);
@@ -430,7 +448,7 @@ impl LogManager {
         for (i, s) in self.streams.iter().enumerate() {
             let Some(ring) = s.ring.get() else { continue };
             let head = s.head.load(Ordering::Acquire);
-            if head - s.tail.load(Ordering::Relaxed) >= ring.cap() as u64 / 4 {
+            if head - s.tail.load(Ordering::Acquire) >= ring.cap() as u64 / 4 {
                 wrote |= self.write_stream(i, head)?;
             }
         }
@@ -438,13 +456,12 @@ impl LogManager {
     }
 
     /// One group: close log epoch `n - 1`, write every ring, sync, publish `durable = n - 1`.
-    /// Whether it wrote anything.
-    fn group(&self, unmarked: &mut bool) -> Result<bool, String> {
+    /// Whether the files changed since the last group.
+    fn group(&self, marks: &mut Marks) -> Result<bool, String> {
         // SeqCst: a worker that publishes `inflight` and then reads `L` either sees the new
         // epoch or is seen in `inflight` below (the store/load pairs on both sides are SeqCst).
         let n = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
         fence(Ordering::SeqCst);
-        let mut wrote = false;
         for (i, s) in self.streams.iter().enumerate() {
             let mut spins = 0u32;
             while s.inflight.load(Ordering::SeqCst) < n {
@@ -452,7 +469,7 @@ impl LogManager {
                 // hundred nanoseconds, unless it was preempted or waits for ring space, which
                 // writing out what it published so far gives it.
                 if s.ring.get().is_some() {
-                    wrote |= self.write_stream(i, s.head.load(Ordering::Acquire))?;
+                    self.write_stream(i, s.head.load(Ordering::Acquire))?;
                 }
                 spins += 1;
                 if spins > 64 {
@@ -462,54 +479,61 @@ impl LogManager {
                 }
             }
         }
+        // Every transaction of an epoch below `n` is in its ring: write them all out, then note
+        // where each stream ends and what needs a sync (workers may append meanwhile: what
+        // they add is synced by a later group).
+        let mut ends = Vec::with_capacity(self.streams.len());
+        let mut to_sync: Vec<Arc<File>> = Vec::new();
+        let syncing = self.opts.sync != SyncPolicy::None;
         for (i, s) in self.streams.iter().enumerate() {
-            if s.ring.get().is_none() {
-                continue;
+            if s.ring.get().is_some() {
+                self.write_stream(i, s.head.load(Ordering::Acquire))?;
             }
-            let head = s.head.load(Ordering::Acquire);
-            wrote |= self.write_stream(i, head)?;
-        }
-        *unmarked |= wrote;
-        let durable = n - 1;
-        if *unmarked || self.marker_wanted.swap(false, Ordering::AcqRel) {
-            if self.opts.sync != SyncPolicy::None {
-                for s in self.streams.iter() {
-                    let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(seg) = f.as_mut().filter(|f| f.dirty) {
-                        seg.file
-                            .sync_data()
-                            .map_err(|e| format!("fdatasync of a log segment: {e}"))?;
-                        seg.dirty = false;
-                        self.stats.syncs.fetch_add(1, Ordering::Relaxed);
-                    }
+            let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
+            let f = &mut *f;
+            ends.push(f.seg.as_ref().map_or(format::marker::NONE, |seg| (seg.seq, seg.len)));
+            if syncing {
+                to_sync.append(&mut f.unsynced);
+                if let Some(seg) = f.seg.as_mut().filter(|seg| seg.dirty) {
+                    to_sync.push(seg.file.clone());
+                    seg.dirty = false;
                 }
+            } else {
+                f.unsynced.clear();
             }
-            self.write_marker(n, durable)?;
+        }
+        let changed = ends != marks.last_ends;
+        if changed {
+            // This group's bytes may hold transactions of epoch `n` (appended after the bump),
+            // which only the next group's marker covers.
+            marks.owed = 2;
+        }
+        let durable = n - 1;
+        if marks.owed > 0 || self.marker_wanted.swap(false, Ordering::AcqRel) {
+            for f in &to_sync {
+                f.sync_data().map_err(|e| format!("fdatasync of a log segment: {e}"))?;
+            }
+            self.stats.syncs.fetch_add(to_sync.len() as u64, Ordering::Relaxed);
+            if self.created.swap(false, Ordering::AcqRel) && syncing {
+                // New segment files exist on disk before a marker names them.
+                sync_dir(&self.opts.dir.join(LOG_SUBDIR)).map_err(|e| e.to_string())?;
+                self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            self.write_marker(n, durable, &ends)?;
             // Release: the marker write happens before a reader of `marked` acts on it.
             self.marked.store(durable, Ordering::Release);
-            // What this group wrote may hold transactions of epoch `n` (appended after the
-            // bump), which only the next group's marker covers. Without bytes since the last
-            // marker, no transaction of a later epoch exists and the old marker recovers the
-            // same state.
-            *unmarked = wrote;
+            marks.owed = marks.owed.saturating_sub(1);
+            marks.last_ends = ends;
         }
         self.stats.groups.fetch_add(1, Ordering::Relaxed);
         // Release: the data and marker writes happen before a reader acts on `durable`.
         self.durable.store(durable, Ordering::Release);
-        Ok(wrote)
+        Ok(changed)
     }
 
-    fn write_marker(&self, seq: u64, durable: u64) -> Result<(), String> {
+    fn write_marker(&self, seq: u64, durable: u64, ends: &[(u32, u64)]) -> Result<(), String> {
         use std::os::unix::fs::FileExt;
-        let ends: Vec<(u32, u64)> = self
-            .streams
-            .iter()
-            .map(|s| {
-                let f = s.file.lock().unwrap_or_else(|e| e.into_inner());
-                f.as_ref().map_or(format::marker::NONE, |seg| (seg.seq, seg.len))
-            })
-            .collect();
-        let slot = format::marker::encode(seq, durable, &ends);
+        let slot = format::marker::encode(seq, durable, ends);
         let path = || self.opts.dir.join(MARKER).display().to_string();
         let f = self.marker.lock().unwrap_or_else(|e| e.into_inner());
         f.write_all_at(&slot, (seq % 2) * slot.len() as u64)
@@ -521,37 +545,38 @@ impl LogManager {
         Ok(())
     }
 
-    /// Writes stream `i`'s ring up to `head` to its segment files; whether anything was written.
+    /// Writes stream `i`'s ring up to `head` to its segment files (the logger, or the stream's
+    /// worker itself: whoever holds the stream's lock); whether anything was written.
     fn write_stream(&self, i: usize, head: u64) -> Result<bool, String> {
         let s = &self.streams[i];
+        let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
+        // Only written under this lock.
         let tail = s.tail.load(Ordering::Relaxed);
-        if head == tail {
+        if head <= tail {
             return Ok(false);
         }
         let ring = s.ring.get().expect("a stream with data has a ring");
-        let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
         let len = head - tail;
-        let roll = match f.as_ref() {
+        let f = &mut *f;
+        let roll = match f.seg.as_ref() {
             None => true,
             Some(seg) => seg.len > HEADER_LEN as u64 && seg.len + len > self.opts.segment_bytes,
         };
         if roll {
-            let seq = f.as_ref().map_or(0, |seg| seg.seq + 1);
-            if let Some(old) = f.as_mut().filter(|f| f.dirty && self.opts.sync != SyncPolicy::None)
-            {
-                // A closed segment is complete on disk before its successor exists.
-                old.file.sync_data().map_err(|e| format!("fdatasync of a log segment: {e}"))?;
-                old.dirty = false;
+            let seq = f.seg.as_ref().map_or(0, |seg| seg.seq + 1);
+            if let Some(old) = f.seg.take().filter(|old| old.dirty) {
+                // Synced by the next group, before its marker names the new segment.
+                f.unsynced.push(old.file);
             }
-            *f = Some(self.create_segment(i as u32, seq)?);
+            f.seg = Some(self.create_segment(i as u32, seq)?);
         }
-        let seg = f.as_mut().expect("a segment is open");
+        let seg = f.seg.as_mut().expect("a segment is open");
         // SAFETY: `[tail, head)` was published by the worker (Acquire load of `head` by the
         // caller) and is not reused before the Release store of `tail` below.
         let (a, b) = unsafe { ring.slices(tail, head) };
         let path = || self.opts.dir.join(LOG_SUBDIR).join(segment_name(i as u32, seg.seq));
-        seg.file.write_all(a).map_err(|e| format!("{}: write: {e}", path().display()))?;
-        seg.file.write_all(b).map_err(|e| format!("{}: write: {e}", path().display()))?;
+        (&*seg.file).write_all(a).map_err(|e| format!("{}: write: {e}", path().display()))?;
+        (&*seg.file).write_all(b).map_err(|e| format!("{}: write: {e}", path().display()))?;
         seg.len += len;
         seg.dirty = true;
         self.stats.bytes.fetch_add(len, Ordering::Relaxed);
@@ -575,13 +600,9 @@ impl LogManager {
             aux: 0,
         };
         file.write_all(&h.encode()).map_err(|e| format!("{}: write: {e}", path.display()))?;
-        if self.opts.sync != SyncPolicy::None {
-            file.sync_all().map_err(|e| format!("{}: fsync: {e}", path.display()))?;
-            sync_dir(&self.opts.dir.join(LOG_SUBDIR)).map_err(|e| e.to_string())?;
-            self.stats.syncs.fetch_add(2, Ordering::Relaxed);
-        }
+        self.created.store(true, Ordering::Release);
         self.stats.bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
-        Ok(SegmentFile { file, seq, len: HEADER_LEN as u64, dirty: false })
+        Ok(SegmentFile { file: Arc::new(file), seq, len: HEADER_LEN as u64, dirty: true })
     }
 
     fn wake_logger(&self) {
@@ -589,6 +610,15 @@ impl LogManager {
             t.unpark();
         }
     }
+}
+
+/// What the logger remembers between groups about its markers.
+#[derive(Default)]
+struct Marks {
+    /// The stream ends the last marker recorded.
+    last_ends: Vec<(u32, u64)>,
+    /// Groups that still owe a marker (two after the files changed, see `group`).
+    owed: u8,
 }
 
 /// Owns the logger thread: dropping it makes a last group durable and joins the thread.
@@ -723,7 +753,18 @@ impl LogWriter {
     /// Called when a commit of log epoch `epoch` is about to return, its locks released: under
     /// `SyncPolicy::Commit` waits until it is durable.
     #[inline]
-    pub fn returning(&self, epoch: u64) {
+    pub fn returning(&mut self, epoch: u64) {
+        // Write our own ring out once it is a quarter full: the worker pays for its log writes
+        // with its own time (on a machine whose cores the workers fill, a logger thread that
+        // had to would fall behind and stall them), outside its locks.
+        let s = &self.mgr.streams[self.stream];
+        let cap = self.mgr.opts.buffer_bytes as u64;
+        if self.pos - s.tail.load(Ordering::Acquire) >= cap / 4 && !self.dropped {
+            if let Err(msg) = self.mgr.write_stream(self.stream, self.pos) {
+                self.mgr.fail(msg);
+                self.dropped = true;
+            }
+        }
         if self.sync_commit {
             self.wait_durable(epoch);
         }
@@ -793,16 +834,18 @@ impl LogWriter {
         if self.pos + len as u64 - s.tail.load(Ordering::Acquire) <= cap {
             return;
         }
-        // The bytes of the open transaction are not published yet, so the logger can free only
-        // up to `start`; the size check in `record` keeps one transaction below the capacity.
-        // Publish nothing early: wake the logger (it drains rings a quarter full) and wait.
+        // The bytes of the open transaction are not published yet, so only those up to
+        // `start` can be written out (the size check in `record` keeps one transaction below
+        // the capacity): write them ourselves, then wait for whoever holds the stream's lock.
+        if let Err(msg) = self.mgr.write_stream(self.stream, self.start) {
+            self.mgr.fail(msg);
+        }
         let mut spin = crate::protocols::common::SpinWait::default();
         while self.pos + len as u64 - s.tail.load(Ordering::Acquire) > cap {
             if self.mgr.failed.load(Ordering::Acquire) {
                 self.dropped = true;
                 return;
             }
-            self.mgr.wake_logger();
             spin.spin();
         }
     }

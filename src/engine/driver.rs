@@ -416,6 +416,16 @@ fn worker_loop<P: Protocol, W: Workload>(
     let acks = cfg.acks.as_ref().map(|a| (&*a.file, i));
     loop {
         if let Some(log) = log {
+            if log.failed() {
+                // A write error or a full disk: stop; what was acknowledged stays durable.
+                let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());
+                f.get_or_insert(Error::Durability(format!(
+                    "the log failed, the run stopped: {}",
+                    log.error().unwrap_or_default()
+                )));
+                shared.phase.store(STOP, Ordering::Release);
+                break;
+            }
             durable_seen(&mut undurable, log.durable_epoch(), &clock, &mut stats, acks);
         }
         let phase = shared.phase.load(Ordering::Acquire);

@@ -157,8 +157,8 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     /// A commit that logged (`log_epoch` set) is about to return: under `--sync commit` this
     /// waits until it is durable. Protocols call it after releasing their locks.
     #[inline]
-    pub fn commit_returning(&self) {
-        if let Some(log) = &self.log {
+    pub fn commit_returning(&mut self) {
+        if let Some(log) = &mut self.log {
             log.returning(self.log_epoch);
         }
     }
