@@ -116,7 +116,7 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     /// Enters a transaction: publishes the epoch and repins the index guard. Runs a reclamation
     /// pass now and then, with `unlink` as the protocol's unlink step.
     #[inline]
-    pub fn enter(&mut self, unlink: impl FnMut(&Table<R>, u64, &R) -> Unlink) {
+    pub fn enter(&mut self, unlink: impl FnMut(&Table<R>, u64, &R, u64) -> Unlink) {
         self.guard.repin();
         self.epoch = self.storage.epochs().enter(self.slot);
         self.in_txn = true;
@@ -356,7 +356,7 @@ mod tests {
         let s = storage();
         let (a, b) = (&s.tables()[0], &s.tables()[1]);
         let mut ctx = WorkerCtx::new(&s).unwrap();
-        ctx.enter(|_, _, _| Unlink::Gone);
+        ctx.enter(|_, _, _, _| Unlink::Gone);
         // More keys than the table has slots, in both tables: some hints are dropped, and a
         // lookup must then fall back to the index, never answer with another key's row.
         for k in 0..100 {
@@ -386,7 +386,7 @@ mod tests {
         ctx.exit();
         a.index.insert_if_absent(9, RowId(0), &ctx.guard).unwrap_err();
         assert!(a.index.remove_if(9, RowId(9), &ctx.guard));
-        ctx.enter(|_, _, _| Unlink::Gone);
+        ctx.enter(|_, _, _, _| Unlink::Gone);
         assert_eq!(ctx.lookup(a, 9), None, "a new attempt starts with no hints");
         ctx.exit();
     }
@@ -396,7 +396,7 @@ mod tests {
         let s = storage();
         let a = &s.tables()[0];
         let mut ctx = WorkerCtx::new(&s).unwrap();
-        ctx.enter(|_, _, _| Unlink::Gone);
+        ctx.enter(|_, _, _, _| Unlink::Gone);
         let stale = ctx.attempt;
         ctx.prefetch(a.id, 3);
         assert!(ctx.hint(0, 3).is_some());
@@ -404,9 +404,9 @@ mod tests {
         assert!(a.index.remove_if(3, RowId(3), &ctx.guard));
         // Run the attempt counter round until the next attempt has the stale hint's number.
         ctx.attempt = u32::MAX - 1;
-        ctx.enter(|_, _, _| Unlink::Gone);
+        ctx.enter(|_, _, _, _| Unlink::Gone);
         ctx.exit();
-        ctx.enter(|_, _, _| Unlink::Gone);
+        ctx.enter(|_, _, _, _| Unlink::Gone);
         assert_eq!(ctx.attempt, stale);
         assert_eq!(ctx.lookup(a, 3), None, "the wrap cleared the table");
         ctx.exit();

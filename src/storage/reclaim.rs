@@ -30,7 +30,8 @@ pub enum Unlink {
     /// The record was already unlinked (by another retire entry for the same row): forget it.
     /// Treating this as `Unlinked` would free the slot twice.
     Gone,
-    /// The record is locked right now: try again later.
+    /// The record is locked right now, or its deletion is too recent (see
+    /// [`Reclaimer::collect`]): try again later.
     Busy,
 }
 
@@ -71,7 +72,18 @@ impl Reclaimer {
         self.to_unlink.len() + self.to_free.len()
     }
 
-    /// Advances both stages as far as the epochs allow; `unlink` is the protocol's step 1.
+    /// Advances both stages as far as the epochs allow; `unlink` is the protocol's step 1,
+    /// called with the table, the key, the record and `safe`, the oldest epoch a running
+    /// transaction began in.
+    ///
+    /// A retire entry may be older than the record's current absence: an aborted insert retires
+    /// its row, which a later insert may revive and a later transaction delete again (retiring it
+    /// once more). The protocol must then refuse (`Busy`) until that deletion is older than
+    /// `safe`, where its commit stamp carries an epoch: a row unlinked sooner lets the key's next
+    /// insert create a fresh record in the deletion's own epoch, whose stamp Silo's rule
+    /// (larger than what the transaction saw, in the current epoch) does not place after the
+    /// deletion's, and replaying the log by largest stamp per key would then resurrect the
+    /// deletion.
     /// The calling worker must be inside a transaction epoch (see `WorkerCtx::enter`), so that
     /// no slot it looks at can be freed and reused under it.
     pub fn collect<R: RecordHeader>(
@@ -79,7 +91,7 @@ impl Reclaimer {
         storage: &Storage<R>,
         caches: &mut [SlotCache],
         guard: &IndexGuard,
-        mut unlink: impl FnMut(&Table<R>, u64, &R) -> Unlink,
+        mut unlink: impl FnMut(&Table<R>, u64, &R, u64) -> Unlink,
     ) {
         if self.pending() == 0 {
             return;
@@ -99,7 +111,7 @@ impl Reclaimer {
             if table.index.get(r.key, guard) != Some(r.rid) {
                 continue;
             }
-            match unlink(table, r.key, table.rows.get(r.rid).header) {
+            match unlink(table, r.key, table.rows.get(r.rid).header, safe) {
                 Unlink::Unlinked => {
                     let removed = table.index.remove_if(r.key, r.rid, guard);
                     debug_assert!(removed, "the unlinker owns the index entry");

@@ -161,6 +161,13 @@ pub trait OccRecord: RecordHeader {
         let _ = (buckets, key);
     }
 
+    /// Whether the GC may unlink an absent, unlocked record whose word is `word` now that every
+    /// running transaction began in epoch `safe` or later (see `storage::reclaim`'s
+    /// `Reclaimer::collect`): protocols whose commit stamps carry the epoch wait until the
+    /// deletion's epoch is below `safe`, so that the key's next insert, into a fresh record,
+    /// commits a larger stamp.
+    fn unlinkable(word: u64, safe: u64) -> bool;
+
     /// Called when the GC has just unlinked the record (its word is `word`, final), before its
     /// index entry is removed. Nothing by default; TicToc moves the record's timestamps onto the
     /// key's phantom bucket.
@@ -171,8 +178,8 @@ pub trait OccRecord: RecordHeader {
 }
 
 /// The GC's unlink step for every optimistic protocol: absent and unlocked records become
-/// unlinked (see `storage::reclaim`).
-pub fn unlink<R: OccRecord>(tbl: &Table<R>, key: u64, rec: &R) -> Unlink {
+/// unlinked once [`OccRecord::unlinkable`] (see `storage::reclaim`).
+pub fn unlink<R: OccRecord>(tbl: &Table<R>, key: u64, rec: &R, safe: u64) -> Unlink {
     let cur = rec.load();
     if is_locked(cur) {
         return Unlink::Busy;
@@ -182,6 +189,9 @@ pub fn unlink<R: OccRecord>(tbl: &Table<R>, key: u64, rec: &R) -> Unlink {
     }
     if !is_absent(cur) {
         return Unlink::Revived;
+    }
+    if !R::unlinkable(cur, safe) {
+        return Unlink::Busy;
     }
     // AcqRel: the unlinked word is final; later readers of it see what the unlinker saw.
     match rec.word().compare_exchange(cur, cur | UNLINKED, Ordering::AcqRel, Ordering::Acquire) {

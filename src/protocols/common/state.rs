@@ -16,6 +16,7 @@
 //! record's exclusive lock (2PL) or not at all protected (nocc, which promises nothing).
 
 use crate::history::{Recorder, Stamp, UNBORN};
+use crate::storage::reclaim::Unlink;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Deleted, never inserted, or an insert that was rolled back.
@@ -116,13 +117,22 @@ impl RowState {
         }
     }
 
-    /// `ABSENT -> UNLINKED`; returns the state found (`ABSENT` means it was unlinked now).
+    /// The GC's unlink step (`ABSENT -> UNLINKED`), with the record's writers kept out by the
+    /// caller (2PL's lock) or not at all (nocc). `safe` is given when the database logs: the
+    /// stamp is then a commit stamp, and the record stays linked (`Busy`) until its deletion's
+    /// epoch ([`super::stamp_epoch`]) is below `safe`, the oldest running transaction's (see
+    /// `Reclaimer::collect`).
     #[inline]
-    pub fn unlink(&self) -> u64 {
+    pub fn unlink(&self, safe: Option<u64>) -> Unlink {
         let mut w = self.0.load(Ordering::Acquire);
         loop {
-            if w & STATE != ABSENT {
-                return w & STATE;
+            match w & STATE {
+                ABSENT => {}
+                PRESENT => return Unlink::Revived,
+                _ => return Unlink::Gone,
+            }
+            if safe.is_some_and(|safe| super::stamp_epoch(w >> STAMP_SHIFT) >= safe) {
+                return Unlink::Busy;
             }
             match self.0.compare_exchange(
                 w,
@@ -130,7 +140,7 @@ impl RowState {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return ABSENT,
+                Ok(_) => return Unlink::Unlinked,
                 Err(cur) => w = cur,
             }
         }
@@ -148,10 +158,20 @@ mod tests {
         assert_eq!(s.set_versioned(PRESENT, 77), 0);
         s.set(ABSENT);
         assert_eq!((s.get(), s.stamp()), (ABSENT, 77));
-        assert_eq!(s.unlink(), ABSENT);
+        assert_eq!(s.unlink(None), Unlink::Unlinked);
         assert_eq!((s.get(), s.stamp()), (UNLINKED, 77));
-        assert_eq!(s.unlink(), UNLINKED, "only the first unlink wins");
+        assert_eq!(s.unlink(None), Unlink::Gone, "only the first unlink wins");
         assert_eq!(s.set_versioned(PRESENT, (1 << 62) - 1), 77);
         assert_eq!((s.get(), s.stamp()), (PRESENT, (1 << 62) - 1));
+        assert_eq!(s.unlink(None), Unlink::Revived);
+    }
+
+    #[test]
+    fn a_logged_deletion_stays_linked_until_its_epoch_is_over() {
+        let s = RowState::default();
+        s.set_versioned(ABSENT, super::super::stamp_after(0, 7));
+        assert_eq!(s.unlink(Some(7)), Unlink::Busy, "a transaction of epoch 7 still runs");
+        assert_eq!(s.get(), ABSENT);
+        assert_eq!(s.unlink(Some(8)), Unlink::Unlinked);
     }
 }

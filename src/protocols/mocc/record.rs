@@ -176,6 +176,12 @@ impl OccRecord for MoccRecord {
         Tid(word).version().0
     }
 
+    /// Once the deletion's epoch is below every running transaction's.
+    #[inline]
+    fn unlinkable(word: u64, safe: u64) -> bool {
+        Tid(word).epoch() < safe
+    }
+
     #[inline]
     fn init_fresh(&self) {
         // A recycled slot starts cold. Its lock is left alone: a retry may still lock the slot

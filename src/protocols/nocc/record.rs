@@ -1,6 +1,6 @@
 //! The `nocc` record header.
 
-use crate::protocols::common::state::{RowState, ABSENT, PRESENT};
+use crate::protocols::common::state::RowState;
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
 
@@ -28,12 +28,8 @@ impl NoccRecord {
         self.state.present()
     }
 
-    /// The GC's unlink step.
-    pub fn unlink(&self) -> Unlink {
-        match self.state.unlink() {
-            ABSENT => Unlink::Unlinked,
-            PRESENT => Unlink::Revived,
-            _ => Unlink::Gone,
-        }
+    /// The GC's unlink step (`safe`: see [`RowState::unlink`]).
+    pub fn unlink(&self, safe: Option<u64>) -> Unlink {
+        self.state.unlink(safe)
     }
 }

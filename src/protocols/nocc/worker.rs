@@ -66,7 +66,8 @@ impl<'db> NoccWorker<'db> {
 
 impl Worker for NoccWorker<'_> {
     fn begin(&mut self) {
-        self.ctx.enter(|_, _, r| NoccRecord::unlink(r));
+        let logs = self.ctx.log.is_some();
+        self.ctx.enter(|_, _, r, safe| NoccRecord::unlink(r, logs.then_some(safe)));
         self.active = true;
     }
 

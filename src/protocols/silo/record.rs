@@ -46,6 +46,12 @@ impl OccRecord for SiloRecord {
         Tid(word).version().0
     }
 
+    /// Once the deletion's epoch is below every running transaction's.
+    #[inline]
+    fn unlinkable(word: u64, safe: u64) -> bool {
+        Tid(word).epoch() < safe
+    }
+
     #[inline]
     fn init_fresh(&self) {
         // TID 0: a row no transaction has committed yet (UNBORN in recorded histories).
@@ -70,9 +76,12 @@ mod tests {
         .unwrap();
         let t = &s.tables()[0];
         let r = SiloRecord { tid: AtomicU64::new(Tid::new(1, 1).0) };
-        let unlink = |r| occ::unlink(t, 7, r);
+        let unlink = |r| occ::unlink(t, 7, r, 2);
         assert_eq!(unlink(&r), Unlink::Revived);
         r.store(Tid::new(1, 2).with(Tid::ABSENT | Tid::LOCK).0);
+        assert_eq!(unlink(&r), Unlink::Busy);
+        // Deleted in epoch 2, with a transaction of epoch 2 still running: not yet.
+        r.store(Tid::new(2, 5).with(Tid::ABSENT).0);
         assert_eq!(unlink(&r), Unlink::Busy);
         r.store(Tid::new(1, 2).with(Tid::ABSENT).0);
         assert_eq!(unlink(&r), Unlink::Unlinked);

@@ -199,6 +199,13 @@ impl OccRecord for TicTocRecord {
         self.store(TsWord::new(wts, rts).0 | occ::ABSENT | occ::LOCK);
     }
 
+    /// At once: [`OccRecord::unlinked`] hands the deletion's timestamps to the key's bucket,
+    /// which the key's next insert starts from.
+    #[inline]
+    fn unlinkable(_: u64, _: u64) -> bool {
+        true
+    }
+
     fn unlinked(&self, buckets: &RangeBuckets, key: u64, word: u64) {
         let w = TsWord(word);
         buckets.raise(key, w.wts(), w.rts());

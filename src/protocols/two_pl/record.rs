@@ -8,7 +8,7 @@
 //! ```
 //! An unlocked word is 0.
 
-use crate::protocols::common::state::{RowState, ABSENT, PRESENT};
+use crate::protocols::common::state::RowState;
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -176,16 +176,12 @@ impl TwoPlRecord {
         self.lock.store(0, Ordering::Release);
     }
 
-    /// The GC's unlink step, under the exclusive lock.
-    pub fn unlink(&self) -> Unlink {
+    /// The GC's unlink step, under the exclusive lock (`safe`: see [`RowState::unlink`]).
+    pub fn unlink(&self, safe: Option<u64>) -> Unlink {
         if self.try_write(0).is_err() {
             return Unlink::Busy;
         }
-        let r = match self.state.unlink() {
-            ABSENT => Unlink::Unlinked,
-            PRESENT => Unlink::Revived,
-            _ => Unlink::Gone,
-        };
+        let r = self.state.unlink(safe);
         self.unlock_write();
         r
     }
@@ -267,15 +263,15 @@ mod tests {
     #[test]
     fn unlink_needs_the_lock_and_an_absent_record() {
         let r = rec();
-        r.state.set(PRESENT);
-        assert_eq!(r.unlink(), Unlink::Revived);
-        r.state.set(ABSENT);
+        r.state.set(crate::protocols::common::state::PRESENT);
+        assert_eq!(r.unlink(None), Unlink::Revived);
+        r.state.set(crate::protocols::common::state::ABSENT);
         r.try_read(5).unwrap();
-        assert_eq!(r.unlink(), Unlink::Busy);
+        assert_eq!(r.unlink(None), Unlink::Busy);
         r.unlock_read();
-        assert_eq!(r.unlink(), Unlink::Unlinked);
+        assert_eq!(r.unlink(None), Unlink::Unlinked);
         assert_eq!(r.state.get(), crate::protocols::common::state::UNLINKED);
         assert_eq!(r.lock.load(Ordering::Relaxed), 0);
-        assert_eq!(r.unlink(), Unlink::Gone, "only the first unlink owns the row");
+        assert_eq!(r.unlink(None), Unlink::Gone, "only the first unlink owns the row");
     }
 }

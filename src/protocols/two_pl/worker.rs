@@ -236,7 +236,8 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
             self.ts = self.clock.stamp();
         }
         self.retrying = false;
-        self.ctx.enter(|_, _, r| TwoPlRecord::unlink(r));
+        let logs = self.ctx.log.is_some();
+        self.ctx.enter(|_, _, r, safe| TwoPlRecord::unlink(r, logs.then_some(safe)));
         self.active = true;
     }
 
