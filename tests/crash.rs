@@ -74,19 +74,24 @@ fn middle_record(dir: &Path) -> (PathBuf, usize, usize) {
 #[test]
 fn a_clean_log_recovers_and_verifies() {
     let root = tempfile::tempdir().unwrap();
-    let dir = logged_run(root.path(), "silo", &["-w", "tpcc", "--warehouses", "1"]);
-    let out = txlab(&["recover", "--log-dir", s(&dir), "--verify"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("verify: invariants hold"), "{stdout}");
+    for log in ["central", "per-worker"] {
+        let args = ["-w", "tpcc", "--warehouses", "1", "--log", log];
+        let dir = logged_run(&root.path().join(log), "silo", &args);
+        let out = txlab(&["recover", "--log-dir", s(&dir), "--verify"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{log}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("verify: invariants hold"), "{log}: {stdout}");
+    }
+    let root = root.path().join("per-worker");
+    let dir = root.join("silo");
     // A second run into the same directory is refused before loading.
-    let out = txlab(&["run", "-p", "silo", "--log-dir", s(root.path())]);
+    let out = txlab(&["run", "-p", "silo", "--log-dir", s(&root)]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim_end(),
         format!(
             "error: --log-dir {}: {} holds a log already (recover it with txlab recover --log-dir {}, or remove it)",
-            root.path().display(),
+            root.display(),
             dir.display(),
             dir.display()
         )
@@ -96,22 +101,24 @@ fn a_clean_log_recovers_and_verifies() {
 #[test]
 fn corrupt_truncated_missing_and_foreign_logs_are_refused_untouched() {
     let ycsb = ["-w", "ycsb", "--records", "2000", "--payload", "100"];
-    // A byte flipped in the middle of a segment.
-    let root = tempfile::tempdir().unwrap();
-    let dir = logged_run(root.path(), "2pl-nowait", &ycsb);
-    let (seg, rec, _) = middle_record(&dir);
-    let mut bytes = std::fs::read(&seg).unwrap();
-    // A bit of the record's stamp (a flip in its length word reads as a record running past
-    // the end of the file instead).
-    bytes[rec + 12] ^= 0x10;
-    std::fs::write(&seg, &bytes).unwrap();
-    recover_fails(
-        &dir,
-        &format!(
-            "error: {}: offset {rec}: corrupt record (record checksum mismatch)",
-            seg.display()
-        ),
-    );
+    // A byte flipped in the middle of a segment, under either log manager: a bit of the
+    // record's stamp (a flip in its length word reads as a record running past the end of the
+    // file instead).
+    for (protocol, log) in [("2pl-nowait", "per-worker"), ("silo", "central")] {
+        let root = tempfile::tempdir().unwrap();
+        let dir = logged_run(root.path(), protocol, &[&ycsb[..], &["--log", log]].concat());
+        let (seg, rec, _) = middle_record(&dir);
+        let mut bytes = std::fs::read(&seg).unwrap();
+        bytes[rec + 12] ^= 0x10;
+        std::fs::write(&seg, &bytes).unwrap();
+        recover_fails(
+            &dir,
+            &format!(
+                "error: {}: offset {rec}: corrupt record (record checksum mismatch)",
+                seg.display()
+            ),
+        );
+    }
 
     // A segment cut inside a record of its synced part.
     let root = tempfile::tempdir().unwrap();
@@ -204,10 +211,10 @@ fn a_torn_tail_is_reported_and_dropped() {
 
 /// Starts a logged run of `protocol` on `workload`, kills it with SIGKILL at a random moment
 /// once it has acknowledged commits, recovers and checks.
-fn crash_once(protocol: &str, workload: &[&str], rng: &mut impl rand::Rng) {
+fn crash_once(protocol: &str, workload: &[&str], log_kind: &str, rng: &mut impl rand::Rng) {
     let root = tempfile::tempdir().unwrap();
     let acks = root.path().join("acks");
-    let mut args = vec!["run", "-p", protocol, "-t", "3", "--txns", "100000000"];
+    let mut args = vec!["run", "-p", protocol, "-t", "3", "--txns", "100000000", "--log", log_kind];
     args.extend_from_slice(workload);
     let log = root.path().join("log");
     args.extend_from_slice(&["--log-dir", s(&log), "--ack-file", s(&acks)]);
@@ -237,7 +244,7 @@ fn crash_once(protocol: &str, workload: &[&str], rng: &mut impl rand::Rng) {
     let out = txlab(&["recover", "--log-dir", s(&dir), "--verify"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{protocol} {workload:?}: {stdout}{stderr}");
+    assert!(out.status.success(), "{protocol} {workload:?} {log_kind}: {stdout}{stderr}");
     assert!(stdout.contains("commits acknowledged durable by"), "{stdout}");
     assert!(!stdout.contains("MISSING"), "{stdout}");
     if workload.contains(&"tpcc") {
@@ -254,12 +261,14 @@ fn crashes(protocol: &str) {
         &["-w", "ycsb", "--records", "20000", "--insert-ratio", "0.2"],
         &["-w", "smallbank", "--customers", "1000"],
     ];
-    for _ in 0..kills {
-        for w in workloads {
+    for k in 0..kills {
+        for (i, w) in workloads.into_iter().enumerate() {
+            // Both log managers, alternating over kills, workloads and protocols.
+            let kind = ["per-worker", "central"][(k + i + protocol.len()) % 2];
             // nocc breaks TPC-C's consistency by itself (lost updates): only its acknowledgements
             // are checked.
             if protocol != "nocc" || !w.contains(&"tpcc") {
-                crash_once(protocol, w, &mut rng);
+                crash_once(protocol, w, kind, &mut rng);
             }
         }
     }

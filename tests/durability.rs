@@ -9,7 +9,7 @@ use rand::{RngExt, SeedableRng};
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Duration;
-use txlab::durability::log::{LogOptions, SyncPolicy};
+use txlab::durability::log::{LogKind, LogOptions, SyncPolicy};
 use txlab::durability::recovery::{recover, RecoveryReport};
 use txlab::engine::Retry;
 use txlab::prelude::*;
@@ -21,7 +21,12 @@ fn tables() -> Vec<TableSpec> {
 }
 
 fn log_options(dir: &Path, sync: SyncPolicy) -> DbOptions {
+    log_options_of(dir, sync, LogKind::PerWorker)
+}
+
+fn log_options_of(dir: &Path, sync: SyncPolicy, kind: LogKind) -> DbOptions {
     let mut log = LogOptions::new(dir);
+    log.kind = kind;
     log.sync = sync;
     log.group_interval = Duration::from_millis(2);
     // Small rings and segments: wrap-around and segment rolls happen in every test.
@@ -107,12 +112,13 @@ fn churn<P: Protocol>(db: &Database<P>, threads: usize, txns: u64, seed: u64) ->
 /// holds them) and checkpoints run continuously during the churn.
 fn round_trip<P: Protocol>(
     threads: usize,
+    kind: LogKind,
     sync: SyncPolicy,
     seed: u64,
     checkpoints: bool,
 ) -> RecoveryReport {
     let dir = tempfile::tempdir().unwrap();
-    let mut db = common::database::<P>(&tables(), log_options(dir.path(), sync));
+    let mut db = common::database::<P>(&tables(), log_options_of(dir.path(), sync, kind));
     let mut deleted_segments = 0;
     let writers = if checkpoints {
         let mut loader = db.loader();
@@ -139,7 +145,10 @@ fn round_trip<P: Protocol>(
             ckpt.join().unwrap();
             w
         });
-        // Every stream has rolled to a second segment by now: this one deletes the first ones.
+        // Every stream has rolled to a second segment by now: once that is written out, this
+        // checkpoint deletes the first ones.
+        let log = db.log().unwrap();
+        log.await_durable(log.epoch_now()).unwrap();
         deleted_segments += db.checkpoint().unwrap().segments_deleted;
         // A log tail after the last checkpoint.
         w + churn(&db, threads, 100, seed + 100)
@@ -176,17 +185,26 @@ fn round_trip<P: Protocol>(
     report
 }
 
+/// Every sync policy, with and without checkpoints, under both log managers. The logs roll
+/// segments (per-worker: each stream; central: several, so blocks straddle segment ends and
+/// segments open in races).
 fn round_trips<P: Protocol>(threads: usize) {
-    for (sync, seed, ckpt) in [
-        (SyncPolicy::None, 1, false),
-        (SyncPolicy::Group, 2, false),
-        (SyncPolicy::Commit, 3, false),
-        (SyncPolicy::None, 4, true),
-        (SyncPolicy::Group, 5, true),
-        (SyncPolicy::Commit, 6, true),
+    use LogKind::{Central, PerWorker};
+    for (kind, sync, seed, ckpt) in [
+        (PerWorker, SyncPolicy::None, 1, false),
+        (PerWorker, SyncPolicy::Group, 2, false),
+        (PerWorker, SyncPolicy::Commit, 3, false),
+        (PerWorker, SyncPolicy::None, 4, true),
+        (PerWorker, SyncPolicy::Group, 5, true),
+        (PerWorker, SyncPolicy::Commit, 6, true),
+        (Central, SyncPolicy::Group, 7, false),
+        (Central, SyncPolicy::None, 8, true),
+        (Central, SyncPolicy::Commit, 9, true),
     ] {
-        let r = round_trip::<P>(threads, sync, seed, ckpt);
-        assert!(ckpt || (r.deleted > 0 && r.segments > threads as u64), "{r:?}");
+        let r = round_trip::<P>(threads, kind, sync, seed, ckpt);
+        // Per-worker: some stream rolled; central: the log did.
+        let rolled = if kind == PerWorker { threads as u64 } else { 1 };
+        assert!(ckpt || (r.deleted > 0 && r.segments > rolled), "{kind:?}: {r:?}");
     }
 }
 
@@ -248,10 +266,14 @@ fn dump_all<P: Protocol>(db: &Database<P>) -> Vec<(u32, u64, Vec<u8>)> {
 
 /// A workload loaded, checkpointed and run with logging by 4 threads, then recovered into a
 /// fresh database: every table is the same, byte for byte.
-fn workload_round_trip<P: Protocol, W: txlab::engine::Workload>(workload: &W, per_worker: u64) {
+fn workload_round_trip<P: Protocol, W: txlab::engine::Workload>(
+    workload: &W,
+    per_worker: u64,
+    kind: LogKind,
+) {
     use txlab::engine::{Backoff, RunConfig, RunLength};
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = log_options(dir.path(), SyncPolicy::Group);
+    let mut opts = log_options_of(dir.path(), SyncPolicy::Group, kind);
     if let Some(l) = &mut opts.log {
         l.buffer_bytes = 1 << 20;
         l.segment_bytes = 1 << 20;
@@ -295,12 +317,14 @@ fn workloads_round_trip<P: Protocol>() {
     use txlab::workloads::tpcc::{Tpcc, TpccConfig};
     use txlab::workloads::ycsb::{Ycsb, YcsbConfig};
     let ycsb = YcsbConfig { records: 5000, insert_ratio: 0.2, theta: 0.9, ..Default::default() };
-    workload_round_trip::<P, _>(&Ycsb::new(ycsb, 4), 300);
-    workload_round_trip::<P, _>(
-        &SmallBank::new(SmallBankConfig { customers: 200, spin_us: 0 }),
-        300,
-    );
-    workload_round_trip::<P, _>(&Tpcc::new(TpccConfig::new(1)), 150);
+    let ycsb = Ycsb::new(ycsb, 4);
+    let smallbank = SmallBank::new(SmallBankConfig { customers: 200, spin_us: 0 });
+    let tpcc = Tpcc::new(TpccConfig::new(1));
+    for kind in [LogKind::PerWorker, LogKind::Central] {
+        workload_round_trip::<P, _>(&ycsb, 300, kind);
+        workload_round_trip::<P, _>(&smallbank, 300, kind);
+        workload_round_trip::<P, _>(&tpcc, 150, kind);
+    }
 }
 
 #[test]

@@ -185,14 +185,6 @@ pub(crate) struct RecoverArgs {
     json: Option<PathBuf>,
 }
 
-/// The log manager (`--log`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LogArg {
-    /// Each worker its own log, one logger thread, group commit by log epoch.
-    PerWorker,
-}
-
 /// Backoff policy after an aborted attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -260,9 +252,10 @@ pub(crate) struct RunArgs {
     /// not hold a log yet; `txlab recover --log-dir DIR/<protocol>` rebuilds the database
     #[arg(long, value_name = "DIR", help_heading = "Durability")]
     log_dir: Option<PathBuf>,
-    /// The log manager: per-worker logs with epoch group commit (Silo, SiloR, Cicada)
+    /// The log manager: per-worker (each worker its own log: Silo, SiloR, Cicada) or central
+    /// (one log, space claimed with one atomic add per commit: ERMIA); both commit in groups
     #[arg(long, value_enum, default_value = "per-worker", help_heading = "Durability")]
-    log: LogArg,
+    log: crate::durability::log::LogKind,
     /// When commits are synced: none (written, never fdatasync'ed), group (fdatasync per
     /// group-commit interval), commit (a commit returns after an fdatasync that covers it)
     #[arg(long, value_enum, default_value = "group", help_heading = "Durability")]

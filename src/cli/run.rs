@@ -349,6 +349,7 @@ fn log_options(
         }
     }
     let mut o = crate::durability::log::LogOptions::new(dir);
+    o.kind = args.log;
     o.sync = args.sync;
     o.group_interval = Duration::from_millis(args.group_commit_ms);
     Ok(Some(o))
@@ -673,7 +674,7 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
             let after = log.stats();
             report.set_durability(
                 DurabilityReport {
-                    log: "per-worker".into(),
+                    log: lo.kind.name().into(),
                     sync: lo.sync.name().into(),
                     group_commit_s: lo.group_interval.as_secs_f64(),
                     checkpoint_interval_s: plan.checkpoint_interval.as_secs_f64(),

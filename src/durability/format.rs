@@ -7,11 +7,12 @@
 //! ```text
 //!  0  magic        b"TXLABLOG"
 //!  8  version      u32   (FORMAT_VERSION)
-//! 12  kind         u32   (1 per-worker log segment, 3 checkpoint file)
+//! 12  kind         u32   (1 per-worker log segment, 2 central log segment, 3 checkpoint file)
 //! 16  fingerprint  u64   (the schema's: table names and row sizes, see `fingerprint`)
 //! 24  stream       u32   (the log's worker slot; a checkpoint's partition)
 //! 28  seq          u32   (segment number within its stream, from 0, no gaps)
-//! 32  aux          u64   (checkpoint: its start epoch; logs: 0)
+//! 32  aux          u64   (checkpoint: its start epoch; central log: the offset in the LSN
+//!                         space where the segment starts; per-worker logs: 0)
 //! 40  reserved     20 zero bytes
 //! 60  crc32c       u32   of bytes 0..60
 //! ```
@@ -20,14 +21,19 @@
 //!
 //! ```text
 //!  0  len     u32   whole record, CRC included (32 + payload)
-//!  4  kind    u16   TXN = 1, PUT = 2, DELETE = 3
+//!  4  kind    u16   TXN = 1, PUT = 2, DELETE = 3 (SKIP = 4: see below)
 //!  6  zero    u16
 //!  8  table   u32   (TXN: the number of PUT/DELETE records that follow)
 //! 12  stamp   u64   the commit stamp (the same in a transaction's every record)
 //! 20  key     u64   (TXN: the commit epoch)
-//! 28  payload       the row image (PUT only)
+//! 28  payload       the row image (PUT); TXN: up to 7 zero bytes of padding (the central
+//!                   log's blocks are multiples of 8 bytes)
 //! len-4 crc32c u32  of bytes 0..len-4
 //! ```
+//!
+//! A SKIP record fills the rest of a central log segment that a transaction's block did not fit
+//! in (ERMIA §3.2): `len` (a multiple of 8, at least 8), `kind` = 4, then at bytes 6..8 the low
+//! 16 bits of the CRC32C of bytes 0..6; the remaining bytes are zero and not checked.
 //!
 //! A committed transaction is a TXN record followed by exactly `count` records of its writes,
 //! contiguous in one stream; a checkpoint file holds PUT records only. The per-record CRC lets a
@@ -52,6 +58,8 @@ pub const PAYLOAD_AT: usize = 28;
 pub enum FileKind {
     /// A per-worker log segment.
     Log = 1,
+    /// A central log segment (stream 0).
+    CentralLog = 2,
     /// A checkpoint partition.
     Checkpoint = 3,
 }
@@ -60,6 +68,7 @@ impl FileKind {
     fn from_u32(v: u32) -> Option<FileKind> {
         match v {
             1 => Some(FileKind::Log),
+            2 => Some(FileKind::CentralLog),
             3 => Some(FileKind::Checkpoint),
             _ => None,
         }
@@ -75,6 +84,8 @@ pub enum RecordKind {
     Put = 2,
     /// A deletion.
     Delete = 3,
+    /// Filler up to the end of a central log segment.
+    Skip = 4,
 }
 
 impl RecordKind {
@@ -83,6 +94,7 @@ impl RecordKind {
             1 => Some(RecordKind::Txn),
             2 => Some(RecordKind::Put),
             3 => Some(RecordKind::Delete),
+            4 => Some(RecordKind::Skip),
             _ => None,
         }
     }
@@ -184,6 +196,33 @@ pub fn put_header(dst: &mut [u8], len: u32, kind: RecordKind, table: u32, stamp:
     dst[20..28].copy_from_slice(&key.to_le_bytes());
 }
 
+/// The smallest SKIP record.
+pub const SKIP_MIN: usize = 8;
+
+/// The check bits of a SKIP record of `len` bytes (bytes 6..8).
+fn skip_check(head: &[u8]) -> u16 {
+    crc32c::crc32c(&head[..6]) as u16
+}
+
+/// The first 8 bytes of a SKIP record of `len` bytes (a multiple of 8, at least 8); the rest
+/// are zeros.
+pub fn skip_header(len: u32) -> [u8; SKIP_MIN] {
+    debug_assert!(len as usize >= SKIP_MIN && len % 8 == 0);
+    let mut h = [0u8; SKIP_MIN];
+    h[0..4].copy_from_slice(&len.to_le_bytes());
+    h[4..6].copy_from_slice(&(RecordKind::Skip as u16).to_le_bytes());
+    let check = skip_check(&h);
+    h[6..8].copy_from_slice(&check.to_le_bytes());
+    h
+}
+
+/// Writes a SKIP record over all of `dst`.
+pub fn encode_skip(dst: &mut [u8]) {
+    let head = skip_header(dst.len() as u32);
+    dst.fill(0);
+    dst[..SKIP_MIN].copy_from_slice(&head);
+}
+
 /// Appends a whole record to `out` (tests, checkpoints, recovery tools; the workers' hot path
 /// writes records in place, see `log::LogWriter`).
 pub fn encode_record(
@@ -239,6 +278,22 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), Bad> {
     if len == 0 {
         return Err(Bad::Zero);
     }
+    if b.len() >= 6 && u16::from_le_bytes([b[4], b[5]]) == RecordKind::Skip as u16 {
+        if b.len() < SKIP_MIN {
+            return Err(Bad::Truncated);
+        }
+        if u16::from_le_bytes([b[6], b[7]]) != skip_check(b) {
+            return Err(Bad::Corrupt("skip record checksum mismatch"));
+        }
+        if len % 8 != 0 {
+            return Err(Bad::Corrupt("impossible skip record length"));
+        }
+        if b.len() < len {
+            return Err(Bad::Truncated);
+        }
+        let r = Record { kind: RecordKind::Skip, table: 0, stamp: 0, key: 0, payload: &[] };
+        return Ok((r, len));
+    }
     if len < RECORD_OVERHEAD {
         return Err(Bad::Corrupt("impossible record length"));
     }
@@ -255,8 +310,11 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), Bad> {
         return Err(Bad::Corrupt("nonzero padding"));
     }
     let payload = &b[PAYLOAD_AT..len - 4];
-    if kind != RecordKind::Put && !payload.is_empty() {
-        return Err(Bad::Corrupt("payload on a record that has none"));
+    match kind {
+        RecordKind::Put => {}
+        RecordKind::Txn if payload.len() < 8 && payload.iter().all(|&x| x == 0) => {}
+        _ if payload.is_empty() => {}
+        _ => return Err(Bad::Corrupt("payload on a record that has none")),
     }
     Ok((Record { kind, table: u32le(b, 8), stamp: u64le(b, 12), key: u64le(b, 20), payload }, len))
 }
@@ -382,6 +440,31 @@ mod tests {
             assert!(matches!(decode_record(&buf[n..cut]), Err(Bad::Truncated | Bad::Zero)));
         }
         assert_eq!(decode_record(&[0u8; 40]), Err(Bad::Zero));
+    }
+
+    #[test]
+    fn skips_and_padded_txn_records_decode_and_their_damage_is_caught() {
+        for len in [8, 16, 200] {
+            let mut b = vec![0xAAu8; len];
+            encode_skip(&mut b);
+            let (r, n) = decode_record(&b).unwrap();
+            assert_eq!((r.kind, n), (RecordKind::Skip, len));
+            for i in 0..8 {
+                let mut bad = b.clone();
+                bad[i] ^= 0x10;
+                assert!(decode_record(&bad).is_err(), "flip at byte {i} of a skip went unnoticed");
+            }
+            assert_eq!(decode_record(&b[..len - 1]).err(), Some(Bad::Truncated));
+        }
+        let mut buf = Vec::new();
+        encode_record(&mut buf, RecordKind::Txn, 1, 5, 9, &[0; 7]);
+        assert_eq!(decode_record(&buf).unwrap().1, 39);
+        let mut bad = Vec::new();
+        encode_record(&mut bad, RecordKind::Txn, 1, 5, 9, &[0, 1]);
+        assert_eq!(decode_record(&bad), Err(Bad::Corrupt("payload on a record that has none")));
+        bad.clear();
+        encode_record(&mut bad, RecordKind::Delete, 1, 5, 9, &[0]);
+        assert_eq!(decode_record(&bad), Err(Bad::Corrupt("payload on a record that has none")));
     }
 
     #[test]

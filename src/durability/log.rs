@@ -1,6 +1,11 @@
-//! The per-worker redo log (Silo, SiloR and Cicada §3.7): each worker appends its committed
-//! transactions to its own ring buffer, and one logger thread writes every ring to that worker's
-//! segment files and makes them durable in groups.
+//! The redo log. Two managers share the commit contract, the group commit and the files:
+//!
+//! * `per-worker` (Silo, SiloR and Cicada §3.7): each worker appends its committed
+//!   transactions to its own ring buffer, written to that worker's segment files;
+//! * `central` (ERMIA §3.2, [`central`]): one log whose space transactions claim with one atomic
+//!   add each, filled in parallel and written in LSN order to one series of segments.
+//!
+//! One logger thread makes them durable in groups.
 //!
 //! ## Group commit by log epoch
 //!
@@ -36,8 +41,30 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod central;
+
 /// An `inflight` value: the worker is not committing.
 const IDLE: u64 = u64::MAX;
+
+/// Which log manager a database logs through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogKind {
+    /// Each worker its own log (Silo, SiloR, Cicada).
+    PerWorker,
+    /// One log, space claimed with one atomic add per commit (ERMIA).
+    Central,
+}
+
+impl LogKind {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogKind::PerWorker => "per-worker",
+            LogKind::Central => "central",
+        }
+    }
+}
 
 /// When a commit's log records must be on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -68,6 +95,8 @@ impl SyncPolicy {
 pub struct LogOptions {
     /// The directory of the log (created if missing; must hold no log yet).
     pub dir: PathBuf,
+    /// The log manager.
+    pub kind: LogKind,
     /// When commits are synced.
     pub sync: SyncPolicy,
     /// The group-commit interval (`--group-commit-ms`).
@@ -75,16 +104,18 @@ pub struct LogOptions {
     pub group_interval: Duration,
     /// A segment file is closed and the next one started once it holds this many bytes.
     pub segment_bytes: u64,
-    /// Each worker's ring buffer, bytes (a power of two).
+    /// Each worker's ring buffer (`per-worker`) or the log buffer (`central`), bytes (a power
+    /// of two).
     pub buffer_bytes: usize,
 }
 
 impl LogOptions {
-    /// Logging into `dir` with the defaults: group commit every 10 ms, 64 MiB segments, 16 MiB
-    /// rings.
+    /// Logging into `dir` with the defaults: per-worker logs, group commit every 10 ms, 64 MiB
+    /// segments, 16 MiB rings.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         LogOptions {
             dir: dir.into(),
+            kind: LogKind::PerWorker,
             sync: SyncPolicy::Group,
             group_interval: Duration::from_millis(10),
             segment_bytes: 64 << 20,
@@ -103,6 +134,13 @@ impl LogOptions {
             return Err(Error::Config(format!(
                 "log segments must be at least 64 KiB, not {} bytes",
                 self.segment_bytes
+            )));
+        }
+        if self.kind == LogKind::Central && self.segment_bytes < self.buffer_bytes as u64 / 4 {
+            return Err(Error::Config(format!(
+                "with the central log, segments must be at least a quarter of the log buffer \
+                 ({} bytes), not {} bytes",
+                self.buffer_bytes, self.segment_bytes
             )));
         }
         if self.group_interval.is_zero() || self.group_interval > Duration::from_secs(10) {
@@ -133,6 +171,9 @@ struct Stream {
     tail: CachePadded<AtomicU64>,
     /// The log epoch of the commit the worker is appending, or `IDLE`.
     inflight: CachePadded<AtomicU64>,
+    /// `central`: a lower bound of the LSN offset of the block the worker is claiming and
+    /// filling, or `IDLE` (see [`central`]).
+    claim: CachePadded<AtomicU64>,
     ring: OnceLock<Ring>,
     file: Mutex<StreamFile>,
 }
@@ -143,6 +184,30 @@ struct StreamFile {
     seg: Option<SegmentFile>,
     /// Closed segments with bytes no group has synced yet.
     unsynced: Vec<Arc<File>>,
+}
+
+impl StreamFile {
+    /// For a group: moves the files that need a sync into `to_sync` (or forgets them when the
+    /// group does not sync) and returns where the stream ends.
+    fn take_sync(&mut self, syncing: bool, to_sync: &mut Vec<Arc<File>>) -> (u32, u64) {
+        if syncing {
+            to_sync.append(&mut self.unsynced);
+            if let Some(seg) = self.seg.as_mut().filter(|seg| seg.dirty) {
+                to_sync.push(seg.file.clone());
+                seg.dirty = false;
+            }
+        } else {
+            self.unsynced.clear();
+        }
+        self.seg.as_ref().map_or(format::marker::NONE, |seg| (seg.seq, seg.len))
+    }
+
+    /// Closes the segment being written (a group syncs it before a marker names its successor).
+    fn close(&mut self) {
+        if let Some(old) = self.seg.take().filter(|old| old.dirty) {
+            self.unsynced.push(old.file);
+        }
+    }
 }
 
 /// A ring of bytes written by one worker and read by the logger.
@@ -224,6 +289,8 @@ pub struct LogManager {
     marker: Mutex<File>,
     /// A segment file was created since the last group (the directory needs a sync).
     created: AtomicBool,
+    /// The central log (`LogKind::Central`).
+    central: Option<central::Central>,
 }
 
 /// What the logger did, for reports.
@@ -263,7 +330,11 @@ impl LogManager {
         std::fs::create_dir_all(&logdir).map_err(|e| io_err(&logdir, e))?;
         let marker = opts.dir.join(MARKER);
         let mut f = File::create(&marker).map_err(|e| io_err(&marker, e))?;
-        let mut init = format::marker::encode(0, 0, &vec![format::marker::NONE; streams]);
+        let marked_streams = match opts.kind {
+            LogKind::PerWorker => streams,
+            LogKind::Central => 1,
+        };
+        let mut init = format::marker::encode(0, 0, &vec![format::marker::NONE; marked_streams]);
         init.resize(2 * init.len(), 0);
         f.write_all(&init).map_err(|e| io_err(&marker, e))?;
         if opts.sync != SyncPolicy::None {
@@ -277,6 +348,7 @@ impl LogManager {
                     head: CachePadded::new(AtomicU64::new(0)),
                     tail: CachePadded::new(AtomicU64::new(0)),
                     inflight: CachePadded::new(AtomicU64::new(IDLE)),
+                    claim: CachePadded::new(AtomicU64::new(IDLE)),
                     ring: OnceLock::new(),
                     file: Mutex::new(StreamFile::default()),
                 })
@@ -293,6 +365,8 @@ impl LogManager {
             stats: LogCounters::default(),
             marker: Mutex::new(f),
             created: AtomicBool::new(false),
+            central: (opts.kind == LogKind::Central)
+                .then(|| central::Central::new(opts.buffer_bytes, opts.segment_bytes)),
             opts,
         });
         let stop = Arc::new(AtomicBool::new(false));
@@ -328,6 +402,9 @@ impl LogManager {
     /// Per stream, the number of the segment being written (0 for a stream that has none yet):
     /// every segment below it is closed.
     pub fn open_segments(&self) -> Vec<u32> {
+        if let Some(c) = &self.central {
+            return vec![c.open_segment()];
+        }
         self.streams
             .iter()
             .map(|s| {
@@ -390,9 +467,15 @@ impl LogManager {
     /// A writer for worker slot `stream` (allocates its ring on first use).
     pub fn writer(self: &Arc<Self>, stream: usize) -> LogWriter {
         let s = &self.streams[stream];
-        s.ring.get_or_init(|| Ring::new(self.opts.buffer_bytes));
+        if self.central.is_none() {
+            s.ring.get_or_init(|| Ring::new(self.opts.buffer_bytes));
+        }
         let pos = s.head.load(Ordering::Acquire);
         LogWriter {
+            block: Vec::new(),
+            txn: (0, 0),
+            lsn: None,
+            central: self.central.is_some(),
             mgr: self.clone(),
             stream,
             pos,
@@ -444,6 +527,12 @@ impl LogManager {
 
     /// Writes out the rings that are over a quarter full, without syncing; whether it wrote.
     fn drain(&self) -> Result<bool, String> {
+        if let Some(c) = &self.central {
+            if c.backlog() >= c.ring.cap() as u64 / 4 {
+                return self.flush_central(true);
+            }
+            return Ok(false);
+        }
         let mut wrote = false;
         for (i, s) in self.streams.iter().enumerate() {
             let Some(ring) = s.ring.get() else { continue };
@@ -462,15 +551,29 @@ impl LogManager {
         // epoch or is seen in `inflight` below (the store/load pairs on both sides are SeqCst).
         let n = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
         fence(Ordering::SeqCst);
+        let syncing = self.opts.sync != SyncPolicy::None;
+        let mut to_sync: Vec<Arc<File>> = Vec::new();
+        let ends = match &self.central {
+            Some(c) => vec![self.close_central(c, n, syncing, &mut to_sync)?],
+            None => self.close_streams(n, syncing, &mut to_sync)?,
+        };
+        self.publish(n, marks, ends, to_sync)
+    }
+
+    /// Waits until every commit of a log epoch below `n` has published its records, spinning
+    /// (then yielding) and calling `help` meanwhile.
+    fn await_epoch(
+        &self,
+        n: u64,
+        mut help: impl FnMut(usize) -> Result<(), String>,
+    ) -> Result<(), String> {
         for (i, s) in self.streams.iter().enumerate() {
             let mut spins = 0u32;
             while s.inflight.load(Ordering::SeqCst) < n {
-                // A worker between reading the old epoch and publishing its head: a few
-                // hundred nanoseconds, unless it was preempted or waits for ring space, which
-                // writing out what it published so far gives it.
-                if s.ring.get().is_some() {
-                    self.write_stream(i, s.head.load(Ordering::Acquire))?;
-                }
+                // A worker between reading the old epoch and publishing its records: a few
+                // hundred nanoseconds, unless it was preempted or waits for buffer space, which
+                // writing out what was published so far gives it.
+                help(i)?;
                 spins += 1;
                 if spins > 64 {
                     std::thread::yield_now();
@@ -479,29 +582,48 @@ impl LogManager {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// `per-worker`: closes log epoch `n - 1` in every stream; returns each stream's end and
+    /// adds the files to sync to `to_sync`.
+    fn close_streams(
+        &self,
+        n: u64,
+        syncing: bool,
+        to_sync: &mut Vec<Arc<File>>,
+    ) -> Result<Vec<(u32, u64)>, String> {
+        self.await_epoch(n, |i| {
+            let s = &self.streams[i];
+            if s.ring.get().is_some() {
+                self.write_stream(i, s.head.load(Ordering::Acquire))?;
+            }
+            Ok(())
+        })?;
         // Every transaction of an epoch below `n` is in its ring: write them all out, then note
         // where each stream ends and what needs a sync (workers may append meanwhile: what
         // they add is synced by a later group).
         let mut ends = Vec::with_capacity(self.streams.len());
-        let mut to_sync: Vec<Arc<File>> = Vec::new();
-        let syncing = self.opts.sync != SyncPolicy::None;
         for (i, s) in self.streams.iter().enumerate() {
             if s.ring.get().is_some() {
                 self.write_stream(i, s.head.load(Ordering::Acquire))?;
             }
             let mut f = s.file.lock().unwrap_or_else(|e| e.into_inner());
-            let f = &mut *f;
-            ends.push(f.seg.as_ref().map_or(format::marker::NONE, |seg| (seg.seq, seg.len)));
-            if syncing {
-                to_sync.append(&mut f.unsynced);
-                if let Some(seg) = f.seg.as_mut().filter(|seg| seg.dirty) {
-                    to_sync.push(seg.file.clone());
-                    seg.dirty = false;
-                }
-            } else {
-                f.unsynced.clear();
-            }
+            ends.push(f.take_sync(syncing, to_sync));
         }
+        Ok(ends)
+    }
+
+    /// Syncs `to_sync` and writes the marker when the files changed (or someone waits for
+    /// it), then publishes `durable = n - 1`. Whether the files changed since the last group.
+    fn publish(
+        &self,
+        n: u64,
+        marks: &mut Marks,
+        ends: Vec<(u32, u64)>,
+        to_sync: Vec<Arc<File>>,
+    ) -> Result<bool, String> {
+        let syncing = self.opts.sync != SyncPolicy::None;
         let changed = ends != marks.last_ends;
         if changed {
             // This group's bytes may hold transactions of epoch `n` (appended after the bump),
@@ -520,6 +642,9 @@ impl LogManager {
                 self.stats.syncs.fetch_add(1, Ordering::Relaxed);
             }
             self.write_marker(n, durable, &ends)?;
+            // `durable` first: a reader that sees `marked` reach an epoch sees `durable` there
+            // too (Release/Acquire on `marked` orders the earlier store).
+            self.durable.store(durable, Ordering::Release);
             // Release: the marker write happens before a reader of `marked` acts on it.
             self.marked.store(durable, Ordering::Release);
             marks.owed = marks.owed.saturating_sub(1);
@@ -564,11 +689,8 @@ impl LogManager {
         };
         if roll {
             let seq = f.seg.as_ref().map_or(0, |seg| seg.seq + 1);
-            if let Some(old) = f.seg.take().filter(|old| old.dirty) {
-                // Synced by the next group, before its marker names the new segment.
-                f.unsynced.push(old.file);
-            }
-            f.seg = Some(self.create_segment(i as u32, seq)?);
+            f.close();
+            f.seg = Some(self.create_segment(FileKind::Log, i as u32, seq, 0)?);
         }
         let seg = f.seg.as_mut().expect("a segment is open");
         // SAFETY: `[tail, head)` was published by the worker (Acquire load of `head` by the
@@ -585,20 +707,21 @@ impl LogManager {
         Ok(true)
     }
 
-    fn create_segment(&self, stream: u32, seq: u32) -> Result<SegmentFile, String> {
+    /// Creates segment `seq` of `stream` (`aux`: see [`SegmentHeader`]).
+    fn create_segment(
+        &self,
+        kind: FileKind,
+        stream: u32,
+        seq: u32,
+        aux: u64,
+    ) -> Result<SegmentFile, String> {
         let path = self.opts.dir.join(LOG_SUBDIR).join(segment_name(stream, seq));
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        let h = SegmentHeader {
-            kind: FileKind::Log,
-            fingerprint: self.fingerprint,
-            stream,
-            seq,
-            aux: 0,
-        };
+        let h = SegmentHeader { kind, fingerprint: self.fingerprint, stream, seq, aux };
         file.write_all(&h.encode()).map_err(|e| format!("{}: write: {e}", path.display()))?;
         self.created.store(true, Ordering::Release);
         self.stats.bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
@@ -661,6 +784,16 @@ impl Drop for LogHandle {
 pub struct LogWriter {
     mgr: Arc<LogManager>,
     stream: usize,
+    /// `central`: the open transaction's block, assembled privately (ERMIA §3.2) from
+    /// [`central::LEAD`] on; reused, so it allocates only while it grows.
+    block: Vec<u8>,
+    /// `central`: the open transaction's stamp and number of writes (its TXN record is
+    /// written last, in front of its writes).
+    txn: (u64, u32),
+    /// `central`: the LSN of the last block appended.
+    lsn: Option<u64>,
+    /// The log is the central one.
+    central: bool,
     /// Where the next byte goes (unpublished until `end`).
     pos: u64,
     /// Where the open transaction started.
@@ -700,6 +833,11 @@ impl LogWriter {
             e = again;
         }
         self.epoch = e;
+        if self.central {
+            self.txn = (stamp, writes);
+            self.block.resize(central::LEAD, 0);
+            return e;
+        }
         self.start = self.pos;
         self.record(RecordKind::Txn, writes, stamp, e, 0, |_| ());
         e
@@ -728,6 +866,22 @@ impl LogWriter {
     #[inline]
     pub fn end(&mut self) -> u64 {
         let s = &self.mgr.streams[self.stream];
+        if self.central {
+            if !self.dropped {
+                let (stamp, writes) = self.txn;
+                let block = central::seal(&mut self.block, stamp, writes, self.epoch);
+                match self.mgr.append_central(self.stream, block) {
+                    Ok(lsn) => self.lsn = Some(lsn),
+                    Err(msg) => {
+                        self.mgr.fail(msg);
+                        self.dropped = true;
+                    }
+                }
+            }
+            // Release: the block is in the log buffer once the logger sees IDLE here.
+            s.inflight.store(IDLE, Ordering::Release);
+            return self.epoch;
+        }
         // Release: the record bytes happen before the logger's Acquire load of `head`.
         s.head.store(self.pos, Ordering::Release);
         // Release: the head is visible to the logger once it sees IDLE here.
@@ -759,7 +913,15 @@ impl LogWriter {
         // had to would fall behind and stall them), outside its locks.
         let s = &self.mgr.streams[self.stream];
         let cap = self.mgr.opts.buffer_bytes as u64;
-        if self.pos - s.tail.load(Ordering::Acquire) >= cap / 4 && !self.dropped {
+        if let Some(c) = &self.mgr.central {
+            // The same for the central log buffer, if no one else is writing it out.
+            if c.backlog() >= cap / 4 && !self.dropped {
+                if let Err(msg) = self.mgr.flush_central(false) {
+                    self.mgr.fail(msg);
+                    self.dropped = true;
+                }
+            }
+        } else if self.pos - s.tail.load(Ordering::Acquire) >= cap / 4 && !self.dropped {
             if let Err(msg) = self.mgr.write_stream(self.stream, self.pos) {
                 self.mgr.fail(msg);
                 self.dropped = true;
@@ -773,6 +935,13 @@ impl LogWriter {
     /// The log this writer appends to.
     pub fn manager(&self) -> &Arc<LogManager> {
         &self.mgr
+    }
+
+    /// `central`: the log sequence number of the last transaction appended (its offset in the
+    /// LSN space shifted left by 4, the segment number modulo 16 in the low bits); a total
+    /// order of commits consistent with their dependencies.
+    pub fn last_lsn(&self) -> Option<u64> {
+        self.lsn
     }
 
     #[inline]
@@ -789,6 +958,12 @@ impl LogWriter {
             return;
         }
         let len = RECORD_OVERHEAD + payload;
+        if self.central {
+            let at = self.block.len();
+            self.block.resize(at + len, 0);
+            encode_in_place(&mut self.block[at..], kind, table, stamp, key, fill);
+            return;
+        }
         let (base, cap) = {
             let ring = self.stream().ring.get().expect("writers allocate their ring");
             (ring.ptr(), ring.cap())

@@ -2,7 +2,8 @@
 //!
 //! 1. The durable-point marker gives the durable log epoch `D` and, per stream, how many bytes
 //!    of which segment were synced when `D` was published.
-//! 2. Every stream is read in parallel, segment by segment (their numbers must have no gaps).
+//! 2. Every stream is read in parallel, segment by segment (their numbers must have no gaps; the
+//!    central log is stream 0, whose SKIP records, closing a segment, are passed over).
 //!    A bad record before the stream's synced end is corruption: an error naming the file and
 //!    offset, and nothing is changed. A bad record after it is the torn tail of an unsynced
 //!    write: it and everything after it in that stream is dropped and reported.
@@ -194,7 +195,8 @@ fn parse_stream(
             Error::Durability(format!("{}: offset {off}: {what}", path.display()))
         };
         let header = SegmentHeader::decode(&buf, fingerprint).map_err(|m| bad(0, &m))?;
-        if header.kind != format::FileKind::Log || header.stream != stream || header.seq != seq {
+        let log = matches!(header.kind, format::FileKind::Log | format::FileKind::CentralLog);
+        if !log || header.stream != stream || header.seq != seq {
             return Err(bad(
                 0,
                 "header names another stream, segment or file kind than the file name",
@@ -243,6 +245,8 @@ fn parse_stream(
                 break 'segments;
             };
             match (r.kind, open) {
+                // The rest of a central log segment that a block did not fit in.
+                (RecordKind::Skip, None) => {}
                 (RecordKind::Txn, None) => {
                     txn_start = off;
                     open = Some((r.key, r.stamp, r.table));

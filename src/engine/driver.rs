@@ -577,7 +577,8 @@ fn close(
     let mut stats = window(stats, clock, from);
     if let (Some(log), Some(&(last, _, _))) = (log, undurable.back()) {
         if log.await_durable(last).is_ok() {
-            durable_seen(undurable, log.durable_epoch(), clock, &mut stats, acks);
+            // Everything up to `last` is durable now.
+            durable_seen(undurable, last, clock, &mut stats, acks);
         }
     }
     stats

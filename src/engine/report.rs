@@ -193,7 +193,7 @@ pub struct RunReport {
 /// What logging cost and did during a run.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct DurabilityReport {
-    /// The log manager (`per-worker`).
+    /// The log manager (`per-worker` or `central`).
     pub log: String,
     /// The sync policy.
     pub sync: String,
