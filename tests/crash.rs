@@ -1,9 +1,10 @@
 //! Durability through the command line: logged runs killed with SIGKILL recover with every
-//! commit they acknowledged as durable and TPC-C's consistency conditions intact; bad and
+//! commit they acknowledged as durable, TPC-C's consistency conditions and SmallBank's money
+//! total intact; bad and
 //! partial log files give their exact one-line error, exit status 1, and stay untouched.
 //!
-//! `TXLAB_CRASH_KILLS=N` sets the number of kills per protocol and workload (default 1, so 17
-//! in all; `TXLAB_CRASH_KILLS=6` kills over a hundred times).
+//! `TXLAB_CRASH_KILLS=N` sets the number of kills per protocol and workload (default 1, so 18
+//! in all; `TXLAB_CRASH_KILLS=6` kills 108 times).
 
 use rand::{RngExt, SeedableRng};
 use std::collections::BTreeMap;
@@ -244,11 +245,20 @@ fn crash_once(protocol: &str, workload: &[&str], log_kind: &str, rng: &mut impl 
     let out = txlab(&["recover", "--log-dir", s(&dir), "--verify"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{protocol} {workload:?} {log_kind}: {stdout}{stderr}");
-    assert!(stdout.contains("commits acknowledged durable by"), "{stdout}");
-    assert!(!stdout.contains("MISSING"), "{stdout}");
-    if workload.contains(&"tpcc") {
-        assert!(stdout.contains("verify: invariants hold"), "{stdout}");
+    let what = format!("{protocol} {workload:?} {log_kind}: {stdout}{stderr}");
+    assert!(stdout.contains("commits acknowledged durable by"), "{what}");
+    assert!(!stdout.contains("MISSING"), "{what}");
+    // TPC-C's consistency conditions, and SmallBank's money total against the ledgers the
+    // recovered transactions wrote beside their writes: nothing was half applied. nocc breaks
+    // both by itself, with lost updates: for it only the acknowledgements count, and a broken
+    // invariant's exit status 1 is expected.
+    if protocol != "nocc" {
+        assert!(out.status.success(), "{what}");
+        assert!(stdout.contains("verify: invariants hold"), "{what}");
+    } else {
+        // Recovery itself succeeded: no error, at most torn-tail warnings.
+        let warnings_only = stderr.lines().all(|l| l.starts_with("warning: "));
+        assert!(matches!(out.status.code(), Some(0 | 1)) && warnings_only, "{what}");
     }
 }
 
@@ -265,11 +275,7 @@ fn crashes(protocol: &str) {
         for (i, w) in workloads.into_iter().enumerate() {
             // Both log managers, alternating over kills, workloads and protocols.
             let kind = ["per-worker", "central"][(k + i + protocol.len()) % 2];
-            // nocc breaks TPC-C's consistency by itself (lost updates): only its acknowledgements
-            // are checked.
-            if protocol != "nocc" || !w.contains(&"tpcc") {
-                crash_once(protocol, w, kind, &mut rng);
-            }
+            crash_once(protocol, w, kind, &mut rng);
         }
     }
 }
@@ -302,4 +308,23 @@ fn crashes_lose_nothing_acknowledged_2pl_waitdie() {
 #[test]
 fn crashes_lose_nothing_acknowledged_nocc() {
     crashes("nocc");
+}
+
+#[test]
+fn a_sweep_logs_every_point_afresh_and_keeps_the_last_log() {
+    let root = tempfile::tempdir().unwrap();
+    let log = root.path().join("log");
+    let out = root.path().join("sweep.jsonl");
+    let args =
+        ["sweep", "-p", "silo", "-w", "ycsb", "--txns", "300", "--vary", "records=1000,2000"];
+    let out =
+        txlab(&[&args[..], &["--log-dir", s(&log), "--log", "central", "--out", s(&out)]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = txlab(&["recover", "--log-dir", s(&log.join("silo")), "--verify"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains(", 2000 rows (2000 from the checkpoint)"),
+        "the last point's log: {stdout}"
+    );
 }

@@ -355,10 +355,11 @@ fn log_options(
     Ok(Some(o))
 }
 
-/// The acknowledgement table of `--ack-file` ([`crate::engine::driver::Acks`]): one 8-byte
-/// commit count per worker.
+/// The acknowledgement table of `--ack-file` ([`crate::engine::driver::Acks`]): a commit count
+/// and a ledger per worker.
 pub(super) fn ack_table() -> TableSpec {
-    TableSpec::new(crate::engine::driver::ACK_TABLE, 8, 1100)
+    use crate::engine::driver::{ACK_ROW, ACK_TABLE, ACK_WORKERS};
+    TableSpec::new(ACK_TABLE, ACK_ROW, ACK_WORKERS)
         .with_index(crate::storage::index::IndexKind::Hash)
 }
 
@@ -496,6 +497,8 @@ pub(super) fn run(args: &RunArgs, tokens: &[String]) -> Result<(), Failure> {
 #[derive(Default)]
 pub(super) struct Bench {
     slots: Vec<Slot>,
+    /// Protocols whose database logged into `--log-dir` in this invocation.
+    logged: Vec<ProtocolKind>,
 }
 
 struct Slot {
@@ -522,6 +525,21 @@ impl Bench {
         let at = match self.slots.iter().position(|s| s.kind == kind) {
             Some(at) => at,
             None => {
+                if let Some(log) = &plan.db_opts.log {
+                    let dir = log.dir.join(kind.name());
+                    if self.logged.contains(&kind) {
+                        // A sweep's next point (other data): the log of this invocation's
+                        // previous database of the protocol, closed when it was dropped, gives
+                        // way; the last one stays for `txlab recover`.
+                        std::fs::remove_dir_all(&dir).map_err(|e| {
+                            Failure::Run(format!(
+                                "{}: cannot remove the previous log: {e}",
+                                dir.display()
+                            ))
+                        })?;
+                    }
+                    self.logged.push(kind);
+                }
                 let t = Instant::now();
                 let session = load(plan, kind).map_err(fail)?;
                 log(format!("[{}] loaded in {:.2} s", kind.name(), t.elapsed().as_secs_f64()));

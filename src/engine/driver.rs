@@ -87,9 +87,11 @@ impl RunLength {
 }
 
 /// Durable acknowledgements, for crash tests (`txlab run --ack-file`): every transaction also
-/// writes its worker's count of commits into row `worker` of `table` (appended to the
-/// workload's tables), and once a commit is durable its worker appends `worker count` to
-/// `file`. After a crash, every count in the file must be at most the recovered row's.
+/// writes its worker's count of commits and its worker's ledger ([`Generator::ledger`]: e.g.
+/// SmallBank's net deposits, counting this transaction) into row `worker` of `table` (16 bytes,
+/// appended to the workload's tables), and once a commit is durable its worker appends `worker
+/// count` to `file`. After a crash, every count in the file must be at most the recovered row's,
+/// and the recovered ledgers add up to what the recovered data implies.
 #[derive(Clone, Debug)]
 pub struct Acks {
     /// The acknowledgement table.
@@ -100,6 +102,10 @@ pub struct Acks {
 
 /// The name of the acknowledgement table ([`Acks`]).
 pub const ACK_TABLE: &str = "txlab_acks";
+/// The acknowledgement table's row: commit count (u64), ledger (i64).
+pub const ACK_ROW: usize = 16;
+/// The acknowledgement table's capacity: worker slots (keys `0..ACK_WORKERS`).
+pub const ACK_WORKERS: u64 = 1100;
 
 /// How a run is driven.
 #[derive(Clone, Debug, Serialize)]
@@ -445,6 +451,7 @@ fn worker_loop<P: Protocol, W: Workload>(
         if measuring && measure_from.is_none() {
             measure_from = Some(clock.raw());
         }
+        let ledger = gen.ledger();
         let proc = gen.next();
         let ty = proc.txn_type();
         let mut retries = 0u32;
@@ -474,7 +481,9 @@ fn worker_loop<P: Protocol, W: Workload>(
             let checks = Checks { templates: cfg.check_templates, access_set: declared };
             let mut tx = Tx::new(&mut worker, &types[ty], checks);
             let result = proc.run(&mut tx).and_then(|()| match &cfg.acks {
-                Some(a) => write_ack(&mut worker, a.table, i, committed + 1),
+                Some(a) => {
+                    write_ack(&mut worker, a.table, i, committed + 1, ledger + proc.ledger())
+                }
                 None => Ok(()),
             });
             let result = result.and_then(|()| worker.commit());
@@ -549,14 +558,17 @@ fn worker_loop<P: Protocol, W: Workload>(
     Ok(close(stats, &clock, measure_from, log, &mut undurable, acks))
 }
 
-/// Writes `count` into row `worker` of the acknowledgement table ([`Acks`]).
+/// Writes `count` and `ledger` into row `worker` of the acknowledgement table ([`Acks`]).
 fn write_ack<W: Worker>(
     w: &mut W,
     t: crate::storage::TableId,
     worker: usize,
     count: u64,
+    ledger: i64,
 ) -> Result<(), Abort> {
-    let v = count.to_le_bytes();
+    let mut v = [0u8; ACK_ROW];
+    v[..8].copy_from_slice(&count.to_le_bytes());
+    v[8..].copy_from_slice(&ledger.to_le_bytes());
     if !w.write(t, worker as u64, &v)? && !w.insert(t, worker as u64, &v)? {
         return Err(Abort::new(AbortReason::InsertConflict));
     }

@@ -181,6 +181,12 @@ pub trait Procedure {
 
     /// The transaction body. Returning `Err` rolls back; `Err(Abort::user())` is a user abort.
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort>;
+    /// What the last run would add to the workload's ledger if it commits (SmallBank: money
+    /// deposited minus money withdrawn); see [`crate::engine::Generator::ledger`]. 0 by default.
+    #[inline]
+    fn ledger(&self) -> i64 {
+        0
+    }
 }
 
 /// Run-time checks a [`Tx`] applies; the default checks nothing.

@@ -38,6 +38,12 @@ pub trait Workload: Sync {
     fn continue_from(&mut self, previous: &Self) {
         let _ = previous;
     }
+    /// Takes `total`, the sum of every worker's [`Generator::ledger`] recovered after a crash,
+    /// as the ledger of committed effects that [`Workload::check`] compares with. Nothing by
+    /// default.
+    fn adopt_ledger(&mut self, total: i64) {
+        let _ = total;
+    }
     /// Checks the workload's invariants after a run (e.g. money conserved).
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
         let _ = db;
@@ -65,4 +71,13 @@ pub trait Generator: Send {
     /// workloads that account for committed effects, such as SmallBank's money ledger).
     #[inline]
     fn committed(&mut self) {}
+    /// The worker's share of the workload's ledger: the sum of the effects of the transactions
+    /// it reported committed (SmallBank: money deposited minus money withdrawn). With the
+    /// running transaction's own effect ([`crate::engine::Procedure::ledger`]), crash tests
+    /// store it beside each transaction's writes (`engine::driver::Acks`), so that a recovered
+    /// database can be checked on its own. 0 by default.
+    #[inline]
+    fn ledger(&self) -> i64 {
+        0
+    }
 }

@@ -226,6 +226,10 @@ impl Workload for SmallBank {
         self.ledger = previous.ledger.clone();
     }
 
+    fn adopt_ledger(&mut self, total: i64) {
+        self.ledger = Arc::new(AtomicI64::new(total));
+    }
+
     /// Total money equals the initial total plus the committed deposits minus the committed
     /// checks. Call it with every worker finished (their generators flush on drop).
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
@@ -301,6 +305,10 @@ fn balance<W: Worker>(tx: &mut Tx<'_, W>, t: TableId, c: u64) -> Result<i64, Abo
 impl Procedure for SmallBankTxn {
     fn txn_type(&self) -> usize {
         self.kind as usize
+    }
+
+    fn ledger(&self) -> i64 {
+        self.delta.get()
     }
 
     fn declare<R: Recon>(&self, _recon: &R, set: &mut AccessSet) -> bool {
@@ -414,6 +422,10 @@ impl Generator for SmallBankGen {
 
     fn committed(&mut self) {
         self.net += self.txn.delta.get();
+    }
+
+    fn ledger(&self) -> i64 {
+        self.net
     }
 }
 
