@@ -208,6 +208,20 @@ fn a_torn_tail_is_reported_and_dropped() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("verify: invariants hold"));
     assert_eq!(std::fs::metadata(&seg).unwrap().len(), len + 11, "the file is left as it was");
+
+    // A next segment whose header the crash cut (created after the last synced byte).
+    let next = dir.join("log").join("w0000-00000001.log");
+    std::fs::write(&next, &std::fs::read(&seg).unwrap()[..30]).unwrap();
+    let out = txlab(&["recover", "--log-dir", s(&dir), "--verify"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: {}: offset 0: torn segment header after the last synced byte, 30 bytes dropped",
+            next.display()
+        )),
+        "{stderr}"
+    );
 }
 
 /// Starts a logged run of `protocol` on `workload`, kills it with SIGKILL at a random moment

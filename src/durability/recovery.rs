@@ -153,6 +153,24 @@ fn read_marker(dir: &Path) -> Result<format::marker::Marker, Error> {
     })
 }
 
+/// The synced end the marker gives stream `stream` must lie in one of its segments `segs`.
+fn check_synced_end(stream: u32, segs: &[(u32, PathBuf)], end: (u32, u64)) -> Result<(), Error> {
+    let first = segs.first().map_or(0, |s| s.0);
+    if end != format::marker::NONE && (end.0 < first || (end.0 - first) as usize >= segs.len()) {
+        let path = segs.first().map_or_else(|| PathBuf::from("log"), |s| s.1.clone());
+        return Err(Error::Durability(format!(
+            "{}: segment {} of stream {stream} is missing: the durable marker says {} bytes of it were synced",
+            path.parent().unwrap_or(&path).display(),
+            segment_name(stream, end.0),
+            end.1
+        )));
+    }
+    Ok(())
+}
+
+/// Parses segments `segs` of stream `stream`, in order (recovery passes one at a time, so
+/// that segments are parsed in parallel: they hold whole transactions, and a record is
+/// checked strictly or leniently by where it lies against the stream's synced `end` alone).
 #[allow(clippy::too_many_arguments)]
 fn parse_stream(
     stream: u32,
@@ -174,16 +192,6 @@ fn parse_stream(
         bytes: 0,
         torn: Vec::new(),
     };
-    let first = segs.first().map_or(0, |s| s.0);
-    if end != format::marker::NONE && (end.0 < first || (end.0 - first) as usize >= segs.len()) {
-        let path = segs.first().map_or_else(|| PathBuf::from("log"), |s| s.1.clone());
-        return Err(Error::Durability(format!(
-            "{}: segment {} of stream {stream} is missing: the durable marker says {} bytes of it were synced",
-            path.parent().unwrap_or(&path).display(),
-            segment_name(stream, end.0),
-            end.1
-        )));
-    }
     let synced = |seq: u32, off: u64| end != format::marker::NONE && (seq, off) < end;
     let mut pending: Vec<Entry> = Vec::new();
     'segments: for (seq, path) in segs {
@@ -194,7 +202,23 @@ fn parse_stream(
         let bad = |off: usize, what: &str| {
             Error::Durability(format!("{}: offset {off}: {what}", path.display()))
         };
-        let header = SegmentHeader::decode(&buf, fingerprint).map_err(|m| bad(0, &m))?;
+        let header = match SegmentHeader::decode(&buf, fingerprint) {
+            Ok(h) => h,
+            // A segment created after the last synced byte whose header the crash cut.
+            Err(m)
+                if !synced(seq, 0)
+                    && (buf.len() < HEADER_LEN || m == "segment header checksum mismatch") =>
+            {
+                out.torn.push(format!(
+                    "{}: offset 0: torn segment header after the last synced byte, {} bytes dropped",
+                    path.display(),
+                    buf.len()
+                ));
+                out.bufs.push(buf);
+                continue;
+            }
+            Err(m) => return Err(bad(0, &m)),
+        };
         let log = matches!(header.kind, format::FileKind::Log | format::FileKind::CentralLog);
         if !log || header.stream != stream || header.seq != seq {
             return Err(bad(
@@ -424,16 +448,21 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
     let mut order: Vec<u32> = streams.keys().copied().collect();
     order.sort_unstable();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // Parse the streams in parallel, a few per thread; buffer indexes are global.
+    // Parse the segments in parallel, a few per thread (a central log has one stream); buffer
+    // indexes are global.
     let mut base = 0u32;
     let mut jobs = Vec::new();
     for &s in &order {
         let segs = &streams[&s];
-        jobs.push((s, base));
-        base += segs.len() as u32;
+        let end = marker.ends.get(s as usize).copied().unwrap_or(format::marker::NONE);
+        check_synced_end(s, segs, end)?;
+        for k in 0..segs.len() {
+            jobs.push((s, k, base));
+            base += 1;
+        }
     }
     let parsed: Vec<Result<Parsed, Error>> = std::thread::scope(|scope| {
-        let chunks: Vec<Vec<(u32, u32)>> =
+        let chunks: Vec<Vec<(u32, usize, u32)>> =
             (0..threads).map(|t| jobs.iter().copied().skip(t).step_by(threads).collect()).collect();
         let handles: Vec<_> = chunks
             .into_iter()
@@ -442,7 +471,7 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
                 scope.spawn(move || {
                     chunk
                         .into_iter()
-                        .map(|(s, base)| {
+                        .map(|(s, k, base)| {
                             let end = marker
                                 .ends
                                 .get(s as usize)
@@ -450,7 +479,7 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
                                 .unwrap_or(format::marker::NONE);
                             parse_stream(
                                 s,
-                                &streams[&s],
+                                &streams[&s][k..k + 1],
                                 end,
                                 after,
                                 marker.durable,
