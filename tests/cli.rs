@@ -32,6 +32,20 @@ fn theta_outside_its_range_is_refused() {
 }
 
 #[test]
+fn logging_flags_without_a_log_directory_are_refused() {
+    let message =
+        "error: --log, --sync, --group-commit-ms and --checkpoint-interval need --log-dir";
+    for flags in [
+        &["--log", "central"][..],
+        &["--sync", "commit"],
+        &["--group-commit-ms", "5"],
+        &["--checkpoint-interval", "1"],
+    ] {
+        fails_with(&[&["run"][..], flags].concat(), 2, message);
+    }
+}
+
+#[test]
 fn zero_threads_is_refused() {
     fails_with(&["run", "--threads", "0"], 2, "error: --threads 0 is out of range (1 to 1024)");
     fails_with(

@@ -254,12 +254,14 @@ pub(crate) struct RunArgs {
     log_dir: Option<PathBuf>,
     /// The log manager: per-worker (each worker its own log: Silo, SiloR, Cicada) or central
     /// (one log, space claimed with one atomic add per commit: ERMIA); both commit in groups
-    #[arg(long, value_enum, default_value = "per-worker", help_heading = "Durability")]
-    log: crate::durability::log::LogKind,
+    /// [default: per-worker]
+    #[arg(long, value_enum, help_heading = "Durability")]
+    log: Option<crate::durability::log::LogKind>,
     /// When commits are synced: none (written, never fdatasync'ed), group (fdatasync per
     /// group-commit interval), commit (a commit returns after an fdatasync that covers it)
-    #[arg(long, value_enum, default_value = "group", help_heading = "Durability")]
-    sync: crate::durability::log::SyncPolicy,
+    /// [default: group]
+    #[arg(long, value_enum, help_heading = "Durability")]
+    sync: Option<crate::durability::log::SyncPolicy>,
     /// Group-commit interval in milliseconds, 1 to 10000
     #[arg(long, default_value_t = 10, help_heading = "Durability")]
     group_commit_ms: u64,

@@ -315,8 +315,14 @@ fn log_options(
     protocols: &[ProtocolKind],
 ) -> Result<Option<crate::durability::log::LogOptions>, Failure> {
     let Some(dir) = &args.log_dir else {
-        if args.group_commit_ms != 10 || args.checkpoint_interval != 0.0 {
-            return Err(usage("--group-commit-ms and --checkpoint-interval need --log-dir"));
+        if args.group_commit_ms != 10
+            || args.checkpoint_interval != 0.0
+            || args.log.is_some()
+            || args.sync.is_some()
+        {
+            return Err(usage(
+                "--log, --sync, --group-commit-ms and --checkpoint-interval need --log-dir",
+            ));
         }
         return Ok(None);
     };
@@ -349,8 +355,12 @@ fn log_options(
         }
     }
     let mut o = crate::durability::log::LogOptions::new(dir);
-    o.kind = args.log;
-    o.sync = args.sync;
+    if let Some(kind) = args.log {
+        o.kind = kind;
+    }
+    if let Some(sync) = args.sync {
+        o.sync = sync;
+    }
     o.group_interval = Duration::from_millis(args.group_commit_ms);
     Ok(Some(o))
 }

@@ -218,7 +218,9 @@ struct Ring {
 // SAFETY: the worker writes only bytes in `[head, tail + capacity)` and publishes them with a
 // Release store of `head`; the logger reads only `[tail, head)` after an Acquire load of `head`
 // and hands space back with a Release store of `tail`, which the worker loads (Acquire) before
-// writing there again. No byte is written and read concurrently.
+// writing there again. No byte is written and read concurrently. The central log's shared ring
+// follows its own protocol with the same guarantee (claims, claim words and `flushed`: see
+// `central::Central::put` and `LogManager::flush_central`).
 unsafe impl Sync for Ring {}
 
 impl Ring {
