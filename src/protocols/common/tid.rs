@@ -124,6 +124,28 @@ impl fmt::Debug for Tid {
     }
 }
 
+/// The [`OccRecord`] methods every record whose word is a TID word (Silo, MOCC) implements
+/// the same way: its history stamp, its commit stamp, and when the GC may unlink it (once the
+/// deletion's epoch is below every running transaction's, see `OccRecord::unlinkable`).
+macro_rules! tid_word_methods {
+    () => {
+        fn stamp(word: u64, _: (), rid: $crate::storage::RowId) -> $crate::history::Stamp {
+            $crate::protocols::common::tid::Tid(word).stamp(rid)
+        }
+
+        #[inline]
+        fn commit_stamp(word: u64, _: ()) -> u64 {
+            $crate::protocols::common::tid::Tid(word).version().0
+        }
+
+        #[inline]
+        fn unlinkable(word: u64, safe: u64) -> bool {
+            $crate::protocols::common::tid::Tid(word).epoch() < safe
+        }
+    };
+}
+pub(crate) use tid_word_methods;
+
 /// A Silo worker's own state (also the Silo part of protocols built on Silo's commit).
 pub struct SiloLocal {
     /// The last TID this worker committed with.

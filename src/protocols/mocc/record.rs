@@ -22,12 +22,10 @@
 //! words, which is why a transaction may take these locks out of order, give them up, or not
 //! take them at all.
 
-use crate::history::Stamp;
 use crate::protocols::common::occ::OccRecord;
 use crate::protocols::common::tid::Tid;
 use crate::protocols::common::SpinWait;
 use crate::storage::row_store::RecordHeader;
-use crate::storage::RowId;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The highest temperature (2^20 failures in one period, CCBench's cap).
@@ -167,20 +165,7 @@ impl OccRecord for MoccRecord {
     #[inline(always)]
     fn aux(&self) {}
 
-    fn stamp(word: u64, _: (), rid: RowId) -> Stamp {
-        Tid(word).stamp(rid)
-    }
-
-    #[inline]
-    fn commit_stamp(word: u64, _: ()) -> u64 {
-        Tid(word).version().0
-    }
-
-    /// Once the deletion's epoch is below every running transaction's.
-    #[inline]
-    fn unlinkable(word: u64, safe: u64) -> bool {
-        Tid(word).epoch() < safe
-    }
+    crate::protocols::common::tid::tid_word_methods!();
 
     #[inline]
     fn init_fresh(&self) {

@@ -1,10 +1,8 @@
 //! Silo's record header: one TID word ([`Tid`], shared with MOCC in `common::tid`).
 
-use crate::history::Stamp;
 use crate::protocols::common::occ::OccRecord;
 pub use crate::protocols::common::tid::Tid;
 use crate::storage::row_store::RecordHeader;
-use crate::storage::RowId;
 use std::sync::atomic::AtomicU64;
 
 /// The header of a Silo record.
@@ -37,20 +35,7 @@ impl OccRecord for SiloRecord {
     #[inline(always)]
     fn aux(&self) {}
 
-    fn stamp(word: u64, _: (), rid: RowId) -> Stamp {
-        Tid(word).stamp(rid)
-    }
-
-    #[inline]
-    fn commit_stamp(word: u64, _: ()) -> u64 {
-        Tid(word).version().0
-    }
-
-    /// Once the deletion's epoch is below every running transaction's.
-    #[inline]
-    fn unlinkable(word: u64, safe: u64) -> bool {
-        Tid(word).epoch() < safe
-    }
+    crate::protocols::common::tid::tid_word_methods!();
 
     #[inline]
     fn init_fresh(&self) {
