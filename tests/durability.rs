@@ -446,3 +446,140 @@ fn a_failing_log_stops_the_run_with_its_error() {
     );
     assert!(db.close_log().is_err());
 }
+
+fn open<P: Protocol>(opts: &DbOptions) -> (Database<P>, Option<RecoveryReport>) {
+    Database::<P>::builder(&tables()).options(opts.clone()).open().unwrap()
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+/// `Database::open` recovers the directory and goes on logging there, generation after
+/// generation: each open sees exactly the state the previous database left, including what
+/// it wrote over recovered rows, deleted and re-inserted (so the new generation's stamps order
+/// after everything recovered), and only the current generation stays on disk.
+fn reopens<P: Protocol>(kind: LogKind, seed: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = log_options_of(dir.path(), SyncPolicy::Group, kind);
+    let (mut db, report) = open::<P>(&opts);
+    assert!(report.is_none(), "an empty directory has nothing to recover");
+    churn(&db, 4, 150, seed);
+    db.close_log().unwrap();
+    let mut live = dump(&db);
+    drop(db);
+    assert_eq!(names(dir.path()), ["durable", "log"], "the first generation is the directory");
+    for round in 1..=3u64 {
+        let (mut db, report) = open::<P>(&opts);
+        let report = report.expect("a directory with a log is recovered");
+        assert!(dump(&db) == live, "{kind:?} round {round}: the opened database differs");
+        assert_eq!(report.rows as usize, live.len());
+        let generation = format!("gen-{round:06}");
+        assert_eq!(names(dir.path()), ["GENERATION", &generation], "round {round}");
+        assert_eq!(
+            names(&dir.path().join(&generation)),
+            ["checkpoint", "durable", "log"],
+            "round {round}: the generation starts with a checkpoint"
+        );
+        churn(&db, 4, 150, seed + round);
+        if round == 2 {
+            db.checkpoint().unwrap();
+            churn(&db, 4, 100, seed + 10);
+        }
+        db.close_log().unwrap();
+        live = dump(&db);
+        drop(db);
+    }
+    // `recover` (and so `txlab recover`) follows the pointer to the current generation.
+    let fresh = Database::<P>::new(&tables()).unwrap();
+    recover(&fresh, dir.path()).unwrap();
+    assert!(dump(&fresh) == live, "{kind:?}: recovery of the last generation differs");
+}
+
+#[test]
+fn open_recovers_and_continues_logging() {
+    use txlab::protocols::{mocc, nocc, silo, tictoc, two_pl};
+    reopens::<nocc::Nocc>(LogKind::PerWorker, 1);
+    reopens::<two_pl::TwoPlNoWait>(LogKind::Central, 2);
+    reopens::<two_pl::TwoPlWaitDie>(LogKind::PerWorker, 3);
+    reopens::<silo::Silo>(LogKind::Central, 4);
+    reopens::<silo::Silo>(LogKind::PerWorker, 5);
+    reopens::<tictoc::TicToc>(LogKind::PerWorker, 6);
+    reopens::<tictoc::TicToc>(LogKind::Central, 7);
+    reopens::<mocc::Mocc>(LogKind::PerWorker, 8);
+}
+
+/// An open that crashed leaves either an unfinished next generation (before its pointer was
+/// published) or parts of the old one (after): the next open removes them and recovers the
+/// current one. A torn tail goes with the old generation. A bad pointer is refused with its
+/// file named, and nothing is changed.
+#[test]
+fn open_cleans_up_after_a_crashed_open_and_refuses_a_bad_pointer() {
+    type P = txlab::protocols::silo::Silo;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = log_options(dir.path(), SyncPolicy::Group);
+    let (mut db, _) = open::<P>(&opts);
+    churn(&db, 3, 100, 1);
+    db.close_log().unwrap();
+    let live = dump(&db);
+    drop(db);
+    // A torn tail: half a record appended after the synced end.
+    let seg = dir.path().join("log").join("w0000-00000000.log");
+    let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+    std::io::Write::write_all(&mut f, &[0x40, 0, 0, 0, 2, 0, 0, 0, 7]).unwrap();
+    drop(f);
+    // An open that crashed before publishing generation 1.
+    std::fs::create_dir_all(dir.path().join("gen-000001").join("log")).unwrap();
+    std::fs::write(dir.path().join("gen-000001").join("durable"), b"half").unwrap();
+    let (mut db, report) = open::<P>(&opts);
+    let report = report.unwrap();
+    assert_eq!(report.torn.len(), 1, "{report:?}");
+    assert!(dump(&db) == live);
+    db.close_log().unwrap();
+    drop(db);
+    assert_eq!(names(dir.path()), ["GENERATION", "gen-000001"]);
+
+    // An open that crashed after publishing generation 2, while removing generation 1, and
+    // left files of the first generation too.
+    let (db, _) = open::<P>(&opts);
+    drop(db);
+    std::fs::create_dir_all(dir.path().join("gen-000001").join("checkpoint")).unwrap();
+    std::fs::create_dir_all(dir.path().join("log")).unwrap();
+    std::fs::write(dir.path().join("durable"), b"old").unwrap();
+    let (db, report) = open::<P>(&opts);
+    assert!(report.unwrap().torn.is_empty(), "the torn tail went with the first generation");
+    assert!(dump(&db) == live);
+    drop(db);
+    assert_eq!(names(dir.path()), ["GENERATION", "gen-000003"]);
+
+    let pointer = dir.path().join("GENERATION");
+    for (text, why) in [
+        ("gen-3\n", "unreadable generation pointer (expected a line like gen-000001)"),
+        ("gen-000007\n", "names gen-000007, which does not exist"),
+    ] {
+        std::fs::write(&pointer, text).unwrap();
+        let before = names(dir.path());
+        let err = Database::<P>::builder(&tables()).options(opts.clone()).open().err().unwrap();
+        assert_eq!(err.to_string(), format!("{}: {why}", pointer.display()));
+        let fresh = Database::<P>::new(&tables()).unwrap();
+        let err = recover(&fresh, dir.path()).unwrap_err();
+        assert_eq!(err.to_string(), format!("{}: {why}", pointer.display()));
+        assert_eq!(names(dir.path()), before, "nothing was changed");
+        assert_eq!(std::fs::read_to_string(&pointer).unwrap(), text);
+    }
+    // A new log is not started over a directory with generations.
+    std::fs::write(&pointer, "gen-000003\n").unwrap();
+    let err = Database::<P>::with_options(&tables(), opts.clone()).err().unwrap();
+    assert!(err.to_string().contains("holds a log already"), "{err}");
+    let err = Database::<P>::builder(&tables()).open().err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "Database::open needs log options (DbOptions::log): the directory to recover from and log into"
+    );
+}

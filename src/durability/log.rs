@@ -320,11 +320,17 @@ impl LogManager {
     pub fn start(opts: LogOptions, streams: usize, fingerprint: u64) -> Result<LogHandle, Error> {
         opts.check()?;
         let logdir = opts.dir.join(LOG_SUBDIR);
+        if opts.dir.join(super::generation::POINTER).exists() {
+            return Err(Error::Durability(format!(
+                "{}: holds a log already; recover it (txlab recover), open it (Database::open) or choose an empty directory",
+                opts.dir.display()
+            )));
+        }
         if logdir.exists() {
             let mut entries = std::fs::read_dir(&logdir).map_err(|e| io_err(&logdir, e))?;
             if entries.next().is_some() {
                 return Err(Error::Durability(format!(
-                    "{}: holds a log already; recover it (txlab recover) or choose an empty directory",
+                    "{}: holds a log already; recover it (txlab recover), open it (Database::open) or choose an empty directory",
                     logdir.display()
                 )));
             }

@@ -26,5 +26,6 @@
 
 pub mod checkpoint;
 pub mod format;
+pub mod generation;
 pub mod log;
 pub mod recovery;

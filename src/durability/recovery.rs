@@ -15,9 +15,11 @@
 //!
 //! Recovered rows are installed as loaded rows: below every stamp the protocol will give, so
 //! that the database continues as after a load (a log continued from a recovered state must
-//! start from a checkpoint of it, which holds no older stamps).
+//! start from a checkpoint of it, which holds no older stamps: `Database::open` does so, see
+//! [`super::generation`]).
 //!
-//! The files are only read: recovery never repairs, truncates or deletes anything.
+//! The files are only read: recovery never repairs, truncates or deletes anything (an open
+//! drops the torn tail with the old generation, after its checkpoint made it unnecessary).
 
 use super::checkpoint;
 use super::format::{self, Bad, RecordKind, SegmentHeader, HEADER_LEN};
@@ -412,10 +414,12 @@ fn parse_checkpoint(
     })
 }
 
-/// Replays the log in `dir` into `db`, whose tables must be empty (freshly created with the
-/// schema the log was written for). See the module docs.
+/// Replays the log in `dir` (its current generation, see [`super::generation`]) into `db`,
+/// whose tables must be empty (freshly created with the schema the log was written for). See
+/// the module docs.
 pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryReport, Error> {
     let start = Instant::now();
+    let dir = &super::generation::current(dir)?;
     let specs: Vec<_> = db.storage().tables().iter().map(|t| t.spec.clone()).collect();
     let fingerprint = format::fingerprint(&specs);
     let row_sizes: Vec<usize> = specs.iter().map(|s| s.row_size).collect();

@@ -147,6 +147,70 @@ impl<'a, P: Protocol> Builder<'a, P> {
         };
         Ok(Database { protocol, storage, options, log })
     }
+
+    /// Opens the database that logs into the directory of the options' log
+    /// ([`DbOptions::log`]): recovers what the directory holds (see
+    /// [`crate::durability::recovery`]), then continues logging there, in a new log
+    /// generation that starts with a checkpoint of the recovered state (see
+    /// [`crate::durability::generation`]); returns the database and what recovery found. A
+    /// directory without a log gives a new, empty database that logs into it (and no report).
+    ///
+    /// The tables must be those the log was written for (a different schema is refused with
+    /// the file it was found in). Load nothing into an opened database: write through
+    /// transactions, which are logged.
+    ///
+    /// ```
+    /// use txlab::durability::log::LogOptions;
+    /// use txlab::prelude::*;
+    /// use txlab::protocols::silo::Silo;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let tables = [TableSpec::new("accounts", 8, 100)];
+    /// let options = DbOptions { log: Some(LogOptions::new(dir.path())), ..Default::default() };
+    /// let (db, _) = Database::<Silo>::builder(&tables).options(options.clone()).open().unwrap();
+    /// let t = db.table_id("accounts").unwrap();
+    /// let mut w = db.worker().unwrap();
+    /// w.begin();
+    /// assert!(w.insert(t, 1, &100u64.to_le_bytes()).unwrap());
+    /// w.commit().unwrap();
+    /// drop(w);
+/// drop(db); // closing the log makes the commit durable
+    ///
+    /// let (db, report) = Database::<Silo>::builder(&tables).options(options).open().unwrap();
+    /// assert_eq!(report.unwrap().rows, 1);
+    /// let mut w = db.worker().unwrap();
+    /// w.begin();
+    /// let v = w.read(t, 1, |row| u64::from_le_bytes(row.try_into().unwrap())).unwrap();
+    /// assert_eq!(v, Some(100));
+    /// w.commit().unwrap();
+    /// ```
+    pub fn open(
+        mut self,
+    ) -> Result<(Database<P>, Option<crate::durability::recovery::RecoveryReport>), Error> {
+        use crate::durability::generation;
+        let Some(log) = self.options.log.as_mut() else {
+            return Err(Error::Config(
+                "Database::open needs log options (DbOptions::log): the directory to recover from and log into"
+                    .into(),
+            ));
+        };
+        let dir = log.dir.clone();
+        if !generation::holds_log(&dir) {
+            return Ok((self.build()?, None));
+        }
+        let current = generation::number(&dir)?;
+        generation::remove_others(&dir, current)?;
+        let next = current
+            .checked_add(1)
+            .ok_or_else(|| Error::Durability(format!("{}: too many generations", dir.display())))?;
+        log.dir = dir.join(generation::subdir(next));
+        let db = self.build()?;
+        let report = crate::durability::recovery::recover(&db, &dir)?;
+        db.checkpoint()?;
+        generation::publish(&dir, next)?;
+        generation::remove(&dir, current)?;
+        Ok((db, Some(report)))
+    }
 }
 
 impl<P: Protocol> Database<P> {
