@@ -46,6 +46,15 @@ fn logging_flags_without_a_log_directory_are_refused() {
 }
 
 #[test]
+fn a_missing_required_flag_is_named() {
+    fails_with(
+        &["sweep", "--vary", "threads=1,2"],
+        2,
+        "error: --out is required (see txlab --help)",
+    );
+}
+
+#[test]
 fn zero_threads_is_refused() {
     fails_with(&["run", "--threads", "0"], 2, "error: --threads 0 is out of range (1 to 1024)");
     fails_with(

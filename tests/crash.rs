@@ -342,3 +342,106 @@ fn a_sweep_logs_every_point_afresh_and_keeps_the_last_log() {
         "the last point's log: {stdout}"
     );
 }
+
+/// `--log off,per-worker,central` measures each protocol with each choice in one invocation,
+/// their runs taking turns: the comparison compares each logged run with the same protocol's
+/// unlogged one, and each manager's logs go to their own directory, which recovers.
+#[test]
+fn run_compares_log_managers_side_by_side() {
+    let root = tempfile::tempdir().unwrap();
+    let log = root.path().join("log");
+    let json = root.path().join("out.json");
+    let out = txlab(&[
+        "run",
+        "-p",
+        "nocc,silo",
+        "-w",
+        "smallbank",
+        "--customers",
+        "1000",
+        "-t",
+        "2",
+        "--txns",
+        "300",
+        "--repeat",
+        "2",
+        "--log-dir",
+        s(&log),
+        "--log",
+        "off,per-worker,central",
+        "--json",
+        s(&json),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = stdout.split("Comparison (median of 2 runs per protocol and log").nth(1);
+    let table = table.unwrap_or_else(|| panic!("a comparison of every contender: {stdout}"));
+    assert!(table.lines().nth(1).unwrap().contains("vs off"), "{table}");
+    let labels: Vec<&str> =
+        table.lines().skip(2).filter_map(|l| l.split("  ").nth(1)).collect::<Vec<_>>();
+    assert_eq!(
+        labels,
+        [
+            "nocc log=off",
+            "silo log=off",
+            "nocc log=per-worker",
+            "silo log=per-worker",
+            "nocc log=central",
+            "silo log=central"
+        ],
+        "{table}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = v["comparison"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for r in rows {
+        let label = r["summary"]["label"].as_str().unwrap();
+        let logged = !label.ends_with("log=off");
+        assert_eq!(r["durability"].is_object(), logged, "{label}");
+        assert!(r["summary"]["vs_log_off"].is_f64(), "{label}");
+        if logged {
+            let kind = label.rsplit('=').next().unwrap();
+            assert_eq!(r["durability"]["log"], kind, "{label}");
+            assert_eq!(r["durability"]["durable_commits"], r["commits"], "{label}");
+        }
+    }
+    assert_eq!(v["runs"].as_array().unwrap().len(), 12, "2 runs of each contender");
+    for kind in ["per-worker", "central"] {
+        let out = txlab(&["recover", "--log-dir", s(&log.join(kind).join("silo")), "--verify"]);
+        assert!(out.status.success(), "{kind}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(!log.join("off").exists() && !log.join("silo").exists());
+}
+
+#[test]
+fn log_lists_are_checked() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = s(root.path());
+    for (log, message) in [
+        ("off", "error: --log off logs nothing: leave out --log-dir, or compare it with a log manager (--log off,per-worker)"),
+        ("central,off,central", "error: --log lists central twice"),
+    ] {
+        let out = txlab(&["run", "--log-dir", dir, "--log", log]);
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end(), message);
+    }
+    let out = txlab(&[
+        "sweep",
+        "-p",
+        "silo",
+        "--vary",
+        "threads=1,2",
+        "--log-dir",
+        dir,
+        "--log",
+        "off,central",
+        "--out",
+        "/dev/null",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        "error: a sweep takes one --log manager; compare managers with txlab run --log off,per-worker,central"
+    );
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0, "nothing was written");
+}

@@ -185,6 +185,44 @@ pub(crate) struct RecoverArgs {
     json: Option<PathBuf>,
 }
 
+/// A `--log` value: a log manager, or none (the baseline of a comparison).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogChoice {
+    /// No logging (the baseline a list compares the managers with).
+    Off,
+    /// Each worker its own log.
+    PerWorker,
+    /// One log, ERMIA's.
+    Central,
+}
+
+impl LogChoice {
+    /// The log manager, `None` for `off`.
+    pub fn kind(self) -> Option<crate::durability::log::LogKind> {
+        use crate::durability::log::LogKind;
+        match self {
+            LogChoice::Off => None,
+            LogChoice::PerWorker => Some(LogKind::PerWorker),
+            LogChoice::Central => Some(LogKind::Central),
+        }
+    }
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        self.kind().map_or("off", |k| k.name())
+    }
+}
+
+impl From<crate::durability::log::LogKind> for LogChoice {
+    fn from(k: crate::durability::log::LogKind) -> Self {
+        match k {
+            crate::durability::log::LogKind::PerWorker => LogChoice::PerWorker,
+            crate::durability::log::LogKind::Central => LogChoice::Central,
+        }
+    }
+}
+
 /// Backoff policy after an aborted attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -253,10 +291,11 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DIR", help_heading = "Durability")]
     log_dir: Option<PathBuf>,
     /// The log manager: per-worker (each worker its own log: Silo, SiloR, Cicada) or central
-    /// (one log, space claimed with one atomic add per commit: ERMIA); both commit in groups
-    /// [default: per-worker]
-    #[arg(long, value_enum, help_heading = "Durability")]
-    log: Option<crate::durability::log::LogKind>,
+    /// (one log, space claimed with one atomic add per commit: ERMIA); both commit in groups.
+    /// A list (e.g. off,per-worker,central) measures each protocol with each, their runs
+    /// taking turns, logging into DIR/<manager>/<protocol> [default: per-worker]
+    #[arg(long, value_enum, value_delimiter = ',', help_heading = "Durability")]
+    log: Vec<LogChoice>,
     /// When commits are synced: none (written, never fdatasync'ed), group (fdatasync per
     /// group-commit interval), commit (a commit returns after an fdatasync that covers it)
     /// [default: group]
@@ -441,6 +480,14 @@ fn usage_error(e: &clap::Error) -> String {
         ErrorKind::ValueValidation => {
             format!("{arg} '{value}' is not valid: {}", source_line(e))
         }
+        ErrorKind::MissingRequiredArgument => match e.get(ContextKind::InvalidArg) {
+            Some(ContextValue::Strings(v)) => {
+                let names: Vec<&str> =
+                    v.iter().map(|a| a.split_whitespace().next().unwrap_or(a)).collect();
+                format!("{} is required (see txlab --help)", and_list(&names))
+            }
+            _ => "a required argument is missing (see txlab --help)".into(),
+        },
         _ => {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");

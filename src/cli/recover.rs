@@ -45,7 +45,7 @@ pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
         .map_err(|e| Failure::Run(format!("{}: the recorded command: {e}", path.display())))?;
     // The recorded run logged; rebuilding its workload must not start a log.
     run_args.log_dir = None;
-    run_args.log = None;
+    run_args.log = Vec::new();
     run_args.sync = None;
     run_args.checkpoint_interval = 0.0;
     run_args.group_commit_ms = 10;

@@ -2,7 +2,7 @@
 //! [`Plan`] (one validated run configuration, nothing loaded) and [`Bench`] (loaded databases,
 //! kept across runs while the data they hold is what the next run needs).
 
-use super::{BackoffArg, RunArgs};
+use super::{BackoffArg, LogChoice, RunArgs};
 use crate::engine::report::{DurabilityReport, HistoryCheck, RunReport};
 use crate::engine::{
     Backoff, Database, DbOptions, Isolation, Protocol, RunConfig, RunLength, WorkerStats, Workload,
@@ -53,8 +53,14 @@ pub(super) enum Spec {
 
 /// One validated `run` configuration: what to load and how to measure it. Building one loads
 /// nothing, so a sweep validates all of its points before it measures the first.
+#[derive(Clone)]
 pub(super) struct Plan {
     pub protocols: Vec<ProtocolKind>,
+    /// The `--log` choices: one (`off` when nothing logs), or several to compare
+    /// ([`Plan::variant`]).
+    pub logs: Vec<LogChoice>,
+    /// `--log-dir`.
+    log_root: Option<std::path::PathBuf>,
     pub run_cfg: RunConfig,
     pub db_opts: DbOptions,
     pub spec: Spec,
@@ -104,7 +110,9 @@ impl Plan {
         } else {
             args.protocol.clone()
         };
-        let repeat = args.repeat.unwrap_or(if protocols.len() > 1 { 3 } else { 1 });
+        // Several protocols, or log managers, are compared.
+        let compared = protocols.len() * args.log.len().max(1);
+        let repeat = args.repeat.unwrap_or(if compared > 1 { 3 } else { 1 });
         if !(1..=100).contains(&repeat) {
             return Err(usage(format!("--repeat {repeat} is out of range (1 to 100)")));
         }
@@ -145,7 +153,7 @@ impl Plan {
             prefault: !args.no_prefault,
             acks: None,
         };
-        let log = log_options(args, &protocols)?;
+        let (log, logs) = log_options(args, &protocols)?;
         let db_opts = DbOptions {
             max_workers: threads + 8,
             epoch_interval: Duration::from_millis(args.epoch_ms),
@@ -245,6 +253,8 @@ impl Plan {
         });
         Ok(Plan {
             protocols,
+            logs,
+            log_root: args.log_dir.clone(),
             run_cfg,
             db_opts,
             spec,
@@ -299,6 +309,29 @@ impl Plan {
         lines
     }
 
+    /// This plan with the `--log` choice `c` alone: its databases log as `c` says (into
+    /// `DIR/<manager>` when several managers are compared), or not at all for `off`.
+    pub fn variant(&self, c: LogChoice) -> Plan {
+        let mut p = self.clone();
+        p.logs = vec![c];
+        p.db_opts.log = match (c.kind(), &self.db_opts.log, &self.log_root) {
+            (Some(kind), Some(base), Some(root)) => {
+                let mut o = base.clone();
+                o.kind = kind;
+                o.dir = log_dir_of(root, &self.logs, c).expect("a manager logs");
+                Some(o)
+            }
+            _ => None,
+        };
+        p.config["database"] = serde_json::to_value(&p.db_opts).expect("serializable");
+        let mut key: serde_json::Value =
+            serde_json::from_str(&self.data_key).expect("a data key is JSON");
+        key["database"] = p.config["database"].clone();
+        key["database"]["max_workers"] = serde_json::Value::Null;
+        p.data_key = key.to_string();
+        p
+    }
+
     /// Whether every protocol's database fits in memory at once, so that their runs can take
     /// turns (each protocol's median then samples the same stretches of machine noise).
     pub fn fits_side_by_side(&self, protocols: usize) -> bool {
@@ -308,23 +341,25 @@ impl Plan {
     }
 }
 
-/// The logging configuration of `--log-dir` and its flags (`None` without `--log-dir`). Each
-/// protocol logs into its own subdirectory, which must not hold a log yet.
+/// The logging configuration of `--log-dir` and its flags (`None` without `--log-dir`), with
+/// the `--log` choices (one, or a list to compare). Each protocol logs into its own
+/// subdirectory (under one per manager when several are compared), which must not hold a log
+/// yet.
 fn log_options(
     args: &RunArgs,
     protocols: &[ProtocolKind],
-) -> Result<Option<crate::durability::log::LogOptions>, Failure> {
+) -> Result<(Option<crate::durability::log::LogOptions>, Vec<LogChoice>), Failure> {
     let Some(dir) = &args.log_dir else {
         if args.group_commit_ms != 10
             || args.checkpoint_interval != 0.0
-            || args.log.is_some()
+            || !args.log.is_empty()
             || args.sync.is_some()
         {
             return Err(usage(
                 "--log, --sync, --group-commit-ms and --checkpoint-interval need --log-dir",
             ));
         }
-        return Ok(None);
+        return Ok((None, vec![LogChoice::Off]));
     };
     if !(1..=10_000).contains(&args.group_commit_ms) {
         return Err(usage(format!(
@@ -342,27 +377,52 @@ fn log_options(
     if dir.exists() && !dir.is_dir() {
         return Err(usage(format!("--log-dir {}: not a directory", dir.display())));
     }
-    for p in protocols {
-        let sub = dir.join(p.name());
-        if std::fs::read_dir(&sub).is_ok_and(|mut d| d.next().is_some()) {
-            return Err(usage(format!(
-                "--log-dir {}: {} holds a log already (recover it with txlab recover --log-dir {}, \
-                 or remove it)",
-                dir.display(),
-                sub.display(),
-                sub.display()
-            )));
+    let choices = if args.log.is_empty() { vec![LogChoice::PerWorker] } else { args.log.clone() };
+    for (i, c) in choices.iter().enumerate() {
+        if choices[..i].contains(c) {
+            return Err(usage(format!("--log lists {} twice", c.name())));
         }
     }
-    let mut o = crate::durability::log::LogOptions::new(dir);
-    if let Some(kind) = args.log {
-        o.kind = kind;
+    if choices == [LogChoice::Off] {
+        return Err(usage("--log off logs nothing: leave out --log-dir, or compare it with a log manager (--log off,per-worker)"));
     }
+    if choices.len() > 1 && args.ack_file.is_some() {
+        return Err(usage("--ack-file takes one log manager, not a list"));
+    }
+    for &c in &choices {
+        for p in protocols {
+            let Some(sub) = log_dir_of(dir, &choices, c).map(|d| d.join(p.name())) else {
+                continue;
+            };
+            if std::fs::read_dir(&sub).is_ok_and(|mut d| d.next().is_some()) {
+                return Err(usage(format!(
+                    "--log-dir {}: {} holds a log already (recover it with txlab recover --log-dir {}, \
+                     or remove it)",
+                    dir.display(),
+                    sub.display(),
+                    sub.display()
+                )));
+            }
+        }
+    }
+    let first = choices.iter().find_map(|c| c.kind()).expect("a choice logs");
+    let mut o = crate::durability::log::LogOptions::new(
+        log_dir_of(dir, &choices, LogChoice::from(first)).expect("it logs"),
+    );
+    o.kind = first;
     if let Some(sync) = args.sync {
         o.sync = sync;
     }
     o.group_interval = Duration::from_millis(args.group_commit_ms);
-    Ok(Some(o))
+    Ok((Some(o), choices))
+}
+
+/// Where the protocols of `--log` choice `c` log (under `--log-dir DIR`): `DIR` when one
+/// manager is used, `DIR/<manager>` when several are compared; `None` for `off`.
+fn log_dir_of(dir: &Path, choices: &[LogChoice], c: LogChoice) -> Option<std::path::PathBuf> {
+    let kind = c.kind()?;
+    let logged = choices.iter().filter(|c| c.kind().is_some()).count();
+    Some(if logged > 1 { dir.join(kind.name()) } else { dir.to_path_buf() })
 }
 
 /// The acknowledgement table of `--ack-file` ([`crate::engine::driver::Acks`]): a commit count
@@ -414,32 +474,47 @@ pub(super) fn run(args: &RunArgs, tokens: &[String]) -> Result<(), Failure> {
         eprintln!("{line}");
     }
     let interrupt = super::interrupt::Interrupt::install();
-    let protocols = &plan.protocols;
-    let mut all: Vec<Vec<RunReport>> = vec![Vec::new(); protocols.len()];
+    // One contender per log choice and protocol.
+    let variants: Vec<Plan> = plan.logs.iter().map(|&c| plan.variant(c)).collect();
+    let contenders: Vec<(usize, ProtocolKind)> = variants
+        .iter()
+        .enumerate()
+        .flat_map(|(v, p)| p.protocols.iter().map(move |&k| (v, k)))
+        .collect();
+    let label = |&(v, k): &(usize, ProtocolKind)| {
+        if variants.len() > 1 {
+            format!("{} log={}", k.name(), variants[v].logs[0].name())
+        } else {
+            k.name().to_string()
+        }
+    };
+    let mut all: Vec<Vec<RunReport>> = vec![Vec::new(); contenders.len()];
     let mut bench = Bench::default();
+    bench.keep(variants.iter().map(|p| p.data_key.clone()).collect());
     let log = |line: String| eprintln!("{line}");
-    // The order of runs: with several protocols and repeats, rounds in which the protocols take
-    // turns (rotating who goes first); otherwise each protocol's repeats back to back.
-    let interleave =
-        protocols.len() > 1 && plan.repeat > 1 && plan.fits_side_by_side(protocols.len());
+    // The order of runs: with several contenders and repeats, rounds in which they take turns
+    // (rotating who goes first); otherwise each contender's repeats back to back.
+    let n = contenders.len();
+    let interleave = n > 1 && plan.repeat > 1 && plan.fits_side_by_side(n);
     let mut order = Vec::new();
     if interleave {
         for round in 0..plan.repeat as usize {
-            for i in 0..protocols.len() {
-                order.push(((round + i) % protocols.len(), round as u32));
+            for i in 0..n {
+                order.push(((round + i) % n, round as u32));
             }
         }
     } else {
-        for at in 0..protocols.len() {
+        for at in 0..n {
             order.extend((0..plan.repeat).map(|round| (at, round)));
         }
     }
     let mut csv_header = false;
-    for (n, &(at, round)) in order.iter().enumerate() {
+    for (i, &(at, round)) in order.iter().enumerate() {
         if interrupt.requested() {
             break;
         }
-        let mut report = bench.measure(&plan, protocols[at], &log)?;
+        let (v, kind) = contenders[at];
+        let mut report = bench.measure(&variants[v], kind, &log)?;
         report.repeat = round;
         if plan.repeat > 1 {
             print!("run {}/{}: ", round + 1, plan.repeat);
@@ -458,20 +533,38 @@ pub(super) fn run(args: &RunArgs, tokens: &[String]) -> Result<(), Failure> {
             written.map_err(|e| Failure::Run(format!("--csv: {e}")))?;
         }
         all[at].push(report);
-        // The database is kept for the protocol's next run; after its last one it goes.
-        if !order[n + 1..].iter().any(|&(a, _)| a == at) {
-            bench.release(protocols[at]);
+        // The database is kept for the contender's next run; after its last one it goes.
+        if !order[i + 1..].iter().any(|&(a, _)| a == at) {
+            bench.release(kind, &variants[v].data_key);
         }
     }
-    let done: Vec<(usize, &Vec<RunReport>)> =
-        all.iter().enumerate().filter(|(_, r)| !r.is_empty()).collect();
-    let medians: Vec<&RunReport> = done.iter().map(|(_, r)| median(r)).collect();
-    if medians.len() > 1 {
-        println!("{}", comparison(&done.iter().map(|(_, r)| r.as_slice()).collect::<Vec<_>>()));
+    // The rows of the comparison: each contender that ran, with its baselines (nocc under the
+    // same log choice; the same protocol without logging).
+    let median_of = |at: usize| (!all[at].is_empty()).then(|| median(&all[at]).throughput);
+    let find = |f: &dyn Fn(usize, ProtocolKind) -> bool| {
+        contenders.iter().position(|&(v, k)| f(v, k)).and_then(median_of)
+    };
+    let rows: Vec<Row<'_>> = contenders
+        .iter()
+        .enumerate()
+        .filter(|(at, _)| !all[*at].is_empty())
+        .map(|(at, c)| {
+            let (v, k) = *c;
+            Row {
+                label: label(c),
+                runs: &all[at],
+                vs_nocc: find(&|v2, k2| v2 == v && k2 == ProtocolKind::Nocc),
+                vs_off: (variants.len() > 1)
+                    .then(|| find(&|v2, k2| k2 == k && variants[v2].logs[0] == LogChoice::Off))
+                    .flatten(),
+            }
+        })
+        .collect();
+    if rows.len() > 1 {
+        println!("{}", comparison(&rows));
     }
     if let Some(file) = &mut json_file {
-        let kept: Vec<Vec<RunReport>> = done.iter().map(|(_, r)| (*r).clone()).collect();
-        let value = json_output(&kept, &medians);
+        let value = json_output(&rows);
         let text = serde_json::to_string_pretty(&value).expect("serializable");
         writeln!(file, "{text}").map_err(|e| {
             Failure::Run(format!(
@@ -507,8 +600,11 @@ pub(super) fn run(args: &RunArgs, tokens: &[String]) -> Result<(), Failure> {
 #[derive(Default)]
 pub(super) struct Bench {
     slots: Vec<Slot>,
-    /// Protocols whose database logged into `--log-dir` in this invocation.
-    logged: Vec<ProtocolKind>,
+    /// The log directories databases of this invocation logged into.
+    logged: Vec<std::path::PathBuf>,
+    /// Data keys whose databases stay while others are measured (the log choices `run`
+    /// compares: each its own database).
+    keep: Vec<String>,
 }
 
 struct Slot {
@@ -531,13 +627,14 @@ impl Bench {
             Error::OutOfMemory(m) | Error::Config(m) => usage(m),
             e => Failure::Run(e.to_string()),
         };
-        self.slots.retain(|s| s.data_key == plan.data_key);
-        let at = match self.slots.iter().position(|s| s.kind == kind) {
+        self.slots.retain(|s| s.data_key == plan.data_key || self.keep.contains(&s.data_key));
+        let at = match self.slots.iter().position(|s| s.kind == kind && s.data_key == plan.data_key)
+        {
             Some(at) => at,
             None => {
                 if let Some(log) = &plan.db_opts.log {
                     let dir = log.dir.join(kind.name());
-                    if self.logged.contains(&kind) {
+                    if self.logged.contains(&dir) {
                         // A sweep's next point (other data): the log of this invocation's
                         // previous database of the protocol, closed when it was dropped, gives
                         // way; the last one stays for `txlab recover`.
@@ -548,7 +645,7 @@ impl Bench {
                             ))
                         })?;
                     }
-                    self.logged.push(kind);
+                    self.logged.push(dir);
                 }
                 let t = Instant::now();
                 let session = load(plan, kind).map_err(fail)?;
@@ -568,9 +665,14 @@ impl Bench {
         Ok(report)
     }
 
-    /// Drops `kind`'s database.
-    pub fn release(&mut self, kind: ProtocolKind) {
-        self.slots.retain(|s| s.kind != kind);
+    /// Keeps the databases of the data keys `keys` while others are measured.
+    pub fn keep(&mut self, keys: Vec<String>) {
+        self.keep = keys;
+    }
+
+    /// Drops `kind`'s database holding the data of `data_key`.
+    pub fn release(&mut self, kind: ProtocolKind, data_key: &str) {
+        self.slots.retain(|s| s.kind != kind || s.data_key != data_key);
     }
 }
 
@@ -784,14 +886,30 @@ pub(super) fn median(runs: &[RunReport]) -> &RunReport {
     &runs[idx[idx.len() / 2]]
 }
 
-/// The comparison table of each protocol's median run, with the spread of its repeats.
-fn comparison(runs: &[&[RunReport]]) -> String {
-    let medians: Vec<&RunReport> = runs.iter().map(|r| median(r)).collect();
-    let base = medians.iter().find(|r| r.protocol == "nocc").map(|r| r.throughput);
-    let repeats = runs.iter().map(|r| r.len()).max().unwrap_or(1);
+/// A row of the comparison: a contender's runs and the medians it is compared with.
+struct Row<'a> {
+    /// The protocol, with its log choice when several are compared.
+    label: String,
+    runs: &'a [RunReport],
+    /// nocc's median throughput under the same log choice.
+    vs_nocc: Option<f64>,
+    /// The same protocol's median throughput without logging, when `--log` lists `off` beside
+    /// log managers.
+    vs_off: Option<f64>,
+}
+
+/// The comparison table of each contender's median run, with the spread of its repeats.
+fn comparison(rows: &[Row<'_>]) -> String {
+    let medians: Vec<&RunReport> = rows.iter().map(|r| median(r.runs)).collect();
+    let repeats = rows.iter().map(|r| r.runs.len()).max().unwrap_or(1);
     let mut s = format!(
-        "\nComparison (median of {repeats} run{} per protocol{}):\n",
+        "\nComparison (median of {repeats} run{} per {}{}):\n",
         if repeats == 1 { "" } else { "s" },
+        if rows.iter().any(|r| r.vs_off.is_some() || r.label.contains(' ')) {
+            "protocol and log"
+        } else {
+            "protocol"
+        },
         if repeats > 1 { "; spread = (max - min) / median txn/s" } else { "" }
     );
     let headline = medians.iter().find_map(|r| r.headline.as_ref()).map(|h| h.name.clone());
@@ -799,20 +917,28 @@ fn comparison(runs: &[&[RunReport]]) -> String {
     let head_col =
         headline.as_ref().map(|n| format!("{:>14}", format!("{n}/s"))).unwrap_or_default();
     let spread_col = if repeats > 1 { format!("{:>8}", "spread") } else { String::new() };
+    let off_col = if rows.iter().any(|r| r.vs_off.is_some()) {
+        format!("{:>10}", "vs off")
+    } else {
+        String::new()
+    };
+    let width = rows.iter().map(|r| r.label.len() + 2).max().unwrap_or(0).max(13);
     let _ = writeln!(
         s,
-        "  {:<13}{:>14}{spread_col}{head_col}{:>10}{:>13}{:>11}{:>11}",
+        "  {:<width$}{:>14}{spread_col}{head_col}{:>10}{off_col}{:>13}{:>11}{:>11}",
         "protocol", "txn/s", "vs nocc", "abort ratio", "p50 us", "p99 us"
     );
-    for (r, all) in medians.iter().zip(runs) {
-        let ratio = base.map(|b| format!("{:.3}", r.throughput / b)).unwrap_or_else(|| "-".into());
+    let ratio = |r: &RunReport, base: Option<f64>| {
+        base.map(|b| format!("{:.3}", r.throughput / b)).unwrap_or_else(|| "-".into())
+    };
+    for (r, row) in medians.iter().zip(rows) {
         let head = match (&headline, &r.headline) {
             (Some(_), Some(h)) => format!("{:>14.0}", h.throughput),
             (Some(_), None) => format!("{:>14}", "-"),
             (None, _) => String::new(),
         };
         let spread = if repeats > 1 {
-            let (lo, hi) = all.iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| {
+            let (lo, hi) = row.runs.iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| {
                 (lo.min(x.throughput), hi.max(x.throughput))
             });
             format!(
@@ -822,14 +948,27 @@ fn comparison(runs: &[&[RunReport]]) -> String {
         } else {
             String::new()
         };
+        let off = if off_col.is_empty() {
+            String::new()
+        } else {
+            format!("{:>10}", ratio(r, row.vs_off))
+        };
         let _ = writeln!(
             s,
-            "  {:<13}{:>14.0}{spread}{head}{:>10}{:>13.4}{:>11.1}{:>11.1}",
-            r.protocol, r.throughput, ratio, r.abort_ratio, r.latency.p50_us, r.latency.p99_us
+            "  {:<width$}{:>14.0}{spread}{head}{:>10}{off}{:>13.4}{:>11.1}{:>11.1}",
+            row.label,
+            r.throughput,
+            ratio(r, row.vs_nocc),
+            r.abort_ratio,
+            r.latency.p50_us,
+            r.latency.p99_us
         );
     }
-    if let Some(note) = medians.iter().find(|r| r.protocol == "nocc").and_then(|r| lost_work(r)) {
-        s.push_str(&note);
+    for r in medians.iter().filter(|r| r.protocol == "nocc") {
+        if let Some(note) = lost_work(r) {
+            s.push_str(&note);
+            break;
+        }
     }
     s
 }
@@ -851,40 +990,46 @@ fn lost_work(nocc: &RunReport) -> Option<String> {
     })
 }
 
-fn json_output(all: &[Vec<RunReport>], medians: &[&RunReport]) -> serde_json::Value {
-    let base = medians.iter().find(|r| r.protocol == "nocc").map(|r| r.throughput);
-    let summary = |runs: &[RunReport], m: &RunReport| {
-        let (lo, hi) = runs
+fn json_output(rows: &[Row<'_>]) -> serde_json::Value {
+    let summary = |row: &Row<'_>, m: &RunReport| {
+        let (lo, hi) = row
+            .runs
             .iter()
             .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x.throughput), hi.max(x.throughput)));
-        serde_json::json!({
-            "median_of": runs.len(),
+        let mut v = serde_json::json!({
+            "label": row.label,
+            "median_of": row.runs.len(),
             "throughput_min": lo,
             "throughput_max": hi,
-            "vs_nocc": base.map(|b| m.throughput / b),
-        })
+            "vs_nocc": row.vs_nocc.map(|b| m.throughput / b),
+        });
+        if let Some(off) = row.vs_off {
+            v["vs_log_off"] = (m.throughput / off).into();
+        }
+        v
     };
-    if all.len() == 1 {
-        let mut v = serde_json::to_value(medians[0]).expect("serializable");
-        v["summary"] = summary(&all[0], medians[0]);
-        if all[0].len() > 1 {
-            v["runs"] = serde_json::to_value(&all[0]).expect("serializable");
-            v["median_of"] = all[0].len().into();
+    if let [row] = rows {
+        let m = median(row.runs);
+        let mut v = serde_json::to_value(m).expect("serializable");
+        v["summary"] = summary(row, m);
+        if row.runs.len() > 1 {
+            v["runs"] = serde_json::to_value(row.runs).expect("serializable");
+            v["median_of"] = row.runs.len().into();
         }
         v
     } else {
-        let comparison: Vec<serde_json::Value> = all
+        let comparison: Vec<serde_json::Value> = rows
             .iter()
-            .zip(medians)
-            .map(|(runs, m)| {
+            .map(|row| {
+                let m = median(row.runs);
                 let mut v = serde_json::to_value(m).expect("serializable");
-                v["summary"] = summary(runs, m);
+                v["summary"] = summary(row, m);
                 v
             })
             .collect();
         serde_json::json!({
             "comparison": comparison,
-            "runs": all.iter().flatten().collect::<Vec<_>>(),
+            "runs": rows.iter().flat_map(|r| r.runs).collect::<Vec<_>>(),
         })
     }
 }

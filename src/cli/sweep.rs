@@ -133,6 +133,11 @@ impl Sweep {
                 Failure::Usage(m) => usage(format!("--vary {}: {m}", here())),
                 other => other,
             })?;
+            if plan.logs.len() > 1 {
+                return Err(usage(
+                    "a sweep takes one --log manager; compare managers with txlab run --log off,per-worker,central",
+                ));
+            }
             plan.argv = argv.clone();
             plans.push(plan);
         }
@@ -345,7 +350,7 @@ pub(super) fn execute(
             .iter()
             .any(|&(p2, k2, _)| k2 == k && sweep.plans[p2].data_key == plan.data_key);
         if !later {
-            bench.release(kind);
+            bench.release(kind, &plan.data_key);
         }
     }
     bar.finish_and_clear();

@@ -174,7 +174,7 @@ impl<'a, P: Protocol> Builder<'a, P> {
     /// assert!(w.insert(t, 1, &100u64.to_le_bytes()).unwrap());
     /// w.commit().unwrap();
     /// drop(w);
-/// drop(db); // closing the log makes the commit durable
+    /// drop(db); // closing the log makes the commit durable
     ///
     /// let (db, report) = Database::<Silo>::builder(&tables).options(options).open().unwrap();
     /// assert_eq!(report.unwrap().rows, 1);
