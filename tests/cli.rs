@@ -34,11 +34,12 @@ fn theta_outside_its_range_is_refused() {
 #[test]
 fn logging_flags_without_a_log_directory_are_refused() {
     let message =
-        "error: --log, --sync, --group-commit-ms and --checkpoint-interval need --log-dir";
+        "error: --log, --sync, --group-commit-ms, --log-buffer-kb and --checkpoint-interval need --log-dir";
     for flags in [
         &["--log", "central"][..],
         &["--sync", "commit"],
         &["--group-commit-ms", "5"],
+        &["--log-buffer-kb", "1024"],
         &["--checkpoint-interval", "1"],
     ] {
         fails_with(&[&["run"][..], flags].concat(), 2, message);
@@ -89,6 +90,13 @@ fn other_out_of_range_values_are_refused() {
         "error: the argument '--txns <TXNS>' cannot be used with '--duration <DURATION>' (see txlab --help)",
     );
     fails_with(&["run", "--repeat", "0"], 2, "error: --repeat 0 is out of range (1 to 100)");
+    for kb in ["48", "100", "2097152"] {
+        fails_with(
+            &["run", "--log-dir", "/nonexistent/txlab", "--log-buffer-kb", kb],
+            2,
+            &format!("error: --log-buffer-kb {kb} is not a power of two from 64 to 1048576"),
+        );
+    }
     fails_with(
         &["run", "--read-ratio", "0.6", "--scan-ratio", "0.6"],
         2,

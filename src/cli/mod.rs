@@ -304,6 +304,10 @@ pub(crate) struct RunArgs {
     /// Group-commit interval in milliseconds, 1 to 10000
     #[arg(long, default_value_t = 10, help_heading = "Durability")]
     group_commit_ms: u64,
+    /// Log buffer in KiB: each worker's ring (per-worker) or the shared buffer (central), a
+    /// power of two from 64 to 1048576
+    #[arg(long, default_value_t = 16384, value_name = "KIB", help_heading = "Durability")]
+    log_buffer_kb: u64,
     /// Seconds between checkpoints during a run, 0 to 86400 (0: only the checkpoint of the
     /// loaded data, which every logged run writes first)
     #[arg(long, default_value_t = 0.0, help_heading = "Durability")]

@@ -49,6 +49,7 @@ pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
     run_args.sync = None;
     run_args.checkpoint_interval = 0.0;
     run_args.group_commit_ms = 10;
+    run_args.log_buffer_kb = 16384;
     run_args.protocol = vec![kind];
     let acks = run_args.ack_file.take();
     let plan = Plan::new(&run_args).map_err(|f| match f {

@@ -351,12 +351,13 @@ fn log_options(
 ) -> Result<(Option<crate::durability::log::LogOptions>, Vec<LogChoice>), Failure> {
     let Some(dir) = &args.log_dir else {
         if args.group_commit_ms != 10
+            || args.log_buffer_kb != 16384
             || args.checkpoint_interval != 0.0
             || !args.log.is_empty()
             || args.sync.is_some()
         {
             return Err(usage(
-                "--log, --sync, --group-commit-ms and --checkpoint-interval need --log-dir",
+                "--log, --sync, --group-commit-ms, --log-buffer-kb and --checkpoint-interval need --log-dir",
             ));
         }
         return Ok((None, vec![LogChoice::Off]));
@@ -368,6 +369,12 @@ fn log_options(
         )));
     }
     check_range("checkpoint-interval", args.checkpoint_interval, 0.0, 86_400.0, false)?;
+    if !(64..=1 << 20).contains(&args.log_buffer_kb) || !args.log_buffer_kb.is_power_of_two() {
+        return Err(usage(format!(
+            "--log-buffer-kb {} is not a power of two from 64 to 1048576",
+            args.log_buffer_kb
+        )));
+    }
     if args.record_history {
         return Err(usage(
             "--record-history and --log-dir cannot be combined: the in-place protocols keep one \
@@ -414,6 +421,7 @@ fn log_options(
         o.sync = sync;
     }
     o.group_interval = Duration::from_millis(args.group_commit_ms);
+    o.buffer_bytes = (args.log_buffer_kb as usize) << 10;
     Ok((Some(o), choices))
 }
 
