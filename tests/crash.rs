@@ -168,19 +168,19 @@ fn corrupt_truncated_missing_and_foreign_logs_are_refused_untouched() {
         format!("error: {}: offset 0: schema mismatch: written for schema ", seg.display());
     assert!(stderr.starts_with(&prefix) && stderr.lines().count() == 1, "{stderr}");
 
-    // A segment of another format version.
+    // A segment of another format version (1: before COLS records).
     let root = tempfile::tempdir().unwrap();
     let dir = logged_run(root.path(), "2pl-waitdie", &ycsb);
     let seg = dir.join("log").join("w0000-00000000.log");
     let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
     let crc = crc32c::crc32c(&bytes[..60]);
     bytes[60..64].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&seg, &bytes).unwrap();
     recover_fails(
         &dir,
         &format!(
-            "error: {}: offset 0: written in log format version 2, this build reads version 1",
+            "error: {}: offset 0: written in log format version 1, this build reads version 2",
             seg.display()
         ),
     );

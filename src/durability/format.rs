@@ -8,7 +8,7 @@
 //!  0  magic        b"TXLABLOG"
 //!  8  version      u32   (FORMAT_VERSION)
 //! 12  kind         u32   (1 per-worker log segment, 2 central log segment, 3 checkpoint file)
-//! 16  fingerprint  u64   (the schema's: table names and row sizes, see `fingerprint`)
+//! 16  fingerprint  u64   (the schema's: table names, row sizes and columns, see `fingerprint`)
 //! 24  stream       u32   (the log's worker slot; a checkpoint's partition)
 //! 28  seq          u32   (segment number within its stream, from 0, no gaps)
 //! 32  aux          u64   (checkpoint: its start epoch; central log: the offset in the LSN
@@ -21,13 +21,15 @@
 //!
 //! ```text
 //!  0  len     u32   whole record, CRC included (32 + payload)
-//!  4  kind    u16   TXN = 1, PUT = 2, DELETE = 3 (SKIP = 4: see below)
+//!  4  kind    u16   TXN = 1, PUT = 2, DELETE = 3, COLS = 5 (SKIP = 4: see below)
 //!  6  zero    u16
 //!  8  table   u32   (TXN: the number of PUT/DELETE records that follow)
 //! 12  stamp   u64   the commit stamp (the same in a transaction's every record)
 //! 20  key     u64   (TXN: the commit epoch)
-//! 28  payload       the row image (PUT); TXN: up to 7 zero bytes of padding (the central
-//!                   log's blocks are multiples of 8 bytes)
+//! 28  payload       PUT: the row image; COLS: the written columns' mask (u64), then the
+//!                   payload words those columns cover, run after run (`Projection::runs`;
+//!                   the row's last word may be partial); TXN: up to 7 zero bytes of padding
+//!                   (the central log's blocks are multiples of 8 bytes)
 //! len-4 crc32c u32  of bytes 0..len-4
 //! ```
 //!
@@ -45,7 +47,7 @@ use crate::storage::TableSpec;
 /// The segment files' magic.
 pub const MAGIC: &[u8; 8] = b"TXLABLOG";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Size of a segment header.
 pub const HEADER_LEN: usize = 64;
 /// Record header and trailer bytes around the payload.
@@ -86,6 +88,8 @@ pub enum RecordKind {
     Delete = 3,
     /// Filler up to the end of a central log segment.
     Skip = 4,
+    /// The columns a transaction wrote: their mask, then the words they cover.
+    Cols = 5,
 }
 
 impl RecordKind {
@@ -95,6 +99,7 @@ impl RecordKind {
             2 => Some(RecordKind::Put),
             3 => Some(RecordKind::Delete),
             4 => Some(RecordKind::Skip),
+            5 => Some(RecordKind::Cols),
             _ => None,
         }
     }
@@ -166,8 +171,9 @@ impl SegmentHeader {
     }
 }
 
-/// The schema fingerprint: FNV-1a over every table's name and row size, in table order. Indexes,
-/// capacities and phantom settings do not change what a row image means, so they are left out.
+/// The schema fingerprint: FNV-1a over every table's name, row size and column layout, in table
+/// order. Indexes, capacities and phantom settings do not change what a row image or a COLS
+/// record means, so they are left out.
 /// (FNV by hand: eight lines, and the value must never change with a crate's version.)
 pub fn fingerprint(tables: &[TableSpec]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -181,6 +187,11 @@ pub fn fingerprint(tables: &[TableSpec]) -> u64 {
         eat(t.name.as_bytes());
         eat(&[0]);
         eat(&(t.row_size as u64).to_le_bytes());
+        // COLS records are laid out by the columns.
+        for c in &t.columns {
+            eat(&(c.offset as u64).to_le_bytes());
+            eat(&(c.len as u64).to_le_bytes());
+        }
     }
     h
 }
@@ -312,6 +323,8 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), Bad> {
     let payload = &b[PAYLOAD_AT..len - 4];
     match kind {
         RecordKind::Put => {}
+        RecordKind::Cols if payload.len() >= 8 => {}
+        RecordKind::Cols => return Err(Bad::Corrupt("written columns without their mask")),
         RecordKind::Txn if payload.len() < 8 && payload.iter().all(|&x| x == 0) => {}
         _ if payload.is_empty() => {}
         _ => return Err(Bad::Corrupt("payload on a record that has none")),
@@ -465,6 +478,23 @@ mod tests {
         bad.clear();
         encode_record(&mut bad, RecordKind::Delete, 1, 5, 9, &[0]);
         assert_eq!(decode_record(&bad), Err(Bad::Corrupt("payload on a record that has none")));
+        // COLS: a mask, then the packed words.
+        let mut cols = Vec::new();
+        encode_record(&mut cols, RecordKind::Cols, 1, 5, 9, &[6, 0, 0, 0, 0, 0, 0, 0, 42]);
+        let (r, _) = decode_record(&cols).unwrap();
+        assert_eq!((r.kind, r.payload.len()), (RecordKind::Cols, 9));
+        bad.clear();
+        encode_record(&mut bad, RecordKind::Cols, 1, 5, 9, &[6, 0, 0]);
+        assert_eq!(decode_record(&bad), Err(Bad::Corrupt("written columns without their mask")));
+    }
+
+    #[test]
+    fn the_fingerprint_covers_the_column_layout() {
+        let plain = TableSpec::new("t", 16, 10);
+        let with = |len| TableSpec::new("t", 16, 10).with_columns(&[("a", 0, 8), ("b", 8, len)]);
+        assert_ne!(fingerprint(std::slice::from_ref(&plain)), fingerprint(&[with(8)]));
+        assert_ne!(fingerprint(&[with(8)]), fingerprint(&[with(4)]));
+        assert_eq!(fingerprint(&[with(8)]), fingerprint(&[with(8)]));
     }
 
     #[test]
@@ -473,11 +503,11 @@ mod tests {
         let b = h.encode();
         assert_eq!(SegmentHeader::decode(&b, 9), Ok(h));
         assert!(SegmentHeader::decode(&b, 8).unwrap_err().starts_with("schema mismatch"));
-        let mut v2 = b;
-        v2[8] = 2;
-        let crc = crc32c::crc32c(&v2[..60]);
-        v2[60..].copy_from_slice(&crc.to_le_bytes());
-        assert!(SegmentHeader::decode(&v2, 9).unwrap_err().contains("format version 2"));
+        let mut v1 = b;
+        v1[8] = 1;
+        let crc = crc32c::crc32c(&v1[..60]);
+        v1[60..].copy_from_slice(&crc.to_le_bytes());
+        assert!(SegmentHeader::decode(&v1, 9).unwrap_err().contains("format version 1"));
         let mut bad = b;
         bad[30] ^= 1;
         assert_eq!(SegmentHeader::decode(&bad, 9).unwrap_err(), "segment header checksum mismatch");

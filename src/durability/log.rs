@@ -31,6 +31,8 @@ use super::format::{
     self, FileKind, RecordKind, SegmentHeader, HEADER_LEN, PAYLOAD_AT, RECORD_OVERHEAD,
 };
 use crate::error::Error;
+use crate::storage::projection::{Columns, Projection};
+use crate::storage::RowRef;
 use crossbeam_utils::CachePadded;
 use std::cell::UnsafeCell;
 use std::fs::{File, OpenOptions};
@@ -862,6 +864,34 @@ impl LogWriter {
         fill: impl FnOnce(&mut [u8]),
     ) {
         self.record(RecordKind::Put, table, stamp, key, len, fill);
+    }
+
+    /// Appends the write of `key` in `table`: the columns `cols` of `row` (a COLS record), or
+    /// its whole image when `cols` covers the row or a COLS record would not be smaller.
+    /// Called under the writer's lock, after the new image is installed. A write that creates
+    /// the row (an insert, a revival) passes every column: recovery applies a COLS record on
+    /// top of the key's previous image, which such a write does not have.
+    #[inline]
+    pub fn put_row<R>(
+        &mut self,
+        table: u32,
+        stamp: u64,
+        key: u64,
+        row: RowRef<'_, R>,
+        p: &Projection,
+        cols: Columns,
+    ) {
+        let len = row.len();
+        if !p.is_whole(cols) {
+            let n = p.packed_len(cols, len);
+            if n + 8 < len {
+                return self.record(RecordKind::Cols, table, stamp, key, 8 + n, |dst| {
+                    dst[..8].copy_from_slice(&cols.to_le_bytes());
+                    row.read_cols_packed(&mut dst[8..], p, cols);
+                });
+            }
+        }
+        self.record(RecordKind::Put, table, stamp, key, len, |dst| row.read_into(dst));
     }
 
     /// Appends the deletion of `key` in `table`.

@@ -5,10 +5,11 @@
 //!
 //! A protocol hands durability each committed transaction's writes, at its serialization point
 //! and with its write locks held: a **commit stamp** and, for every row written, the table, the
-//! key and the row's new image (or its deletion). The stamp orders conflicting writes the way
-//! the protocol serialised them: for every key, a later writer has a larger stamp. Replaying,
-//! for each key, the image with the largest stamp rebuilds exactly the state the protocol
-//! produced. Silo and MOCC give their commit TID, TicToc its commit timestamp, and the in-place
+//! key and the row's new image, or only the columns an update changed, or its deletion. The
+//! stamp orders conflicting writes the way the protocol serialised them: for every key, a later
+//! writer has a larger stamp. Replaying, for each key, the image with the largest stamp, then
+//! the changed columns of the updates after it in stamp order, rebuilds exactly the state the
+//! protocol produced. Silo and MOCC give their commit TID, TicToc its commit timestamp, and the in-place
 //! protocols (nocc, 2PL) a TID computed the same way under their locks
 //! ([`crate::protocols::common::log_in_place`]). Across a delete and a re-insert of a key into
 //! another slot the order holds too: the new slot is used only after the old one was unlinked,
@@ -18,7 +19,7 @@
 //!
 //! The writes are appended through the worker's [`log::LogWriter`] (in
 //! `storage::context::WorkerCtx::log`): `begin` (the stamp; returns the transaction's log
-//! epoch), `put`/`delete` per write, `end`. See [`log`] for group commit and [`format`] for
+//! epoch), `put_row`/`delete` per write, `end`. See [`log`] for group commit and [`format`] for
 //! the files.
 //!
 //! A database that logs cannot also record histories: the in-place protocols keep one stamp per

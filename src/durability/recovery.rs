@@ -9,7 +9,10 @@
 //!    write: it and everything after it in that stream is dropped and reported.
 //! 3. Complete transactions of a log epoch up to `D` are replayed: for every key, the image (or
 //!    deletion) with the largest commit stamp wins, so a deletion is never undone by an older
-//!    image, whatever order the streams are read in (Cicada §3.7's rule, by construction).
+//!    image, whatever order the streams are read in (Cicada §3.7's rule, by construction); the
+//!    COLS records of updates newer than that image (the columns they wrote) are then applied
+//!    to it in stamp order. An update's COLS record always has an image under it: the write
+//!    that created the row logged a whole one, and a checkpoint holds whole rows.
 //!    Keys are split among threads by hash; each inserts its winners with a bulk loader, which
 //!    rebuilds the indexes; the phantom buckets start fresh, as after loading.
 //!
@@ -26,6 +29,7 @@ use super::format::{self, Bad, RecordKind, SegmentHeader, HEADER_LEN};
 use super::log::{segment_name, LOG_SUBDIR, MARKER};
 use crate::engine::{Database, Protocol};
 use crate::error::Error;
+use crate::storage::projection::Projection;
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -41,6 +45,8 @@ pub struct RecoveryReport {
     pub beyond_durable: u64,
     /// Write records replayed from the log (before picking each key's newest).
     pub records: u64,
+    /// Of those, records of the columns an update wrote (applied on top of the key's image).
+    pub column_records: u64,
     /// Rows read from the checkpoint.
     pub checkpoint_rows: u64,
     /// Rows present afterwards.
@@ -78,6 +84,10 @@ struct Entry {
     buf: u32,
     /// Payload offset in that buffer.
     off: u32,
+    /// A COLS record (the written columns: mask, then packed words; `len` payload bytes), not
+    /// a whole row image.
+    cols: bool,
+    len: u32,
 }
 
 /// One stream's parse.
@@ -182,6 +192,7 @@ fn parse_stream(
     durable: u64,
     fingerprint: u64,
     row_sizes: &[usize],
+    projections: &[&Projection],
     buf_base: u32,
 ) -> Result<Parsed, Error> {
     let mut out = Parsed {
@@ -278,7 +289,10 @@ fn parse_stream(
                     open = Some((r.key, r.stamp, r.table));
                     pending.clear();
                 }
-                (RecordKind::Put | RecordKind::Delete, Some((epoch, stamp, left))) if left > 0 => {
+                (
+                    RecordKind::Put | RecordKind::Cols | RecordKind::Delete,
+                    Some((epoch, stamp, left)),
+                ) if left > 0 => {
                     if r.stamp != stamp {
                         return Err(bad(off, "a write's stamp differs from its transaction's"));
                     }
@@ -293,6 +307,21 @@ fn parse_stream(
                         )
                     })?;
                     let put = r.kind == RecordKind::Put;
+                    let cols = r.kind == RecordKind::Cols;
+                    if cols {
+                        let mask = u64::from_le_bytes(r.payload[..8].try_into().expect("8"));
+                        let want = projections[r.table as usize].packed_len(mask, size);
+                        if want + 8 != r.payload.len() {
+                            return Err(bad(
+                                off,
+                                &format!(
+                                    "written columns {mask:#x} of table {} take {want} bytes, the record holds {}",
+                                    r.table,
+                                    r.payload.len() - 8
+                                ),
+                            ));
+                        }
+                    }
                     if put && r.payload.len() != size {
                         return Err(bad(
                             off,
@@ -307,8 +336,10 @@ fn parse_stream(
                         table: r.table,
                         key: r.key,
                         stamp,
-                        buf: if put { buf_idx } else { u32::MAX },
+                        buf: if put || cols { buf_idx } else { u32::MAX },
                         off: (off + format::PAYLOAD_AT) as u32,
+                        cols,
+                        len: r.payload.len() as u32,
                     });
                     open = Some((epoch, stamp, left - 1));
                 }
@@ -393,6 +424,8 @@ fn parse_checkpoint(
             stamp: r.stamp,
             buf: buf_idx,
             off: (off + format::PAYLOAD_AT) as u32,
+            cols: false,
+            len: r.payload.len() as u32,
         });
         off += n;
     }
@@ -423,6 +456,8 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
     let specs: Vec<_> = db.storage().tables().iter().map(|t| t.spec.clone()).collect();
     let fingerprint = format::fingerprint(&specs);
     let row_sizes: Vec<usize> = specs.iter().map(|s| s.row_size).collect();
+    let projections: Vec<&Projection> =
+        db.storage().tables().iter().map(|t| &t.projection).collect();
     let marker = read_marker(dir)?;
     let manifest = checkpoint::current(dir)?;
     if let Some(m) = &manifest {
@@ -471,7 +506,8 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
         let handles: Vec<_> = chunks
             .into_iter()
             .map(|chunk| {
-                let (streams, marker, row_sizes) = (&streams, &marker, &row_sizes);
+                let (streams, marker, row_sizes, projections) =
+                    (&streams, &marker, &row_sizes, &projections);
                 scope.spawn(move || {
                     chunk
                         .into_iter()
@@ -489,6 +525,7 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
                                 marker.durable,
                                 fingerprint,
                                 row_sizes,
+                                projections,
                                 base,
                             )
                         })
@@ -552,44 +589,79 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
         report.beyond_durable += p.beyond;
         if !p.checkpoint {
             report.records += p.entries.len() as u64;
+            report.column_records += p.entries.iter().filter(|e| e.cols).count() as u64;
         }
         report.bytes += p.bytes;
         report.torn.extend(p.torn.iter().cloned());
     }
     report.segments = all.iter().map(|p| p.bufs.len() as u64).sum();
-    // Apply: threads own the keys that hash to them.
+    // Apply: threads own the keys that hash to them. Per key, the newest whole image or
+    // deletion is its base; COLS records newer than it are applied on top, oldest first.
     let results: Vec<Result<(u64, u64), Error>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (all, bufs, row_sizes) = (&all, &bufs, &row_sizes);
+                let (all, bufs, row_sizes, projections) = (&all, &bufs, &row_sizes, &projections);
                 scope.spawn(move || -> Result<(u64, u64), Error> {
-                    let mut newest: FxHashMap<(u32, u64), Entry> = FxHashMap::default();
+                    // Per key: the base, and the newest of its COLS records (their list runs
+                    // through `older`: the index of the next one, or `NONE`).
+                    const NONE: u32 = u32::MAX;
+                    let mut keys: FxHashMap<(u32, u64), (Option<Entry>, u32)> =
+                        FxHashMap::default();
+                    let mut deltas: Vec<(Entry, u32)> = Vec::new();
                     for p in all {
                         for e in &p.entries {
                             if owner(e.table, e.key, threads) != t {
                                 continue;
                             }
-                            newest
-                                .entry((e.table, e.key))
-                                .and_modify(|cur| {
-                                    if e.stamp > cur.stamp {
-                                        *cur = *e;
-                                    }
-                                })
-                                .or_insert(*e);
+                            let k = keys.entry((e.table, e.key)).or_insert((None, NONE));
+                            if e.cols {
+                                deltas.push((*e, k.1));
+                                k.1 = deltas.len() as u32 - 1;
+                            } else if k.0.is_none_or(|b| e.stamp > b.stamp) {
+                                k.0 = Some(*e);
+                            }
                         }
                     }
                     let mut loader = db.loader();
                     let (mut rows, mut deleted) = (0, 0);
-                    for e in newest.values() {
-                        if e.buf == u32::MAX {
-                            deleted += 1;
-                            continue;
+                    let mut newer: Vec<Entry> = Vec::new();
+                    let mut image: Vec<u8> = Vec::new();
+                    for (&(table, key), &(base, mut d)) in &keys {
+                        let from = base.map_or(0, |b| b.stamp);
+                        newer.clear();
+                        while d != NONE {
+                            let (e, next) = deltas[d as usize];
+                            if e.stamp > from {
+                                newer.push(e);
+                            }
+                            d = next;
                         }
-                        let size = row_sizes[e.table as usize];
-                        let off = e.off as usize;
-                        let image = &bufs[e.buf as usize][off..off + size];
-                        loader.insert(crate::storage::TableId(e.table), e.key, image)?;
+                        let base = match base {
+                            Some(b) if b.buf != u32::MAX => b,
+                            _ if newer.is_empty() => {
+                                deleted += 1;
+                                continue;
+                            }
+                            _ => {
+                                return Err(Error::Durability(format!(
+                                    "{}: key {key} of table {table}: columns written at stamp {} on a row the log and checkpoint have no image of (an incomplete log)",
+                                    dir.display(),
+                                    newer[0].stamp
+                                )))
+                            }
+                        };
+                        let size = row_sizes[table as usize];
+                        image.clear();
+                        let off = base.off as usize;
+                        image.extend_from_slice(&bufs[base.buf as usize][off..off + size]);
+                        newer.sort_unstable_by_key(|e| e.stamp);
+                        for e in &newer {
+                            let (off, len) = (e.off as usize, e.len as usize);
+                            let rec = &bufs[e.buf as usize][off..off + len];
+                            let mask = u64::from_le_bytes(rec[..8].try_into().expect("8 bytes"));
+                            projections[table as usize].unpack(mask, &rec[8..], &mut image);
+                        }
+                        loader.insert(crate::storage::TableId(table), key, &image)?;
                         rows += 1;
                     }
                     Ok((rows, deleted))

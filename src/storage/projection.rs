@@ -247,6 +247,26 @@ impl Projection {
         }
     }
 
+    /// Bytes the words of `cols` occupy in a row of `len` bytes when packed run after run
+    /// ([`super::row_store::RowRef::read_cols_packed`]; the row's last word may be partial).
+    pub fn packed_len(&self, cols: Columns, len: usize) -> usize {
+        let mut n = 0;
+        self.runs(cols, |lo, hi| n += (hi * 8).min(len) - lo * 8);
+        n
+    }
+
+    /// Writes the words of `cols`, packed run after run in `packed` (exactly
+    /// [`Projection::packed_len`] bytes), into their places in the row image `row`.
+    pub fn unpack(&self, cols: Columns, packed: &[u8], row: &mut [u8]) {
+        let mut at = 0;
+        self.runs(cols, |lo, hi| {
+            let (a, b) = (lo * 8, (hi * 8).min(row.len()));
+            row[a..b].copy_from_slice(&packed[at..at + b - a]);
+            at += b - a;
+        });
+        debug_assert_eq!(at, packed.len(), "packed bytes of another mask");
+    }
+
     /// The runs of [`Projection::runs`] as an iterator. A loop over it has one call site for
     /// its body, so the copy loops of the row store inline there instead of being called per
     /// run through a closure.

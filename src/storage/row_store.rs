@@ -193,6 +193,22 @@ impl<R> RowRef<'_, R> {
         self.store_run(src, lo, hi);
     }
 
+    /// Copies the words of the columns `cols`, run after run, packed into `dst`
+    /// ([`Projection::packed_len`] bytes): a redo log's record of the columns a transaction
+    /// wrote. Same contract as [`RowRef::read_into`].
+    pub fn read_cols_packed(&self, dst: &mut [u8], p: &Projection, cols: Columns) {
+        let mut at = 0;
+        p.runs(cols, |lo, hi| {
+            for i in lo..hi {
+                let w = self.words[i].load(Ordering::Relaxed).to_ne_bytes();
+                let n = (self.len - i * 8).min(8);
+                dst[at..at + n].copy_from_slice(&w[..n]);
+                at += n;
+            }
+        });
+        debug_assert_eq!(at, dst.len(), "dst is packed_len bytes");
+    }
+
     /// The copy loop of [`RowRef::read_words_into`], always inlined into the projected copies:
     /// one bounds check per run and an unaligned 8-byte store per word. (Slice chunking and a
     /// per-word bounds check cost about 80 instructions per run, and a projected copy of a

@@ -353,19 +353,31 @@ pub fn stamp_epoch(stamp: u64) -> u64 {
 /// The in-place protocols' side of the durability contract (nocc, 2PL), at commit with every
 /// lock still held: chooses the commit stamp by Silo's rule from the written records' stamps
 /// (each record's state word holds the stamp of its last committed writer; an abort puts it
-/// back), appends every write of the undo log with the record's current image, and gives each
-/// written record the new stamp. A record written twice is logged twice, with the same stamp
-/// and image. Does nothing when the database does not log.
+/// back), appends every write of the undo log with the record's current image (an update's
+/// changed columns of it), and gives each written record the new stamp. A record written twice
+/// is logged twice, with the same stamp, from the same image. Does nothing when the database does not log.
+///
+/// `columns`: whether an update may log only the columns it changed. A protocol without
+/// isolation (nocc) logs whole images: a concurrent deletion of the row may take the smaller
+/// stamp, and recovery would then find changed columns with no image of the row under them.
 #[inline]
-pub fn log_in_place<R: RecordHeader + HasState>(ctx: &mut WorkerCtx<'_, R>, undo: &[Undo]) {
+pub fn log_in_place<R: RecordHeader + HasState>(
+    ctx: &mut WorkerCtx<'_, R>,
+    undo: &[Undo],
+    columns: bool,
+) {
     if ctx.log.is_none() || undo.is_empty() {
         return;
     }
-    log_in_place_slow(ctx, undo);
+    log_in_place_slow(ctx, undo, columns);
 }
 
 #[inline(never)]
-fn log_in_place_slow<R: RecordHeader + HasState>(ctx: &mut WorkerCtx<'_, R>, undo: &[Undo]) {
+fn log_in_place_slow<R: RecordHeader + HasState>(
+    ctx: &mut WorkerCtx<'_, R>,
+    undo: &[Undo],
+    columns: bool,
+) {
     let storage = ctx.storage;
     let mut max = ctx.last_stamp;
     for u in undo {
@@ -380,7 +392,13 @@ fn log_in_place_slow<R: RecordHeader + HasState>(ctx: &mut WorkerCtx<'_, R>, und
         let row = tbl.rows.get(u.rid);
         let state = row.header.state();
         if state.present() {
-            log.put(u.table.0, stamp, u.key, tbl.spec.row_size, |dst| row.read_into(dst));
+            // An update logs the columns it changed; anything else that leaves the row present
+            // (an insert, a revival, a deletion undone later in the transaction), all of them.
+            let cols = match u.kind {
+                UndoKind::Update { cols, .. } if columns => cols,
+                _ => crate::engine::procedure::ALL_COLUMNS,
+            };
+            log.put_row(u.table.0, stamp, u.key, row, &tbl.projection, cols);
         } else {
             log.delete(u.table.0, stamp, u.key);
         }

@@ -948,7 +948,9 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
             if LOG {
                 let log = self.ctx.log.as_mut().expect("LOG is set only with a log");
                 if w.kind.present() {
-                    log.put(w.table.0, stamp, w.key, tbl.spec.row_size, |dst| row.read_into(dst));
+                    // An update logs the columns it changed; a write that creates the row, all.
+                    let cols = if w.kind == WriteKind::Update { w.dirty } else { ALL_COLUMNS };
+                    log.put_row(w.table.0, stamp, w.key, row, &tbl.projection, cols);
                 } else {
                     log.delete(w.table.0, stamp, w.key);
                 }

@@ -191,7 +191,7 @@ impl Worker for NoccWorker<'_> {
         if let Some(h) = &mut self.ctx.history {
             h.committed();
         }
-        log_in_place(&mut self.ctx, &self.undo);
+        log_in_place(&mut self.ctx, &self.undo, false);
         for i in 0..self.deleted.len() {
             let (t, key, rid) = self.deleted[i];
             self.ctx.retire(t, key, rid);

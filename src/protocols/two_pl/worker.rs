@@ -371,7 +371,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
             h.committed();
         }
         self.ctx.commit_pause();
-        log_in_place(&mut self.ctx, &self.undo);
+        log_in_place(&mut self.ctx, &self.undo, true);
         for i in 0..self.deleted.len() {
             let (t, key, rid) = self.deleted[i];
             self.ctx.retire(t, key, rid);
