@@ -445,3 +445,35 @@ fn log_lists_are_checked() {
     );
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0, "nothing was written");
 }
+
+/// A transaction whose records do not fit in the log buffer stops the run with an error that
+/// names the flag to raise.
+#[test]
+fn a_transaction_larger_than_the_log_buffer_is_an_error() {
+    let root = tempfile::tempdir().unwrap();
+    let out = txlab(&[
+        "run",
+        "-p",
+        "silo",
+        "-w",
+        "ycsb",
+        "--records",
+        "100",
+        "--payload",
+        "100000",
+        "--txns",
+        "10",
+        "-t",
+        "1",
+        "--log-dir",
+        s(root.path()),
+        "--log-buffer-kb",
+        "64",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.lines().last().unwrap(),
+        "error: the log failed, the run stopped: a transaction's log records need more than the 65536-byte log buffer; raise --log-buffer-kb",
+    );
+}

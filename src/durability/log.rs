@@ -1008,7 +1008,7 @@ impl LogWriter {
         };
         if (self.pos - self.start) as usize + len > cap {
             self.mgr.fail(format!(
-                "a transaction's log records need more than the {cap}-byte log buffer; raise --log-buffer"
+                "a transaction's log records need more than the {cap}-byte log buffer; raise --log-buffer-kb"
             ));
             self.dropped = true;
             return;
