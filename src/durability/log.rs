@@ -789,7 +789,7 @@ impl Drop for LogHandle {
 }
 
 /// A worker's end of its log stream. The protocol's commit calls [`LogWriter::begin`], then
-/// [`LogWriter::put`] / [`LogWriter::delete`] for every write, then [`LogWriter::end`], all with
+/// [`LogWriter::put_row`] / [`LogWriter::delete`] for every write, then [`LogWriter::end`], all with
 /// its write locks held.
 pub struct LogWriter {
     mgr: Arc<LogManager>,
@@ -851,19 +851,6 @@ impl LogWriter {
         self.start = self.pos;
         self.record(RecordKind::Txn, writes, stamp, e, 0, |_| ());
         e
-    }
-
-    /// Appends the row image of `key` in `table`, written by `fill` into a `len`-byte slice.
-    #[inline]
-    pub fn put(
-        &mut self,
-        table: u32,
-        stamp: u64,
-        key: u64,
-        len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) {
-        self.record(RecordKind::Put, table, stamp, key, len, fill);
     }
 
     /// Appends the write of `key` in `table`: the columns `cols` of `row` (a COLS record), or
