@@ -48,11 +48,14 @@ pub enum AbortReason {
     /// TPC-C new-order row). Under a serializable protocol this means a broken database and
     /// fails the run; without isolation (`nocc`) it happens. A final outcome, not retried.
     MissingRow,
+    /// First updater wins (the multi-version protocols): the record was written by another
+    /// transaction after this one's snapshot, or is being written by one.
+    WriteConflict,
 }
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 12] = [
+    pub const ALL: [AbortReason; 13] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
@@ -65,6 +68,7 @@ impl AbortReason {
         AbortReason::Unsupported,
         AbortReason::TableFull,
         AbortReason::MissingRow,
+        AbortReason::WriteConflict,
     ];
     /// Number of reasons (the length of per-reason counter arrays).
     pub const COUNT: usize = Self::ALL.len();
@@ -84,6 +88,7 @@ impl AbortReason {
             AbortReason::Unsupported => "unsupported",
             AbortReason::TableFull => "table-full",
             AbortReason::MissingRow => "missing-row",
+            AbortReason::WriteConflict => "write-conflict",
         }
     }
 
@@ -100,6 +105,7 @@ impl AbortReason {
                 | AbortReason::PhantomValidation
                 | AbortReason::InsertConflict
                 | AbortReason::AccessSetMismatch
+                | AbortReason::WriteConflict
         )
     }
 

@@ -95,6 +95,9 @@ pub struct TxnRecord {
     pub outcome: Outcome,
     /// Nanoseconds since the process's first recorded transaction, at the serialization point.
     pub ts: u64,
+    /// Where its reads are placed in the same time line: `ts`, except for protocols that read a
+    /// snapshot taken before they commit (multi-version), whose absent keys are judged at it.
+    pub read_ts: u64,
     first: usize,
     len: usize,
 }
@@ -136,7 +139,7 @@ impl History {
     pub fn push(&mut self, id: u64, outcome: Outcome, ts: u64, events: &[Event]) {
         let first = self.events.len();
         self.events.extend_from_slice(events);
-        self.txns.push(TxnRecord { id, outcome, ts, first, len: events.len() });
+        self.txns.push(TxnRecord { id, outcome, ts, read_ts: ts, first, len: events.len() });
     }
 
     /// Moves every transaction of `other` into `self`.
@@ -193,6 +196,7 @@ struct Open {
     id: u64,
     first: usize,
     ts: Option<u64>,
+    read_ts: Option<u64>,
     committed: bool,
 }
 
@@ -215,7 +219,7 @@ impl Recorder {
         self.attempts += 1;
         let id = (self.worker << 40) | self.attempts;
         let first = self.history.events.len();
-        self.open = Some(Open { id, first, ts: None, committed: false });
+        self.open = Some(Open { id, first, ts: None, read_ts: None, committed: false });
     }
 
     /// A fresh stamp for a write by this worker (for protocols without TIDs), unique in the
@@ -263,6 +267,17 @@ impl Recorder {
         }
     }
 
+    /// Marks where the attempt's reads took place with the protocol's logical timestamp (a
+    /// multi-version protocol's snapshot), when that is not its serialization point: the
+    /// checker judges the keys it found absent there. Same time line as
+    /// [`Recorder::serial_point_at`].
+    #[inline]
+    pub fn read_point_at(&mut self, ts: u64) {
+        if let Some(o) = &mut self.open {
+            o.read_ts = Some(ts);
+        }
+    }
+
     /// Marks the attempt committed (called by the protocol once its commit cannot fail).
     #[inline]
     pub fn committed(&mut self) {
@@ -278,7 +293,9 @@ impl Recorder {
             let outcome = if o.committed { Outcome::Committed } else { Outcome::Aborted };
             let len = self.history.events.len() - o.first;
             let ts = o.ts.unwrap_or_else(now_ns);
-            self.history.txns.push(TxnRecord { id: o.id, outcome, ts, first: o.first, len });
+            let read_ts = o.read_ts.unwrap_or(ts);
+            let first = o.first;
+            self.history.txns.push(TxnRecord { id: o.id, outcome, ts, read_ts, first, len });
         }
     }
 

@@ -21,7 +21,7 @@ fn an_unknown_protocol_is_refused_with_the_valid_names() {
     fails_with(
         &["run", "--protocol", "foo"],
         2,
-        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc)",
+        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc, si)",
     );
 }
 
@@ -391,6 +391,26 @@ fn check_sees_nocc_lose_updates_and_read_aborted_data() {
     let s = quick_check_passes("nocc", &["-w", "hot-rmw"]);
     assert!(!s.contains("(permitted)"), "{s}");
     assert!(s.contains("--verbose shows them"), "{s}");
+}
+
+/// `si` promises snapshot isolation: the check passes, and it must see the write skew and the
+/// read-only anomaly that SI permits; held to serializability it fails (the positive control
+/// that the checker sees SI's anomalies).
+#[test]
+fn check_passes_si_and_sees_its_write_skew() {
+    let s = quick_check_passes("si", &["--verbose"]);
+    assert!(s.contains("  si            PASS  promises snapshot isolation"), "{s}");
+    assert!(s.contains("G2-item (write skew) (permitted)"), "{s}");
+    for w in ["write-skew", "read-only"] {
+        let line = s.lines().find(|l| l.starts_with(&format!("  {w} "))).unwrap();
+        assert!(line.ends_with("G2-item (write skew)"), "{w}: {line}");
+    }
+    let out =
+        txlab(&["check", "-p", "si", "-w", "write-skew", "--quick", "--isolation", "serializable"]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{s}");
+    assert!(s.contains("  si            FAIL  held to serializable"), "{s}");
+    assert!(s.contains("G2-item (write skew) (not permitted)"), "{s}");
 }
 
 /// Held to a level it does not reach, a protocol fails: exit 1, the cycle and a replay command.

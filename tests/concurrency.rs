@@ -281,6 +281,27 @@ macro_rules! serializable_suite {
     )*};
 }
 
+/// What snapshot isolation guarantees of the same workloads: transfers write every row they
+/// read, so first-updater-wins loses no update, and read-only audits see one snapshot's total.
+/// (Write skew, which it permits, is shown by `tests/mvcc.rs`.)
+macro_rules! snapshot_suite {
+    ($($name:ident => $P:ty $([$($opt:expr),*])?),* $(,)?) => {$(
+        mod $name {
+            const OPTS: &[(&str, &str)] = &[$($($opt),*)?];
+            type P = $P;
+            use txlab::storage::index::IndexKind::{Dense, Hash, Ordered};
+            #[test] fn bank_transfers_conserve_money_and_lose_no_update() { crate::common::with_options(OPTS, || super::bank_is_serializable::<P>(Ordered)) }
+            #[test] fn bank_transfers_on_a_hash_index() { crate::common::with_options(OPTS, || super::bank_is_serializable::<P>(Hash)) }
+            #[test] fn bank_transfers_on_a_dense_index() { crate::common::with_options(OPTS, || super::bank_is_serializable::<P>(Dense)) }
+        }
+    )*};
+}
+
+snapshot_suite! {
+    si => txlab::protocols::si::Si,
+    si_slow_gc => txlab::protocols::si::Si [("gc-interval-us", "100000")],
+}
+
 serializable_suite! {
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,

@@ -320,6 +320,11 @@ fn crashes_lose_nothing_acknowledged_2pl_waitdie() {
 }
 
 #[test]
+fn crashes_lose_nothing_acknowledged_si() {
+    crashes("si");
+}
+
+#[test]
 fn crashes_lose_nothing_acknowledged_nocc() {
     crashes("nocc");
 }

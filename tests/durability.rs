@@ -235,6 +235,11 @@ fn tictoc_round_trips() {
 }
 
 #[test]
+fn si_round_trips() {
+    round_trips::<txlab::protocols::si::Si>(6);
+}
+
+#[test]
 fn mocc_round_trips() {
     common::with_options(&[("temperature-threshold", "1")], || {
         round_trips::<txlab::protocols::mocc::Mocc>(6)
@@ -254,7 +259,7 @@ fn dump_all<P: Protocol>(db: &Database<P>) -> Vec<(u32, u64, Vec<u8>)> {
             &mut g,
             || {},
             |k, rid| {
-                if db.protocol().read_committed(t.rows.get(rid), &mut image).is_some() {
+                if db.protocol().read_committed(t.id, t.rows.get(rid), &mut image).is_some() {
                     out.push((t.id.0, k, image.clone()));
                 }
             },
@@ -405,6 +410,7 @@ fn deleted_and_reinserted_keys_recover_right() {
     delete_and_reinsert::<txlab::protocols::silo::Silo>();
     delete_and_reinsert::<txlab::protocols::tictoc::TicToc>();
     delete_and_reinsert::<txlab::protocols::mocc::Mocc>();
+    delete_and_reinsert::<txlab::protocols::si::Si>();
 }
 
 /// A log that cannot be written (its directory removed, so the next segment cannot be created)
@@ -513,6 +519,7 @@ fn open_recovers_and_continues_logging() {
     reopens::<tictoc::TicToc>(LogKind::PerWorker, 6);
     reopens::<tictoc::TicToc>(LogKind::Central, 7);
     reopens::<mocc::Mocc>(LogKind::PerWorker, 8);
+    reopens::<txlab::protocols::si::Si>(LogKind::Central, 9);
 }
 
 /// An open that crashed leaves either an unfinished next generation (before its pointer was
@@ -716,6 +723,7 @@ fn updates_log_the_columns_they_write() {
             column_round_trip::<silo::Silo>(5, kind, seed + 20),
             column_round_trip::<tictoc::TicToc>(5, kind, seed + 30),
             column_round_trip::<mocc::Mocc>(5, kind, seed + 40),
+            column_round_trip::<txlab::protocols::si::Si>(5, kind, seed + 60),
         ] {
             assert!(r.column_records > 100, "{r:?}");
         }

@@ -359,6 +359,7 @@ macro_rules! interfered_suite {
 
 alone_suite! {
     nocc => txlab::protocols::nocc::Nocc,
+    si => txlab::protocols::si::Si,
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,

@@ -442,7 +442,7 @@ pub fn check(history: &History) -> Report {
                         continue;
                     };
                     if stamp == UNBORN {
-                        match absent_at(states, t.ts) {
+                        match absent_at(states, t.read_ts) {
                             Some(i) => observe(&mut g, states, i, r, false, table, key),
                             None => report.add(
                                 AnomalyClass::Invented,
@@ -504,7 +504,7 @@ pub fn check(history: &History) -> Report {
                             continue;
                         }
                         let states = &orders[&(table, key)];
-                        match absent_at(states, t.ts) {
+                        match absent_at(states, t.read_ts) {
                             Some(i) => observe(&mut g, states, i, r, true, table, key),
                             None => report.add(
                                 AnomalyClass::Invented,

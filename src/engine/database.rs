@@ -333,11 +333,10 @@ impl<P: Protocol> Database<P> {
         let mut n = 0;
         let mut visit = |k: u64, rid: RowId, n: &mut usize| -> ControlFlow<()> {
             let row = t.rows.get(rid);
-            if !self.protocol.is_present(row.header) {
+            let Some(flow) = with_row_copy(&self.protocol, table, row, |bytes| f(k, bytes)) else {
                 return ControlFlow::Continue(());
-            }
+            };
             *n += 1;
-            let flow = with_row_copy(&row, |bytes| f(k, bytes));
             if *n >= limit {
                 return ControlFlow::Break(());
             }
@@ -380,8 +379,14 @@ impl<P: Protocol> Database<P> {
     }
 }
 
-/// Runs `f` on a private copy of `row`'s payload (on the stack for rows up to 1 KiB).
-fn with_row_copy<R, T>(row: &crate::storage::RowRef<'_, R>, f: impl FnOnce(&[u8]) -> T) -> T {
+/// Runs `f` on a private copy of `row`'s present row (on the stack for rows up to 1 KiB), read
+/// through the protocol; `None` if the row is not present.
+fn with_row_copy<P: Protocol, T>(
+    protocol: &P,
+    table: TableId,
+    row: crate::storage::RowRef<'_, P::Record>,
+    f: impl FnOnce(&[u8]) -> T,
+) -> Option<T> {
     let mut small = [0u8; 1024];
     let mut big;
     let buf: &mut [u8] = if row.len() <= small.len() {
@@ -390,8 +395,7 @@ fn with_row_copy<R, T>(row: &crate::storage::RowRef<'_, R>, f: impl FnOnce(&[u8]
         big = vec![0u8; row.len()];
         &mut big
     };
-    row.read_into(buf);
-    f(buf)
+    protocol.read_latest(table, row, buf).then(|| f(buf))
 }
 
 impl<P: Protocol> Recon for Database<P> {
@@ -399,11 +403,7 @@ impl<P: Protocol> Recon for Database<P> {
         let t = self.storage.try_table(table)?;
         let g = index::pin();
         let rid = t.index.get(key, &g)?;
-        let row = t.rows.get(rid);
-        if !self.protocol.is_present(row.header) {
-            return None;
-        }
-        Some(with_row_copy(&row, f))
+        with_row_copy(&self.protocol, table, t.rows.get(rid), f)
     }
 
     fn scan(
@@ -444,9 +444,7 @@ impl<P: Protocol> Loader<'_, P> {
         let rid = t.rows.alloc(&mut self.caches[table.index()]).ok_or_else(|| {
             Error::TableFull { table: t.spec.name.clone(), capacity: t.spec.capacity }
         })?;
-        let row = t.rows.get(rid);
-        row.write_from(payload);
-        self.db.protocol.init_loaded(row.header);
+        self.db.protocol.load(table, t.rows.get(rid), payload);
         if t.index.insert_if_absent(key, rid, &self.guard).is_err() {
             self.caches[table.index()].release(rid);
             return Err(Error::DuplicateKey { table: t.spec.name.clone(), key });

@@ -144,19 +144,37 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     /// The options it was set up with.
     fn options(&self) -> &Self::Options;
 
-    /// Sets a freshly allocated header to "committed and present" (bulk loading).
-    fn init_loaded(&self, rec: &Self::Record);
+    /// Loads `payload` (the table's row size) into the freshly allocated slot `row` of `table`
+    /// as a committed row below every stamp the protocol will give (bulk loading, recovery).
+    fn load(&self, table: TableId, row: RowRef<'_, Self::Record>, payload: &[u8]);
 
     /// Whether a record is present (not deleted, not an uncommitted insert), as a best-effort
-    /// non-transactional read (reconnaissance reads, checks after a run).
+    /// non-transactional read.
     fn is_present(&self, rec: &Self::Record) -> bool;
 
-    /// Copies the latest committed image of a record into `buf` (the payload's length) and
-    /// returns the commit stamp it was logged with (see [`crate::durability`]), or `None` when
-    /// the record is not a committed row. Consistent while transactions run: checkpoints read
-    /// rows with it without stopping workers (the caller keeps an epoch published, so the slot
-    /// is not reused meanwhile).
-    fn read_committed(&self, row: RowRef<'_, Self::Record>, buf: &mut [u8]) -> Option<u64>;
+    /// Copies the row of `row` (of `table`) into `buf` if it is present, as a best-effort
+    /// non-transactional read (reconnaissance reads, checks after a run, which every
+    /// `Database::visit_present` goes through). The default copies the slot's payload.
+    fn read_latest(&self, table: TableId, row: RowRef<'_, Self::Record>, buf: &mut [u8]) -> bool {
+        let _ = table;
+        if !self.is_present(row.header) {
+            return false;
+        }
+        row.read_into(buf);
+        true
+    }
+
+    /// Copies the latest committed image of a record of `table` into `buf` (the payload's
+    /// length) and returns the commit stamp it was logged with (see [`crate::durability`]), or
+    /// `None` when the record is not a committed row. Consistent while transactions run:
+    /// checkpoints read rows with it without stopping workers (the caller keeps an epoch
+    /// published, so the slot is not reused meanwhile).
+    fn read_committed(
+        &self,
+        table: TableId,
+        row: RowRef<'_, Self::Record>,
+        buf: &mut [u8],
+    ) -> Option<u64>;
 
     /// Creates a worker for the calling thread.
     fn worker(db: &Database<Self>) -> Result<Self::Worker<'_>, Error>;

@@ -6,6 +6,7 @@
 pub mod common;
 pub mod mocc;
 pub mod nocc;
+pub mod si;
 pub mod silo;
 pub mod tictoc;
 pub mod two_pl;
@@ -39,17 +40,22 @@ pub enum ProtocolKind {
     #[value(name = "mocc")]
     #[serde(rename = "mocc")]
     Mocc,
+    /// Snapshot isolation (multi-version).
+    #[value(name = "si")]
+    #[serde(rename = "si")]
+    Si,
 }
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 6] = [
+    pub const ALL: [ProtocolKind; 7] = [
         ProtocolKind::Nocc,
         ProtocolKind::TwoPlNoWait,
         ProtocolKind::TwoPlWaitDie,
         ProtocolKind::Silo,
         ProtocolKind::TicToc,
         ProtocolKind::Mocc,
+        ProtocolKind::Si,
     ];
 
     /// The command-line name.
@@ -62,6 +68,7 @@ impl ProtocolKind {
             ProtocolKind::Silo => silo::Silo::NAME,
             ProtocolKind::TicToc => tictoc::TicToc::NAME,
             ProtocolKind::Mocc => mocc::Mocc::NAME,
+            ProtocolKind::Si => si::Si::NAME,
         }
     }
 
@@ -75,6 +82,7 @@ impl ProtocolKind {
             ProtocolKind::Silo => silo::Silo::DESCRIPTION,
             ProtocolKind::TicToc => tictoc::TicToc::DESCRIPTION,
             ProtocolKind::Mocc => mocc::Mocc::DESCRIPTION,
+            ProtocolKind::Si => si::Si::DESCRIPTION,
         }
     }
 
@@ -106,6 +114,7 @@ impl ProtocolKind {
             ProtocolKind::Silo => silo::Silo::CAPS,
             ProtocolKind::TicToc => tictoc::TicToc::CAPS,
             ProtocolKind::Mocc => mocc::Mocc::CAPS,
+            ProtocolKind::Si => si::Si::CAPS,
         }
     }
 }
@@ -145,6 +154,10 @@ macro_rules! with_protocol {
             }
             $crate::protocols::ProtocolKind::Mocc => {
                 type $P = $crate::protocols::mocc::Mocc;
+                $body
+            }
+            $crate::protocols::ProtocolKind::Si => {
+                type $P = $crate::protocols::si::Si;
                 $body
             }
         }

@@ -16,6 +16,7 @@ pub mod phantom;
 pub mod projection;
 pub mod reclaim;
 pub mod row_store;
+pub mod version;
 
 use crate::error::Error;
 use epoch::{EpochAdvancer, Epochs};

@@ -45,7 +45,14 @@ use crossbeam_utils::CachePadded;
 /// Implementors guarantee that (1) a value of all zero bytes is a valid `Self` (true for structs
 /// made only of atomics and integers), (2) `Self` needs no `Drop` (slots are freed without
 /// dropping), and (3) `align_of::<Self>() <= 64`.
-pub unsafe trait RecordHeader: Send + Sync + 'static {}
+pub unsafe trait RecordHeader: Send + Sync + 'static {
+    /// Whether the slot holds the row's payload after the header. Multi-version protocols keep
+    /// every image in versions outside the slot (`storage::version`) and set this to `false`:
+    /// their slots are the header alone, and a [`RowRef`] of such a slot has no payload words
+    /// (its copies copy nothing), so everything that reads or loads rows goes through the
+    /// protocol (`Protocol::read_latest`, `Protocol::load`).
+    const SLOT_PAYLOAD: bool = true;
+}
 
 /// Identifies a slot in one table's [`RowStore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -115,7 +122,15 @@ impl<R> Clone for RowRef<'_, R> {
 }
 impl<R> Copy for RowRef<'_, R> {}
 
-impl<R> RowRef<'_, R> {
+impl<'a, R> RowRef<'a, R> {
+    /// A reference to a payload kept elsewhere than in a slot (a version, see
+    /// `storage::version`): `words` hold `len` bytes.
+    #[inline(always)]
+    pub fn from_parts(header: &'a R, words: &'a [AtomicU64], len: usize) -> Self {
+        debug_assert_eq!(words.len(), len.div_ceil(8));
+        RowRef { header, words, len }
+    }
+
     /// Payload length in bytes.
     #[inline]
     pub fn len(&self) -> usize {
@@ -191,6 +206,17 @@ impl<R> RowRef<'_, R> {
     #[inline]
     pub fn write_words_from(&self, src: &[u8], lo: usize, hi: usize) {
         self.store_run(src, lo, hi);
+    }
+
+    /// Overwrites the payload with `src`'s (a row of the same length), word by word with relaxed
+    /// atomics: a new version made from the one it replaces. Same contract as
+    /// [`RowRef::write_from`]; `src` is stable (a committed version, or the caller's own).
+    #[inline]
+    pub fn copy_from<S>(&self, src: &RowRef<'_, S>) {
+        assert_eq!(self.words.len(), src.words.len());
+        for (d, s) in self.words.iter().zip(src.words) {
+            d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
     }
 
     /// Copies the words of the columns `cols`, run after run, packed into `dst`
@@ -309,7 +335,7 @@ impl<R: RecordHeader> RowStore<R> {
             return Err(Error::Config("row size must be at least 1 byte".into()));
         }
         let header_size = std::mem::size_of::<R>().next_multiple_of(8);
-        let words = row_size.div_ceil(8);
+        let words = if R::SLOT_PAYLOAD { row_size.div_ceil(8) } else { 0 };
         let slot_size = (header_size + words * 8).next_multiple_of(CACHE_LINE);
         let slots_per_seg = (SEGMENT_BYTES / slot_size).max(1).next_power_of_two();
         let seg_shift = slots_per_seg.trailing_zeros();

@@ -2,6 +2,7 @@
 //! that yields under oversubscription, an undo log, and a value arena.
 
 pub mod mql;
+pub mod mv;
 pub mod occ;
 pub mod scan;
 pub mod state;

@@ -84,7 +84,7 @@ use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTEN
 use crate::protocols::common::occ::{OccRecord, OccWorker, ValidationLock};
 use crate::protocols::common::tid::Tid;
 use crate::storage::context::WorkerCtx;
-use crate::storage::RowRef;
+use crate::storage::{RowRef, TableId};
 use std::sync::Arc;
 
 /// The MOCC protocol.
@@ -226,7 +226,9 @@ impl Protocol for Mocc {
         &self.options
     }
 
-    fn init_loaded(&self, rec: &MoccRecord) {
+    fn load(&self, _: TableId, row: RowRef<'_, MoccRecord>, payload: &[u8]) {
+        row.write_from(payload);
+        let rec = row.header;
         rec.store(Tid::LOADED.with(Tid::LATEST).0);
     }
 
@@ -234,7 +236,12 @@ impl Protocol for Mocc {
         !Tid(rec.load()).is_absent()
     }
 
-    fn read_committed(&self, row: RowRef<'_, MoccRecord>, buf: &mut [u8]) -> Option<u64> {
+    fn read_committed(
+        &self,
+        _: TableId,
+        row: RowRef<'_, MoccRecord>,
+        buf: &mut [u8],
+    ) -> Option<u64> {
         crate::protocols::common::occ::read_committed(row, buf)
     }
 

@@ -18,7 +18,7 @@ use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Read
 use crate::error::Error;
 use crate::protocols::common::state::PRESENT;
 use crate::storage::context::WorkerCtx;
-use crate::storage::RowRef;
+use crate::storage::{RowRef, TableId};
 
 /// The `nocc` protocol. Stateless.
 #[derive(Clone, Copy, Debug, Default)]
@@ -47,7 +47,9 @@ impl Protocol for Nocc {
         &NoOptions {}
     }
 
-    fn init_loaded(&self, rec: &NoccRecord) {
+    fn load(&self, _: TableId, row: RowRef<'_, NoccRecord>, payload: &[u8]) {
+        row.write_from(payload);
+        let rec = row.header;
         rec.state.set_versioned(PRESENT, crate::history::INITIAL as u64);
     }
 
@@ -56,7 +58,12 @@ impl Protocol for Nocc {
     }
 
     /// No isolation: the image is whatever the row holds now.
-    fn read_committed(&self, row: RowRef<'_, NoccRecord>, buf: &mut [u8]) -> Option<u64> {
+    fn read_committed(
+        &self,
+        _: TableId,
+        row: RowRef<'_, NoccRecord>,
+        buf: &mut [u8],
+    ) -> Option<u64> {
         if !row.header.present() {
             return None;
         }

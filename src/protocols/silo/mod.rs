@@ -47,7 +47,7 @@ use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTEN
 use crate::protocols::common::occ::{OccRecord, OccWorker};
 use crate::protocols::common::tid::SiloLocal;
 use crate::storage::context::WorkerCtx;
-use crate::storage::RowRef;
+use crate::storage::{RowRef, TableId};
 
 /// The Silo protocol.
 #[derive(Clone, Copy, Debug)]
@@ -122,7 +122,9 @@ impl Protocol for Silo {
         &self.options
     }
 
-    fn init_loaded(&self, rec: &SiloRecord) {
+    fn load(&self, _: TableId, row: RowRef<'_, SiloRecord>, payload: &[u8]) {
+        row.write_from(payload);
+        let rec = row.header;
         rec.store(Tid::LOADED.with(Tid::LATEST).0);
     }
 
@@ -130,7 +132,12 @@ impl Protocol for Silo {
         !rec.tid().is_absent()
     }
 
-    fn read_committed(&self, row: RowRef<'_, SiloRecord>, buf: &mut [u8]) -> Option<u64> {
+    fn read_committed(
+        &self,
+        _: TableId,
+        row: RowRef<'_, SiloRecord>,
+        buf: &mut [u8],
+    ) -> Option<u64> {
         crate::protocols::common::occ::read_committed(row, buf)
     }
 

@@ -52,7 +52,7 @@
 pub mod record;
 mod worker;
 
-use crate::storage::RowRef;
+use crate::storage::{RowRef, TableId};
 pub use record::{TicTocRecord, TsWord};
 use worker::TicTocLocal;
 pub use worker::TicTocWorker;
@@ -161,7 +161,9 @@ impl Protocol for TicToc {
         &self.options
     }
 
-    fn init_loaded(&self, rec: &TicTocRecord) {
+    fn load(&self, _: TableId, row: RowRef<'_, TicTocRecord>, payload: &[u8]) {
+        row.write_from(payload);
+        let rec = row.header;
         rec.publish(TsWord(TicToc::loaded_word()), record::LOADED);
     }
 
@@ -169,7 +171,12 @@ impl Protocol for TicToc {
         !crate::protocols::common::occ::is_absent(rec.load())
     }
 
-    fn read_committed(&self, row: RowRef<'_, TicTocRecord>, buf: &mut [u8]) -> Option<u64> {
+    fn read_committed(
+        &self,
+        _: TableId,
+        row: RowRef<'_, TicTocRecord>,
+        buf: &mut [u8],
+    ) -> Option<u64> {
         crate::protocols::common::occ::read_committed(row, buf)
     }
 

@@ -37,7 +37,7 @@ use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Read
 use crate::error::{AbortReason, Error};
 use crate::protocols::common::state::PRESENT;
 use crate::storage::context::WorkerCtx;
-use crate::storage::RowRef;
+use crate::storage::{RowRef, TableId};
 use std::marker::PhantomData;
 
 /// What a lock conflict does.
@@ -104,7 +104,9 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
         &NoOptions {}
     }
 
-    fn init_loaded(&self, rec: &TwoPlRecord) {
+    fn load(&self, _: TableId, row: RowRef<'_, TwoPlRecord>, payload: &[u8]) {
+        row.write_from(payload);
+        let rec = row.header;
         rec.state.set_versioned(PRESENT, crate::history::INITIAL as u64);
     }
 
@@ -114,7 +116,12 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
 
     /// Under a shared lock, taken by spinning (with the oldest timestamp, so a writer that
     /// meets it dies rather than waits: the lock is held for one copy).
-    fn read_committed(&self, row: RowRef<'_, TwoPlRecord>, buf: &mut [u8]) -> Option<u64> {
+    fn read_committed(
+        &self,
+        _: TableId,
+        row: RowRef<'_, TwoPlRecord>,
+        buf: &mut [u8],
+    ) -> Option<u64> {
         let mut spin = crate::protocols::common::SpinWait::default();
         while row.header.try_read(0).is_err() {
             spin.spin();

@@ -1,0 +1,736 @@
+//! The multi-version substrate: version chains behind the record slot, the per-worker
+//! transaction-state table, commit timestamps, snapshots, the GC watermark and version
+//! reclamation. SI (`protocols::si`) is built on it; ERMIA's SSN and SSI, Hekaton, Cicada and
+//! BOHM bring their own version fields ([`VersionExt`]) and rules on top.
+//!
+//! ## Records and versions
+//!
+//! A slot holds one word, [`MvRecord`]: the address of the newest version (versions are
+//! 8-aligned, see `storage::version`), a GC lock bit and an unlinked bit. Versions go newest
+//! first through `next`. A version's `stamp` is
+//!
+//! * its commit timestamp (`< ABORTED`; [`LOADED`] for loaded rows), or
+//! * `PENDING | owner`: written by the running transaction `owner` (its worker slot and its
+//!   sequence number in the [`TxnTable`]), or
+//! * [`ABORTED`]: its writer aborted and is taking it off the chain.
+//!
+//! A deletion is a version flagged [`TOMBSTONE`]. Only the newest version can be pending or
+//! aborted: a writer refuses to install over another's pending version (first updater wins).
+//!
+//! ## Visibility (ERMIA §3.4)
+//!
+//! A transaction with snapshot `s` sees the newest version whose stamp is at most `s`, and its
+//! own pending versions. For another's pending version it asks the owner's slot in the
+//! transaction table: an owner still running will commit above `s` (its timestamp is drawn
+//! after it announced COMMITTING, and `s` was drawn before the reader looked), so the version is
+//! skipped; an owner committing at `c <= s` is waited for (it is stamping its versions); one
+//! committing above `s` is skipped; a finished owner has stamped or aborted the version, which
+//! is read again.
+//!
+//! ## Timestamps
+//!
+//! Behind [`Timestamps`]: a snapshot is a timestamp every commit at or below which is announced
+//! in the transaction table; a commit timestamp is above every snapshot taken before it was
+//! drawn. [`Counter`] (a centralized counter: one `fetch_add` per commit, one load per begin)
+//! is the only implementation so far; ERMIA's commit order by log offset and Cicada's
+//! multi-clock come with their protocols.
+//!
+//! ## Garbage collection
+//!
+//! The *watermark* is at most the oldest snapshot in use. A worker begins by publishing the
+//! current watermark as its snapshot, then draws its snapshot and publishes that: a refresh that
+//! missed the first store read the clock before the worker did, so no refresh can pass a
+//! running snapshot. Refreshing (the minimum of the clock and every published snapshot) is due
+//! every `gc-interval-us` and is done by whichever worker begins first after it is due (CCBench
+//! gives this to its thread 0; any worker will do, and embedded users have no leader thread).
+//!
+//! Every committed write queues `(table, row, stamp)` with its worker. Once the watermark
+//! reaches the stamp, the worker *prunes* the row: under the row's GC lock it finds the newest
+//! version with a stamp at or below the watermark, which every snapshot in use or to come sees
+//! or passes, and cuts the chain after it. The cut versions may still be walked by readers that
+//! loaded a pointer to them, so they are freed to the worker's [`VersionPool`] only after two
+//! storage-epoch grace periods (as slots are, `storage::reclaim`). Queue entries name rows, not
+//! versions, so an entry whose versions another worker already cut finds nothing to do, and one
+//! whose row was deleted and reused prunes the new row's chain, which is as safe. A deleted row
+//! is unlinked (its index entry removed, its slot freed) once its tombstone is at or below the
+//! watermark, through `storage::reclaim` with [`unlink`] as the protocol's step.
+
+use crate::storage::epoch::Epochs;
+use crate::storage::reclaim::Unlink;
+use crate::storage::row_store::RecordHeader;
+use crate::storage::version::{Version, VersionExt, VersionPool, VersionStore};
+use crate::storage::{RowId, RowRef, Storage, TableId, TableSpec};
+use crossbeam_utils::CachePadded;
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+/// A version's flag: it records a deletion.
+pub const TOMBSTONE: u64 = 1;
+/// The stamp of loaded rows: below every commit timestamp, seen by every snapshot.
+pub const LOADED: u64 = 1;
+/// The stamp of a version whose writer aborted.
+pub const ABORTED: u64 = 1 << 62;
+const PENDING: u64 = 1 << 63;
+const SEQ_BITS: u32 = 48;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+
+const GC_LOCK: u64 = 1;
+const UNLINKED: u64 = 2;
+const PTR: u64 = !7;
+
+/// Whether a stamp is a commit timestamp.
+#[inline(always)]
+pub fn is_committed(stamp: u64) -> bool {
+    stamp < ABORTED
+}
+
+/// The slot of a multi-version record: the newest version's address and two bits.
+#[repr(C)]
+pub struct MvRecord<V> {
+    head: AtomicU64,
+    _v: PhantomData<fn() -> V>,
+}
+
+// SAFETY: one atomic word; zero is "no version, not unlinked, not locked"; no Drop; align 8.
+unsafe impl<V: VersionExt> RecordHeader for MvRecord<V> {
+    const SLOT_PAYLOAD: bool = false;
+}
+
+impl<V: VersionExt> MvRecord<V> {
+    /// The head word (Acquire: pairs with the Release CAS that installed the newest version,
+    /// so its fields are visible).
+    #[inline(always)]
+    fn word(&self) -> u64 {
+        self.head.load(Ordering::Acquire)
+    }
+
+    /// Whether the GC removed the record from its index (the key may live in another row now).
+    #[inline(always)]
+    pub fn is_unlinked(&self) -> bool {
+        self.word() & UNLINKED != 0
+    }
+
+    /// Makes `v` the only version of a fresh slot (a new row's insert, before the index
+    /// publishes it, or the loader).
+    #[inline]
+    pub fn init(&self, v: NonNull<Version<V>>) {
+        self.head.store(v.as_ptr() as u64, Ordering::Release);
+    }
+
+    /// Empties a slot that was never published (an insert that found its key in the index).
+    #[inline]
+    pub fn clear(&self) {
+        self.head.store(0, Ordering::Relaxed);
+    }
+
+    /// The newest version, if any.
+    #[inline(always)]
+    pub fn newest(&self) -> Option<&Version<V>> {
+        deref(self.word())
+    }
+}
+
+/// The version a head word or `next` pointer names.
+#[inline(always)]
+fn deref<'a, V>(word: u64) -> Option<&'a Version<V>> {
+    let p = (word & PTR) as *const Version<V>;
+    // SAFETY: a non-null address in a head word or `next` pointer is a version of the table's
+    // store. Callers are inside a storage epoch (a transaction, a checkpoint's scan, a loader
+    // or a quiescent database), and versions taken off a chain are freed only after two grace
+    // periods of those epochs (see the module docs), so it is alive for the caller's use.
+    unsafe { p.as_ref() }
+}
+
+#[inline(always)]
+fn next_of<V>(v: &Version<V>) -> Option<&Version<V>> {
+    deref(v.next.load(Ordering::Acquire) as u64)
+}
+
+/// Commit timestamps and snapshots (see the module docs).
+pub trait Timestamps: Send + Sync + 'static {
+    /// A snapshot: every commit timestamp at or below it has been drawn.
+    fn snapshot(&self) -> u64;
+    /// A new commit timestamp, above every snapshot taken before.
+    fn commit(&self) -> u64;
+}
+
+/// The centralized counter: commit = `fetch_add`, snapshot = load.
+pub struct Counter(CachePadded<AtomicU64>);
+
+impl Default for Counter {
+    fn default() -> Self {
+        Counter(CachePadded::new(AtomicU64::new(LOADED)))
+    }
+}
+
+impl Timestamps for Counter {
+    #[inline(always)]
+    fn snapshot(&self) -> u64 {
+        // SeqCst: ordered with the reader's later look at the transaction table (see
+        // `TxnTable::owner`).
+        self.0.load(Ordering::SeqCst)
+    }
+
+    #[inline(always)]
+    fn commit(&self) -> u64 {
+        // SeqCst: after the COMMITTING announcement in the table, before the stamp is stored.
+        self.0.fetch_add(1, Ordering::SeqCst) + 1
+    }
+}
+
+const IDLE: u64 = 0;
+const ACTIVE: u64 = 1;
+const COMMITTING: u64 = 2;
+/// A published snapshot of a worker between transactions.
+const NO_SNAPSHOT: u64 = u64::MAX;
+
+/// One worker's entry of the transaction table (ERMIA §3.4's TID table).
+struct TxnSlot {
+    /// `seq << 2 | status`.
+    state: AtomicU64,
+    /// The commit timestamp while COMMITTING (0 until drawn).
+    cstamp: AtomicU64,
+    /// The snapshot in use, or `NO_SNAPSHOT`.
+    snapshot: AtomicU64,
+}
+
+/// What a reader learns about the owner of a pending version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// Still running: it will commit above any snapshot already taken.
+    Active,
+    /// Committing at this timestamp.
+    Committing(u64),
+    /// Finished: the version is stamped or aborted now.
+    Done,
+}
+
+/// Every worker's transaction state, readable by all.
+pub struct TxnTable {
+    slots: Box<[CachePadded<TxnSlot>]>,
+    /// One more than the highest slot ever used (refreshes scan this many).
+    used: AtomicUsize,
+}
+
+impl TxnTable {
+    fn new(workers: usize) -> Self {
+        let slot = || {
+            CachePadded::new(TxnSlot {
+                state: AtomicU64::new(IDLE),
+                cstamp: AtomicU64::new(0),
+                snapshot: AtomicU64::new(NO_SNAPSHOT),
+            })
+        };
+        TxnTable { slots: (0..workers).map(|_| slot()).collect(), used: AtomicUsize::new(0) }
+    }
+
+    /// The state of the transaction a pending stamp names.
+    pub fn owner(&self, stamp: u64) -> Owner {
+        let slot = &self.slots[((stamp & !PENDING) >> SEQ_BITS) as usize];
+        let seq = stamp & SEQ_MASK;
+        let mut spin = super::SpinWait::default();
+        loop {
+            // SeqCst: a reader that sees ACTIVE read the clock for its snapshot before the
+            // owner announced COMMITTING, which precedes the owner's `commit()`.
+            let st = slot.state.load(Ordering::SeqCst);
+            if (st >> 2) & SEQ_MASK != seq || st & 3 == IDLE {
+                return Owner::Done;
+            }
+            if st & 3 == ACTIVE {
+                return Owner::Active;
+            }
+            let c = slot.cstamp.load(Ordering::SeqCst);
+            // The owner may have finished and reset `cstamp` for its next transaction: the
+            // state read again tells.
+            if c != 0 && slot.state.load(Ordering::SeqCst) == st {
+                return Owner::Committing(c);
+            }
+            spin.spin();
+        }
+    }
+}
+
+/// What a multi-version protocol shares between its workers.
+pub struct MvShared<V, T: Timestamps = Counter> {
+    /// Version memory, per table.
+    pub stores: Vec<VersionStore<V>>,
+    /// The transaction table.
+    pub txns: TxnTable,
+    /// Commit timestamps and snapshots.
+    pub clock: T,
+    watermark: CachePadded<AtomicU64>,
+    /// When the watermark was last refreshed (`origin` ticks), and a flag for the refresher.
+    refreshed: CachePadded<AtomicU64>,
+    refreshing: AtomicBool,
+    origin: quanta::Instant,
+    interval_ns: u64,
+}
+
+impl<V: VersionExt, T: Timestamps + Default> MvShared<V, T> {
+    /// The substrate for `tables`, at most `workers` workers, refreshing the watermark every
+    /// `gc_interval_us` microseconds.
+    pub fn new(tables: &[TableSpec], workers: usize, gc_interval_us: u64) -> Self {
+        MvShared {
+            stores: tables.iter().map(|t| VersionStore::new(t.row_size)).collect(),
+            txns: TxnTable::new(workers),
+            clock: T::default(),
+            watermark: CachePadded::new(AtomicU64::new(LOADED)),
+            refreshed: CachePadded::new(AtomicU64::new(0)),
+            refreshing: AtomicBool::new(false),
+            origin: quanta::Instant::now(),
+            interval_ns: gc_interval_us * 1000,
+        }
+    }
+}
+
+impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
+    /// Versions cut from chunks so far, over every table: live versions plus those pooled for
+    /// reuse or waiting to be freed (a bound on version memory; it stays flat while the GC keeps
+    /// up).
+    pub fn carved_versions(&self) -> u64 {
+        self.stores.iter().map(|s| s.carved()).sum()
+    }
+
+    /// The GC watermark: at most the oldest snapshot in use.
+    #[inline]
+    pub fn watermark(&self) -> u64 {
+        self.watermark.load(Ordering::Acquire)
+    }
+
+    /// Recomputes the watermark if it is due and nobody else is at it.
+    #[inline]
+    fn maybe_refresh(&self) {
+        let now = self.origin.elapsed().as_nanos() as u64;
+        if now.saturating_sub(self.refreshed.load(Ordering::Relaxed)) < self.interval_ns
+            || self.refreshing.swap(true, Ordering::Acquire)
+        {
+            return;
+        }
+        self.refresh();
+        self.refreshed.store(now, Ordering::Relaxed);
+        self.refreshing.store(false, Ordering::Release);
+    }
+
+    /// Recomputes the watermark now.
+    pub fn refresh(&self) {
+        // SeqCst loads: see the module docs (the clock is read before the snapshots).
+        let mut m = self.clock.snapshot();
+        let used = self.txns.used.load(Ordering::SeqCst);
+        for s in &self.txns.slots[..used] {
+            m = m.min(s.snapshot.load(Ordering::SeqCst));
+        }
+        self.watermark.fetch_max(m, Ordering::Release);
+    }
+
+    /// The version of `rec` a transaction with snapshot `s` sees (`own`: its pending stamp;
+    /// its own pending version is seen), or `None`. Tombstones are returned: the caller reads
+    /// them as absence.
+    #[inline]
+    pub fn visible<'a>(&self, rec: &'a MvRecord<V>, s: u64, own: u64) -> Option<&'a Version<V>> {
+        let mut v = rec.newest();
+        while let Some(ver) = v {
+            loop {
+                let st = ver.stamp.load(Ordering::Acquire);
+                if st <= s {
+                    return Some(ver);
+                }
+                if st == own {
+                    return Some(ver);
+                }
+                if st & PENDING == 0 {
+                    break; // committed after the snapshot, or aborted
+                }
+                match self.txns.owner(st) {
+                    Owner::Active => break,
+                    Owner::Committing(c) if c > s => break,
+                    Owner::Committing(_) | Owner::Done => {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+            v = next_of(ver);
+        }
+        None
+    }
+
+    /// The newest committed version of `rec` (checkpoints, checks after a run), or `None`.
+    #[inline]
+    pub fn latest_committed<'a>(&self, rec: &'a MvRecord<V>) -> Option<&'a Version<V>> {
+        let mut v = rec.newest();
+        while let Some(ver) = v {
+            if is_committed(ver.stamp.load(Ordering::Acquire)) {
+                return Some(ver);
+            }
+            v = next_of(ver);
+        }
+        None
+    }
+
+    /// Copies the latest committed image of `rec` of `table` into `buf`; its stamp, or `None`
+    /// for no committed row (none, or a tombstone).
+    pub fn read_committed(&self, table: TableId, rec: &MvRecord<V>, buf: &mut [u8]) -> Option<u64> {
+        let v = self.latest_committed(rec)?;
+        if v.flags.load(Ordering::Relaxed) & TOMBSTONE != 0 {
+            return None;
+        }
+        self.stores[table.index()].row(v).read_into(buf);
+        Some(v.stamp.load(Ordering::Relaxed))
+    }
+
+    /// Loads `payload` as `row`'s only version (the bulk loader; the slot is fresh).
+    pub fn load(&self, table: TableId, row: RowRef<'_, MvRecord<V>>, payload: &[u8]) {
+        let store = &self.stores[table.index()];
+        let v = store.alloc_shared();
+        // SAFETY: a version nobody else holds (fresh from the store or its spare list).
+        let ver = unsafe { v.as_ref() };
+        init_version(ver, LOADED, 0);
+        store.row(ver).write_from(payload);
+        row.header.init(v);
+    }
+}
+
+/// Sets a version up as `stamp`, `flags`, no older version, the protocol's fields reset.
+#[inline]
+fn init_version<V: VersionExt>(v: &Version<V>, stamp: u64, flags: u64) {
+    v.stamp.store(stamp, Ordering::Relaxed);
+    v.flags.store(flags, Ordering::Relaxed);
+    v.next.store(std::ptr::null_mut(), Ordering::Relaxed);
+    v.ext.reset();
+}
+
+/// The outcome of [`MvCtx::install`].
+pub enum Install<'a, V> {
+    /// Installed over the version whose stamp is given (0: the chain was empty).
+    Installed(u64),
+    /// The newest version is this transaction's own: write into it instead.
+    Own(&'a Version<V>),
+    /// Another transaction wrote the record after the snapshot, or is writing it.
+    Conflict,
+    /// The record was unlinked: look the key up again.
+    Unlinked,
+}
+
+/// A worker's side of the substrate: its transaction-table slot, snapshot, version pools, GC
+/// queues.
+pub struct MvCtx<'db, V: VersionExt, T: Timestamps = Counter> {
+    /// The shared part.
+    pub shared: &'db MvShared<V, T>,
+    slot: usize,
+    seq: u64,
+    /// The running transaction's snapshot.
+    pub snapshot: u64,
+    pools: Vec<VersionPool<V>>,
+    /// Rows with a committed write waiting for the watermark: (table, row, stamp).
+    prune: VecDeque<(TableId, RowId, u64)>,
+    /// Versions taken off chains, waiting for two epoch grace periods: (table, version, epoch).
+    dead: VecDeque<(TableId, NonNull<Version<V>>, u64)>,
+    /// Versions freed so far (statistics, tests).
+    pub freed: u64,
+}
+
+/// Queue lengths above which a GC pass runs at every begin.
+const GC_BACKLOG: usize = 256;
+
+impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
+    /// The substrate state of the worker in storage slot `slot`.
+    pub fn new(shared: &'db MvShared<V, T>, slot: usize) -> Self {
+        shared.txns.used.fetch_max(slot + 1, Ordering::SeqCst);
+        MvCtx {
+            shared,
+            slot,
+            seq: 0,
+            snapshot: 0,
+            pools: shared.stores.iter().map(|_| VersionPool::default()).collect(),
+            prune: VecDeque::new(),
+            dead: VecDeque::new(),
+            freed: 0,
+        }
+    }
+
+    /// The pending stamp of this worker's running transaction.
+    #[inline(always)]
+    pub fn own(&self) -> u64 {
+        PENDING | (self.slot as u64) << SEQ_BITS | (self.seq & SEQ_MASK)
+    }
+
+    /// Starts a transaction: announces it, takes a snapshot, then collects garbage. The worker
+    /// is inside its storage epoch (`WorkerCtx::enter`).
+    #[inline]
+    pub fn begin(&mut self, storage: &Storage<MvRecord<V>>) {
+        let sh = self.shared;
+        let t = &sh.txns.slots[self.slot];
+        self.seq += 1;
+        t.cstamp.store(0, Ordering::Relaxed);
+        // Release: orders the `cstamp` reset before the new state (see `TxnTable::owner`).
+        t.state.store((self.seq & SEQ_MASK) << 2 | ACTIVE, Ordering::Release);
+        // The two-step snapshot publication of the module docs.
+        t.snapshot.store(sh.watermark(), Ordering::SeqCst);
+        self.snapshot = sh.clock.snapshot();
+        t.snapshot.store(self.snapshot, Ordering::Release);
+        sh.maybe_refresh();
+        if !self.prune.is_empty() || !self.dead.is_empty() {
+            self.collect(storage);
+        }
+    }
+
+    /// Announces the commit and draws its timestamp. Every check that can abort is done.
+    #[inline]
+    pub fn committing(&mut self) -> u64 {
+        let t = &self.shared.txns.slots[self.slot];
+        // SeqCst: before the clock is read (see `TxnTable::owner`).
+        t.state.store((self.seq & SEQ_MASK) << 2 | COMMITTING, Ordering::SeqCst);
+        let c = self.shared.clock.commit();
+        t.cstamp.store(c, Ordering::SeqCst);
+        c
+    }
+
+    /// Ends the transaction (after its versions are stamped or taken off).
+    #[inline]
+    pub fn finish(&mut self) {
+        let t = &self.shared.txns.slots[self.slot];
+        // Release: the versions' stamps before a reader sees the owner done.
+        t.state.store((self.seq & SEQ_MASK) << 2 | IDLE, Ordering::Release);
+        t.snapshot.store(NO_SNAPSHOT, Ordering::Release);
+    }
+
+    /// A new pending version of `table` for this transaction, flags `flags`.
+    #[inline]
+    pub fn alloc(&mut self, table: TableId, flags: u64) -> NonNull<Version<V>> {
+        let v = self.pools[table.index()].alloc(&self.shared.stores[table.index()]);
+        // SAFETY: a version nobody else holds (from this worker's pool).
+        init_version(unsafe { v.as_ref() }, self.own(), flags);
+        v
+    }
+
+    /// Gives back a version that was never published.
+    #[inline]
+    pub fn unused(&mut self, table: TableId, v: NonNull<Version<V>>) {
+        self.pools[table.index()].free(v);
+    }
+
+    /// The payload of `v` of `table`.
+    #[inline(always)]
+    pub fn row<'v>(&self, table: TableId, v: &'v Version<V>) -> RowRef<'v, Version<V>> {
+        self.shared.stores[table.index()].row(v)
+    }
+
+    /// Installs the pending version `v` as the newest of `rec`, first updater wins: the
+    /// newest version must be committed at or below the snapshot (or the chain empty).
+    #[inline]
+    pub fn install<'a>(&self, rec: &'a MvRecord<V>, v: NonNull<Version<V>>) -> Install<'a, V> {
+        let own = self.own();
+        loop {
+            let w = rec.word();
+            if w & UNLINKED != 0 {
+                return Install::Unlinked;
+            }
+            let prev = match deref::<V>(w) {
+                None => 0,
+                Some(h) => {
+                    let st = h.stamp.load(Ordering::Acquire);
+                    if st == own {
+                        return Install::Own(h);
+                    }
+                    if st == ABORTED {
+                        // Its writer is taking it off the chain.
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    if st & PENDING != 0 {
+                        // Another's pending version. One that is committing cannot wait for
+                        // us: wait for it to finish, so that a retry's snapshot includes it
+                        // (aborting at once would retry into the same pending version).
+                        if let Owner::Committing(_) = self.shared.txns.owner(st) {
+                            std::hint::spin_loop();
+                            continue;
+                        }
+                        return Install::Conflict;
+                    }
+                    if st > self.snapshot {
+                        return Install::Conflict;
+                    }
+                    st
+                }
+            };
+            // SAFETY: our own unpublished version.
+            unsafe { v.as_ref() }.next.store((w & PTR) as *mut Version<V>, Ordering::Relaxed);
+            // Release: publishes the version's fields and payload (pairs with `word`'s
+            // Acquire). The low bits are kept: a GC lock taken meanwhile fails the CAS and
+            // the loop looks again.
+            if rec
+                .head
+                .compare_exchange(
+                    w,
+                    v.as_ptr() as u64 | (w & !PTR),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                return Install::Installed(prev);
+            }
+        }
+    }
+
+    /// Takes this transaction's pending version `v` (the newest of `rec`) off the chain
+    /// (abort); it is freed after the grace periods.
+    pub fn retract(
+        &mut self,
+        table: TableId,
+        rec: &MvRecord<V>,
+        v: NonNull<Version<V>>,
+        epochs: &Epochs,
+    ) {
+        // SAFETY: our own version, still on the chain.
+        let ver = unsafe { v.as_ref() };
+        ver.stamp.store(ABORTED, Ordering::Release);
+        let next = ver.next.load(Ordering::Relaxed) as u64;
+        loop {
+            let w = rec.word();
+            debug_assert_eq!(w & PTR, v.as_ptr() as u64, "a pending version stays the newest");
+            if rec
+                .head
+                .compare_exchange(w, next | (w & !PTR), Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                break;
+            }
+        }
+        self.dead.push_back((table, v, epochs.retire_stamp()));
+    }
+
+    /// Queues `rid` of `table`, written at `stamp`, for pruning.
+    #[inline]
+    pub fn written(&mut self, table: TableId, rid: RowId, stamp: u64) {
+        self.prune.push_back((table, rid, stamp));
+    }
+
+    /// Prunes the rows the watermark has passed and frees the versions the epochs allow. The
+    /// worker is inside its storage epoch.
+    pub fn collect(&mut self, storage: &Storage<MvRecord<V>>) {
+        let w = self.shared.watermark();
+        let mut budget = if self.prune.len() > GC_BACKLOG { usize::MAX } else { 64 };
+        let mut epoch = None;
+        while let Some(&(t, rid, c)) = self.prune.front() {
+            if c > w || budget == 0 {
+                break;
+            }
+            budget -= 1;
+            self.prune.pop_front();
+            let rec = storage.table(t).rows.get(rid).header;
+            if let Some(cut) = prune(rec, w) {
+                let e = *epoch.get_or_insert_with(|| storage.epochs().retire_stamp());
+                self.retire_chain(t, cut, e);
+            }
+        }
+        let safe = storage.epochs().min_active();
+        while let Some(&(t, v, e)) = self.dead.front() {
+            if e >= safe {
+                break;
+            }
+            self.dead.pop_front();
+            self.pools[t.index()].free(v);
+            self.freed += 1;
+        }
+    }
+
+    /// Queues every version from `first` on (a chain cut off, owned by the caller) for freeing
+    /// after the grace periods of epoch `e`.
+    fn retire_chain(&mut self, t: TableId, first: NonNull<Version<V>>, e: u64) {
+        let mut v = Some(first);
+        while let Some(p) = v {
+            // SAFETY: the cut chain belongs to us and is freed only after the grace periods.
+            let next = unsafe { p.as_ref() }.next.load(Ordering::Acquire);
+            self.dead.push_back((t, p, e));
+            v = NonNull::new(next);
+        }
+    }
+
+    /// The reclaimer's unlink step for a deleted row (see the module docs): unlinks `rec` if
+    /// its newest version is a tombstone at or below the watermark (or it has none), and
+    /// retires its versions.
+    pub fn unlink(&mut self, t: TableId, rec: &MvRecord<V>, epochs: &Epochs) -> Unlink {
+        let w = self.shared.watermark();
+        let old = rec.head.fetch_or(GC_LOCK, Ordering::Acquire);
+        if old & GC_LOCK != 0 {
+            return Unlink::Busy;
+        }
+        if old & UNLINKED != 0 {
+            rec.head.fetch_and(!GC_LOCK, Ordering::Release);
+            return Unlink::Gone;
+        }
+        loop {
+            let cur = rec.word();
+            let verdict = match deref::<V>(cur) {
+                None => None,
+                Some(h) => {
+                    let st = h.stamp.load(Ordering::Acquire);
+                    let dead = h.flags.load(Ordering::Relaxed) & TOMBSTONE != 0;
+                    if is_committed(st) && !dead {
+                        Some(Unlink::Revived)
+                    } else if is_committed(st) && st <= w {
+                        None
+                    } else {
+                        // Pending (an insert over it may still abort), aborted (being taken
+                        // off) or a tombstone younger than the oldest snapshot.
+                        Some(Unlink::Busy)
+                    }
+                }
+            };
+            if let Some(v) = verdict {
+                rec.head.fetch_and(!GC_LOCK, Ordering::Release);
+                return v;
+            }
+            // AcqRel: a writer that installs meanwhile makes the CAS fail, and we look again.
+            if rec.head.compare_exchange(cur, UNLINKED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+            {
+                if let Some(first) = NonNull::new((cur & PTR) as *mut Version<V>) {
+                    self.retire_chain(t, first, epochs.retire_stamp());
+                }
+                return Unlink::Unlinked;
+            }
+        }
+    }
+
+    /// Gives this worker's pooled versions back to the stores (it is leaving). Versions still
+    /// waiting for grace periods stay unreclaimed until the database drops.
+    pub fn release(&mut self) {
+        for (pool, store) in self.pools.iter_mut().zip(&self.shared.stores) {
+            pool.release(store);
+        }
+    }
+}
+
+impl<V: VersionExt, T: Timestamps> Drop for MvCtx<'_, V, T> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Cuts `rec`'s chain after the newest version committed at or below `w`, under the row's GC
+/// lock; returns the cut-off versions (now owned by the caller), if any.
+fn prune<V: VersionExt>(rec: &MvRecord<V>, w: u64) -> Option<NonNull<Version<V>>> {
+    // Acquire: pairs with the Release that dropped the lock (the last pruner's cut is seen).
+    let old = rec.head.fetch_or(GC_LOCK, Ordering::Acquire);
+    if old & (GC_LOCK | UNLINKED) != 0 {
+        if old & GC_LOCK == 0 {
+            rec.head.fetch_and(!GC_LOCK, Ordering::Release);
+        }
+        return None; // another worker prunes it, or it is gone
+    }
+    let mut v = deref::<V>(old);
+    let mut cut = None;
+    while let Some(ver) = v {
+        let st = ver.stamp.load(Ordering::Acquire);
+        if is_committed(st) && st <= w {
+            cut = NonNull::new(ver.next.swap(std::ptr::null_mut(), Ordering::AcqRel));
+            break;
+        }
+        v = next_of(ver);
+    }
+    // Release: the cut is visible to the next pruner.
+    rec.head.fetch_and(!GC_LOCK, Ordering::Release);
+    cut
+}

@@ -1,0 +1,290 @@
+//! Version memory for the multi-version protocols.
+//!
+//! A multi-version protocol keeps a record's versions outside its slot (ERMIA §3.5: the slot is
+//! the indirection array's entry and holds the protocol's head word, which points to the newest
+//! version; older versions follow through `next`). This module owns their memory; what the
+//! words of a version mean belongs to `protocols::common::mv` and the protocol.
+//!
+//! ## Layout
+//!
+//! ```text
+//!  +--------+--------+--------+------------------+------------------------------+
+//!  | stamp  | next   | flags  | V (protocol's)   | payload: ceil(row/8) words   |   8-aligned
+//!  +--------+--------+--------+------------------+------------------------------+
+//! ```
+//!
+//! The payload is atomic words, as in a slot, so that a version can be handed out as a
+//! [`RowRef`] and every column-projected copy, write-back and log record of `storage` works on
+//! it unchanged.
+//!
+//! ## Allocation (CCBench's AssertiveVersionReuse)
+//!
+//! A table's [`VersionStore`] cuts versions of its size from 2 MiB huge-page chunks. Each worker
+//! keeps a [`VersionPool`] per table: a free list of versions it reclaimed and a private range
+//! of a chunk, so the hot path neither calls the global allocator nor touches a shared counter
+//! (one lock per chunk, or per batch of versions handed back by departed workers). Versions are
+//! never returned to the operating system before the store drops; a pool whose worker leaves
+//! gives its free versions back to the store ([`VersionPool::release`]), where the next worker
+//! that runs dry takes them.
+
+use super::memory;
+use super::RowRef;
+use std::alloc::Layout;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// A protocol's per-version fields (SSN's stamps, Hekaton's end timestamp; `()` for SI).
+///
+/// # Safety
+///
+/// All-zero bytes must be a valid value (chunks are zeroed; a recycled version keeps its
+/// previous value until the protocol resets it), the type needs no `Drop` and its alignment is
+/// at most 8.
+pub unsafe trait VersionExt: Send + Sync + 'static {
+    /// Resets the fields for a new version (a recycled one keeps its last use's values).
+    #[inline(always)]
+    fn reset(&self) {}
+}
+
+// SAFETY: a zero-sized type.
+unsafe impl VersionExt for () {}
+
+/// One version of a record. See the module docs for the layout; the payload follows the
+/// struct.
+#[repr(C)]
+pub struct Version<V> {
+    /// The version's commit stamp, or a protocol's marker while it is pending or after it
+    /// aborted (see `protocols::common::mv`).
+    pub stamp: AtomicU64,
+    /// The next older version, or null.
+    pub next: AtomicPtr<Version<V>>,
+    /// Bit flags (`protocols::common::mv::TOMBSTONE`).
+    pub flags: AtomicU64,
+    /// The protocol's fields.
+    pub ext: V,
+}
+
+const CHUNK_BYTES: usize = 2 << 20;
+/// Versions a pool takes from the store's spare list at once.
+const REFILL: usize = 256;
+
+/// A raw version pointer that may cross threads (pools and spare lists hold them).
+struct Ptr<V>(NonNull<Version<V>>);
+// SAFETY: a version is made of atomics and a `VersionExt` (Send + Sync); the pointer is only
+// dereferenced under the protocols' reclamation rules.
+unsafe impl<V> Send for Ptr<V> {}
+
+/// The versions of one table: their size and the chunks they are cut from.
+pub struct VersionStore<V> {
+    row_size: usize,
+    words: usize,
+    /// Bytes per version (a multiple of 8).
+    bytes: usize,
+    /// Every chunk, freed when the store drops.
+    chunks: Mutex<Vec<usize>>,
+    /// Versions given back by pools of departed workers.
+    spare: Mutex<Vec<Ptr<V>>>,
+    /// The chunk shared by threads without a pool (the loader): next free byte and its end.
+    shared: Mutex<(usize, usize)>,
+    /// Versions cut from chunks so far.
+    carved: AtomicU64,
+    _v: PhantomData<V>,
+}
+
+// SAFETY: the store owns its chunks; the raw pointers in it are addresses of memory it owns.
+unsafe impl<V: VersionExt> Sync for VersionStore<V> {}
+// SAFETY: as above.
+unsafe impl<V: VersionExt> Send for VersionStore<V> {}
+
+impl<V: VersionExt> VersionStore<V> {
+    const _ALIGN: () = assert!(std::mem::align_of::<Version<V>>() == 8);
+
+    /// A store for versions of `row_size` payload bytes.
+    pub fn new(row_size: usize) -> Self {
+        let () = Self::_ALIGN;
+        let words = row_size.div_ceil(8);
+        let bytes = std::mem::size_of::<Version<V>>().next_multiple_of(8) + words * 8;
+        VersionStore {
+            row_size,
+            words,
+            bytes,
+            chunks: Mutex::new(Vec::new()),
+            spare: Mutex::new(Vec::new()),
+            shared: Mutex::new((0, 0)),
+            carved: AtomicU64::new(0),
+            _v: PhantomData,
+        }
+    }
+
+    /// Bytes one version takes.
+    pub fn version_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Versions cut from chunks so far (live, pooled or waiting for reclamation).
+    pub fn carved(&self) -> u64 {
+        self.carved.load(Ordering::Relaxed)
+    }
+
+    /// A new chunk: its first byte and its end.
+    fn chunk(&self) -> (usize, usize) {
+        let layout = Layout::from_size_align(CHUNK_BYTES, 64).expect("chunk layout");
+        let p = memory::map(layout) as usize;
+        self.chunks.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+        (p, p + CHUNK_BYTES)
+    }
+
+    /// The payload of `v` as a row reference (the protocols' copy and log routines take one).
+    #[inline(always)]
+    pub fn row<'a>(&self, v: &'a Version<V>) -> RowRef<'a, Version<V>> {
+        // SAFETY: every version of this store is `bytes` long: the struct, then `words` payload
+        // words (8-aligned, since the struct's size is a multiple of its alignment 8), inside
+        // one chunk, which lives as long as the store and so at least as long as `v`.
+        let words = unsafe {
+            let base = (v as *const Version<V>).add(1).cast::<AtomicU64>();
+            std::slice::from_raw_parts(base, self.words)
+        };
+        RowRef::from_parts(v, words, self.row_size)
+    }
+
+    /// A version for a thread without a pool (the bulk loader): one lock per call.
+    pub fn alloc_shared(&self) -> NonNull<Version<V>> {
+        if let Some(p) = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            return p.0;
+        }
+        let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if s.0 + self.bytes > s.1 {
+            *s = self.chunk();
+        }
+        let p = s.0;
+        s.0 += self.bytes;
+        self.carved.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `p` lies inside a mapped chunk (never null).
+        unsafe { NonNull::new_unchecked(p as *mut Version<V>) }
+    }
+}
+
+impl<V> Drop for VersionStore<V> {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(CHUNK_BYTES, 64).expect("chunk layout");
+        for &p in self.chunks.get_mut().unwrap_or_else(|e| e.into_inner()).iter() {
+            // SAFETY: each chunk was mapped by `chunk` with this layout and is unmapped once;
+            // nothing refers to versions after their store drops (the database drops its
+            // workers and tables first).
+            unsafe { memory::unmap(p as *mut u8, layout) };
+        }
+    }
+}
+
+/// A worker's versions of one table: reclaimed versions to reuse, and a private range of a
+/// chunk. Not shared; see the module docs.
+pub struct VersionPool<V> {
+    free: Vec<Ptr<V>>,
+    next: usize,
+    end: usize,
+}
+
+impl<V> Default for VersionPool<V> {
+    fn default() -> Self {
+        VersionPool { free: Vec::new(), next: 0, end: 0 }
+    }
+}
+
+impl<V: VersionExt> VersionPool<V> {
+    /// A version of `store`'s size, its fields as its last use left them (zero if new).
+    #[inline]
+    pub fn alloc(&mut self, store: &VersionStore<V>) -> NonNull<Version<V>> {
+        if let Some(p) = self.free.pop() {
+            return p.0;
+        }
+        if self.next + store.bytes > self.end {
+            self.refill(store);
+            if let Some(p) = self.free.pop() {
+                return p.0;
+            }
+        }
+        let p = self.next;
+        self.next += store.bytes;
+        store.carved.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `p` lies inside a mapped chunk (never null).
+        unsafe { NonNull::new_unchecked(p as *mut Version<V>) }
+    }
+
+    #[cold]
+    fn refill(&mut self, store: &VersionStore<V>) {
+        {
+            let mut spare = store.spare.lock().unwrap_or_else(|e| e.into_inner());
+            let n = spare.len().min(REFILL);
+            let at = spare.len() - n;
+            self.free.extend(spare.drain(at..));
+        }
+        if self.free.is_empty() {
+            (self.next, self.end) = store.chunk();
+        }
+    }
+
+    /// Takes back a version nobody can reach any more.
+    #[inline]
+    pub fn free(&mut self, v: NonNull<Version<V>>) {
+        self.free.push(Ptr(v));
+    }
+
+    /// Versions waiting in this pool for reuse.
+    pub fn pooled(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Gives every version of the pool (and the rest of its chunk range) back to `store`, for
+    /// other workers (its worker is leaving).
+    pub fn release(&mut self, store: &VersionStore<V>) {
+        let mut spare = store.spare.lock().unwrap_or_else(|e| e.into_inner());
+        spare.append(&mut self.free);
+        while self.next + store.bytes <= self.end {
+            // SAFETY: inside the pool's chunk range (never null).
+            spare.push(Ptr(unsafe { NonNull::new_unchecked(self.next as *mut Version<V>) }));
+            self.next += store.bytes;
+            store.carved.fetch_add(1, Ordering::Relaxed);
+        }
+        self.end = self.next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn pools_hand_out_distinct_versions_and_reuse_freed_ones() {
+        let store = VersionStore::<()>::new(100);
+        assert_eq!(store.version_bytes(), 24 + 13 * 8);
+        let mut pool = VersionPool::default();
+        let mut seen = HashSet::new();
+        let vs: Vec<_> = (0..40_000).map(|_| pool.alloc(&store)).collect();
+        for v in &vs {
+            assert!(seen.insert(v.as_ptr() as usize), "a version handed out twice");
+            // SAFETY: a version of this store, used by this thread only.
+            let r = store.row(unsafe { v.as_ref() });
+            assert_eq!(r.len(), 100);
+            r.write_from(&[7u8; 100]);
+        }
+        assert_eq!(store.carved(), 40_000);
+        pool.free(vs[5]);
+        assert_eq!(pool.alloc(&store), vs[5], "a freed version is reused first");
+        // A departing pool's versions go to the next pool that runs dry.
+        for v in &vs[..300] {
+            pool.free(*v);
+        }
+        pool.release(&store);
+        let carved = store.carved();
+        let mut other = VersionPool::default();
+        let got: HashSet<_> = (0..300).map(|_| other.alloc(&store).as_ptr() as usize).collect();
+        assert_eq!(got.len(), 300);
+        assert_eq!(store.carved(), carved, "the spare list serves a new pool before any chunk");
+        assert!(got
+            .iter()
+            .all(|p| !seen.contains(p) || vs[..300].iter().any(|v| v.as_ptr() as usize == *p)));
+    }
+}
