@@ -553,7 +553,7 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
 /// Prefetches the cache line holding `addr` into all cache levels, in anticipation of a write
 /// when `FOR_WRITE` (a hint; any address).
 #[inline(always)]
-fn prefetch_line<const FOR_WRITE: bool>(addr: *const u8) {
+pub(crate) fn prefetch_line<const FOR_WRITE: bool>(addr: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `_mm_prefetch` is a hint that never faults and never changes memory, whatever the
     // address; the pointer is not dereferenced.

@@ -28,6 +28,7 @@
 //! that runs dry takes them.
 
 use super::memory;
+use super::row_store::prefetch_line;
 use super::RowRef;
 use std::alloc::Layout;
 use std::marker::PhantomData;
@@ -194,8 +195,25 @@ impl<V> Default for VersionPool<V> {
 
 impl<V: VersionExt> VersionPool<V> {
     /// A version of `store`'s size, its fields as its last use left them (zero if new).
+    ///
+    /// Each allocation prefetches the version the next one will hand out, for writing (as slot
+    /// allocation does): a reclaimed version has gone cold, and its first stores would
+    /// otherwise wait for the line.
     #[inline]
     pub fn alloc(&mut self, store: &VersionStore<V>) -> NonNull<Version<V>> {
+        let v = self.take(store);
+        let next = match self.free.last() {
+            Some(p) => p.0.as_ptr() as usize,
+            None => self.next,
+        };
+        for line in (next & !63..next + store.bytes).step_by(64).take(4) {
+            prefetch_line::<true>(line as *const u8);
+        }
+        v
+    }
+
+    #[inline(always)]
+    fn take(&mut self, store: &VersionStore<V>) -> NonNull<Version<V>> {
         if let Some(p) = self.free.pop() {
             return p.0;
         }

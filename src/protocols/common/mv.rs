@@ -56,6 +56,7 @@
 //! watermark, through `storage::reclaim` with [`unlink`] as the protocol's step.
 
 use crate::storage::epoch::Epochs;
+use crate::storage::projection::{Columns, Projection};
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::version::{Version, VersionExt, VersionPool, VersionStore};
@@ -90,10 +91,15 @@ pub fn is_committed(stamp: u64) -> bool {
 #[repr(C)]
 pub struct MvRecord<V> {
     head: AtomicU64,
+    /// The watermark the chain was last pruned at: a prune at the same watermark would cut
+    /// nothing, and skipping it keeps a hot row's many queue entries from each walking its
+    /// chain (while a descheduled snapshot holds the watermark back, that chain grows long).
+    pruned: AtomicU64,
     _v: PhantomData<fn() -> V>,
 }
 
-// SAFETY: one atomic word; zero is "no version, not unlinked, not locked"; no Drop; align 8.
+// SAFETY: two atomic words; zero is "no version, not unlinked, not locked, never pruned"; no
+// Drop; align 8.
 unsafe impl<V: VersionExt> RecordHeader for MvRecord<V> {
     const SLOT_PAYLOAD: bool = false;
 }
@@ -116,6 +122,7 @@ impl<V: VersionExt> MvRecord<V> {
     /// publishes it, or the loader).
     #[inline]
     pub fn init(&self, v: NonNull<Version<V>>) {
+        self.pruned.store(0, Ordering::Relaxed);
         self.head.store(v.as_ptr() as u64, Ordering::Release);
     }
 
@@ -330,6 +337,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
     #[inline]
     pub fn visible<'a>(&self, rec: &'a MvRecord<V>, s: u64, own: u64) -> Option<&'a Version<V>> {
         let mut v = rec.newest();
+        let mut spin = super::SpinWait::default();
         while let Some(ver) = v {
             loop {
                 let st = ver.stamp.load(Ordering::Acquire);
@@ -345,14 +353,29 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
                 match self.txns.owner(st) {
                     Owner::Active => break,
                     Owner::Committing(c) if c > s => break,
-                    Owner::Committing(_) | Owner::Done => {
-                        std::hint::spin_loop();
-                    }
+                    // Its stamp is being stored (or it just was): look again, yielding the
+                    // core if the owner was descheduled.
+                    Owner::Committing(_) | Owner::Done => spin.spin(),
                 }
             }
             v = next_of(ver);
         }
         None
+    }
+
+    /// Prefetches the newest version of `rec` of `table`: its header line and the lines of the
+    /// columns `cols` (the third stage of a batched prefetch, after the index and the slot).
+    #[inline]
+    pub fn prefetch_newest(
+        &self,
+        table: TableId,
+        rec: &MvRecord<V>,
+        p: &Projection,
+        cols: Columns,
+    ) {
+        if let Some(v) = rec.newest() {
+            self.stores[table.index()].row(v).prefetch(p, cols);
+        }
     }
 
     /// The newest committed version of `rec` (checkpoints, checks after a run), or `None`.
@@ -521,6 +544,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
     #[inline]
     pub fn install<'a>(&self, rec: &'a MvRecord<V>, v: NonNull<Version<V>>) -> Install<'a, V> {
         let own = self.own();
+        let mut spin = super::SpinWait::default();
         loop {
             let w = rec.word();
             if w & UNLINKED != 0 {
@@ -535,7 +559,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
                     }
                     if st == ABORTED {
                         // Its writer is taking it off the chain.
-                        std::hint::spin_loop();
+                        spin.spin();
                         continue;
                     }
                     if st & PENDING != 0 {
@@ -543,7 +567,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
                         // us: wait for it to finish, so that a retry's snapshot includes it
                         // (aborting at once would retry into the same pending version).
                         if let Owner::Committing(_) = self.shared.txns.owner(st) {
-                            std::hint::spin_loop();
+                            spin.spin();
                             continue;
                         }
                         return Install::Conflict;
@@ -712,6 +736,9 @@ impl<V: VersionExt, T: Timestamps> Drop for MvCtx<'_, V, T> {
 /// Cuts `rec`'s chain after the newest version committed at or below `w`, under the row's GC
 /// lock; returns the cut-off versions (now owned by the caller), if any.
 fn prune<V: VersionExt>(rec: &MvRecord<V>, w: u64) -> Option<NonNull<Version<V>>> {
+    if rec.pruned.load(Ordering::Relaxed) >= w {
+        return None;
+    }
     // Acquire: pairs with the Release that dropped the lock (the last pruner's cut is seen).
     let old = rec.head.fetch_or(GC_LOCK, Ordering::Acquire);
     if old & (GC_LOCK | UNLINKED) != 0 {
@@ -730,6 +757,8 @@ fn prune<V: VersionExt>(rec: &MvRecord<V>, w: u64) -> Option<NonNull<Version<V>>
         }
         v = next_of(ver);
     }
+    // Relaxed: only a hint that lets later pruners skip (the lock orders the cut itself).
+    rec.pruned.fetch_max(w, Ordering::Relaxed);
     // Release: the cut is visible to the next pruner.
     rec.head.fetch_and(!GC_LOCK, Ordering::Release);
     cut

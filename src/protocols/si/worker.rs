@@ -173,11 +173,25 @@ impl Worker for SiWorker<'_> {
         self.read(t, key, f)
     }
 
+    /// A blind write: the new version is `value`, copied once (no copy of the old one).
     #[inline]
     fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
-        check_len(table(self.ctx.storage, t)?, value)?;
-        self.update_cols(t, key, 0, ALL_COLUMNS, |row| row.copy_from_slice(value))
-            .map(|r| r.is_some())
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        let Some((rid, v)) = self.see(tbl, key) else { return Ok(false) };
+        if is_tombstone(v) {
+            return Ok(false);
+        }
+        if v.stamp.load(Ordering::Relaxed) == self.mv.own() {
+            self.mv.row(t, v).write_from(value);
+            self.entry_of(v).cols = ALL_COLUMNS;
+            return Ok(true);
+        }
+        let nv = self.mv.alloc(t, 0);
+        // SAFETY: our own version, not yet published.
+        self.mv.row(t, unsafe { nv.as_ref() }).write_from(value);
+        self.install(tbl, key, rid, nv, ALL_COLUMNS, false)?;
+        Ok(true)
     }
 
     #[inline]
@@ -320,9 +334,18 @@ impl Worker for SiWorker<'_> {
         self.ctx.prefetch(t, key);
     }
 
+    /// The index entries and slots first, then (once the slots are on their way) the newest
+    /// version each slot points to: three stages, each overlapping its misses.
     #[inline]
     fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
         self.ctx.prefetch_many(keys);
+        for &(t, key, cols) in keys {
+            let Some(tbl) = self.ctx.storage.try_table(t) else { continue };
+            if let Some(rid) = self.ctx.lookup(tbl, key) {
+                let rec = tbl.rows.get(rid).header;
+                self.mv.shared.prefetch_newest(t, rec, &tbl.projection, cols);
+            }
+        }
     }
 
     #[inline]

@@ -202,11 +202,21 @@ impl Procedure for YcsbTxn {
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         tx.piece(0, |tx| {
             if self.prefetch {
+                // In batches, so that a protocol can overlap each stage of the lookups (a
+                // multi-version one fetches the versions the records point to in a second pass).
+                let mut batch = [(USERTABLE, 0, ALL_COLUMNS); 16];
+                let mut n = 0;
                 for op in &self.ops {
                     if let Op::Read(k) | Op::Write(k) | Op::Rmw(k) = *op {
-                        tx.prefetch(USERTABLE, k);
+                        batch[n].1 = k;
+                        n += 1;
+                        if n == batch.len() {
+                            tx.prefetch_many(&batch);
+                            n = 0;
+                        }
                     }
                 }
+                tx.prefetch_many(&batch[..n]);
             }
             let mut sink = 0u8;
             for op in &self.ops {
