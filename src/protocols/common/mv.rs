@@ -75,6 +75,9 @@ pub const LOADED: u64 = 1;
 pub const ABORTED: u64 = 1 << 62;
 const PENDING: u64 = 1 << 63;
 const SEQ_BITS: u32 = 48;
+/// The most workers a multi-version database takes: a pending stamp holds the writer's slot in
+/// the 14 bits between its sequence number and the `ABORTED` bit.
+pub const MAX_WORKERS: usize = 1 << 14;
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
 
 const GC_LOCK: u64 = 1;

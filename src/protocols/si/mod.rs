@@ -33,7 +33,7 @@ pub use worker::SiWorker;
 use crate::engine::options::{number, OptionSpec, ProtocolOptions};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
-use crate::protocols::common::mv::{MvShared, TOMBSTONE};
+use crate::protocols::common::mv::{MvShared, MAX_WORKERS, TOMBSTONE};
 use crate::storage::context::WorkerCtx;
 use crate::storage::{RowRef, TableId};
 use std::sync::atomic::Ordering;
@@ -101,6 +101,13 @@ impl Protocol for Si {
     type Options = SiOptions;
 
     fn new(options: SiOptions, setup: &Setup<'_>) -> Result<Self, Error> {
+        if setup.max_workers > MAX_WORKERS {
+            return Err(Error::Config(format!(
+                "si takes at most {MAX_WORKERS} workers (a pending version's stamp names its \
+                 writer's slot in 14 bits); this database was asked for {}",
+                setup.max_workers
+            )));
+        }
         let mv = MvShared::new(setup.tables, setup.max_workers, options.gc_interval_us);
         Ok(Si { options, mv })
     }
