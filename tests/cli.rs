@@ -673,8 +673,8 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     fails_with(
         &["run", "--opt", "validation-lock=nowait"],
         2,
-        "error: --opt validation-lock applies to silo, tictoc and mocc, not to nocc, 2pl-nowait and \
-         2pl-waitdie (choose protocols with -p)",
+        "error: --opt validation-lock applies to silo, tictoc and mocc, not to nocc, 2pl-nowait, \
+         2pl-waitdie and si (choose protocols with -p)",
     );
     fails_with(
         &["run", "-p", "silo,tictoc", "--opt", "preemptive-abort=off"],
