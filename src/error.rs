@@ -51,11 +51,14 @@ pub enum AbortReason {
     /// First updater wins (the multi-version protocols): the record was written by another
     /// transaction after this one's snapshot, or is being written by one.
     WriteConflict,
+    /// The serial safety net's exclusion-window test failed (SSN): a transaction that must
+    /// follow this one committed no later than one that must precede it.
+    ExclusionWindow,
 }
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 13] = [
+    pub const ALL: [AbortReason; 14] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
@@ -69,6 +72,7 @@ impl AbortReason {
         AbortReason::TableFull,
         AbortReason::MissingRow,
         AbortReason::WriteConflict,
+        AbortReason::ExclusionWindow,
     ];
     /// Number of reasons (the length of per-reason counter arrays).
     pub const COUNT: usize = Self::ALL.len();
@@ -89,6 +93,7 @@ impl AbortReason {
             AbortReason::TableFull => "table-full",
             AbortReason::MissingRow => "missing-row",
             AbortReason::WriteConflict => "write-conflict",
+            AbortReason::ExclusionWindow => "exclusion-window",
         }
     }
 
@@ -106,6 +111,7 @@ impl AbortReason {
                 | AbortReason::InsertConflict
                 | AbortReason::AccessSetMismatch
                 | AbortReason::WriteConflict
+                | AbortReason::ExclusionWindow
         )
     }
 

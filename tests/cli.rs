@@ -21,7 +21,7 @@ fn an_unknown_protocol_is_refused_with_the_valid_names() {
     fails_with(
         &["run", "--protocol", "foo"],
         2,
-        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc, si)",
+        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc, si, ermia-ssn)",
     );
 }
 
@@ -674,7 +674,7 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         &["run", "--opt", "validation-lock=nowait"],
         2,
         "error: --opt validation-lock applies to silo, tictoc and mocc, not to nocc, 2pl-nowait, \
-         2pl-waitdie and si (choose protocols with -p)",
+         2pl-waitdie, si and ermia-ssn (choose protocols with -p)",
     );
     fails_with(
         &["run", "-p", "silo,tictoc", "--opt", "preemptive-abort=off"],

@@ -325,6 +325,11 @@ fn crashes_lose_nothing_acknowledged_si() {
 }
 
 #[test]
+fn crashes_lose_nothing_acknowledged_ermia_ssn() {
+    crashes("ermia-ssn");
+}
+
+#[test]
 fn crashes_lose_nothing_acknowledged_nocc() {
     crashes("nocc");
 }

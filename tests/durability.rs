@@ -240,6 +240,11 @@ fn si_round_trips() {
 }
 
 #[test]
+fn ermia_ssn_round_trips() {
+    round_trips::<txlab::protocols::ermia_ssn::ErmiaSsn>(6);
+}
+
+#[test]
 fn mocc_round_trips() {
     common::with_options(&[("temperature-threshold", "1")], || {
         round_trips::<txlab::protocols::mocc::Mocc>(6)
@@ -411,6 +416,7 @@ fn deleted_and_reinserted_keys_recover_right() {
     delete_and_reinsert::<txlab::protocols::tictoc::TicToc>();
     delete_and_reinsert::<txlab::protocols::mocc::Mocc>();
     delete_and_reinsert::<txlab::protocols::si::Si>();
+    delete_and_reinsert::<txlab::protocols::ermia_ssn::ErmiaSsn>();
 }
 
 /// A log that cannot be written (its directory removed, so the next segment cannot be created)
@@ -520,6 +526,7 @@ fn open_recovers_and_continues_logging() {
     reopens::<tictoc::TicToc>(LogKind::Central, 7);
     reopens::<mocc::Mocc>(LogKind::PerWorker, 8);
     reopens::<txlab::protocols::si::Si>(LogKind::Central, 9);
+    reopens::<txlab::protocols::ermia_ssn::ErmiaSsn>(LogKind::PerWorker, 10);
 }
 
 /// An open that crashed leaves either an unfinished next generation (before its pointer was
@@ -724,6 +731,7 @@ fn updates_log_the_columns_they_write() {
             column_round_trip::<tictoc::TicToc>(5, kind, seed + 30),
             column_round_trip::<mocc::Mocc>(5, kind, seed + 40),
             column_round_trip::<txlab::protocols::si::Si>(5, kind, seed + 60),
+            column_round_trip::<txlab::protocols::ermia_ssn::ErmiaSsn>(5, kind, seed + 70),
         ] {
             assert!(r.column_records > 100, "{r:?}");
         }

@@ -1,22 +1,28 @@
 //! The multi-version substrate and the protocols on it: snapshot reads, first updater wins, write
-//! skew (what snapshot isolation permits), aborted versions, and garbage collection. Scripted
-//! interleavings: two workers stepped by the test, so every outcome is exact.
+//! skew (what snapshot isolation permits, and what the serial safety net catches), aborted
+//! versions, and garbage collection. Scripted interleavings: two workers stepped by the test, so
+//! every outcome is exact.
 
 mod common;
 
 use std::time::Duration;
 use txlab::prelude::*;
+use txlab::protocols::ermia_ssn::ErmiaSsn;
 use txlab::protocols::si::{Si, SiWorker};
 
 const T: TableId = TableId(0);
 
 fn db() -> Database<Si> {
+    db_of::<Si>()
+}
+
+fn db_of<P: Protocol>() -> Database<P> {
     let opts = DbOptions {
         max_workers: 8,
         epoch_interval: Duration::from_millis(1),
         ..Default::default()
     };
-    let db = common::database::<Si>(&[TableSpec::new("t", 16, 1000)], opts);
+    let db = common::database::<P>(&[TableSpec::new("t", 16, 1000)], opts);
     let mut l = db.loader();
     for k in 0..10 {
         l.insert(T, k, &row(k)).unwrap();
@@ -128,6 +134,83 @@ fn write_skew_commits() {
     assert_eq!(after, (Some(0), Some(0)));
 }
 
+/// The same write skew under SSN: the second committer's successor (the first, which
+/// overwrote what it read) committed no later than its predecessor (the first again, which
+/// read what it overwrites): its exclusion window is empty at pre-commit.
+#[test]
+fn ssn_aborts_write_skew_at_pre_commit() {
+    let db = db_of::<ErmiaSsn>();
+    let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+    a.begin();
+    b.begin();
+    for w in [&mut a, &mut b] {
+        assert_eq!(w.read(T, 1, val).unwrap(), Some(1));
+        assert_eq!(w.read(T, 2, val).unwrap(), Some(2));
+    }
+    set(&mut a, 1, 0).unwrap();
+    set(&mut b, 2, 0).unwrap();
+    a.commit().expect("the first committer has no successor yet");
+    assert_eq!(b.commit().unwrap_err().reason, AbortReason::ExclusionWindow);
+    let after = txn(&mut a, |a| Ok((a.read(T, 1, val)?, a.read(T, 2, val)?)));
+    assert_eq!(after, (Some(0), Some(2)));
+}
+
+/// When the first committer is done before the second reads, the second learns both stamps
+/// during its run and aborts at the write that closes the window, before pre-commit.
+#[test]
+fn ssn_aborts_write_skew_early() {
+    let db = db_of::<ErmiaSsn>();
+    let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+    b.begin();
+    txn(&mut a, |a| {
+        assert_eq!(a.read(T, 2, val)?, Some(2));
+        set(a, 1, 0)
+    });
+    // b's snapshot predates a: it reads the old row 1, whose overwriter committed.
+    assert_eq!(b.read(T, 1, val).unwrap(), Some(1));
+    // Row 2 was read by a, so overwriting it makes a a predecessor too.
+    assert_eq!(set(&mut b, 2, 0).unwrap_err().reason, AbortReason::ExclusionWindow);
+    b.abort();
+}
+
+/// A stale read is not an anomaly by itself: a transaction that read a row another then
+/// overwrote and committed serializes before it, and commits.
+#[test]
+fn ssn_commits_a_stale_reader_that_closes_no_cycle() {
+    let db = db_of::<ErmiaSsn>();
+    let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+    a.begin();
+    assert_eq!(a.read(T, 1, val).unwrap(), Some(1));
+    txn(&mut b, |b| set(b, 1, 10));
+    assert_eq!(a.read(T, 1, val).unwrap(), Some(1), "a reads its snapshot");
+    set(&mut a, 2, 20).unwrap();
+    a.commit().expect("a serializes before b");
+    // And a read-only transaction with such a stale read commits too.
+    a.begin();
+    assert_eq!(a.read(T, 3, val).unwrap(), Some(3));
+    txn(&mut b, |b| set(b, 3, 30));
+    assert_eq!(a.read(T, 3, val).unwrap(), Some(3));
+    a.commit().expect("a read-only transaction before b");
+    let after = txn(&mut a, |a| Ok([1, 2, 3].map(|k| a.read(T, k, val).unwrap().unwrap())));
+    assert_eq!(after, [10, 20, 30]);
+}
+
+/// Write skew through absence: each transaction checks that a key is absent and inserts
+/// another. The phantom buckets make the second committer abort.
+#[test]
+fn ssn_aborts_write_skew_through_absent_keys() {
+    let db = db_of::<ErmiaSsn>();
+    let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+    a.begin();
+    b.begin();
+    assert_eq!(a.read(T, 20, val).unwrap(), None);
+    assert_eq!(b.read(T, 21, val).unwrap(), None);
+    assert!(a.insert(T, 21, &row(21)).unwrap());
+    assert!(b.insert(T, 20, &row(20)).unwrap());
+    a.commit().expect("the first committer");
+    assert_eq!(b.commit().unwrap_err().reason, AbortReason::PhantomValidation);
+}
+
 #[test]
 fn aborted_versions_vanish_and_free_the_row() {
     let db = db();
@@ -228,6 +311,18 @@ fn a_slow_reader_keeps_its_versions() {
     assert!(
         after < held + 30_000,
         "{held} -> {after}: versions are not reclaimed after the reader"
+    );
+}
+
+#[test]
+fn too_many_workers_for_a_reader_bitmap_are_refused() {
+    let opts = DbOptions { max_workers: 257, ..Default::default() };
+    let err =
+        Database::<ErmiaSsn>::with_options(&[TableSpec::new("t", 16, 10)], opts).err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "ermia-ssn takes at most 256 workers (a version's reader bitmap has a bit per worker); \
+         this database was asked for 257"
     );
 }
 

@@ -360,6 +360,7 @@ macro_rules! interfered_suite {
 alone_suite! {
     nocc => txlab::protocols::nocc::Nocc,
     si => txlab::protocols::si::Si,
+    ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,
@@ -377,6 +378,7 @@ alone_suite! {
 mod serializable {
     use super::*;
     interfered_suite! {
+        ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
         two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
         silo => txlab::protocols::silo::Silo,

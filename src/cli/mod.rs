@@ -615,11 +615,12 @@ fn list() -> String {
         let _ = writeln!(s, "  {:<13} {}", p.name(), p.description());
         let _ = writeln!(
             s,
-            "  {:<13} isolation: {}; reads: {}; inserts/deletes: {}; range scans: {}; needs \
+            "  {:<13} isolation: {}; reads: {}{}; inserts/deletes: {}; range scans: {}; needs \
              access sets: {}",
             "",
             c.isolation.name(),
             c.reads.describe(),
+            if c.snapshot_reads { ", of the begin's snapshot" } else { "" },
             yes(c.inserts),
             yes(c.scans),
             yes(c.needs_access_set)

@@ -42,6 +42,9 @@ pub struct Capabilities {
     pub scans: bool,
     /// Needs each transaction's access set before it runs.
     pub needs_access_set: bool,
+    /// Reads see the database as of the transaction's begin (a multi-version snapshot), not
+    /// the latest committed state: a row another transaction commits meanwhile stays unseen.
+    pub snapshot_reads: bool,
     /// Whether reads write shared memory, and when (CCBench §3.2: visible reads cost cache-line
     /// transfers on read-mostly workloads; invisible ones need validation).
     pub reads: Reads,
@@ -60,6 +63,9 @@ pub enum Reads {
     Visible,
     /// Reads of hot records take a shared lock; other reads are invisible (MOCC).
     VisibleWhenHot,
+    /// A read registers in the version it read (a bit of its reader bitmap, SSN) and
+    /// validation publishes its commit timestamp there.
+    Registered,
 }
 
 impl Reads {
@@ -70,6 +76,7 @@ impl Reads {
             Reads::InvisibleUntilValidation => "invisible, validation writes read timestamps",
             Reads::Visible => "visible (read locks)",
             Reads::VisibleWhenHot => "visible on hot records (read locks), else invisible",
+            Reads::Registered => "visible (a bit in the version's reader bitmap)",
         }
     }
 }

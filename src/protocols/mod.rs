@@ -4,6 +4,7 @@
 //! [`with_protocol!`](crate::with_protocol) turns a runtime choice into a monomorphised call.
 
 pub mod common;
+pub mod ermia_ssn;
 pub mod mocc;
 pub mod nocc;
 pub mod si;
@@ -44,11 +45,15 @@ pub enum ProtocolKind {
     #[value(name = "si")]
     #[serde(rename = "si")]
     Si,
+    /// ERMIA's snapshot isolation with the serial safety net (multi-version, serializable).
+    #[value(name = "ermia-ssn")]
+    #[serde(rename = "ermia-ssn")]
+    ErmiaSsn,
 }
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 7] = [
+    pub const ALL: [ProtocolKind; 8] = [
         ProtocolKind::Nocc,
         ProtocolKind::TwoPlNoWait,
         ProtocolKind::TwoPlWaitDie,
@@ -56,6 +61,7 @@ impl ProtocolKind {
         ProtocolKind::TicToc,
         ProtocolKind::Mocc,
         ProtocolKind::Si,
+        ProtocolKind::ErmiaSsn,
     ];
 
     /// The command-line name.
@@ -69,6 +75,7 @@ impl ProtocolKind {
             ProtocolKind::TicToc => tictoc::TicToc::NAME,
             ProtocolKind::Mocc => mocc::Mocc::NAME,
             ProtocolKind::Si => si::Si::NAME,
+            ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::NAME,
         }
     }
 
@@ -83,6 +90,7 @@ impl ProtocolKind {
             ProtocolKind::TicToc => tictoc::TicToc::DESCRIPTION,
             ProtocolKind::Mocc => mocc::Mocc::DESCRIPTION,
             ProtocolKind::Si => si::Si::DESCRIPTION,
+            ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::DESCRIPTION,
         }
     }
 
@@ -115,6 +123,7 @@ impl ProtocolKind {
             ProtocolKind::TicToc => tictoc::TicToc::CAPS,
             ProtocolKind::Mocc => mocc::Mocc::CAPS,
             ProtocolKind::Si => si::Si::CAPS,
+            ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::CAPS,
         }
     }
 }
@@ -158,6 +167,10 @@ macro_rules! with_protocol {
             }
             $crate::protocols::ProtocolKind::Si => {
                 type $P = $crate::protocols::si::Si;
+                $body
+            }
+            $crate::protocols::ProtocolKind::ErmiaSsn => {
+                type $P = $crate::protocols::ermia_ssn::ErmiaSsn;
                 $body
             }
         }

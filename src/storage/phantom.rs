@@ -87,11 +87,16 @@ impl RangeBuckets {
         }
     }
 
-    /// Gives every word a logical clock, for protocols that order transactions by data-driven
-    /// timestamps (TicToc): `wts`, the largest commit timestamp of a deletion whose record was
-    /// unlinked from the bucket (absence observed in the bucket is valid from there on), and
-    /// `rts`, the largest commit timestamp of a transaction that validated absence observed in
-    /// the bucket (a key that appears in it afterwards must commit later). Both only grow.
+    /// Gives every word a logical clock of two words that only grow, whose meaning is the
+    /// protocol's:
+    ///
+    /// * TicToc (data-driven timestamps): `wts`, the largest commit timestamp of a deletion
+    ///   whose record was unlinked from the bucket (absence observed in the bucket is valid from
+    ///   there on), and `rts`, the largest commit timestamp of a transaction that validated
+    ///   absence observed in the bucket (a key that appears in it afterwards must commit later).
+    /// * The serializable multi-version certifiers (`protocols::common::mvcc`): `wts`, the
+    ///   largest commit timestamp of a transaction that made a key of the bucket present, and
+    ///   `rts`, the largest commit timestamp of one that observed absence in it.
     pub fn enable_clocks(&mut self) {
         self.clocks = (0..self.words.len()).map(|_| Clock::default()).collect();
     }
@@ -182,6 +187,13 @@ impl RangeBuckets {
         if rts.load(Ordering::SeqCst) < ts {
             rts.fetch_max(ts, Ordering::SeqCst);
         }
+    }
+
+    /// Raises the `wts` of word `slot` to at least `ts` and returns its previous value
+    /// (SeqCst: one side of the store-then-load pairs of `protocols::common::mvcc`).
+    #[inline]
+    pub fn extend_wts(&self, slot: usize, ts: u64) -> u64 {
+        self.clocks[slot].wts.fetch_max(ts, Ordering::SeqCst)
     }
 
     // ---- pessimistic use -----------------------------------------------------------------------

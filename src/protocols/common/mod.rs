@@ -3,6 +3,7 @@
 
 pub mod mql;
 pub mod mv;
+pub mod mvcc;
 pub mod occ;
 pub mod scan;
 pub mod state;

@@ -84,6 +84,12 @@ const GC_LOCK: u64 = 1;
 const UNLINKED: u64 = 2;
 const PTR: u64 = !7;
 
+/// Whether a stamp names a running transaction (see [`TxnTable::owner`]).
+#[inline(always)]
+pub fn is_pending(stamp: u64) -> bool {
+    stamp & PENDING != 0
+}
+
 /// Whether a stamp is a commit timestamp.
 #[inline(always)]
 pub fn is_committed(stamp: u64) -> bool {
@@ -237,15 +243,26 @@ impl TxnTable {
     }
 
     /// The state of the transaction a pending stamp names.
+    #[inline]
     pub fn owner(&self, stamp: u64) -> Owner {
-        let slot = &self.slots[((stamp & !PENDING) >> SEQ_BITS) as usize];
-        let seq = stamp & SEQ_MASK;
+        self.state_of(((stamp & !PENDING) >> SEQ_BITS) as usize, Some(stamp & SEQ_MASK))
+    }
+
+    /// The state of the transaction worker slot `slot` is running now (`Done`: none).
+    #[inline]
+    pub fn current(&self, slot: usize) -> Owner {
+        self.state_of(slot, None)
+    }
+
+    /// The state of slot `slot`'s transaction `seq` (any, for `None`).
+    fn state_of(&self, slot: usize, seq: Option<u64>) -> Owner {
+        let slot = &self.slots[slot];
         let mut spin = super::SpinWait::default();
         loop {
             // SeqCst: a reader that sees ACTIVE read the clock for its snapshot before the
             // owner announced COMMITTING, which precedes the owner's `commit()`.
             let st = slot.state.load(Ordering::SeqCst);
-            if (st >> 2) & SEQ_MASK != seq || st & 3 == IDLE {
+            if seq.is_some_and(|s| (st >> 2) & SEQ_MASK != s) || st & 3 == IDLE {
                 return Owner::Done;
             }
             if st & 3 == ACTIVE {
@@ -473,6 +490,12 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             dead: VecDeque::new(),
             freed: 0,
         }
+    }
+
+    /// The worker's slot (in the transaction table and the storage).
+    #[inline(always)]
+    pub fn slot(&self) -> usize {
+        self.slot
     }
 
     /// The pending stamp of this worker's running transaction.

@@ -203,6 +203,7 @@ impl Protocol for Mocc {
         inserts: true,
         scans: true,
         needs_access_set: false,
+        snapshot_reads: false,
         reads: Reads::VisibleWhenHot,
     };
     type Record = MoccRecord;

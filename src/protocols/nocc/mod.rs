@@ -33,6 +33,7 @@ impl Protocol for Nocc {
         inserts: true,
         scans: true,
         needs_access_set: false,
+        snapshot_reads: false,
         reads: Reads::Invisible,
     };
     type Record = NoccRecord;

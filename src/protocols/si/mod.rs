@@ -28,7 +28,7 @@ mod record;
 mod worker;
 
 pub use record::SiRecord;
-pub use worker::SiWorker;
+pub use worker::{SiCert, SiWorker};
 
 use crate::engine::options::{number, OptionSpec, ProtocolOptions};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
@@ -94,6 +94,7 @@ impl Protocol for Si {
         inserts: true,
         scans: true,
         needs_access_set: false,
+        snapshot_reads: true,
         reads: Reads::Invisible,
     };
     type Record = SiRecord;

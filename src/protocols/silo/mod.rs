@@ -108,6 +108,7 @@ impl Protocol for Silo {
         inserts: true,
         scans: true,
         needs_access_set: false,
+        snapshot_reads: false,
         reads: Reads::Invisible,
     };
     type Record = SiloRecord;

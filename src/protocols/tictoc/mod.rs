@@ -146,6 +146,7 @@ impl Protocol for TicToc {
         inserts: true,
         scans: true,
         needs_access_set: false,
+        snapshot_reads: false,
         reads: Reads::InvisibleUntilValidation,
     };
     const BUCKET_CLOCKS: bool = true;

@@ -90,6 +90,7 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
         inserts: true,
         scans: true,
         needs_access_set: false,
+        snapshot_reads: false,
         reads: Reads::Visible,
     };
     type Record = TwoPlRecord;

@@ -1,0 +1,665 @@
+//! The worker of the snapshot-based multi-version protocols (`si`, `ermia-ssn`), generic over
+//! a *certifier*: what a protocol adds to snapshot isolation to make it serializable.
+//!
+//! Every such protocol reads the snapshot of its begin and installs pending versions at write
+//! time, first updater wins (`protocols::common::mv`). A [`Certifier`] sees every version the
+//! transaction reads and every version it overwrites, and decides at pre-commit, once the
+//! commit timestamp is drawn, whether the transaction may commit; after the commit or abort it
+//! publishes or withdraws what other transactions' certification reads. SI's certifier does
+//! nothing and costs nothing (every hook inlines to no code).
+//!
+//! ## Phantoms
+//!
+//! Version stamps cover the records a transaction read; a certifier that asks for phantom
+//! tracking ([`Certifier::PHANTOMS`]) also learns about keys that were absent. The storage's
+//! phantom buckets carry two clocks here (`storage::phantom`): `wts`, the largest commit
+//! timestamp of a transaction that made a key of the bucket present (an insert of a new row;
+//! the revival of a deleted row overwrites its tombstone version, which the certifier sees),
+//! and `rts`, the largest commit timestamp of a transaction that observed absence in it (a scan
+//! covered it, or a point read found its key absent). At pre-commit, with commit timestamp `c`:
+//!
+//! 1. every bucket observed: raise `rts` to `c`, then load `wts`; a `wts` above the snapshot
+//!    means a key appeared there after it, and the transaction aborts (`phantom-validation`:
+//!    the inserter's own certification stamps are not kept with the bucket, so the conservative
+//!    answer is the only one);
+//! 2. every bucket inserted into: raise `wts` to `c`, then load `rts`; an observer of the
+//!    absence precedes this transaction, so its commit timestamp joins the transaction's
+//!    predecessors (for SSN, `eta`).
+//!
+//! Each side stores before it loads (SeqCst), so of an observer and an inserter that certify
+//! concurrently, at least one sees the other. An observer that certified earlier left its
+//! timestamp in `rts`; an inserter that certified earlier left its `wts` above the observer's
+//! snapshot (it committed after it, or the observer would have seen the key). When one
+//! transaction both observed and inserted into a bucket, its own timestamp in `rts` may hide an
+//! earlier observer's: then `c - 1`, above every timestamp it could hide, stands for it.
+
+use crate::engine::procedure::ALL_COLUMNS;
+use crate::engine::Worker;
+use crate::error::{Abort, AbortReason};
+use crate::protocols::common::mv::{Install, MvCtx, MvRecord, MvShared, TOMBSTONE};
+use crate::protocols::common::scan::{self, ScanSteps};
+use crate::protocols::common::{apply_update, check_len, table, Scratch};
+use crate::storage::context::WorkerCtx;
+use crate::storage::phantom::Batch;
+use crate::storage::projection::Columns;
+use crate::storage::version::{Version, VersionExt};
+use crate::storage::{RowId, Table, TableId};
+use std::ops::ControlFlow;
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+
+/// What a protocol adds to snapshot isolation (see the module docs). Every hook runs on the
+/// worker's thread, inside its storage epoch: the versions it is handed stay allocated until
+/// the transaction ends.
+pub trait Certifier: Sized + Send + 'static {
+    /// The protocol's per-version fields.
+    type Ext: VersionExt;
+    /// Whether absent keys observed and new keys inserted are tracked in phantom buckets.
+    const PHANTOMS: bool;
+
+    /// The certifier of the worker in slot `slot`.
+    fn new(slot: usize) -> Self;
+
+    /// The transaction read `v`, another transaction's committed version (a tombstone for a
+    /// deleted row). May abort early.
+    fn read(&mut self, mv: &MvCtx<'_, Self::Ext>, v: &Version<Self::Ext>) -> Result<(), Abort>;
+
+    /// The transaction installed a pending version over `prev`, a committed version. May abort
+    /// early.
+    fn overwrote(
+        &mut self,
+        mv: &MvCtx<'_, Self::Ext>,
+        prev: &Version<Self::Ext>,
+    ) -> Result<(), Abort>;
+
+    /// Whether a transaction that wrote nothing must still certify, with a commit timestamp.
+    fn must_certify(&self) -> bool;
+
+    /// Pre-commit, with commit timestamp `c` drawn and announced: whether the transaction may
+    /// commit. `eta` is the largest commit timestamp of an observer of an absence this
+    /// transaction ended (phantom tracking; 0 for none).
+    fn certify(&mut self, mv: &MvCtx<'_, Self::Ext>, c: u64, eta: u64) -> Result<(), Abort>;
+
+    /// Post-commit at `c` (the new versions are stamped): publishes what other transactions'
+    /// certification reads, and forgets the transaction.
+    fn committed(&mut self, mv: &MvCtx<'_, Self::Ext>, c: u64);
+
+    /// The transaction aborts (its pending versions are still on their chains): withdraws what
+    /// it published, and forgets it.
+    fn aborted(&mut self, mv: &MvCtx<'_, Self::Ext>);
+}
+
+/// One write of the running transaction: its pending version, at the head of the row's chain.
+struct Write<V> {
+    table: TableId,
+    key: u64,
+    rid: RowId,
+    version: NonNull<Version<V>>,
+    /// The stamp of the version it was installed over (0: none; the history's `UNBORN`).
+    prev: u64,
+    /// The columns written (what an update logs); every column for a row this transaction
+    /// created or revived.
+    cols: Columns,
+    /// It made the key present where it was not: retired again if the transaction aborts.
+    created: bool,
+}
+
+impl<V> Clone for Write<V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<V> Copy for Write<V> {}
+
+/// A worker of a snapshot-based multi-version protocol with certifier `C`.
+pub struct MvWorker<'db, C: Certifier> {
+    ctx: WorkerCtx<'db, MvRecord<C::Ext>>,
+    mv: MvCtx<'db, C::Ext>,
+    cert: C,
+    writes: Vec<Write<C::Ext>>,
+    /// Phantom buckets observed absent and inserted into: (table, bucket word).
+    observed: Vec<(TableId, u32)>,
+    inserted: Vec<(TableId, u32)>,
+    scratch: Scratch,
+    active: bool,
+}
+
+#[inline(always)]
+fn is_tombstone<V>(v: &Version<V>) -> bool {
+    v.flags.load(Ordering::Relaxed) & TOMBSTONE != 0
+}
+
+impl<'db, C: Certifier> MvWorker<'db, C> {
+    /// A worker on `ctx` sharing `shared`.
+    pub fn new(ctx: WorkerCtx<'db, MvRecord<C::Ext>>, shared: &'db MvShared<C::Ext>) -> Self {
+        let mv = MvCtx::new(shared, ctx.slot);
+        MvWorker {
+            cert: C::new(ctx.slot),
+            ctx,
+            mv,
+            writes: Vec::new(),
+            observed: Vec::new(),
+            inserted: Vec::new(),
+            scratch: Scratch::default(),
+            active: false,
+        }
+    }
+
+    /// The row of `key`, if the index has a linked one. A row the GC unlinked is absent for
+    /// this transaction: its tombstone is at or below the watermark, so at or below the
+    /// snapshot, and no new row for the key can enter the index before the old entry leaves.
+    #[inline]
+    fn lookup(&mut self, tbl: &Table<MvRecord<C::Ext>>, key: u64) -> Option<RowId> {
+        let rid = self.ctx.lookup(tbl, key)?;
+        if !tbl.rows.get(rid).header.is_unlinked() {
+            return Some(rid);
+        }
+        self.ctx.forget(tbl.id, key);
+        let rid = tbl.index.get(key, &self.ctx.guard)?;
+        (!tbl.rows.get(rid).header.is_unlinked()).then_some(rid)
+    }
+
+    /// Notes that `key`'s bucket of `tbl` was observed absent (phantom tracking).
+    #[inline(always)]
+    fn observed_absent(&mut self, tbl: &Table<MvRecord<C::Ext>>, key: u64) {
+        if C::PHANTOMS {
+            self.observed.push((tbl.id, tbl.buckets.slot_of(key) as u32));
+        }
+    }
+
+    /// Hands a version read to the certifier and the history (not for own versions).
+    #[inline(always)]
+    fn saw(&mut self, t: TableId, key: u64, v: &Version<C::Ext>) -> Result<(), Abort> {
+        let st = v.stamp.load(Ordering::Relaxed);
+        if st == self.mv.own() {
+            return Ok(());
+        }
+        if let Some(h) = &mut self.ctx.history {
+            h.read(t.0, key, u128::from(st));
+        }
+        self.cert.read(&self.mv, v)
+    }
+
+    /// The version of `key` this transaction sees, with its row; reports a read of a committed
+    /// version (tombstones too) or of the key's absence to the certifier and the history.
+    #[inline]
+    #[allow(clippy::type_complexity)]
+    fn see(
+        &mut self,
+        tbl: &'db Table<MvRecord<C::Ext>>,
+        key: u64,
+    ) -> Result<Option<(RowId, &'db Version<C::Ext>)>, Abort> {
+        let found = self.lookup(tbl, key).and_then(|rid| {
+            let v =
+                self.mv.shared.visible(tbl.rows.get(rid).header, self.mv.snapshot, self.mv.own());
+            v.map(|v| (rid, v))
+        });
+        match found {
+            None => {
+                if let Some(h) = &mut self.ctx.history {
+                    h.range(tbl.id.0, key, key);
+                }
+                self.observed_absent(tbl, key);
+            }
+            Some((_, v)) => {
+                if is_tombstone(v) {
+                    // Its row may be unlinked and the key inserted again as a new row, which
+                    // overwrites no version of this one: the bucket stands for the absence.
+                    self.observed_absent(tbl, key);
+                }
+                self.saw(tbl.id, key, v)?
+            }
+        }
+        Ok(found)
+    }
+
+    /// The write-set entry of this transaction's pending version `v`.
+    fn entry_of(&mut self, v: &Version<C::Ext>) -> &mut Write<C::Ext> {
+        let p = v as *const Version<C::Ext>;
+        self.writes
+            .iter_mut()
+            .find(|w| std::ptr::eq(w.version.as_ptr(), p))
+            .expect("an own pending version has a write-set entry")
+    }
+
+    /// Installs the new version `v` of `key` at `rid`, or gives it back and aborts.
+    #[inline]
+    fn install(
+        &mut self,
+        tbl: &Table<MvRecord<C::Ext>>,
+        key: u64,
+        rid: RowId,
+        v: NonNull<Version<C::Ext>>,
+        cols: Columns,
+        created: bool,
+    ) -> Result<(), Abort> {
+        match self.mv.install(tbl.rows.get(rid).header, v) {
+            Install::Installed(prev) => {
+                let table = tbl.id;
+                self.writes.push(Write { table, key, rid, version: v, prev, cols, created });
+                // SAFETY: our own pending version; its `next` is the version it overwrote,
+                // alive while we are in our epoch.
+                let old = unsafe { v.as_ref().next.load(Ordering::Relaxed).as_ref() };
+                match old {
+                    Some(old) => self.cert.overwrote(&self.mv, old),
+                    // A row whose every version was taken off (its inserter aborted): this
+                    // makes its key present, as an insert of a new row does.
+                    None => {
+                        if C::PHANTOMS {
+                            self.inserted.push((table, tbl.buckets.slot_of(key) as u32));
+                        }
+                        Ok(())
+                    }
+                }
+            }
+            // Our own version would have been seen, and a row we saw present or deleted at or
+            // below our snapshot is not unlinkable: both are conflicts if they ever happen.
+            Install::Conflict | Install::Own(_) | Install::Unlinked => {
+                self.mv.unused(tbl.id, v);
+                Err(Abort::new(AbortReason::WriteConflict))
+            }
+        }
+    }
+
+    /// The phantom steps of pre-commit at `c` (see the module docs): the largest commit
+    /// timestamp of an observer of an absence this transaction ended, or an abort.
+    fn certify_phantoms(&self, c: u64) -> Result<u64, Abort> {
+        let storage = self.ctx.storage;
+        for &(t, slot) in &self.observed {
+            storage.table(t).buckets.extend_rts(slot as usize, c);
+        }
+        for &(t, slot) in &self.observed {
+            let (wts, _) = storage.table(t).buckets.clock(slot as usize);
+            if wts > self.mv.snapshot {
+                return Err(Abort::new(AbortReason::PhantomValidation));
+            }
+        }
+        for &(t, slot) in &self.inserted {
+            storage.table(t).buckets.extend_wts(slot as usize, c);
+        }
+        let mut eta = 0;
+        for &(t, slot) in &self.inserted {
+            let (_, rts) = storage.table(t).buckets.clock(slot as usize);
+            eta = eta.max(if rts == c { c - 1 } else { rts });
+        }
+        Ok(eta)
+    }
+
+    fn finish(&mut self) {
+        self.writes.clear();
+        self.observed.clear();
+        self.inserted.clear();
+        self.active = false;
+        self.mv.finish();
+        self.ctx.exit();
+    }
+
+    /// Takes the transaction's versions off their chains and ends it.
+    fn rollback(&mut self) {
+        let storage = self.ctx.storage;
+        self.cert.aborted(&self.mv);
+        for i in (0..self.writes.len()).rev() {
+            let w = self.writes[i];
+            let rec = storage.table(w.table).rows.get(w.rid).header;
+            self.mv.retract(w.table, rec, w.version, storage.epochs());
+            if w.created {
+                // The key is absent again: the GC unlinks the row once nobody can see it.
+                self.ctx.retire(w.table, w.key, w.rid);
+            }
+        }
+        self.finish();
+    }
+}
+
+impl<C: Certifier> Worker for MvWorker<'_, C> {
+    fn begin(&mut self) {
+        let epochs = self.ctx.storage.epochs();
+        let mv = &mut self.mv;
+        self.ctx.enter(|tbl, _, rec, _| mv.unlink(tbl.id, rec, epochs));
+        self.mv.begin(self.ctx.storage);
+        if let Some(h) = &mut self.ctx.history {
+            h.read_point_at(self.mv.snapshot);
+        }
+        self.active = true;
+    }
+
+    #[inline]
+    fn read_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let Some((_, v)) = self.see(tbl, key)? else { return Ok(None) };
+        if is_tombstone(v) {
+            return Ok(None);
+        }
+        let buf = self.scratch.get(tbl.spec.row_size);
+        self.mv.row(t, v).read_cols_into(buf, &tbl.projection, cols);
+        Ok(Some(f(buf)))
+    }
+
+    #[inline]
+    fn read_for_update<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        self.read(t, key, f)
+    }
+
+    /// A blind write: the new version is `value`, copied once (no copy of the old one).
+    #[inline]
+    fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        let Some((rid, v)) = self.see(tbl, key)? else { return Ok(false) };
+        if is_tombstone(v) {
+            return Ok(false);
+        }
+        if v.stamp.load(Ordering::Relaxed) == self.mv.own() {
+            self.mv.row(t, v).write_from(value);
+            self.entry_of(v).cols = ALL_COLUMNS;
+            return Ok(true);
+        }
+        let nv = self.mv.alloc(t, 0);
+        // SAFETY: our own version, not yet published.
+        self.mv.row(t, unsafe { nv.as_ref() }).write_from(value);
+        self.install(tbl, key, rid, nv, ALL_COLUMNS, false)?;
+        Ok(true)
+    }
+
+    #[inline]
+    fn update_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        reads: Columns,
+        writes: Columns,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let Some((rid, v)) = self.see(tbl, key)? else { return Ok(None) };
+        if is_tombstone(v) {
+            return Ok(None);
+        }
+        let (p, len) = (&tbl.projection, tbl.spec.row_size);
+        let old = self.mv.row(t, v);
+        let buf = self.scratch.get(len);
+        old.read_cols_into(buf, p, reads | writes);
+        if v.stamp.load(Ordering::Relaxed) == self.mv.own() {
+            // Our own pending version: nobody else reads it, so it is written in place.
+            let out = apply_update(p, writes, buf, f)?;
+            old.write_cols_from(buf, p, writes);
+            self.entry_of(v).cols |= writes;
+            return Ok(Some(out));
+        }
+        let out = apply_update(p, writes, buf, f)?;
+        let nv = self.mv.alloc(t, 0);
+        // SAFETY: our own version, not yet published.
+        let new = self.mv.row(t, unsafe { nv.as_ref() });
+        new.copy_from(&old);
+        new.write_cols_from(buf, p, writes);
+        self.install(tbl, key, rid, nv, writes, false)?;
+        Ok(Some(out))
+    }
+
+    fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        let nv = self.mv.alloc(t, 0);
+        // SAFETY: our own version, not yet published.
+        self.mv.row(t, unsafe { nv.as_ref() }).write_from(value);
+        let mut spin = crate::protocols::common::SpinWait::default();
+        loop {
+            // Insert first (one index traversal when the key is new, the common case).
+            let fresh = match self.ctx.alloc(t) {
+                Ok(r) => r,
+                Err(a) => {
+                    self.mv.unused(t, nv);
+                    return Err(a);
+                }
+            };
+            let frec = tbl.rows.get(fresh).header;
+            frec.init(nv);
+            let rid = match tbl.index.insert_if_absent(key, fresh, &self.ctx.guard) {
+                Ok(()) => {
+                    let w = Write {
+                        table: t,
+                        key,
+                        rid: fresh,
+                        version: nv,
+                        prev: 0,
+                        cols: ALL_COLUMNS,
+                        created: true,
+                    };
+                    self.writes.push(w);
+                    if C::PHANTOMS {
+                        self.inserted.push((t, tbl.buckets.slot_of(key) as u32));
+                    }
+                    return Ok(true);
+                }
+                Err(existing) => {
+                    frec.clear();
+                    self.ctx.caches[t.index()].release(fresh);
+                    existing
+                }
+            };
+            let rec = tbl.rows.get(rid).header;
+            if rec.is_unlinked() {
+                // The GC is removing the old row's index entry.
+                spin.spin();
+                continue;
+            }
+            let seen = self.mv.shared.visible(rec, self.mv.snapshot, self.mv.own());
+            let own = seen.is_some_and(|v| v.stamp.load(Ordering::Relaxed) == self.mv.own());
+            match seen {
+                None => self.observed_absent(tbl, key),
+                Some(v) => {
+                    if let Err(a) = self.saw(t, key, v) {
+                        self.mv.unused(t, nv);
+                        return Err(a);
+                    }
+                }
+            }
+            match seen {
+                Some(v) if !is_tombstone(v) => {
+                    self.mv.unused(t, nv);
+                    return Ok(false);
+                }
+                Some(v) if own => {
+                    // We deleted it in this transaction: our version becomes the row again.
+                    self.mv.row(t, v).write_from(value);
+                    v.flags.store(0, Ordering::Relaxed);
+                    let e = self.entry_of(v);
+                    (e.cols, e.created) = (ALL_COLUMNS, true);
+                    self.mv.unused(t, nv);
+                    return Ok(true);
+                }
+                _ => {
+                    self.install(tbl, key, rid, nv, ALL_COLUMNS, true)?;
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let Some((rid, v)) = self.see(tbl, key)? else { return Ok(false) };
+        if is_tombstone(v) {
+            return Ok(false);
+        }
+        if v.stamp.load(Ordering::Relaxed) == self.mv.own() {
+            v.flags.store(TOMBSTONE, Ordering::Relaxed);
+            return Ok(true);
+        }
+        let nv = self.mv.alloc(t, TOMBSTONE);
+        self.install(tbl, key, rid, nv, ALL_COLUMNS, false)?;
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, Abort> {
+        let storage = self.ctx.storage;
+        scan::scan(self, storage, t, lo, hi, limit, f)
+    }
+
+    #[inline]
+    fn prefetch(&mut self, t: TableId, key: u64) {
+        self.ctx.prefetch(t, key);
+    }
+
+    /// The index entries and slots first, then (once the slots are on their way) the newest
+    /// version each slot points to: three stages, each overlapping its misses.
+    #[inline]
+    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
+        self.ctx.prefetch_many(keys);
+        for &(t, key, cols) in keys {
+            let Some(tbl) = self.ctx.storage.try_table(t) else { continue };
+            if let Some(rid) = self.ctx.lookup(tbl, key) {
+                let rec = tbl.rows.get(rid).header;
+                self.mv.shared.prefetch_newest(t, rec, &tbl.projection, cols);
+            }
+        }
+    }
+
+    #[inline]
+    fn log_epoch(&self) -> u64 {
+        self.ctx.log_epoch
+    }
+
+    fn commit(&mut self) -> Result<(), Abort> {
+        if self.writes.is_empty()
+            && self.inserted.is_empty()
+            && self.observed.is_empty()
+            && !self.cert.must_certify()
+        {
+            // A read-only transaction with nothing to certify is serialized at its snapshot.
+            if let Some(h) = &mut self.ctx.history {
+                h.serial_point_at(self.mv.snapshot);
+                h.committed();
+            }
+            self.cert.committed(&self.mv, self.mv.snapshot);
+            self.finish();
+            return Ok(());
+        }
+        let c = self.mv.committing();
+        let certified = if C::PHANTOMS {
+            self.certify_phantoms(c).and_then(|eta| self.cert.certify(&self.mv, c, eta))
+        } else {
+            self.cert.certify(&self.mv, c, 0)
+        };
+        if let Err(a) = certified {
+            self.rollback();
+            return Err(a);
+        }
+        let storage = self.ctx.storage;
+        if let Some(log) = self.ctx.log.as_mut().filter(|_| !self.writes.is_empty()) {
+            // Logged before the versions are stamped: whoever reads them reads after they are
+            // in the log (the log epochs' dependency rule, see `durability::log`).
+            log.begin(c, self.writes.len() as u32);
+            for w in &self.writes {
+                let tbl = storage.table(w.table);
+                // SAFETY: our pending version, alive until we stamp or retract it.
+                let v = unsafe { w.version.as_ref() };
+                if is_tombstone(v) {
+                    log.delete(w.table.0, c, w.key);
+                } else {
+                    let cols = if w.created { ALL_COLUMNS } else { w.cols };
+                    log.put_row(
+                        w.table.0,
+                        c,
+                        w.key,
+                        self.mv.row(w.table, v),
+                        &tbl.projection,
+                        cols,
+                    );
+                }
+            }
+            self.ctx.log_epoch = log.end();
+        }
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            // SAFETY: as above.
+            let v = unsafe { w.version.as_ref() };
+            let present = !is_tombstone(v);
+            // Release: the version's payload before its stamp (pairs with `visible`'s Acquire).
+            v.stamp.store(c, Ordering::Release);
+            if let Some(h) = &mut self.ctx.history {
+                h.write(w.table.0, w.key, u128::from(c), u128::from(w.prev), present);
+            }
+            self.mv.written(w.table, w.rid, c);
+            if !present {
+                self.ctx.retire(w.table, w.key, w.rid);
+            }
+        }
+        self.cert.committed(&self.mv, c);
+        if let Some(h) = &mut self.ctx.history {
+            h.serial_point_at(c);
+            h.committed();
+        }
+        self.finish();
+        self.ctx.commit_returning();
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+}
+
+impl<'db, C: Certifier> ScanSteps<'db, MvRecord<C::Ext>> for MvWorker<'db, C> {
+    #[inline]
+    fn ctx(&mut self) -> &mut WorkerCtx<'db, MvRecord<C::Ext>> {
+        &mut self.ctx
+    }
+
+    /// A snapshot needs no protection; a certifier with phantom tracking notes the buckets.
+    #[inline(always)]
+    fn cover(
+        &mut self,
+        tbl: &'db Table<MvRecord<C::Ext>>,
+        t: TableId,
+        batch: &Batch,
+    ) -> Result<(), Abort> {
+        if C::PHANTOMS {
+            self.observed.extend(tbl.buckets.batch_slots(batch).map(|s| (t, s as u32)));
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn entry(
+        &mut self,
+        tbl: &'db Table<MvRecord<C::Ext>>,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+    ) -> Result<Option<&[u8]>, Abort> {
+        let rec = tbl.rows.get(rid).header;
+        if rec.is_unlinked() {
+            return Ok(None);
+        }
+        let own = self.mv.own();
+        let Some(v) = self.mv.shared.visible(rec, self.mv.snapshot, own) else { return Ok(None) };
+        self.saw(t, key, v)?;
+        if is_tombstone(v) {
+            return Ok(None);
+        }
+        let data = self.scratch.get(tbl.spec.row_size);
+        self.mv.row(t, v).read_into(data);
+        Ok(Some(data))
+    }
+}

@@ -1,0 +1,39 @@
+//! SSN's record: the multi-version substrate's head word (`protocols::common::mv`); SSN's
+//! stamps live in every version ([`SsnExt`]).
+
+use crate::protocols::common::mv::MvRecord;
+use crate::storage::version::VersionExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Words of a version's reader bitmap: one bit per worker slot.
+pub const READER_WORDS: usize = 4;
+/// The most workers an SSN database takes (one reader bit each).
+pub const MAX_READERS: usize = READER_WORDS * 64;
+
+/// SSN's fields of a version (the SSN papers' `v.pstamp`, `v.sstamp` and readers).
+#[repr(C)]
+#[derive(Default)]
+pub struct SsnExt {
+    /// The overwriter: 0 while there is none; its pending stamp while it runs
+    /// (`protocols::common::mv`); once it committed, its successor stamp `pi`.
+    pub sstamp: AtomicU64,
+    /// The largest commit timestamp of a committed reader (0: none).
+    pub pstamp: AtomicU64,
+    /// The worker slots whose running transaction read the version and has not finished.
+    pub readers: [AtomicU64; READER_WORDS],
+}
+
+// SAFETY: atomics only (zero is "not overwritten, no reader"), no Drop, align 8.
+unsafe impl VersionExt for SsnExt {
+    #[inline(always)]
+    fn reset(&self) {
+        self.sstamp.store(0, Ordering::Relaxed);
+        self.pstamp.store(0, Ordering::Relaxed);
+        for w in &self.readers {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A record slot of an SSN database.
+pub type SsnRecord = MvRecord<SsnExt>;
