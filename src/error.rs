@@ -54,11 +54,15 @@ pub enum AbortReason {
     /// The serial safety net's exclusion-window test failed (SSN): a transaction that must
     /// follow this one committed no later than one that must precede it.
     ExclusionWindow,
+    /// Serializable snapshot isolation found a dangerous structure (ERMIA's SSI): two
+    /// consecutive anti-dependencies through this transaction or to it whose last transaction
+    /// committed first.
+    DangerousStructure,
 }
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 14] = [
+    pub const ALL: [AbortReason; 15] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
@@ -73,6 +77,7 @@ impl AbortReason {
         AbortReason::MissingRow,
         AbortReason::WriteConflict,
         AbortReason::ExclusionWindow,
+        AbortReason::DangerousStructure,
     ];
     /// Number of reasons (the length of per-reason counter arrays).
     pub const COUNT: usize = Self::ALL.len();
@@ -94,6 +99,7 @@ impl AbortReason {
             AbortReason::MissingRow => "missing-row",
             AbortReason::WriteConflict => "write-conflict",
             AbortReason::ExclusionWindow => "exclusion-window",
+            AbortReason::DangerousStructure => "dangerous-structure",
         }
     }
 
@@ -112,6 +118,7 @@ impl AbortReason {
                 | AbortReason::AccessSetMismatch
                 | AbortReason::WriteConflict
                 | AbortReason::ExclusionWindow
+                | AbortReason::DangerousStructure
         )
     }
 

@@ -21,7 +21,7 @@ fn an_unknown_protocol_is_refused_with_the_valid_names() {
     fails_with(
         &["run", "--protocol", "foo"],
         2,
-        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc, si, ermia-ssn)",
+        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc, si, ermia-ssn, ermia-ssi)",
     );
 }
 
@@ -379,6 +379,20 @@ fn check_quick_passes_for_silo() {
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
+/// SSN on top of the same snapshot isolation that shows write skew below: no anomaly left.
+#[test]
+fn check_quick_passes_for_ermia_ssn() {
+    let s = quick_check_passes("ermia-ssn", &[]);
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+}
+
+/// ERMIA's SSI on the same snapshot isolation: no anomaly left either.
+#[test]
+fn check_quick_passes_for_ermia_ssi() {
+    let s = quick_check_passes("ermia-ssi", &[]);
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+}
+
 /// `nocc` promises nothing, so it passes, but the check must see it lose updates and read
 /// aborted data (the positive control).
 #[test]
@@ -674,7 +688,7 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         &["run", "--opt", "validation-lock=nowait"],
         2,
         "error: --opt validation-lock applies to silo, tictoc and mocc, not to nocc, 2pl-nowait, \
-         2pl-waitdie, si and ermia-ssn (choose protocols with -p)",
+         2pl-waitdie, si, ermia-ssn and ermia-ssi (choose protocols with -p)",
     );
     fails_with(
         &["run", "-p", "silo,tictoc", "--opt", "preemptive-abort=off"],

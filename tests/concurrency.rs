@@ -303,6 +303,7 @@ snapshot_suite! {
 }
 
 serializable_suite! {
+    ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
     ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
     ermia_ssn_slow_gc => txlab::protocols::ermia_ssn::ErmiaSsn [("gc-interval-us", "100000")],
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,

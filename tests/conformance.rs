@@ -797,6 +797,7 @@ protocol_suite! {
     si => txlab::protocols::si::Si,
     si_slow_gc => txlab::protocols::si::Si [("gc-interval-us", "100000")],
     ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
+    ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
     ermia_ssn_slow_gc => txlab::protocols::ermia_ssn::ErmiaSsn [("gc-interval-us", "100000")],
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
@@ -815,6 +816,7 @@ protocol_suite! {
 mod serializable {
     use super::*;
     serializable_suite! {
+        ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
         ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
         two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,

@@ -330,6 +330,11 @@ fn crashes_lose_nothing_acknowledged_ermia_ssn() {
 }
 
 #[test]
+fn crashes_lose_nothing_acknowledged_ermia_ssi() {
+    crashes("ermia-ssi");
+}
+
+#[test]
 fn crashes_lose_nothing_acknowledged_nocc() {
     crashes("nocc");
 }

@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 use txlab::prelude::*;
+use txlab::protocols::ermia_ssi::ErmiaSsi;
 use txlab::protocols::ermia_ssn::ErmiaSsn;
 use txlab::protocols::si::{Si, SiWorker};
 
@@ -209,6 +210,61 @@ fn ssn_aborts_write_skew_through_absent_keys() {
     assert!(b.insert(T, 20, &row(20)).unwrap());
     a.commit().expect("the first committer");
     assert_eq!(b.commit().unwrap_err().reason, AbortReason::PhantomValidation);
+}
+
+/// Write skew under SSI: the second committer is the pivot of a cycle of two (its successor,
+/// the first committer, read what it overwrites).
+#[test]
+fn ssi_aborts_write_skew_as_a_dangerous_structure() {
+    let db = db_of::<ErmiaSsi>();
+    let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+    a.begin();
+    b.begin();
+    for w in [&mut a, &mut b] {
+        assert_eq!(w.read(T, 1, val).unwrap(), Some(1));
+        assert_eq!(w.read(T, 2, val).unwrap(), Some(2));
+    }
+    set(&mut a, 1, 0).unwrap();
+    set(&mut b, 2, 0).unwrap();
+    a.commit().expect("the first committer");
+    assert_eq!(b.commit().unwrap_err().reason, AbortReason::DangerousStructure);
+    let after = txn(&mut a, |a| Ok((a.read(T, 1, val)?, a.read(T, 2, val)?)));
+    assert_eq!(after, (Some(0), Some(2)));
+}
+
+/// The structure `t1 -rw-> t2 -rw-> t3` with `t3` first, closed by `t3 -wr-> t1`: `t2` commits
+/// (no reader of what it overwrote is known yet), and `t1` aborts at the read of `t2`'s old
+/// version, whose overwriter committed with a successor stamp.
+#[test]
+fn ssi_aborts_the_reader_of_a_committed_pivot() {
+    let db = db_of::<ErmiaSsi>();
+    let (mut t1, mut t2, mut t3) =
+        (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    t2.begin();
+    assert_eq!(t2.read(T, 1, val).unwrap(), Some(1));
+    txn(&mut t3, |w| set(w, 1, 10));
+    t1.begin();
+    assert_eq!(t1.read(T, 1, val).unwrap(), Some(10), "t1 sees t3");
+    set(&mut t2, 2, 20).unwrap();
+    t2.commit().expect("the pivot has no known reader");
+    assert_eq!(t1.read(T, 2, val).unwrap_err().reason, AbortReason::DangerousStructure);
+    t1.abort();
+}
+
+/// A pivot whose successor committed first aborts while a reader of what it overwrites is still
+/// running (ERMIA keeps the reader's work), and the reader then commits.
+#[test]
+fn ssi_aborts_a_pivot_with_a_running_reader() {
+    let db = db_of::<ErmiaSsi>();
+    let (mut r, mut p, mut s) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    r.begin();
+    assert_eq!(r.read(T, 2, val).unwrap(), Some(2));
+    p.begin();
+    assert_eq!(p.read(T, 1, val).unwrap(), Some(1));
+    txn(&mut s, |w| set(w, 1, 10));
+    set(&mut p, 2, 20).unwrap();
+    assert_eq!(p.commit().unwrap_err().reason, AbortReason::DangerousStructure);
+    r.commit().expect("the reader survives");
 }
 
 #[test]

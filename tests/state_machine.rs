@@ -361,6 +361,7 @@ alone_suite! {
     nocc => txlab::protocols::nocc::Nocc,
     si => txlab::protocols::si::Si,
     ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
+    ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,
@@ -378,6 +379,7 @@ alone_suite! {
 mod serializable {
     use super::*;
     interfered_suite! {
+        ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
         ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
         two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,

@@ -4,6 +4,7 @@
 //! [`with_protocol!`](crate::with_protocol) turns a runtime choice into a monomorphised call.
 
 pub mod common;
+pub mod ermia_ssi;
 pub mod ermia_ssn;
 pub mod mocc;
 pub mod nocc;
@@ -49,11 +50,15 @@ pub enum ProtocolKind {
     #[value(name = "ermia-ssn")]
     #[serde(rename = "ermia-ssn")]
     ErmiaSsn,
+    /// ERMIA's serializable snapshot isolation (multi-version, serializable).
+    #[value(name = "ermia-ssi")]
+    #[serde(rename = "ermia-ssi")]
+    ErmiaSsi,
 }
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 8] = [
+    pub const ALL: [ProtocolKind; 9] = [
         ProtocolKind::Nocc,
         ProtocolKind::TwoPlNoWait,
         ProtocolKind::TwoPlWaitDie,
@@ -62,6 +67,7 @@ impl ProtocolKind {
         ProtocolKind::Mocc,
         ProtocolKind::Si,
         ProtocolKind::ErmiaSsn,
+        ProtocolKind::ErmiaSsi,
     ];
 
     /// The command-line name.
@@ -76,6 +82,7 @@ impl ProtocolKind {
             ProtocolKind::Mocc => mocc::Mocc::NAME,
             ProtocolKind::Si => si::Si::NAME,
             ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::NAME,
+            ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::NAME,
         }
     }
 
@@ -91,6 +98,7 @@ impl ProtocolKind {
             ProtocolKind::Mocc => mocc::Mocc::DESCRIPTION,
             ProtocolKind::Si => si::Si::DESCRIPTION,
             ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::DESCRIPTION,
+            ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::DESCRIPTION,
         }
     }
 
@@ -124,6 +132,7 @@ impl ProtocolKind {
             ProtocolKind::Mocc => mocc::Mocc::CAPS,
             ProtocolKind::Si => si::Si::CAPS,
             ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::CAPS,
+            ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::CAPS,
         }
     }
 }
@@ -171,6 +180,10 @@ macro_rules! with_protocol {
             }
             $crate::protocols::ProtocolKind::ErmiaSsn => {
                 type $P = $crate::protocols::ermia_ssn::ErmiaSsn;
+                $body
+            }
+            $crate::protocols::ProtocolKind::ErmiaSsi => {
+                type $P = $crate::protocols::ermia_ssi::ErmiaSsi;
                 $body
             }
         }

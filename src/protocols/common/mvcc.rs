@@ -36,9 +36,11 @@
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
-use crate::protocols::common::mv::{Install, MvCtx, MvRecord, MvShared, TOMBSTONE};
+use crate::protocols::common::mv::{
+    is_pending, Install, MvCtx, MvRecord, MvShared, Owner, TxnTable, TOMBSTONE,
+};
 use crate::protocols::common::scan::{self, ScanSteps};
-use crate::protocols::common::{apply_update, check_len, table, Scratch};
+use crate::protocols::common::{apply_update, check_len, table, Scratch, SpinWait};
 use crate::storage::context::WorkerCtx;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
@@ -46,7 +48,103 @@ use crate::storage::version::{Version, VersionExt};
 use crate::storage::{RowId, Table, TableId};
 use std::ops::ControlFlow;
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Words of a version's reader bitmap ([`Readers`]).
+pub const READER_WORDS: usize = 4;
+/// The most workers a protocol with reader bitmaps takes (one bit each).
+pub const MAX_READERS: usize = READER_WORDS * 64;
+
+/// A version's reader bitmap (ERMIA's reader tracking, §3.6): a bit per worker slot, set while
+/// that worker's running transaction has read the version and not finished.
+#[derive(Default)]
+pub struct Readers([AtomicU64; READER_WORDS]);
+
+/// A worker's bit in every [`Readers`].
+#[derive(Clone, Copy)]
+pub struct ReaderBit {
+    word: usize,
+    mask: u64,
+}
+
+impl ReaderBit {
+    /// The bit of worker slot `slot` (below [`MAX_READERS`]).
+    pub fn new(slot: usize) -> Self {
+        assert!(slot < MAX_READERS, "worker slot {slot} has no reader bit");
+        ReaderBit { word: slot / 64, mask: 1 << (slot % 64) }
+    }
+}
+
+impl Readers {
+    /// Clears every bit (a version set up anew).
+    #[inline(always)]
+    pub fn reset(&self) {
+        for w in &self.0 {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets `b`; false if it was set already (the transaction has read the version before).
+    #[inline]
+    pub fn mark(&self, b: ReaderBit) -> bool {
+        let w = &self.0[b.word];
+        if w.load(Ordering::Relaxed) & b.mask != 0 {
+            return false;
+        }
+        // SeqCst: before the reader draws its commit timestamp, so that an overwriter that
+        // draws a later one finds the bit.
+        w.fetch_or(b.mask, Ordering::SeqCst);
+        true
+    }
+
+    /// Clears `b` (SeqCst: after what the reader published about its commit).
+    #[inline]
+    pub fn clear(&self, b: ReaderBit) {
+        self.0[b.word].fetch_and(!b.mask, Ordering::SeqCst);
+    }
+
+    /// The slots of the readers other than `own`, as the bitmap is now.
+    pub fn others(&self, own: ReaderBit) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().enumerate().flat_map(move |(i, w)| {
+            let mut bits = w.load(Ordering::SeqCst);
+            if i == own.word {
+                bits &= !own.mask;
+            }
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    i * 64 + b
+                })
+            })
+        })
+    }
+}
+
+/// At pre-commit with commit timestamp `c`: what a version's overwriter word says once the
+/// overwriter committed before us. The word is 0 while the version is not overwritten, the
+/// overwriter's pending stamp while it runs, and the value it publishes (`Some`) once it
+/// committed. An overwriter that is running, or certifying with a larger timestamp, commits
+/// after us and accounts for the edge itself (`None`); one certifying with a smaller timestamp
+/// is waited for (it waits only for smaller timestamps than its own, so the wait ends).
+pub fn committed_overwriter(txns: &TxnTable, word: &AtomicU64, own: u64, c: u64) -> Option<u64> {
+    let mut spin = SpinWait::default();
+    loop {
+        // SeqCst: pairs with the overwriter's stores of the word.
+        let w = word.load(Ordering::SeqCst);
+        if w == 0 || w == own {
+            return None;
+        }
+        if !is_pending(w) {
+            return Some(w);
+        }
+        match txns.owner(w) {
+            Owner::Active => return None,
+            Owner::Committing(cu) if cu > c => return None,
+            Owner::Committing(_) | Owner::Done => spin.spin(),
+        }
+    }
+}
 
 /// What a protocol adds to snapshot isolation (see the module docs). Every hook runs on the
 /// worker's thread, inside its storage epoch: the versions it is handed stay allocated until

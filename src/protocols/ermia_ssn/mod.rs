@@ -50,13 +50,14 @@
 mod record;
 mod worker;
 
-pub use record::{SsnExt, SsnRecord, MAX_READERS};
+pub use record::{SsnExt, SsnRecord};
 pub use worker::{Ssn, SsnWorker};
 
 use crate::engine::options::ProtocolOptions;
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
 use crate::protocols::common::mv::{MvShared, MAX_WORKERS, TOMBSTONE};
+use crate::protocols::common::mvcc::MAX_READERS;
 use crate::protocols::si::{SiOptions, GC_INTERVAL};
 use crate::storage::context::WorkerCtx;
 use crate::storage::{RowRef, TableId};

@@ -2,13 +2,9 @@
 //! stamps live in every version ([`SsnExt`]).
 
 use crate::protocols::common::mv::MvRecord;
+use crate::protocols::common::mvcc::Readers;
 use crate::storage::version::VersionExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Words of a version's reader bitmap: one bit per worker slot.
-pub const READER_WORDS: usize = 4;
-/// The most workers an SSN database takes (one reader bit each).
-pub const MAX_READERS: usize = READER_WORDS * 64;
 
 /// SSN's fields of a version (the SSN papers' `v.pstamp`, `v.sstamp` and readers).
 #[repr(C)]
@@ -20,7 +16,7 @@ pub struct SsnExt {
     /// The largest commit timestamp of a committed reader (0: none).
     pub pstamp: AtomicU64,
     /// The worker slots whose running transaction read the version and has not finished.
-    pub readers: [AtomicU64; READER_WORDS],
+    pub readers: Readers,
 }
 
 // SAFETY: atomics only (zero is "not overwritten, no reader"), no Drop, align 8.
@@ -29,9 +25,7 @@ unsafe impl VersionExt for SsnExt {
     fn reset(&self) {
         self.sstamp.store(0, Ordering::Relaxed);
         self.pstamp.store(0, Ordering::Relaxed);
-        for w in &self.readers {
-            w.store(0, Ordering::Relaxed);
-        }
+        self.readers.reset();
     }
 }
 

@@ -4,8 +4,7 @@
 use super::record::SsnExt;
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::mv::{is_pending, MvCtx, Owner};
-use crate::protocols::common::mvcc::{Certifier, MvWorker};
-use crate::protocols::common::SpinWait;
+use crate::protocols::common::mvcc::{committed_overwriter, Certifier, MvWorker, ReaderBit};
 use crate::storage::version::Version;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
@@ -15,9 +14,8 @@ type V = Version<SsnExt>;
 /// The serial safety net of one worker: the running transaction's stamps and what it read
 /// and overwrote.
 pub struct Ssn {
-    /// The worker's reader bit: word and mask.
-    word: usize,
-    bit: u64,
+    /// The worker's reader bit.
+    bit: ReaderBit,
     /// `eta`: the largest commit timestamp of a transaction that must precede this one.
     pstamp: u64,
     /// `pi`: the smallest successor stamp of a transaction that must follow this one (through
@@ -66,8 +64,7 @@ impl Certifier for Ssn {
 
     fn new(slot: usize) -> Self {
         Ssn {
-            word: slot / 64,
-            bit: 1 << (slot % 64),
+            bit: ReaderBit::new(slot),
             pstamp: 0,
             sstamp: u64::MAX,
             reads: Vec::new(),
@@ -85,15 +82,9 @@ impl Certifier for Ssn {
         let ss = v.ext.sstamp.load(Ordering::SeqCst);
         if ss != 0 && !is_pending(ss) {
             self.sstamp = self.sstamp.min(ss);
-        } else {
-            let w = &v.ext.readers[self.word];
-            // A bit already set is ours: the version is tracked already.
-            if w.load(Ordering::Relaxed) & self.bit == 0 {
-                // SeqCst: before the commit timestamp is drawn, so that an overwriter that
-                // draws a later one finds the bit (see `certify`).
-                w.fetch_or(self.bit, Ordering::SeqCst);
-                self.reads.push(NonNull::from(v));
-            }
+        } else if v.ext.readers.mark(self.bit) {
+            // (A bit already set is ours: the version is tracked already.)
+            self.reads.push(NonNull::from(v));
         }
         self.check()
     }
@@ -127,45 +118,20 @@ impl Certifier for Ssn {
         self.pstamp = self.pstamp.max(eta);
         // Reads whose overwriter committed (or certifies) before us: `pi` takes its `pi`.
         for &p in &self.reads {
-            let v = version(p);
-            let mut spin = SpinWait::default();
-            loop {
-                let ss = v.ext.sstamp.load(Ordering::SeqCst);
-                if ss == 0 || ss == own {
-                    break; // no overwriter yet (a later one will see our bit), or us
-                }
-                if !is_pending(ss) {
-                    self.sstamp = self.sstamp.min(ss);
-                    break;
-                }
-                match txns.owner(ss) {
-                    // It commits after us and finds our reader bit.
-                    Owner::Active => break,
-                    Owner::Committing(cu) if cu > c => break,
-                    // Its successor stamp is being computed (it waits only for smaller
-                    // timestamps than its own, so this wait ends), or was just stored.
-                    Owner::Committing(_) | Owner::Done => spin.spin(),
-                }
+            if let Some(pi) = committed_overwriter(txns, &version(p).ext.sstamp, own, c) {
+                self.sstamp = self.sstamp.min(pi);
             }
         }
         // Overwritten versions: their committed readers, and readers certifying before us.
         for &p in &self.overwrites {
             let v = version(p);
-            for (i, w) in v.ext.readers.iter().enumerate() {
-                let mut bits = w.load(Ordering::SeqCst);
-                if i == self.word {
-                    bits &= !self.bit;
-                }
-                while bits != 0 {
-                    let slot = i * 64 + bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    // A reader committing before us counts even if it then aborts (not
-                    // waiting keeps pre-commit free of waits on readers); a running one
-                    // commits after us and sees our pending version on the one it read.
-                    if let Owner::Committing(cr) = txns.current(slot) {
-                        if cr < c {
-                            self.pstamp = self.pstamp.max(cr);
-                        }
+            for slot in v.ext.readers.others(self.bit) {
+                // A reader committing before us counts even if it then aborts (not waiting
+                // keeps pre-commit free of waits on readers); a running one commits after us
+                // and sees our pending version on the one it read.
+                if let Owner::Committing(cr) = txns.current(slot) {
+                    if cr < c {
+                        self.pstamp = self.pstamp.max(cr);
                     }
                 }
             }
@@ -182,7 +148,7 @@ impl Certifier for Ssn {
                 // SeqCst: before the bit is cleared (see `certify`).
                 v.ext.pstamp.fetch_max(c, Ordering::SeqCst);
             }
-            v.ext.readers[self.word].fetch_and(!self.bit, Ordering::SeqCst);
+            v.ext.readers.clear(self.bit);
         }
         for &p in &self.overwrites {
             // SeqCst: before the transaction is seen done (readers waiting on it re-read).
@@ -194,7 +160,7 @@ impl Certifier for Ssn {
     fn aborted(&mut self, mv: &MvCtx<'_, SsnExt>) {
         let own = mv.own();
         for &p in &self.reads {
-            version(p).ext.readers[self.word].fetch_and(!self.bit, Ordering::SeqCst);
+            version(p).ext.readers.clear(self.bit);
         }
         for &p in &self.overwrites {
             // The version is the newest committed one again; only we could have marked it.
