@@ -1,5 +1,5 @@
-//! The worker of the snapshot-based multi-version protocols (`si`, `ermia-ssn`), generic over
-//! a *certifier*: what a protocol adds to snapshot isolation to make it serializable.
+//! The worker and protocol of the snapshot-based multi-version protocols (`si`, `ermia-ssn`,
+//! `ermia-ssi`), generic over a *certifier*: what a protocol adds to snapshot isolation to make it serializable.
 //!
 //! Every such protocol reads the snapshot of its begin and installs pending versions at write
 //! time, first updater wins (`protocols::common::mv`). A [`Certifier`] sees every version the
@@ -33,9 +33,10 @@
 //! transaction both observed and inserted into a bucket, its own timestamp in `rts` may hide an
 //! earlier observer's: then `c - 1`, above every timestamp it could hide, stands for it.
 
+use crate::engine::options::{number, OptionSpec, ProtocolOptions};
 use crate::engine::procedure::ALL_COLUMNS;
-use crate::engine::Worker;
-use crate::error::{Abort, AbortReason};
+use crate::engine::{Capabilities, Database, Protocol, Setup, Worker};
+use crate::error::{Abort, AbortReason, Error};
 use crate::protocols::common::mv::{
     is_pending, Install, MvCtx, MvRecord, MvShared, Owner, TxnTable, TOMBSTONE,
 };
@@ -45,7 +46,8 @@ use crate::storage::context::WorkerCtx;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
 use crate::storage::version::{Version, VersionExt};
-use crate::storage::{RowId, Table, TableId};
+use crate::storage::{RowId, RowRef, Table, TableId};
+use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -154,6 +156,14 @@ pub trait Certifier: Sized + Send + 'static {
     type Ext: VersionExt;
     /// Whether absent keys observed and new keys inserted are tracked in phantom buckets.
     const PHANTOMS: bool;
+    /// The protocol's name, description and capabilities ([`Protocol`]'s).
+    const NAME: &'static str;
+    /// See [`Certifier::NAME`].
+    const DESCRIPTION: &'static str;
+    /// See [`Certifier::NAME`].
+    const CAPS: Capabilities;
+    /// The most workers the protocol takes, and why (its configuration error says both).
+    const MAX_WORKERS: (usize, &'static str);
 
     /// The certifier of the worker in slot `slot`.
     fn new(slot: usize) -> Self;
@@ -759,5 +769,108 @@ impl<'db, C: Certifier> ScanSteps<'db, MvRecord<C::Ext>> for MvWorker<'db, C> {
         let data = self.scratch.get(tbl.spec.row_size);
         self.mv.row(t, v).read_into(data);
         Ok(Some(data))
+    }
+}
+
+/// A protocol made of the multi-version worker and certifier `C` (`si`, `ermia-ssn`,
+/// `ermia-ssi`): the substrate's shared state and the options they all take.
+pub struct MvProtocol<C: Certifier> {
+    options: MvOptions,
+    mv: MvShared<C::Ext>,
+    _c: PhantomData<fn() -> C>,
+}
+
+/// The options of the protocols on [`MvProtocol`] (serialized under their `--opt` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct MvOptions {
+    /// Microseconds between refreshes of the GC watermark.
+    pub gc_interval_us: u64,
+}
+
+impl Default for MvOptions {
+    fn default() -> Self {
+        MvOptions { gc_interval_us: 10 }
+    }
+}
+
+impl ProtocolOptions for MvOptions {
+    const SPECS: &'static [OptionSpec] = &[OptionSpec {
+        name: "gc-interval-us",
+        values: "1 to 1000000",
+        default: "10",
+        help: "microseconds between refreshes of the GC watermark (CCBench's RapidGC interval)",
+    }];
+
+    fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        match name {
+            "gc-interval-us" => self.gc_interval_us = number(name, value, 1, 1_000_000)?,
+            _ => return Err(format!("--opt {name}: not an option of this protocol")),
+        }
+        Ok(())
+    }
+}
+
+impl<C: Certifier> MvProtocol<C> {
+    /// The multi-version substrate (version statistics, the watermark).
+    pub fn substrate(&self) -> &MvShared<C::Ext> {
+        &self.mv
+    }
+}
+
+impl<C: Certifier> Protocol for MvProtocol<C> {
+    const NAME: &'static str = C::NAME;
+    const DESCRIPTION: &'static str = C::DESCRIPTION;
+    const CAPS: Capabilities = C::CAPS;
+    const BUCKET_CLOCKS: bool = C::PHANTOMS;
+    type Record = MvRecord<C::Ext>;
+    type Worker<'db> = MvWorker<'db, C>;
+    type Options = MvOptions;
+
+    fn new(options: MvOptions, setup: &Setup<'_>) -> Result<Self, Error> {
+        let (most, why) = C::MAX_WORKERS;
+        if setup.max_workers > most {
+            return Err(Error::Config(format!(
+                "{} takes at most {most} workers ({why}); this database was asked for {}",
+                C::NAME,
+                setup.max_workers
+            )));
+        }
+        let mv = MvShared::new(setup.tables, setup.max_workers, options.gc_interval_us);
+        Ok(MvProtocol { options, mv, _c: PhantomData })
+    }
+
+    fn options(&self) -> &MvOptions {
+        &self.options
+    }
+
+    fn load(&self, table: TableId, row: RowRef<'_, MvRecord<C::Ext>>, payload: &[u8]) {
+        self.mv.load(table, row, payload);
+    }
+
+    fn is_present(&self, rec: &MvRecord<C::Ext>) -> bool {
+        self.mv.latest_committed(rec).is_some_and(|v| !is_tombstone(v))
+    }
+
+    fn read_latest(
+        &self,
+        table: TableId,
+        row: RowRef<'_, MvRecord<C::Ext>>,
+        buf: &mut [u8],
+    ) -> bool {
+        self.mv.read_committed(table, row.header, buf).is_some()
+    }
+
+    fn read_committed(
+        &self,
+        table: TableId,
+        row: RowRef<'_, MvRecord<C::Ext>>,
+        buf: &mut [u8],
+    ) -> Option<u64> {
+        self.mv.read_committed(table, row.header, buf)
+    }
+
+    fn worker(db: &Database<Self>) -> Result<MvWorker<'_, C>, Error> {
+        Ok(MvWorker::new(WorkerCtx::new(db.storage())?, &db.protocol().mv))
     }
 }

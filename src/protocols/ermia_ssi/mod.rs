@@ -51,100 +51,25 @@ mod worker;
 pub use record::{SsiExt, SsiRecord};
 pub use worker::{Ssi, SsiWorker};
 
-use crate::engine::options::ProtocolOptions;
-use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
-use crate::error::Error;
-use crate::protocols::common::mv::{MvShared, MAX_WORKERS, TOMBSTONE};
-use crate::protocols::common::mvcc::MAX_READERS;
-use crate::protocols::si::{SiOptions, GC_INTERVAL};
-use crate::storage::context::WorkerCtx;
-use crate::storage::{RowRef, TableId};
-use std::sync::atomic::Ordering;
+use crate::engine::{Capabilities, Isolation, Reads};
+use crate::protocols::common::mv::MAX_WORKERS;
+use crate::protocols::common::mvcc::{MvProtocol, MAX_READERS};
 
-/// The ERMIA SSI protocol: the substrate's shared state.
-pub struct ErmiaSsi {
-    options: SsiOptions,
-    mv: MvShared<SsiExt>,
-}
+/// The ermia-ssi protocol.
+pub type ErmiaSsi = MvProtocol<Ssi>;
 
-/// SSI's options (serialized under their `--opt` names): the substrate's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(transparent)]
-pub struct SsiOptions(pub SiOptions);
-
-impl ProtocolOptions for SsiOptions {
-    const SPECS: &'static [crate::engine::options::OptionSpec] = &[GC_INTERVAL];
-
-    fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        self.0.set(name, value).map_err(|e| e.replace("of si", "of ermia-ssi"))
-    }
-}
-
-impl ErmiaSsi {
-    /// The multi-version substrate (version statistics, the watermark).
-    pub fn substrate(&self) -> &MvShared<SsiExt> {
-        &self.mv
-    }
-}
-
-impl Protocol for ErmiaSsi {
-    const NAME: &'static str = "ermia-ssi";
-    const DESCRIPTION: &'static str =
-        "multi-version serializable snapshot isolation (ERMIA's SSI: dangerous structures)";
-    const CAPS: Capabilities = Capabilities {
-        isolation: Isolation::Serializable,
-        inserts: true,
-        scans: true,
-        needs_access_set: false,
-        snapshot_reads: true,
-        reads: Reads::Registered,
-    };
-    const BUCKET_CLOCKS: bool = true;
-    type Record = SsiRecord;
-    type Worker<'db> = SsiWorker<'db>;
-    type Options = SsiOptions;
-
-    fn new(options: SsiOptions, setup: &Setup<'_>) -> Result<Self, Error> {
-        let most = MAX_READERS.min(MAX_WORKERS);
-        if setup.max_workers > most {
-            return Err(Error::Config(format!(
-                "ermia-ssi takes at most {most} workers (a version's reader bitmap has a bit \
-                 per worker); this database was asked for {}",
-                setup.max_workers
-            )));
-        }
-        let mv = MvShared::new(setup.tables, setup.max_workers, options.0.gc_interval_us);
-        Ok(ErmiaSsi { options, mv })
-    }
-
-    fn options(&self) -> &SsiOptions {
-        &self.options
-    }
-
-    fn load(&self, table: TableId, row: RowRef<'_, SsiRecord>, payload: &[u8]) {
-        self.mv.load(table, row, payload);
-    }
-
-    fn is_present(&self, rec: &SsiRecord) -> bool {
-        self.mv
-            .latest_committed(rec)
-            .is_some_and(|v| v.flags.load(Ordering::Relaxed) & TOMBSTONE == 0)
-    }
-
-    fn read_latest(&self, table: TableId, row: RowRef<'_, SsiRecord>, buf: &mut [u8]) -> bool {
-        self.mv.read_committed(table, row.header, buf).is_some()
-    }
-
-    fn read_committed(
-        &self,
-        table: TableId,
-        row: RowRef<'_, SsiRecord>,
-        buf: &mut [u8],
-    ) -> Option<u64> {
-        self.mv.read_committed(table, row.header, buf)
-    }
-
-    fn worker(db: &Database<Self>) -> Result<SsiWorker<'_>, Error> {
-        Ok(SsiWorker::new(WorkerCtx::new(db.storage())?, &db.protocol().mv))
-    }
-}
+const NAME: &str = "ermia-ssi";
+const DESCRIPTION: &str =
+    "multi-version serializable snapshot isolation (ERMIA's SSI: dangerous structures)";
+const CAPS: Capabilities = Capabilities {
+    isolation: Isolation::Serializable,
+    inserts: true,
+    scans: true,
+    needs_access_set: false,
+    snapshot_reads: true,
+    reads: Reads::Registered,
+};
+const MOST_WORKERS: (usize, &str) = (
+    if MAX_READERS < MAX_WORKERS { MAX_READERS } else { MAX_WORKERS },
+    "a version's reader bitmap has a bit per worker",
+);

@@ -2,6 +2,7 @@
 //! serializable snapshot isolation as its certifier (see the protocol's module docs).
 
 use super::record::SsiExt;
+use crate::engine::Capabilities;
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::mv::{is_pending, MvCtx, Owner};
 use crate::protocols::common::mvcc::{committed_overwriter, Certifier, MvWorker, ReaderBit};
@@ -64,6 +65,10 @@ impl Ssi {
 impl Certifier for Ssi {
     type Ext = SsiExt;
     const PHANTOMS: bool = true;
+    const NAME: &'static str = super::NAME;
+    const DESCRIPTION: &'static str = super::DESCRIPTION;
+    const CAPS: Capabilities = super::CAPS;
+    const MAX_WORKERS: (usize, &'static str) = super::MOST_WORKERS;
 
     fn new(slot: usize) -> Self {
         Ssi { bit: ReaderBit::new(slot), s1: u64::MAX, reads: Vec::new(), overwrites: Vec::new() }

@@ -53,100 +53,25 @@ mod worker;
 pub use record::{SsnExt, SsnRecord};
 pub use worker::{Ssn, SsnWorker};
 
-use crate::engine::options::ProtocolOptions;
-use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
-use crate::error::Error;
-use crate::protocols::common::mv::{MvShared, MAX_WORKERS, TOMBSTONE};
-use crate::protocols::common::mvcc::MAX_READERS;
-use crate::protocols::si::{SiOptions, GC_INTERVAL};
-use crate::storage::context::WorkerCtx;
-use crate::storage::{RowRef, TableId};
-use std::sync::atomic::Ordering;
+use crate::engine::{Capabilities, Isolation, Reads};
+use crate::protocols::common::mv::MAX_WORKERS;
+use crate::protocols::common::mvcc::{MvProtocol, MAX_READERS};
 
-/// The ERMIA SI+SSN protocol: the substrate's shared state.
-pub struct ErmiaSsn {
-    options: SsnOptions,
-    mv: MvShared<SsnExt>,
-}
+/// The ermia-ssn protocol.
+pub type ErmiaSsn = MvProtocol<Ssn>;
 
-/// SSN's options (serialized under their `--opt` names): the substrate's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(transparent)]
-pub struct SsnOptions(pub SiOptions);
-
-impl ProtocolOptions for SsnOptions {
-    const SPECS: &'static [crate::engine::options::OptionSpec] = &[GC_INTERVAL];
-
-    fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        self.0.set(name, value).map_err(|e| e.replace("of si", "of ermia-ssn"))
-    }
-}
-
-impl ErmiaSsn {
-    /// The multi-version substrate (version statistics, the watermark).
-    pub fn substrate(&self) -> &MvShared<SsnExt> {
-        &self.mv
-    }
-}
-
-impl Protocol for ErmiaSsn {
-    const NAME: &'static str = "ermia-ssn";
-    const DESCRIPTION: &'static str =
-        "multi-version snapshot isolation with the serial safety net (ERMIA's SI+SSN)";
-    const CAPS: Capabilities = Capabilities {
-        isolation: Isolation::Serializable,
-        inserts: true,
-        scans: true,
-        needs_access_set: false,
-        snapshot_reads: true,
-        reads: Reads::Registered,
-    };
-    const BUCKET_CLOCKS: bool = true;
-    type Record = SsnRecord;
-    type Worker<'db> = SsnWorker<'db>;
-    type Options = SsnOptions;
-
-    fn new(options: SsnOptions, setup: &Setup<'_>) -> Result<Self, Error> {
-        let most = MAX_READERS.min(MAX_WORKERS);
-        if setup.max_workers > most {
-            return Err(Error::Config(format!(
-                "ermia-ssn takes at most {most} workers (a version's reader bitmap has a bit \
-                 per worker); this database was asked for {}",
-                setup.max_workers
-            )));
-        }
-        let mv = MvShared::new(setup.tables, setup.max_workers, options.0.gc_interval_us);
-        Ok(ErmiaSsn { options, mv })
-    }
-
-    fn options(&self) -> &SsnOptions {
-        &self.options
-    }
-
-    fn load(&self, table: TableId, row: RowRef<'_, SsnRecord>, payload: &[u8]) {
-        self.mv.load(table, row, payload);
-    }
-
-    fn is_present(&self, rec: &SsnRecord) -> bool {
-        self.mv
-            .latest_committed(rec)
-            .is_some_and(|v| v.flags.load(Ordering::Relaxed) & TOMBSTONE == 0)
-    }
-
-    fn read_latest(&self, table: TableId, row: RowRef<'_, SsnRecord>, buf: &mut [u8]) -> bool {
-        self.mv.read_committed(table, row.header, buf).is_some()
-    }
-
-    fn read_committed(
-        &self,
-        table: TableId,
-        row: RowRef<'_, SsnRecord>,
-        buf: &mut [u8],
-    ) -> Option<u64> {
-        self.mv.read_committed(table, row.header, buf)
-    }
-
-    fn worker(db: &Database<Self>) -> Result<SsnWorker<'_>, Error> {
-        Ok(SsnWorker::new(WorkerCtx::new(db.storage())?, &db.protocol().mv))
-    }
-}
+const NAME: &str = "ermia-ssn";
+const DESCRIPTION: &str =
+    "multi-version snapshot isolation with the serial safety net (ERMIA's SI+SSN)";
+const CAPS: Capabilities = Capabilities {
+    isolation: Isolation::Serializable,
+    inserts: true,
+    scans: true,
+    needs_access_set: false,
+    snapshot_reads: true,
+    reads: Reads::Registered,
+};
+const MOST_WORKERS: (usize, &str) = (
+    if MAX_READERS < MAX_WORKERS { MAX_READERS } else { MAX_WORKERS },
+    "a version's reader bitmap has a bit per worker",
+);

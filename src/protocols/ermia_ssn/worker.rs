@@ -2,6 +2,7 @@
 //! serial safety net as its certifier (see the protocol's module docs for the rules).
 
 use super::record::SsnExt;
+use crate::engine::Capabilities;
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::mv::{is_pending, MvCtx, Owner};
 use crate::protocols::common::mvcc::{committed_overwriter, Certifier, MvWorker, ReaderBit};
@@ -61,6 +62,10 @@ fn version<'a>(p: NonNull<V>) -> &'a V {
 impl Certifier for Ssn {
     type Ext = SsnExt;
     const PHANTOMS: bool = true;
+    const NAME: &'static str = super::NAME;
+    const DESCRIPTION: &'static str = super::DESCRIPTION;
+    const CAPS: Capabilities = super::CAPS;
+    const MAX_WORKERS: (usize, &'static str) = super::MOST_WORKERS;
 
     fn new(slot: usize) -> Self {
         Ssn {

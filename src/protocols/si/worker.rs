@@ -2,6 +2,7 @@
 //! certifies nothing: snapshot reads, pending versions installed at write time, stamped at
 //! commit.
 
+use crate::engine::Capabilities;
 use crate::error::Abort;
 use crate::protocols::common::mv::MvCtx;
 use crate::protocols::common::mvcc::{Certifier, MvWorker};
@@ -13,6 +14,10 @@ pub struct SiCert;
 impl Certifier for SiCert {
     type Ext = ();
     const PHANTOMS: bool = false;
+    const NAME: &'static str = super::NAME;
+    const DESCRIPTION: &'static str = super::DESCRIPTION;
+    const CAPS: Capabilities = super::CAPS;
+    const MAX_WORKERS: (usize, &'static str) = super::MOST_WORKERS;
 
     #[inline(always)]
     fn new(_: usize) -> Self {
