@@ -212,6 +212,45 @@ fn ssn_aborts_write_skew_through_absent_keys() {
     assert_eq!(b.commit().unwrap_err().reason, AbortReason::PhantomValidation);
 }
 
+/// A read of an absence whose row the GC has unlinked still learns who made it absent. `t3`
+/// reads key 5 and overwrites key 3; `d` deletes key 5 and commits first (`t3 -rw-> d`); `r`
+/// begins after `d`, and finds key 5 absent once `d`'s GC has unlinked the row (`d -wr-> r`),
+/// then reads key 3's version from before `t3` (`r -rw-> t3`): a cycle. `r`'s successor stamp
+/// is `d`'s commit timestamp (through `t3`); without the deletion's timestamp handed to the
+/// bucket, nothing `r` read would name `d` as its predecessor and it would commit.
+#[test]
+fn ssn_learns_the_deleter_of_an_unlinked_row() {
+    let db = db_of::<ErmiaSsn>();
+    let (mut t3, mut d, mut r) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    t3.begin();
+    assert_eq!(t3.read(T, 5, val).unwrap(), Some(5));
+    assert!(txn(&mut d, |w| w.delete(T, 5)));
+    // `r` begins in a later storage epoch than the deletion's, so that its own epoch does not
+    // hold the unlinking back.
+    let epochs = db.storage().epochs();
+    let (start, e) = (std::time::Instant::now(), epochs.global());
+    while epochs.global() < e + 2 {
+        assert!(start.elapsed() < LIVENESS, "the epoch never advanced (deadlock detector)");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    r.begin();
+    set(&mut t3, 3, 30).unwrap();
+    t3.commit().expect("t3's only successor committed, and no predecessor after it");
+    // `d`'s worker collects its garbage at the begin of its transactions.
+    let g = txlab::storage::index::pin();
+    while db.storage().try_table(T).unwrap().index.get(5, &g).is_some() {
+        assert!(
+            start.elapsed() < LIVENESS,
+            "the deleted row is never unlinked (deadlock detector)"
+        );
+        txn(&mut d, |_| Ok(()));
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert_eq!(r.read(T, 5, val).unwrap(), None);
+    assert_eq!(r.read(T, 3, val).unwrap(), Some(3), "r's snapshot predates t3");
+    assert_eq!(r.commit().unwrap_err().reason, AbortReason::ExclusionWindow);
+}
+
 /// Write skew under SSI: the second committer is the pivot of a cycle of two (its successor,
 /// the first committer, read what it overwrites).
 #[test]

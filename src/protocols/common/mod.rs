@@ -8,6 +8,7 @@ pub mod occ;
 pub mod scan;
 pub mod state;
 pub mod tid;
+pub mod tracking;
 
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::error::{Abort, AbortReason};

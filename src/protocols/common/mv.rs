@@ -700,8 +700,17 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
 
     /// The reclaimer's unlink step for a deleted row (see the module docs): unlinks `rec` if
     /// its newest version is a tombstone at or below the watermark (or it has none), and
-    /// retires its versions.
-    pub fn unlink(&mut self, t: TableId, rec: &MvRecord<V>, epochs: &Epochs) -> Unlink {
+    /// retires its versions. `deleted` is handed the tombstone's commit timestamp before the row
+    /// is marked unlinked: a transaction that then finds the key absent, with no version to tell
+    /// who deleted it, learns the deletion's timestamp from wherever `deleted` put it (the
+    /// phantom bucket's clock).
+    pub fn unlink(
+        &mut self,
+        t: TableId,
+        rec: &MvRecord<V>,
+        epochs: &Epochs,
+        deleted: impl Fn(u64),
+    ) -> Unlink {
         let w = self.shared.watermark();
         let old = rec.head.fetch_or(GC_LOCK, Ordering::Acquire);
         if old & GC_LOCK != 0 {
@@ -721,6 +730,9 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
                     if is_committed(st) && !dead {
                         Some(Unlink::Revived)
                     } else if is_committed(st) && st <= w {
+                        // Before the unlinked bit is published (a failed CAS below only hands
+                        // over a timestamp at or below the watermark again, which is harmless).
+                        deleted(st);
                         None
                     } else {
                         // Pending (an insert over it may still abort), aborted (being taken

@@ -14,17 +14,21 @@
 //! tracking ([`Certifier::PHANTOMS`]) also learns about keys that were absent. The storage's
 //! phantom buckets carry two clocks here (`storage::phantom`): `wts`, the largest commit
 //! timestamp of a transaction that made a key of the bucket present (an insert of a new row;
-//! the revival of a deleted row overwrites its tombstone version, which the certifier sees),
-//! and `rts`, the largest commit timestamp of a transaction that observed absence in it (a scan
+//! the revival of a deleted row overwrites its tombstone version, which the certifier sees)
+//! or whose deletion the GC unlinked, and `rts`, the largest commit timestamp of a transaction that observed absence in it (a scan
 //! covered it, or a point read found its key absent). At pre-commit, with commit timestamp `c`:
 //!
 //! 1. every bucket observed: raise `rts` to `c`, then load `wts`; a `wts` above the snapshot
 //!    means a key appeared there after it, and the transaction aborts (`phantom-validation`:
 //!    the inserter's own certification stamps are not kept with the bucket, so the conservative
-//!    answer is the only one);
+//!    answer is the only one). A `wts` at or below the snapshot bounds the commit timestamp of
+//!    whoever made the absence the transaction read, when no version tells: the GC hands a
+//!    deleted row's tombstone timestamp to its bucket's `wts` before it marks the row unlinked,
+//!    so a reader that then finds the key absent still learns its deleter
+//!    ([`Absences::makers`]; SSN counts the deleter among the predecessors);
 //! 2. every bucket inserted into: raise `wts` to `c`, then load `rts`; an observer of the
 //!    absence precedes this transaction, so its commit timestamp joins the transaction's
-//!    predecessors (for SSN, `eta`).
+//!    predecessors ([`Absences::observers`]; for SSN, `eta`).
 //!
 //! Each side stores before it loads (SeqCst), so of an observer and an inserter that certify
 //! concurrently, at least one sees the other. An observer that certified earlier left its
@@ -37,11 +41,9 @@ use crate::engine::options::{number, OptionSpec, ProtocolOptions};
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::{Capabilities, Database, Protocol, Setup, Worker};
 use crate::error::{Abort, AbortReason, Error};
-use crate::protocols::common::mv::{
-    is_pending, Install, MvCtx, MvRecord, MvShared, Owner, TxnTable, TOMBSTONE,
-};
+use crate::protocols::common::mv::{Install, MvCtx, MvRecord, MvShared, TOMBSTONE};
 use crate::protocols::common::scan::{self, ScanSteps};
-use crate::protocols::common::{apply_update, check_len, table, Scratch, SpinWait};
+use crate::protocols::common::{apply_update, check_len, table, Scratch};
 use crate::storage::context::WorkerCtx;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
@@ -50,102 +52,19 @@ use crate::storage::{RowId, RowRef, Table, TableId};
 use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-/// Words of a version's reader bitmap ([`Readers`]).
-pub const READER_WORDS: usize = 4;
-/// The most workers a protocol with reader bitmaps takes (one bit each).
-pub const MAX_READERS: usize = READER_WORDS * 64;
-
-/// A version's reader bitmap (ERMIA's reader tracking, §3.6): a bit per worker slot, set while
-/// that worker's running transaction has read the version and not finished.
-#[derive(Default)]
-pub struct Readers([AtomicU64; READER_WORDS]);
-
-/// A worker's bit in every [`Readers`].
-#[derive(Clone, Copy)]
-pub struct ReaderBit {
-    word: usize,
-    mask: u64,
-}
-
-impl ReaderBit {
-    /// The bit of worker slot `slot` (below [`MAX_READERS`]).
-    pub fn new(slot: usize) -> Self {
-        assert!(slot < MAX_READERS, "worker slot {slot} has no reader bit");
-        ReaderBit { word: slot / 64, mask: 1 << (slot % 64) }
-    }
-}
-
-impl Readers {
-    /// Clears every bit (a version set up anew).
-    #[inline(always)]
-    pub fn reset(&self) {
-        for w in &self.0 {
-            w.store(0, Ordering::Relaxed);
-        }
-    }
-
-    /// Sets `b`; false if it was set already (the transaction has read the version before).
-    #[inline]
-    pub fn mark(&self, b: ReaderBit) -> bool {
-        let w = &self.0[b.word];
-        if w.load(Ordering::Relaxed) & b.mask != 0 {
-            return false;
-        }
-        // SeqCst: before the reader draws its commit timestamp, so that an overwriter that
-        // draws a later one finds the bit.
-        w.fetch_or(b.mask, Ordering::SeqCst);
-        true
-    }
-
-    /// Clears `b` (SeqCst: after what the reader published about its commit).
-    #[inline]
-    pub fn clear(&self, b: ReaderBit) {
-        self.0[b.word].fetch_and(!b.mask, Ordering::SeqCst);
-    }
-
-    /// The slots of the readers other than `own`, as the bitmap is now.
-    pub fn others(&self, own: ReaderBit) -> impl Iterator<Item = usize> + '_ {
-        self.0.iter().enumerate().flat_map(move |(i, w)| {
-            let mut bits = w.load(Ordering::SeqCst);
-            if i == own.word {
-                bits &= !own.mask;
-            }
-            std::iter::from_fn(move || {
-                (bits != 0).then(|| {
-                    let b = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    i * 64 + b
-                })
-            })
-        })
-    }
-}
-
-/// At pre-commit with commit timestamp `c`: what a version's overwriter word says once the
-/// overwriter committed before us. The word is 0 while the version is not overwritten, the
-/// overwriter's pending stamp while it runs, and the value it publishes (`Some`) once it
-/// committed. An overwriter that is running, or certifying with a larger timestamp, commits
-/// after us and accounts for the edge itself (`None`); one certifying with a smaller timestamp
-/// is waited for (it waits only for smaller timestamps than its own, so the wait ends).
-pub fn committed_overwriter(txns: &TxnTable, word: &AtomicU64, own: u64, c: u64) -> Option<u64> {
-    let mut spin = SpinWait::default();
-    loop {
-        // SeqCst: pairs with the overwriter's stores of the word.
-        let w = word.load(Ordering::SeqCst);
-        if w == 0 || w == own {
-            return None;
-        }
-        if !is_pending(w) {
-            return Some(w);
-        }
-        match txns.owner(w) {
-            Owner::Active => return None,
-            Owner::Committing(cu) if cu > c => return None,
-            Owner::Committing(_) | Owner::Done => spin.spin(),
-        }
-    }
+/// What phantom tracking tells a certifier at pre-commit (see the module docs); 0 for none.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Absences {
+    /// The largest commit timestamp of a transaction that observed the absence of a key this
+    /// transaction made present (it must precede this one).
+    pub observers: u64,
+    /// The largest commit timestamp, at most the snapshot, of a transaction that changed a key's
+    /// presence in a bucket this transaction observed absent: an upper bound on the deleter whose
+    /// absence it read when the deleted row was unlinked and no tombstone named the deleter (it
+    /// must precede this one).
+    pub makers: u64,
 }
 
 /// What a protocol adds to snapshot isolation (see the module docs). Every hook runs on the
@@ -184,9 +103,13 @@ pub trait Certifier: Sized + Send + 'static {
     fn must_certify(&self) -> bool;
 
     /// Pre-commit, with commit timestamp `c` drawn and announced: whether the transaction may
-    /// commit. `eta` is the largest commit timestamp of an observer of an absence this
-    /// transaction ended (phantom tracking; 0 for none).
-    fn certify(&mut self, mv: &MvCtx<'_, Self::Ext>, c: u64, eta: u64) -> Result<(), Abort>;
+    /// commit. `absences` is what phantom tracking learnt (all zero without it).
+    fn certify(
+        &mut self,
+        mv: &MvCtx<'_, Self::Ext>,
+        c: u64,
+        absences: Absences,
+    ) -> Result<(), Abort>;
 
     /// Post-commit at `c` (the new versions are stamped): publishes what other transactions'
     /// certification reads, and forgets the transaction.
@@ -369,10 +292,10 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
         }
     }
 
-    /// The phantom steps of pre-commit at `c` (see the module docs): the largest commit
-    /// timestamp of an observer of an absence this transaction ended, or an abort.
-    fn certify_phantoms(&self, c: u64) -> Result<u64, Abort> {
+    /// The phantom steps of pre-commit at `c` (see the module docs), or an abort.
+    fn certify_phantoms(&self, c: u64) -> Result<Absences, Abort> {
         let storage = self.ctx.storage;
+        let mut found = Absences::default();
         for &(t, slot) in &self.observed {
             storage.table(t).buckets.extend_rts(slot as usize, c);
         }
@@ -381,16 +304,16 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
             if wts > self.mv.snapshot {
                 return Err(Abort::new(AbortReason::PhantomValidation));
             }
+            found.makers = found.makers.max(wts);
         }
         for &(t, slot) in &self.inserted {
             storage.table(t).buckets.extend_wts(slot as usize, c);
         }
-        let mut eta = 0;
         for &(t, slot) in &self.inserted {
             let (_, rts) = storage.table(t).buckets.clock(slot as usize);
-            eta = eta.max(if rts == c { c - 1 } else { rts });
+            found.observers = found.observers.max(if rts == c { c - 1 } else { rts });
         }
-        Ok(eta)
+        Ok(found)
     }
 
     fn finish(&mut self) {
@@ -423,7 +346,13 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
     fn begin(&mut self) {
         let epochs = self.ctx.storage.epochs();
         let mv = &mut self.mv;
-        self.ctx.enter(|tbl, _, rec, _| mv.unlink(tbl.id, rec, epochs));
+        self.ctx.enter(|tbl, key, rec, _| {
+            mv.unlink(tbl.id, rec, epochs, |deleted| {
+                if C::PHANTOMS {
+                    tbl.buckets.raise(key, deleted, 0);
+                }
+            })
+        });
         self.mv.begin(self.ctx.storage);
         if let Some(h) = &mut self.ctx.history {
             h.read_point_at(self.mv.snapshot);
@@ -663,9 +592,9 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
         }
         let c = self.mv.committing();
         let certified = if C::PHANTOMS {
-            self.certify_phantoms(c).and_then(|eta| self.cert.certify(&self.mv, c, eta))
+            self.certify_phantoms(c).and_then(|abs| self.cert.certify(&self.mv, c, abs))
         } else {
-            self.cert.certify(&self.mv, c, 0)
+            self.cert.certify(&self.mv, c, Absences::default())
         };
         if let Err(a) = certified {
             self.rollback();

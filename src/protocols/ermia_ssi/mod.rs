@@ -53,7 +53,8 @@ pub use worker::{Ssi, SsiWorker};
 
 use crate::engine::{Capabilities, Isolation, Reads};
 use crate::protocols::common::mv::MAX_WORKERS;
-use crate::protocols::common::mvcc::{MvProtocol, MAX_READERS};
+use crate::protocols::common::mvcc::MvProtocol;
+use crate::protocols::common::tracking::MAX_READERS;
 
 /// The ermia-ssi protocol.
 pub type ErmiaSsi = MvProtocol<Ssi>;

@@ -2,7 +2,7 @@
 //! stamps live in every version ([`SsiExt`]).
 
 use crate::protocols::common::mv::MvRecord;
-use crate::protocols::common::mvcc::Readers;
+use crate::protocols::common::tracking::{Readers, TrackedExt};
 use crate::storage::version::VersionExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -32,6 +32,21 @@ unsafe impl VersionExt for SsiExt {
         self.s2.store(0, Ordering::Relaxed);
         self.rstamp.store(0, Ordering::Relaxed);
         self.readers.reset();
+    }
+}
+
+impl TrackedExt for SsiExt {
+    #[inline(always)]
+    fn overwriter(&self) -> &AtomicU64 {
+        &self.sstamp
+    }
+    #[inline(always)]
+    fn reader_stamp(&self) -> &AtomicU64 {
+        &self.rstamp
+    }
+    #[inline(always)]
+    fn readers(&self) -> &Readers {
+        &self.readers
     }
 }
 

@@ -36,7 +36,10 @@
 //! bucket clocks described in `protocols::common::mvcc` (an insert is an overwrite of an
 //! absence: the observer that certified first gives the inserter its timestamp, and an observer
 //! that finds an insert committed after its snapshot aborts with `phantom-validation`, since
-//! the inserter's `pi` is not kept per bucket).
+//! the inserter's `pi` is not kept per bucket). The deleter of an absence read is a
+//! predecessor too: a read of a tombstone takes its timestamp into `eta` as any read does, and
+//! once the GC has unlinked the deleted row (no version is left to name the deleter) the
+//! bucket's `wts`, to which the GC handed the tombstone's timestamp first, stands for it.
 //!
 //! **Where this departs from the papers.** A reader certifying before an overwriter is counted
 //! in the overwriter's `eta` at its commit timestamp without waiting to learn whether it
@@ -55,7 +58,8 @@ pub use worker::{Ssn, SsnWorker};
 
 use crate::engine::{Capabilities, Isolation, Reads};
 use crate::protocols::common::mv::MAX_WORKERS;
-use crate::protocols::common::mvcc::{MvProtocol, MAX_READERS};
+use crate::protocols::common::mvcc::MvProtocol;
+use crate::protocols::common::tracking::MAX_READERS;
 
 /// The ermia-ssn protocol.
 pub type ErmiaSsn = MvProtocol<Ssn>;

@@ -2,7 +2,7 @@
 //! stamps live in every version ([`SsnExt`]).
 
 use crate::protocols::common::mv::MvRecord;
-use crate::protocols::common::mvcc::Readers;
+use crate::protocols::common::tracking::{Readers, TrackedExt};
 use crate::storage::version::VersionExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -26,6 +26,21 @@ unsafe impl VersionExt for SsnExt {
         self.sstamp.store(0, Ordering::Relaxed);
         self.pstamp.store(0, Ordering::Relaxed);
         self.readers.reset();
+    }
+}
+
+impl TrackedExt for SsnExt {
+    #[inline(always)]
+    fn overwriter(&self) -> &AtomicU64 {
+        &self.sstamp
+    }
+    #[inline(always)]
+    fn reader_stamp(&self) -> &AtomicU64 {
+        &self.pstamp
+    }
+    #[inline(always)]
+    fn readers(&self) -> &Readers {
+        &self.readers
     }
 }
 

@@ -5,7 +5,7 @@
 use crate::engine::Capabilities;
 use crate::error::Abort;
 use crate::protocols::common::mv::MvCtx;
-use crate::protocols::common::mvcc::{Certifier, MvWorker};
+use crate::protocols::common::mvcc::{Absences, Certifier, MvWorker};
 use crate::storage::version::Version;
 
 /// Snapshot isolation's certifier: every transaction that got its versions installed commits.
@@ -40,7 +40,7 @@ impl Certifier for SiCert {
     }
 
     #[inline(always)]
-    fn certify(&mut self, _: &MvCtx<'_, ()>, _: u64, _: u64) -> Result<(), Abort> {
+    fn certify(&mut self, _: &MvCtx<'_, ()>, _: u64, _: Absences) -> Result<(), Abort> {
         Ok(())
     }
 
