@@ -192,6 +192,7 @@ fn a_small_run_writes_json_and_csv_with_the_configuration() {
     assert!(v["git_dirty"].is_boolean());
     assert!(v["machine"]["kernel"].as_str().is_some_and(|s| !s.is_empty()));
     assert_eq!(v["summary"]["median_of"], 1);
+    assert!(v["versions"].is_null(), "silo keeps no versions: {}", v["versions"]);
     // Durations are seconds, as numbers.
     assert_eq!(v["config"]["database"]["epoch_interval_s"], 0.04);
     assert!(v["per_type"][0]["latency"]["p99_us"].as_f64().unwrap() > 0.0);

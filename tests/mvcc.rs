@@ -370,6 +370,43 @@ fn versions_are_reclaimed_and_reused() {
     assert!(n < 50_000, "{n} versions cut for 10 rows: versions are not reused");
 }
 
+/// The version report counts every chain exactly, and measures the GC lag of versions cut.
+#[test]
+fn the_version_report_counts_chains_and_gc_lag() {
+    let db = db();
+    let versions = || db.protocol().versions(&db).expect("si keeps versions");
+    let (mut r, mut w) = (db.worker().unwrap(), db.worker().unwrap());
+    let size = versions().alive_bytes / 10;
+    let first = versions();
+    assert_eq!((first.rows, first.alive, first.longest_chain), (10, 10, 1));
+    assert!(size >= 16, "a version holds at least its 16-byte payload ({size} bytes)");
+    // A running reader keeps every version it may read.
+    r.begin();
+    for i in 0..3 {
+        txn(&mut w, |w| set(w, 1, 100 + i));
+    }
+    let held = versions();
+    assert_eq!((held.rows, held.alive, held.longest_chain), (10, 13, 4));
+    assert_eq!(held.alive_bytes, 13 * size);
+    assert!(held.carved >= 13 && held.carved_bytes == held.carved * size);
+    r.commit().unwrap();
+    // Once the reader is gone, the writer's GC cuts the chain back to one version, at the
+    // begin of a transaction at least a millisecond after the writes.
+    std::thread::sleep(Duration::from_millis(1));
+    let start = std::time::Instant::now();
+    while versions().alive > 10 {
+        assert!(start.elapsed() < LIVENESS, "the chain is never pruned (deadlock detector)");
+        txn(&mut w, |w| w.read(T, 2, val));
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    drop((r, w));
+    let after = versions();
+    assert_eq!((after.alive, after.longest_chain), (10, 1));
+    assert!(after.gc_lag_max_us >= 1000.0, "{after:?}");
+    assert!(after.gc_lag_mean_us > 0.0 && after.gc_lag_mean_us <= after.gc_lag_max_us);
+    assert_eq!(versions().gc_lag_max_us, 0.0, "each report covers the cuts since the last one");
+}
+
 #[test]
 fn versions_are_reclaimed_with_rapid_gc() {
     versions_are_reclaimed_and_reused();

@@ -827,6 +827,7 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
                 &total,
             );
         }
+        report.versions = db.protocol().versions(db);
         report.set_headline(workload.headline(), &total, seconds);
         report.notes = workload.notes();
         let missing = total.aborts[AbortReason::MissingRow as usize];

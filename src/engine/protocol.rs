@@ -186,6 +186,13 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     /// Creates a worker for the calling thread.
     fn worker(db: &Database<Self>) -> Result<Self::Worker<'_>, Error>;
 
+    /// What the protocol's versions hold, for a multi-version protocol (`None` for the others):
+    /// read at the end of a run, when no worker runs.
+    fn versions(&self, db: &Database<Self>) -> Option<super::report::VersionReport> {
+        let _ = db;
+        None
+    }
+
     /// Runs a workload with this protocol's thread model. The default runs interactive workers
     /// (one per thread, each executing whole transactions); a protocol with its own pipeline
     /// (BOHM) overrides it and still reports through [`WorkerStats`].

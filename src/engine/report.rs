@@ -188,6 +188,34 @@ pub struct RunReport {
     /// committed transactions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub durability: Option<DurabilityReport>,
+    /// The versions a multi-version protocol keeps, at the end of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub versions: Option<VersionReport>,
+}
+
+/// What a multi-version protocol's versions hold at the end of a run, and how far its garbage
+/// collection lagged during it.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct VersionReport {
+    /// Versions on the rows' chains (the rows' current images included).
+    pub alive: u64,
+    /// Their bytes (header, protocol fields and payload).
+    pub alive_bytes: u64,
+    /// Versions cut from memory so far: alive, pooled for reuse or waiting for their grace
+    /// periods (the version memory's footprint).
+    pub carved: u64,
+    /// Their bytes.
+    pub carved_bytes: u64,
+    /// Rows walked.
+    pub rows: u64,
+    /// The longest chain.
+    pub longest_chain: u64,
+    /// From the begin of a transaction that superseded versions until the GC cut them off
+    /// their chain, over the versions cut during the run: the mean and the largest, in
+    /// microseconds (they are freed for reuse two storage-epoch grace periods later).
+    pub gc_lag_mean_us: f64,
+    /// See `gc_lag_mean_us`.
+    pub gc_lag_max_us: f64,
 }
 
 /// What logging cost and did during a run.
@@ -297,6 +325,7 @@ impl RunReport {
             headline: None,
             notes: Vec::new(),
             durability: None,
+            versions: None,
         }
     }
 
@@ -377,6 +406,21 @@ impl RunReport {
                 } else {
                     String::new()
                 }
+            );
+        }
+        if let Some(v) = &self.versions {
+            let _ = writeln!(
+                s,
+                "  versions    {} alive ({:.1} MB) on {} rows, longest chain {}   {} carved ({:.1} MB)   \
+                 GC lag mean {:.0} us, max {:.0} us",
+                v.alive,
+                v.alive_bytes as f64 / 1e6,
+                v.rows,
+                v.longest_chain,
+                v.carved,
+                v.carved_bytes as f64 / 1e6,
+                v.gc_lag_mean_us,
+                v.gc_lag_max_us
             );
         }
         for w in &self.warnings {

@@ -293,6 +293,16 @@ pub struct MvShared<V, T: Timestamps = Counter> {
     refreshing: AtomicBool,
     origin: quanta::Instant,
     interval_ns: u64,
+    /// GC lag of departed workers (see [`MvShared::report`]).
+    lag: GcLag,
+}
+
+/// GC lag sums: versions cut, their summed and largest lag in nanoseconds.
+#[derive(Default)]
+struct GcLag {
+    count: AtomicU64,
+    sum_ns: AtomicU64,
+    max_ns: AtomicU64,
 }
 
 impl<V: VersionExt, T: Timestamps + Default> MvShared<V, T> {
@@ -308,6 +318,7 @@ impl<V: VersionExt, T: Timestamps + Default> MvShared<V, T> {
             refreshing: AtomicBool::new(false),
             origin: quanta::Instant::now(),
             interval_ns: gc_interval_us * 1000,
+            lag: GcLag::default(),
         }
     }
 }
@@ -320,16 +331,61 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         self.stores.iter().map(|s| s.carved()).sum()
     }
 
+    /// What the versions hold now, walked over every row an index maps, and the GC lag of the
+    /// versions cut since the last report by workers that have left (a worker hands its figures
+    /// over when it drops). Call it when no worker runs: the chains are walked without a
+    /// storage epoch.
+    pub fn report(&self, storage: &Storage<MvRecord<V>>) -> crate::engine::report::VersionReport {
+        let mut r = crate::engine::report::VersionReport::default();
+        let mut g = crate::storage::index::pin();
+        for (t, store) in storage.tables().iter().zip(&self.stores) {
+            let size = store.version_bytes() as u64;
+            let mut alive = 0;
+            t.index.for_each_part(
+                0,
+                1,
+                &mut g,
+                || {},
+                |_, rid| {
+                    let mut n = 0;
+                    let mut v = t.rows.get(rid).header.newest();
+                    while let Some(ver) = v {
+                        n += 1;
+                        v = next_of(ver);
+                    }
+                    r.rows += 1;
+                    alive += n;
+                    r.longest_chain = r.longest_chain.max(n);
+                },
+            );
+            r.alive += alive;
+            r.alive_bytes += alive * size;
+            r.carved += store.carved();
+            r.carved_bytes += store.carved() * size;
+        }
+        // Relaxed: statistics handed over by workers that have been joined.
+        let count = self.lag.count.swap(0, Ordering::Relaxed);
+        let sum = self.lag.sum_ns.swap(0, Ordering::Relaxed);
+        r.gc_lag_max_us = self.lag.max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
+        r.gc_lag_mean_us = if count == 0 { 0.0 } else { sum as f64 / count as f64 / 1e3 };
+        r
+    }
+
     /// The GC watermark: at most the oldest snapshot in use.
     #[inline]
     pub fn watermark(&self) -> u64 {
         self.watermark.load(Ordering::Acquire)
     }
 
-    /// Recomputes the watermark if it is due and nobody else is at it.
+    /// Nanoseconds since the substrate was made.
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    /// Recomputes the watermark if it is due at `now` and nobody else is at it.
     #[inline]
-    fn maybe_refresh(&self) {
-        let now = self.origin.elapsed().as_nanos() as u64;
+    fn maybe_refresh(&self, now: u64) {
         if now.saturating_sub(self.refreshed.load(Ordering::Relaxed)) < self.interval_ns
             || self.refreshing.swap(true, Ordering::Acquire)
         {
@@ -465,8 +521,13 @@ pub struct MvCtx<'db, V: VersionExt, T: Timestamps = Counter> {
     /// The running transaction's snapshot.
     pub snapshot: u64,
     pools: Vec<VersionPool<V>>,
-    /// Rows with a committed write waiting for the watermark: (table, row, stamp).
-    prune: VecDeque<(TableId, RowId, u64)>,
+    /// Rows with a committed write waiting for the watermark: (table, row, stamp, the
+    /// writer's begin time in `now_ns`).
+    prune: VecDeque<(TableId, RowId, u64, u64)>,
+    /// When the running transaction began (`MvShared::now_ns`).
+    began_ns: u64,
+    /// GC lag of the versions this worker cut: count, sum and largest (nanoseconds).
+    lag: (u64, u64, u64),
     /// Versions taken off chains, waiting for two epoch grace periods: (table, version, epoch).
     dead: VecDeque<(TableId, NonNull<Version<V>>, u64)>,
     /// Versions freed so far (statistics, tests).
@@ -487,6 +548,8 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             snapshot: 0,
             pools: shared.stores.iter().map(|_| VersionPool::default()).collect(),
             prune: VecDeque::new(),
+            began_ns: 0,
+            lag: (0, 0, 0),
             dead: VecDeque::new(),
             freed: 0,
         }
@@ -518,7 +581,8 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         t.snapshot.store(sh.watermark(), Ordering::SeqCst);
         self.snapshot = sh.clock.snapshot();
         t.snapshot.store(self.snapshot, Ordering::Release);
-        sh.maybe_refresh();
+        self.began_ns = sh.now_ns();
+        sh.maybe_refresh(self.began_ns);
         if !self.prune.is_empty() || !self.dead.is_empty() {
             self.collect(storage);
         }
@@ -654,7 +718,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
     /// Queues `rid` of `table`, written at `stamp`, for pruning.
     #[inline]
     pub fn written(&mut self, table: TableId, rid: RowId, stamp: u64) {
-        self.prune.push_back((table, rid, stamp));
+        self.prune.push_back((table, rid, stamp, self.began_ns));
     }
 
     /// Prunes the rows the watermark has passed and frees the versions the epochs allow. The
@@ -663,7 +727,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         let w = self.shared.watermark();
         let mut budget = if self.prune.len() > GC_BACKLOG { usize::MAX } else { 64 };
         let mut epoch = None;
-        while let Some(&(t, rid, c)) = self.prune.front() {
+        while let Some(&(t, rid, c, written)) = self.prune.front() {
             if c > w || budget == 0 {
                 break;
             }
@@ -672,7 +736,10 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             let rec = storage.table(t).rows.get(rid).header;
             if let Some(cut) = prune(rec, w) {
                 let e = *epoch.get_or_insert_with(|| storage.epochs().retire_stamp());
-                self.retire_chain(t, cut, e);
+                let n = self.retire_chain(t, cut, e);
+                // This transaction's begin time stands for now (a clock read saved).
+                let lag = self.began_ns.saturating_sub(written);
+                self.lag = (self.lag.0 + n, self.lag.1 + n * lag, self.lag.2.max(lag));
             }
         }
         let safe = storage.epochs().min_active();
@@ -687,15 +754,18 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
     }
 
     /// Queues every version from `first` on (a chain cut off, owned by the caller) for freeing
-    /// after the grace periods of epoch `e`.
-    fn retire_chain(&mut self, t: TableId, first: NonNull<Version<V>>, e: u64) {
+    /// after the grace periods of epoch `e`; returns how many.
+    fn retire_chain(&mut self, t: TableId, first: NonNull<Version<V>>, e: u64) -> u64 {
         let mut v = Some(first);
+        let mut n = 0;
         while let Some(p) = v {
             // SAFETY: the cut chain belongs to us and is freed only after the grace periods.
             let next = unsafe { p.as_ref() }.next.load(Ordering::Acquire);
             self.dead.push_back((t, p, e));
             v = NonNull::new(next);
+            n += 1;
         }
+        n
     }
 
     /// The reclaimer's unlink step for a deleted row (see the module docs): unlinks `rec` if
@@ -762,6 +832,12 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         for (pool, store) in self.pools.iter_mut().zip(&self.shared.stores) {
             pool.release(store);
         }
+        // Relaxed: statistics, read after the worker is joined (`MvShared::report`).
+        let (count, sum, max) = std::mem::take(&mut self.lag);
+        let lag = &self.shared.lag;
+        lag.count.fetch_add(count, Ordering::Relaxed);
+        lag.sum_ns.fetch_add(sum, Ordering::Relaxed);
+        lag.max_ns.fetch_max(max, Ordering::Relaxed);
     }
 }
 

@@ -39,6 +39,7 @@
 
 use crate::engine::options::{number, OptionSpec, ProtocolOptions};
 use crate::engine::procedure::ALL_COLUMNS;
+use crate::engine::report::VersionReport;
 use crate::engine::{Capabilities, Database, Protocol, Setup, Worker};
 use crate::error::{Abort, AbortReason, Error};
 use crate::protocols::common::mv::{Install, MvCtx, MvRecord, MvShared, TOMBSTONE};
@@ -801,5 +802,9 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
 
     fn worker(db: &Database<Self>) -> Result<MvWorker<'_, C>, Error> {
         Ok(MvWorker::new(WorkerCtx::new(db.storage())?, &db.protocol().mv))
+    }
+
+    fn versions(&self, db: &Database<Self>) -> Option<VersionReport> {
+        Some(self.mv.report(db.storage()))
     }
 }
