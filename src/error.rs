@@ -58,11 +58,15 @@ pub enum AbortReason {
     /// consecutive anti-dependencies through this transaction or to it whose last transaction
     /// committed first.
     DangerousStructure,
+    /// A transaction declared read-only tried to write (a multi-version protocol runs such a
+    /// transaction on a snapshot without certification). A bug in the procedure: the driver
+    /// stops the run and reports it.
+    ReadOnlyWrite,
 }
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 15] = [
+    pub const ALL: [AbortReason; 16] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
@@ -78,6 +82,7 @@ impl AbortReason {
         AbortReason::WriteConflict,
         AbortReason::ExclusionWindow,
         AbortReason::DangerousStructure,
+        AbortReason::ReadOnlyWrite,
     ];
     /// Number of reasons (the length of per-reason counter arrays).
     pub const COUNT: usize = Self::ALL.len();
@@ -100,6 +105,7 @@ impl AbortReason {
             AbortReason::WriteConflict => "write-conflict",
             AbortReason::ExclusionWindow => "exclusion-window",
             AbortReason::DangerousStructure => "dangerous-structure",
+            AbortReason::ReadOnlyWrite => "read-only-write",
         }
     }
 

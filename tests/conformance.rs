@@ -487,7 +487,11 @@ fn run_proc<W: Worker>(
     set: Option<&AccessSet>,
 ) -> Result<(), Abort> {
     w.begin();
-    let mut tx = Tx::new(w, &TYPES[p.txn_type()], Checks { templates: checks, access_set: set });
+    let mut tx = Tx::new(
+        w,
+        &TYPES[p.txn_type()],
+        Checks { templates: checks, access_set: set, read_only: false },
+    );
     let r = p.run(&mut tx).and_then(|()| w.commit());
     if r.is_err() {
         w.abort();

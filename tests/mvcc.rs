@@ -251,6 +251,70 @@ fn ssn_learns_the_deleter_of_an_unlinked_row() {
     assert_eq!(r.commit().unwrap_err().reason, AbortReason::ExclusionWindow);
 }
 
+/// Fekete's read-only anomaly with the report declared read-only: it reads at the watermark,
+/// which the withdrawal `t2` (still running, snapshot before the deposit `t1`) holds below the
+/// deposit, so it sees neither and every transaction commits in the serial order report, t2,
+/// t1. Then `t2` has committed after its successor `t1` (a back edge) above a watermark held
+/// down by `old`: a read-only transaction falls back to the newest snapshot (and certification),
+/// and sees both.
+fn read_only_reads_a_safe_snapshot<P: Protocol>() {
+    let db = db_of::<P>();
+    let mut ws: Vec<_> = (0..5).map(|_| db.worker().unwrap()).collect();
+    let [old, t1, t2, r, r2] = &mut ws[..] else { unreachable!() };
+    old.begin();
+    assert_eq!(old.read(T, 5, val).unwrap(), Some(5));
+    t2.begin();
+    assert_eq!((t2.read(T, 1, val).unwrap(), t2.read(T, 2, val).unwrap()), (Some(1), Some(2)));
+    txn(t1, |w| set(w, 1, 100));
+    r.begin_read_only();
+    assert_eq!(r.read(T, 1, val).unwrap(), Some(1), "the safe snapshot predates t1");
+    assert_eq!(r.read(T, 2, val).unwrap(), Some(2));
+    set(t2, 2, 200).unwrap();
+    t2.commit().expect("t2 has no predecessor after its successor t1");
+    r.commit().expect("a read-only transaction at a safe snapshot is not certified");
+    r2.begin_read_only();
+    assert_eq!(r2.read(T, 1, val).unwrap(), Some(100), "t2's back edge is above the watermark");
+    assert_eq!(r2.read(T, 2, val).unwrap(), Some(200));
+    assert_eq!(set(r2, 3, 30).unwrap_err().reason, AbortReason::ReadOnlyWrite);
+    r2.commit().unwrap();
+    old.commit().unwrap();
+}
+
+#[test]
+fn ssn_read_only_reads_a_safe_snapshot() {
+    read_only_reads_a_safe_snapshot::<ErmiaSsn>();
+}
+
+#[test]
+fn ssi_read_only_reads_a_safe_snapshot() {
+    read_only_reads_a_safe_snapshot::<ErmiaSsi>();
+}
+
+/// A transaction declared read-only cannot write, under any protocol: the worker of a
+/// multi-version protocol refuses, and so does the procedure layer for the others.
+#[test]
+fn read_only_transactions_refuse_writes() {
+    let db = db();
+    let mut w = db.worker().unwrap();
+    w.begin_read_only();
+    assert_eq!(w.read(T, 1, val).unwrap(), Some(1), "si reads the newest snapshot");
+    assert_eq!(set(&mut w, 1, 10).unwrap_err().reason, AbortReason::ReadOnlyWrite);
+    assert_eq!(w.delete(T, 1).unwrap_err().reason, AbortReason::ReadOnlyWrite);
+    assert_eq!(w.insert(T, 50, &row(50)).unwrap_err().reason, AbortReason::ReadOnlyWrite);
+    w.abort();
+    txn(&mut w, |w| set(w, 1, 10)).expect("the next transaction writes");
+    let silo = db_of::<txlab::protocols::silo::Silo>();
+    let mut s = silo.worker().unwrap();
+    let ty = TxnType { name: "report", pieces: &[] };
+    s.begin_read_only();
+    let checks = txlab::engine::Checks { read_only: true, ..Default::default() };
+    let mut tx = Tx::new(&mut s, &ty, checks);
+    assert_eq!(tx.read(T, 1, val).unwrap(), Some(1));
+    assert_eq!(tx.write(T, 1, &row(2)).unwrap_err().reason, AbortReason::ReadOnlyWrite);
+    assert_eq!(tx.read_for_update(T, 1, val).unwrap_err().reason, AbortReason::ReadOnlyWrite);
+    s.abort();
+}
+
 /// Write skew under SSI: the second committer is the pivot of a cycle of two (its successor,
 /// the first committer, read what it overwrites).
 #[test]

@@ -159,6 +159,10 @@ impl<W: Worker> Worker for Pausing<'_, W> {
         self.inner.begin();
     }
 
+    fn begin_read_only(&mut self) {
+        self.inner.begin_read_only();
+    }
+
     fn read_for_update<T>(
         &mut self,
         table: TableId,
@@ -309,11 +313,11 @@ pub fn run<P: Protocol>(
     }
     drop(loader);
     let max_us = cfg.max_pause_us;
-    let body = move |w: &mut P::Worker<'_>, rng: &mut Rng| -> Result<Seen, Abort> {
+    let body = move |w: &mut P::Worker<'_>, rng: &mut Rng, kind: u32| -> Result<Seen, Abort> {
         match workload {
             CheckWorkload::Bank => bank(w, rng, max_us),
             CheckWorkload::WriteSkew => write_skew(w, rng, max_us),
-            CheckWorkload::ReadOnly => read_only(w, rng, max_us),
+            CheckWorkload::ReadOnly => read_only(w, rng, max_us, kind),
             CheckWorkload::HotRmw => hot_rmw(w, rng, max_us),
             CheckWorkload::ScanInsert => scan_insert(w, rng, max_us),
             CheckWorkload::Tpcc => unreachable!("TPC-C runs through run_workload"),
@@ -339,7 +343,12 @@ pub fn run<P: Protocol>(
                 };
                 let mut rng = Rng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ t);
                 for _ in 0..cfg.txns_per_thread {
-                    let outcome = until_done(&mut w, &mut rng, aborted, |w, rng| body(w, rng));
+                    // The read-only workload picks each transaction's kind before it begins:
+                    // its reports declare themselves read-only.
+                    let kind = rng.random_range(0..3u32);
+                    let ro = workload == CheckWorkload::ReadOnly && kind == REPORT;
+                    let outcome =
+                        until_done(&mut w, &mut rng, aborted, ro, |w, rng| body(w, rng, kind));
                     let seen = match outcome {
                         Ok(Some(seen)) => seen,
                         Ok(None) => continue,
@@ -389,11 +398,16 @@ fn until_done<W: Worker, T>(
     w: &mut W,
     rng: &mut Rng,
     aborted: &AtomicU64,
+    read_only: bool,
     mut body: impl FnMut(&mut W, &mut Rng) -> Result<T, Abort>,
 ) -> Result<Option<T>, AbortReason> {
     let mut attempt = 0u32;
     loop {
-        w.begin();
+        if read_only {
+            w.begin_read_only();
+        } else {
+            w.begin();
+        }
         let r = body(w, rng).and_then(|out| w.commit().map(|()| out));
         let abort = match r {
             Ok(out) => return Ok(Some(out)),
@@ -467,10 +481,14 @@ fn run_workload<P: Protocol, W: Workload>(
                         proc.run(&mut Tx::new(
                             &mut w,
                             ty,
-                            Checks { templates: true, access_set: None },
+                            Checks {
+                                templates: true,
+                                access_set: None,
+                                read_only: proc.read_only(),
+                            },
                         ))
                     };
-                    match until_done(&mut w, &mut rng, aborted, body) {
+                    match until_done(&mut w, &mut rng, aborted, proc.read_only(), body) {
                         Ok(Some(())) => {
                             committed.fetch_add(1, Ordering::Relaxed);
                             gen.committed();
@@ -551,10 +569,15 @@ fn write_skew<W: Worker>(w: &mut W, rng: &mut Rng, max_us: u64) -> Result<Seen, 
     })
 }
 
-fn read_only<W: Worker>(w: &mut W, rng: &mut Rng, max_us: u64) -> Result<Seen, Abort> {
+/// The read-only workload's kind of transaction that reports (reads both balances).
+const REPORT: u32 = 2;
+
+/// One transaction of the read-only workload, of kind `kind` (0: deposit, 1: withdrawal,
+/// [`REPORT`]: a report, declared read-only).
+fn read_only<W: Worker>(w: &mut W, rng: &mut Rng, max_us: u64, kind: u32) -> Result<Seen, Abort> {
     let c = rng.random_range(0..CUSTOMERS);
     let (checking, savings) = (2 * c, 2 * c + 1);
-    match rng.random_range(0..3u32) {
+    match kind {
         0 => {
             pause(rng, max_us);
             w.update(T, savings, |r| put(r, get(r) + 20))?;

@@ -477,8 +477,14 @@ fn worker_loop<P: Protocol, W: Workload>(
             } else {
                 None
             };
-            worker.begin();
-            let checks = Checks { templates: cfg.check_templates, access_set: declared };
+            // A crash test's acknowledgement row is written in the same transaction.
+            let read_only = proc.read_only() && cfg.acks.is_none();
+            if read_only {
+                worker.begin_read_only();
+            } else {
+                worker.begin();
+            }
+            let checks = Checks { templates: cfg.check_templates, access_set: declared, read_only };
             let mut tx = Tx::new(&mut worker, &types[ty], checks);
             let result = proc.run(&mut tx).and_then(|()| match &cfg.acks {
                 Some(a) => {

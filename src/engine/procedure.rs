@@ -179,6 +179,14 @@ pub trait Procedure {
         false
     }
 
+    /// Whether this transaction writes nothing (known before it runs). The driver then begins
+    /// it with [`Worker::begin_read_only`] and refuses its writes (`read-only-write`). False by
+    /// default.
+    #[inline]
+    fn read_only(&self) -> bool {
+        false
+    }
+
     /// The transaction body. Returning `Err` rolls back; `Err(Abort::user())` is a user abort.
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort>;
     /// What the last run would add to the workload's ledger if it commits (SmallBank: money
@@ -206,6 +214,9 @@ pub struct Checks<'a> {
     /// Check every operation against this declared access set
     /// ([`AbortReason::AccessSetMismatch`]).
     pub access_set: Option<&'a AccessSet>,
+    /// The transaction was declared read-only: refuse every write
+    /// ([`AbortReason::ReadOnlyWrite`]).
+    pub read_only: bool,
 }
 
 /// What a procedure runs against: the protocol's worker plus optional checks.
@@ -215,13 +226,14 @@ pub struct Tx<'a, W: Worker> {
     piece: Option<usize>,
     declared: Option<&'a AccessSet>,
     check_templates: bool,
+    read_only: bool,
 }
 
 impl<'a, W: Worker> Tx<'a, W> {
     /// Wraps `worker` for a transaction of type `ty`, applying `checks`.
     pub fn new(worker: &'a mut W, ty: &'a TxnType, checks: Checks<'a>) -> Self {
         let (declared, check_templates) = (checks.access_set, checks.templates);
-        Tx { worker, ty, piece: None, declared, check_templates }
+        Tx { worker, ty, piece: None, declared, check_templates, read_only: checks.read_only }
     }
 
     /// The underlying worker (for protocol-specific extensions).
@@ -240,6 +252,9 @@ impl<'a, W: Worker> Tx<'a, W> {
         reads: Columns,
         writes: Columns,
     ) -> Result<(), Abort> {
+        if write && self.read_only {
+            return Err(Abort::new(AbortReason::ReadOnlyWrite));
+        }
         if let Some(set) = self.declared {
             let mode = if write { AccessMode::Write } else { AccessMode::Read };
             if !set.covers(table, key, mode) {

@@ -215,6 +215,16 @@ pub trait Worker {
     /// [`crate::engine::Retry`] runs the whole loop.
     fn begin(&mut self);
 
+    /// Starts a transaction attempt that promises to write nothing (see [`Worker::begin`] for
+    /// attempts and retries). A multi-version protocol may run it on an older snapshot that is
+    /// safe without certification (`protocols::common::mvcc`) and then refuses its writes with
+    /// [`crate::error::AbortReason::ReadOnlyWrite`]; the others run it as any transaction (the
+    /// default). Procedures declare it with [`crate::engine::Procedure::read_only`].
+    #[inline]
+    fn begin_read_only(&mut self) {
+        self.begin();
+    }
+
     /// Reads `key`; `f` sees the row ([`Worker::read_cols`] of every column).
     #[inline]
     fn read<T>(

@@ -90,11 +90,34 @@ impl Retry {
     pub fn run<W: Worker, T>(
         &mut self,
         w: &mut W,
+        body: impl FnMut(&mut W) -> Result<T, Abort>,
+    ) -> Result<T, Abort> {
+        self.run_as(w, false, body)
+    }
+
+    /// [`Retry::run`] for a transaction that writes nothing: every attempt begins with
+    /// [`Worker::begin_read_only`].
+    pub fn run_read_only<W: Worker, T>(
+        &mut self,
+        w: &mut W,
+        body: impl FnMut(&mut W) -> Result<T, Abort>,
+    ) -> Result<T, Abort> {
+        self.run_as(w, true, body)
+    }
+
+    fn run_as<W: Worker, T>(
+        &mut self,
+        w: &mut W,
+        read_only: bool,
         mut body: impl FnMut(&mut W) -> Result<T, Abort>,
     ) -> Result<T, Abort> {
         let mut attempts = 0u32;
         loop {
-            w.begin();
+            if read_only {
+                w.begin_read_only();
+            } else {
+                w.begin();
+            }
             let abort = match body(w) {
                 Ok(out) => match w.commit() {
                     Ok(()) => return Ok(out),
@@ -117,7 +140,8 @@ impl Retry {
     }
 
     /// Runs `procedure` (of transaction type `ty`) until it commits, as [`Retry::run`] does,
-    /// with `checks` applied to every attempt.
+    /// with `checks` applied to every attempt (a procedure that declares itself read-only runs
+    /// as one: [`Retry::run_read_only`]).
     pub fn run_procedure<W: Worker, P: Procedure>(
         &mut self,
         w: &mut W,
@@ -125,7 +149,9 @@ impl Retry {
         procedure: &P,
         checks: Checks<'_>,
     ) -> Result<(), Abort> {
-        self.run(w, |w| procedure.run(&mut Tx::new(w, ty, checks)))
+        let read_only = procedure.read_only();
+        let checks = Checks { read_only, ..checks };
+        self.run_as(w, read_only, |w| procedure.run(&mut Tx::new(w, ty, checks)))
     }
 
     /// Waits a random time below `min(2^attempts µs, max_backoff)`: spinning for short waits

@@ -307,6 +307,12 @@ impl Procedure for SmallBankTxn {
         self.kind as usize
     }
 
+    /// Balance writes nothing.
+    #[inline]
+    fn read_only(&self) -> bool {
+        self.kind == Kind::Balance
+    }
+
     fn ledger(&self) -> i64 {
         self.delta.get()
     }

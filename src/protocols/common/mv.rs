@@ -295,6 +295,9 @@ pub struct MvShared<V, T: Timestamps = Counter> {
     interval_ns: u64,
     /// GC lag of departed workers (see [`MvShared::report`]).
     lag: GcLag,
+    /// The largest commit timestamp of a transaction that committed after one of its
+    /// anti-dependency successors (see [`MvShared::note_back_edge`]).
+    back_edge: CachePadded<AtomicU64>,
 }
 
 /// GC lag sums: versions cut, their summed and largest lag in nanoseconds.
@@ -319,6 +322,7 @@ impl<V: VersionExt, T: Timestamps + Default> MvShared<V, T> {
             origin: quanta::Instant::now(),
             interval_ns: gc_interval_us * 1000,
             lag: GcLag::default(),
+            back_edge: CachePadded::new(AtomicU64::new(0)),
         }
     }
 }
@@ -386,18 +390,53 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
     /// Recomputes the watermark if it is due at `now` and nobody else is at it.
     #[inline]
     fn maybe_refresh(&self, now: u64) {
+        // SeqCst swap: before the snapshot loads (see `pin_watermark`).
         if now.saturating_sub(self.refreshed.load(Ordering::Relaxed)) < self.interval_ns
-            || self.refreshing.swap(true, Ordering::Acquire)
+            || self.refreshing.swap(true, Ordering::SeqCst)
         {
             return;
         }
-        self.refresh();
+        self.recompute();
         self.refreshed.store(now, Ordering::Relaxed);
+        // Release: the new watermark before the flag drops (pairs with `pin_watermark`).
         self.refreshing.store(false, Ordering::Release);
     }
 
-    /// Recomputes the watermark now.
+    /// Recomputes the watermark now (waiting for a refresh in progress).
     pub fn refresh(&self) {
+        let mut spin = super::SpinWait::default();
+        while self.refreshing.swap(true, Ordering::SeqCst) {
+            spin.spin();
+        }
+        self.recompute();
+        self.refreshing.store(false, Ordering::Release);
+    }
+
+    /// Whether a worker that published `w`, the watermark it loaded, as its snapshot may read
+    /// at `w`: no refresh can pass it any more. A refresh whose scan missed the store had
+    /// raised the `refreshing` flag before it (SeqCst), so the flag is seen up (then the
+    /// answer is no, rather than a wait for a refresher that may be descheduled), or seen
+    /// dropped after it computed, and then its watermark is seen; if the watermark is still
+    /// `w`, every later refresh sees the store.
+    fn pin_watermark(&self, w: u64) -> bool {
+        !self.refreshing.load(Ordering::SeqCst) && self.watermark.load(Ordering::SeqCst) == w
+    }
+
+    /// Records that a transaction committed at `c` after one of its anti-dependency
+    /// successors (it read a version that a transaction committed before it overwrote: its
+    /// successor stamp is below `c`). Read-only transactions avoid snapshots below such a
+    /// commit (see `protocols::common::mvcc`).
+    #[inline]
+    pub fn note_back_edge(&self, c: u64) {
+        let b = &self.back_edge;
+        // SeqCst: before the transaction's slot goes idle (see `mvcc`'s read-only rule).
+        if b.load(Ordering::Relaxed) < c {
+            b.fetch_max(c, Ordering::SeqCst);
+        }
+    }
+
+    /// The watermark recomputed, by the holder of the `refreshing` flag.
+    fn recompute(&self) {
         // SeqCst loads: see the module docs (the clock is read before the snapshots).
         let mut m = self.clock.snapshot();
         let used = self.txns.used.load(Ordering::SeqCst);
@@ -571,6 +610,20 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
     /// is inside its storage epoch (`WorkerCtx::enter`).
     #[inline]
     pub fn begin(&mut self, storage: &Storage<MvRecord<V>>) {
+        self.begin_at(storage, false);
+    }
+
+    /// Starts a read-only transaction: at the GC watermark if no transaction committed after
+    /// an anti-dependency successor above it (the safe-snapshot rule of
+    /// `protocols::common::mvcc`), else as [`MvCtx::begin`] does. Returns whether the snapshot
+    /// is the safe one.
+    #[inline]
+    pub fn begin_read_only(&mut self, storage: &Storage<MvRecord<V>>) -> bool {
+        self.begin_at(storage, true)
+    }
+
+    #[inline(always)]
+    fn begin_at(&mut self, storage: &Storage<MvRecord<V>>, read_only: bool) -> bool {
         let sh = self.shared;
         let t = &sh.txns.slots[self.slot];
         self.seq += 1;
@@ -578,14 +631,23 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         // Release: orders the `cstamp` reset before the new state (see `TxnTable::owner`).
         t.state.store((self.seq & SEQ_MASK) << 2 | ACTIVE, Ordering::Release);
         // The two-step snapshot publication of the module docs.
-        t.snapshot.store(sh.watermark(), Ordering::SeqCst);
-        self.snapshot = sh.clock.snapshot();
-        t.snapshot.store(self.snapshot, Ordering::Release);
+        let w = sh.watermark();
+        t.snapshot.store(w, Ordering::SeqCst);
+        // SeqCst: after the watermark (pairs with `note_back_edge`, through the refresh that
+        // saw the noting transaction's slot idle).
+        let safe = read_only && sh.pin_watermark(w) && sh.back_edge.load(Ordering::SeqCst) <= w;
+        if safe {
+            self.snapshot = w;
+        } else {
+            self.snapshot = sh.clock.snapshot();
+            t.snapshot.store(self.snapshot, Ordering::Release);
+        }
         self.began_ns = sh.now_ns();
         sh.maybe_refresh(self.began_ns);
         if !self.prune.is_empty() || !self.dead.is_empty() {
             self.collect(storage);
         }
+        safe
     }
 
     /// Announces the commit and draws its timestamp. Every check that can abort is done.

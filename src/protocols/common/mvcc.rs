@@ -8,6 +8,33 @@
 //! publishes or withdraws what other transactions' certification reads. SI's certifier does
 //! nothing and costs nothing (every hook inlines to no code).
 //!
+//! ## Read-only transactions
+//!
+//! A transaction declared read-only ([`Worker::begin_read_only`]) refuses writes
+//! (`read-only-write`). Under a certifier with [`Certifier::SAFE_SNAPSHOTS`] (SSN, SSI) it
+//! reads at the GC watermark `w` instead of the newest snapshot, with nothing tracked and
+//! nothing certified, and commits at `w`, when `w` is *safe*: no transaction that committed
+//! above `w` did so after one of its anti-dependency successors.
+//!
+//! Why that suffices (our derivation; the papers leave read-only transactions to SSI's
+//! "safe snapshot" idea of Ports and Grittner without a rule for these certifiers): a cycle
+//! through the read-only `R` enters it from a transaction that committed at or below `w`
+//! (`R` read its versions) and leaves it to one that committed above `w` (it overwrote or
+//! inserted what `R` saw), so somewhere the cycle goes from a transaction committed above `w`
+//! to one committed at or below it. Under SI, write and read dependencies point from earlier
+//! to later commits, so that edge is an anti-dependency `A -rw-> B` whose successor `B`
+//! committed first; `A` read the version `B` replaced, so `A`'s snapshot is below `c(B) <= w`.
+//! Every snapshot in use is at or above the watermark, so `A` had finished when `R` began: a
+//! transaction that committed above `w` after its successor `B`, which the rule excludes.
+//! Phantoms add no such edge: an observer of an absence that an earlier commit ended aborts
+//! (`phantom-validation`).
+//!
+//! Certifiers record such commits in [`MvShared::note_back_edge`] (SSN: `pi < c`; SSI: `s1`
+//! set); a read-only transaction that finds one above the watermark runs as any other
+//! (tracked, certified, at the newest snapshot). It reads the watermark only once the
+//! watermark cannot pass it ([`MvCtx::begin_read_only`]). Its data is as old as the oldest
+//! running snapshot (Silo's read-only snapshots are similarly behind, by epochs).
+//!
 //! ## Phantoms
 //!
 //! Version stamps cover the records a transaction read; a certifier that asks for phantom
@@ -76,6 +103,11 @@ pub trait Certifier: Sized + Send + 'static {
     type Ext: VersionExt;
     /// Whether absent keys observed and new keys inserted are tracked in phantom buckets.
     const PHANTOMS: bool;
+    /// Whether a transaction declared read-only runs at a safe snapshot without being seen
+    /// by the certifier (see the module docs); without it, it runs as any transaction. A
+    /// certifier that allows it reports every commit after an anti-dependency successor
+    /// ([`MvShared::note_back_edge`]).
+    const SAFE_SNAPSHOTS: bool;
     /// The protocol's name, description and capabilities ([`Protocol`]'s).
     const NAME: &'static str;
     /// See [`Certifier::NAME`].
@@ -154,6 +186,10 @@ pub struct MvWorker<'db, C: Certifier> {
     inserted: Vec<(TableId, u32)>,
     scratch: Scratch,
     active: bool,
+    /// The running transaction was declared read-only.
+    read_only: bool,
+    /// It runs at a safe snapshot: nothing it reads is tracked or certified.
+    untracked: bool,
 }
 
 #[inline(always)]
@@ -174,6 +210,8 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
             inserted: Vec::new(),
             scratch: Scratch::default(),
             active: false,
+            read_only: false,
+            untracked: false,
         }
     }
 
@@ -194,7 +232,7 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
     /// Notes that `key`'s bucket of `tbl` was observed absent (phantom tracking).
     #[inline(always)]
     fn observed_absent(&mut self, tbl: &Table<MvRecord<C::Ext>>, key: u64) {
-        if C::PHANTOMS {
+        if C::PHANTOMS && !self.untracked {
             self.observed.push((tbl.id, tbl.buckets.slot_of(key) as u32));
         }
     }
@@ -208,6 +246,9 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
         }
         if let Some(h) = &mut self.ctx.history {
             h.read(t.0, key, u128::from(st));
+        }
+        if self.untracked {
+            return Ok(());
         }
         self.cert.read(&self.mv, v)
     }
@@ -317,11 +358,47 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
         Ok(found)
     }
 
+    /// Starts a transaction (see [`Worker::begin_read_only`] for `read_only`).
+    #[inline]
+    fn start(&mut self, read_only: bool) {
+        let epochs = self.ctx.storage.epochs();
+        let mv = &mut self.mv;
+        self.ctx.enter(|tbl, key, rec, _| {
+            mv.unlink(tbl.id, rec, epochs, |deleted| {
+                if C::PHANTOMS {
+                    tbl.buckets.raise(key, deleted, 0);
+                }
+            })
+        });
+        self.untracked = if read_only && C::SAFE_SNAPSHOTS {
+            self.mv.begin_read_only(self.ctx.storage)
+        } else {
+            self.mv.begin(self.ctx.storage);
+            false
+        };
+        self.read_only = read_only;
+        if let Some(h) = &mut self.ctx.history {
+            h.read_point_at(self.mv.snapshot);
+        }
+        self.active = true;
+    }
+
+    /// Refuses a write in a transaction declared read-only.
+    #[inline(always)]
+    fn writable(&self) -> Result<(), Abort> {
+        if self.read_only {
+            return Err(Abort::new(AbortReason::ReadOnlyWrite));
+        }
+        Ok(())
+    }
+
     fn finish(&mut self) {
         self.writes.clear();
         self.observed.clear();
         self.inserted.clear();
         self.active = false;
+        self.read_only = false;
+        self.untracked = false;
         self.mv.finish();
         self.ctx.exit();
     }
@@ -345,20 +422,13 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
 
 impl<C: Certifier> Worker for MvWorker<'_, C> {
     fn begin(&mut self) {
-        let epochs = self.ctx.storage.epochs();
-        let mv = &mut self.mv;
-        self.ctx.enter(|tbl, key, rec, _| {
-            mv.unlink(tbl.id, rec, epochs, |deleted| {
-                if C::PHANTOMS {
-                    tbl.buckets.raise(key, deleted, 0);
-                }
-            })
-        });
-        self.mv.begin(self.ctx.storage);
-        if let Some(h) = &mut self.ctx.history {
-            h.read_point_at(self.mv.snapshot);
-        }
-        self.active = true;
+        self.start(false);
+    }
+
+    /// At a safe snapshot without certification when the certifier allows it (see the module
+    /// docs); writes fail with `read-only-write` either way.
+    fn begin_read_only(&mut self) {
+        self.start(true);
     }
 
     #[inline]
@@ -392,6 +462,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
     /// A blind write: the new version is `value`, copied once (no copy of the old one).
     #[inline]
     fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
         let Some((rid, v)) = self.see(tbl, key)? else { return Ok(false) };
@@ -419,6 +490,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
         writes: Columns,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
+        self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
         let Some((rid, v)) = self.see(tbl, key)? else { return Ok(None) };
         if is_tombstone(v) {
@@ -446,6 +518,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
     }
 
     fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
         let nv = self.mv.alloc(t, 0);
@@ -526,6 +599,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
     }
 
     fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+        self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
         let Some((rid, v)) = self.see(tbl, key)? else { return Ok(false) };
         if is_tombstone(v) {
@@ -672,7 +746,7 @@ impl<'db, C: Certifier> ScanSteps<'db, MvRecord<C::Ext>> for MvWorker<'db, C> {
         t: TableId,
         batch: &Batch,
     ) -> Result<(), Abort> {
-        if C::PHANTOMS {
+        if C::PHANTOMS && !self.untracked {
             self.observed.extend(tbl.buckets.batch_slots(batch).map(|s| (t, s as u32)));
         }
         Ok(())

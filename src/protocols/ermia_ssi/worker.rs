@@ -43,6 +43,7 @@ fn overwritten_read(s1: &mut u64, s0: u64, s2: u64) -> Result<(), Abort> {
 impl Certifier for Ssi {
     type Ext = SsiExt;
     const PHANTOMS: bool = true;
+    const SAFE_SNAPSHOTS: bool = true;
     const NAME: &'static str = super::NAME;
     const DESCRIPTION: &'static str = super::DESCRIPTION;
     const CAPS: Capabilities = super::CAPS;
@@ -124,8 +125,13 @@ impl Certifier for Ssi {
         Ok(())
     }
 
-    fn committed(&mut self, _: &MvCtx<'_, SsiExt>, c: u64) {
+    fn committed(&mut self, mv: &MvCtx<'_, SsiExt>, c: u64) {
         let s2 = if self.s1 == u64::MAX { 0 } else { self.s1 };
+        if s2 != 0 && c > s2 {
+            // A successor committed before us (a read-only commit at its snapshot has `c`
+            // below it).
+            mv.shared.note_back_edge(c);
+        }
         self.track.committed(c, |v| {
             // SeqCst, `s2` first: a reader that sees the commit timestamp sees `s2` too.
             v.ext.s2.store(s2, Ordering::SeqCst);

@@ -45,6 +45,7 @@ impl Ssn {
 impl Certifier for Ssn {
     type Ext = SsnExt;
     const PHANTOMS: bool = true;
+    const SAFE_SNAPSHOTS: bool = true;
     const NAME: &'static str = super::NAME;
     const DESCRIPTION: &'static str = super::DESCRIPTION;
     const CAPS: Capabilities = super::CAPS;
@@ -120,8 +121,13 @@ impl Certifier for Ssn {
         self.check()
     }
 
-    fn committed(&mut self, _: &MvCtx<'_, SsnExt>, c: u64) {
+    fn committed(&mut self, mv: &MvCtx<'_, SsnExt>, c: u64) {
         let pi = self.sstamp;
+        if pi < c {
+            // A successor committed before us. (A transaction that commits at its snapshot,
+            // with nothing tracked, may note it too: harmless, read-only ones fall back sooner.)
+            mv.shared.note_back_edge(c);
+        }
         // SeqCst: before the transaction is seen done (readers waiting on it re-read).
         self.track.committed(c, |v| v.ext.sstamp.store(pi, Ordering::SeqCst));
         self.forget();

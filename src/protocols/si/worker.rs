@@ -14,6 +14,8 @@ pub struct SiCert;
 impl Certifier for SiCert {
     type Ext = ();
     const PHANTOMS: bool = false;
+    // SI certifies nothing: a read-only transaction reads the latest snapshot as any other.
+    const SAFE_SNAPSHOTS: bool = false;
     const NAME: &'static str = super::NAME;
     const DESCRIPTION: &'static str = super::DESCRIPTION;
     const CAPS: Capabilities = super::CAPS;

@@ -282,6 +282,12 @@ impl Procedure for TpccTxn {
         self.kind as usize
     }
 
+    /// Order-Status and Stock-Level write nothing.
+    #[inline]
+    fn read_only(&self) -> bool {
+        matches!(self.kind, Kind::OrderStatus | Kind::StockLevel)
+    }
+
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         match self.kind {
             Kind::NewOrder => self.new_order(tx),

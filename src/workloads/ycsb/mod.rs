@@ -129,6 +129,7 @@ impl Workload for Ycsb {
                     Duration::ZERO
                 },
                 prefetch: c.prefetch,
+                read_only: true,
             },
         }
     }
@@ -181,11 +182,19 @@ pub struct YcsbTxn {
     pub delay: Duration,
     /// Prefetch every point access before running the operations.
     pub prefetch: bool,
+    /// Every operation reads (reads and scans only): the transaction declares itself
+    /// read-only.
+    pub read_only: bool,
 }
 
 impl Procedure for YcsbTxn {
     fn txn_type(&self) -> usize {
         0
+    }
+
+    #[inline]
+    fn read_only(&self) -> bool {
+        self.read_only
     }
 
     fn declare<R: Recon>(&self, _recon: &R, set: &mut AccessSet) -> bool {
@@ -290,6 +299,7 @@ impl Generator for YcsbGen {
             c.read_ratio + c.scan_ratio + c.insert_ratio,
         );
         let (rmw, max_scan) = (c.rmw, c.max_scan);
+        let mut read_only = true;
         for _ in 0..self.cfg.ops {
             let u: f64 = self.rng.random();
             let op = if u < r {
@@ -304,8 +314,10 @@ impl Generator for YcsbGen {
             } else {
                 Op::Write(self.key())
             };
+            read_only &= matches!(op, Op::Read(_) | Op::Scan(..));
             self.txn.ops.push(op);
         }
+        self.txn.read_only = read_only;
         &self.txn
     }
 }
