@@ -10,7 +10,7 @@
 //! bit, so an overwriter that scans the bits before it loads the reader stamp misses no reader
 //! that committed before it.
 
-use crate::protocols::common::mv::{is_pending, Owner, TxnTable};
+use crate::protocols::common::mv::{is_pending, Owner, TxnTable, MAX_WORKERS};
 use crate::protocols::common::SpinWait;
 use crate::storage::version::{Version, VersionExt};
 use std::ptr::NonNull;
@@ -20,6 +20,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const READER_WORDS: usize = 4;
 /// The most workers a protocol with reader bitmaps takes (one bit each).
 pub const MAX_READERS: usize = READER_WORDS * 64;
+
+/// The most workers a tracking certifier takes, and why ([`crate::protocols::common::mvcc`]'s
+/// `Certifier::MAX_WORKERS`): a reader bit each, and a slot a pending stamp can name.
+pub const TRACKED_WORKERS: (usize, &str) = (
+    if MAX_READERS < MAX_WORKERS { MAX_READERS } else { MAX_WORKERS },
+    "a version's reader bitmap has a bit per worker",
+);
 
 /// A version's reader bitmap (ERMIA's reader tracking, §3.6): a bit per worker slot, set while
 /// that worker's running transaction has read the version and not finished.

@@ -52,9 +52,7 @@ pub use record::{SsiExt, SsiRecord};
 pub use worker::{Ssi, SsiWorker};
 
 use crate::engine::{Capabilities, Isolation, Reads};
-use crate::protocols::common::mv::MAX_WORKERS;
 use crate::protocols::common::mvcc::MvProtocol;
-use crate::protocols::common::tracking::MAX_READERS;
 
 /// The ermia-ssi protocol.
 pub type ErmiaSsi = MvProtocol<Ssi>;
@@ -70,7 +68,3 @@ const CAPS: Capabilities = Capabilities {
     snapshot_reads: true,
     reads: Reads::Registered,
 };
-const MOST_WORKERS: (usize, &str) = (
-    if MAX_READERS < MAX_WORKERS { MAX_READERS } else { MAX_WORKERS },
-    "a version's reader bitmap has a bit per worker",
-);

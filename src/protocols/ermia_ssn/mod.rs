@@ -57,9 +57,7 @@ pub use record::{SsnExt, SsnRecord};
 pub use worker::{Ssn, SsnWorker};
 
 use crate::engine::{Capabilities, Isolation, Reads};
-use crate::protocols::common::mv::MAX_WORKERS;
 use crate::protocols::common::mvcc::MvProtocol;
-use crate::protocols::common::tracking::MAX_READERS;
 
 /// The ermia-ssn protocol.
 pub type ErmiaSsn = MvProtocol<Ssn>;
@@ -75,7 +73,3 @@ const CAPS: Capabilities = Capabilities {
     snapshot_reads: true,
     reads: Reads::Registered,
 };
-const MOST_WORKERS: (usize, &str) = (
-    if MAX_READERS < MAX_WORKERS { MAX_READERS } else { MAX_WORKERS },
-    "a version's reader bitmap has a bit per worker",
-);

@@ -6,7 +6,7 @@ use crate::engine::Capabilities;
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::mv::{is_pending, MvCtx, Owner};
 use crate::protocols::common::mvcc::{Absences, Certifier, MvWorker};
-use crate::protocols::common::tracking::{committed_overwriter, Tracking};
+use crate::protocols::common::tracking::{committed_overwriter, Tracking, TRACKED_WORKERS};
 use crate::storage::version::Version;
 use std::sync::atomic::Ordering;
 
@@ -49,7 +49,7 @@ impl Certifier for Ssn {
     const NAME: &'static str = super::NAME;
     const DESCRIPTION: &'static str = super::DESCRIPTION;
     const CAPS: Capabilities = super::CAPS;
-    const MAX_WORKERS: (usize, &'static str) = super::MOST_WORKERS;
+    const MAX_WORKERS: (usize, &'static str) = TRACKED_WORKERS;
 
     fn new(slot: usize) -> Self {
         Ssn { pstamp: 0, sstamp: u64::MAX, track: Tracking::new(slot) }
