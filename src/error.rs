@@ -62,11 +62,14 @@ pub enum AbortReason {
     /// transaction on a snapshot without certification). A bug in the procedure: the driver
     /// stops the run and reports it.
     ReadOnlyWrite,
+    /// A transaction this one read from speculatively (a version whose writer was committing:
+    /// Hekaton's commit dependency) aborted, so this one aborts too.
+    CascadingAbort,
 }
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 16] = [
+    pub const ALL: [AbortReason; 17] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
@@ -83,6 +86,7 @@ impl AbortReason {
         AbortReason::ExclusionWindow,
         AbortReason::DangerousStructure,
         AbortReason::ReadOnlyWrite,
+        AbortReason::CascadingAbort,
     ];
     /// Number of reasons (the length of per-reason counter arrays).
     pub const COUNT: usize = Self::ALL.len();
@@ -106,6 +110,7 @@ impl AbortReason {
             AbortReason::ExclusionWindow => "exclusion-window",
             AbortReason::DangerousStructure => "dangerous-structure",
             AbortReason::ReadOnlyWrite => "read-only-write",
+            AbortReason::CascadingAbort => "cascading-abort",
         }
     }
 
@@ -125,6 +130,7 @@ impl AbortReason {
                 | AbortReason::WriteConflict
                 | AbortReason::ExclusionWindow
                 | AbortReason::DangerousStructure
+                | AbortReason::CascadingAbort
         )
     }
 

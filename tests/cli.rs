@@ -21,7 +21,7 @@ fn an_unknown_protocol_is_refused_with_the_valid_names() {
     fails_with(
         &["run", "--protocol", "foo"],
         2,
-        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc, si, ermia-ssn, ermia-ssi)",
+        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc, si, ermia-ssn, ermia-ssi, hekaton)",
     );
 }
 
@@ -394,6 +394,13 @@ fn check_quick_passes_for_ermia_ssi() {
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
+/// Hekaton validates at its commit timestamp and reads speculatively: no anomaly.
+#[test]
+fn check_quick_passes_for_hekaton() {
+    let s = quick_check_passes("hekaton", &[]);
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+}
+
 /// `nocc` promises nothing, so it passes, but the check must see it lose updates and read
 /// aborted data (the positive control).
 #[test]
@@ -689,7 +696,7 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         &["run", "--opt", "validation-lock=nowait"],
         2,
         "error: --opt validation-lock applies to silo, tictoc and mocc, not to nocc, 2pl-nowait, \
-         2pl-waitdie, si, ermia-ssn and ermia-ssi (choose protocols with -p)",
+         2pl-waitdie, si, ermia-ssn, ermia-ssi and hekaton (choose protocols with -p)",
     );
     fails_with(
         &["run", "-p", "silo,tictoc", "--opt", "preemptive-abort=off"],

@@ -306,6 +306,8 @@ serializable_suite! {
     ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
     ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
     ermia_ssn_slow_gc => txlab::protocols::ermia_ssn::ErmiaSsn [("gc-interval-us", "100000")],
+    hekaton => txlab::protocols::hekaton::Hekaton,
+    hekaton_slow_gc => txlab::protocols::hekaton::Hekaton [("gc-interval-us", "100000")],
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,

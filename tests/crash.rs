@@ -335,6 +335,11 @@ fn crashes_lose_nothing_acknowledged_ermia_ssi() {
 }
 
 #[test]
+fn crashes_lose_nothing_acknowledged_hekaton() {
+    crashes("hekaton");
+}
+
+#[test]
 fn crashes_lose_nothing_acknowledged_nocc() {
     crashes("nocc");
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use txlab::prelude::*;
 use txlab::protocols::ermia_ssi::ErmiaSsi;
 use txlab::protocols::ermia_ssn::ErmiaSsn;
+use txlab::protocols::hekaton::{Hekaton, HekatonWorker};
 use txlab::protocols::si::{Si, SiWorker};
 
 const T: TableId = TableId(0);
@@ -368,6 +369,169 @@ fn ssi_aborts_a_pivot_with_a_running_reader() {
     set(&mut p, 2, 20).unwrap();
     assert_eq!(p.commit().unwrap_err().reason, AbortReason::DangerousStructure);
     r.commit().expect("the reader survives");
+}
+
+/// Hekaton validates its reads at its commit timestamp: a version read and replaced by a
+/// transaction that committed first aborts the reader; one replaced after it commits does not.
+#[test]
+fn hekaton_aborts_a_reader_whose_version_was_replaced() {
+    let db = db_of::<Hekaton>();
+    let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+    a.begin();
+    assert_eq!(a.read(T, 1, val).unwrap(), Some(1));
+    set(&mut a, 2, 20).unwrap();
+    txn(&mut b, |w| set(w, 1, 10));
+    assert_eq!(a.commit().unwrap_err().reason, AbortReason::ReadValidation);
+    // The same with the replacement after the reader's commit.
+    a.begin();
+    b.begin();
+    assert_eq!(a.read(T, 1, val).unwrap(), Some(10));
+    set(&mut a, 2, 20).unwrap();
+    set(&mut b, 1, 11).unwrap();
+    a.commit().expect("the replacement is not committed");
+    b.commit().expect("b serializes after a");
+    // A transaction that writes nothing commits at its snapshot, replaced reads or not.
+    a.begin();
+    assert_eq!(a.read(T, 1, val).unwrap(), Some(11));
+    txn(&mut b, |w| set(w, 1, 12));
+    a.commit().expect("a read-only transaction is not validated");
+}
+
+/// Hekaton repeats its scans at its commit timestamp: a key inserted into a scanned range, or
+/// a key that a point read found absent, by a transaction that committed first, aborts the
+/// scanner; a transaction that writes nothing commits at its snapshot.
+#[test]
+fn hekaton_repeats_its_scans() {
+    let db = db_of::<Hekaton>();
+    let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+    let scan = |w: &mut HekatonWorker<'_>| {
+        w.scan(T, 0, 99, 100, |_, _| std::ops::ControlFlow::Continue(())).unwrap()
+    };
+    a.begin();
+    assert_eq!(scan(&mut a), 10);
+    set(&mut a, 1, 10).unwrap();
+    txn(&mut b, |w| w.insert(T, 50, &row(50)));
+    assert_eq!(a.commit().unwrap_err().reason, AbortReason::PhantomValidation);
+    a.begin();
+    assert_eq!(a.read(T, 60, val).unwrap(), None);
+    set(&mut a, 1, 10).unwrap();
+    txn(&mut b, |w| w.insert(T, 60, &row(60)));
+    assert_eq!(a.commit().unwrap_err().reason, AbortReason::PhantomValidation);
+    // A limit ends the range at the last key handed out: inserts beyond it are no phantom.
+    a.begin();
+    let n = a.scan(T, 0, 99, 3, |_, _| std::ops::ControlFlow::Continue(())).unwrap();
+    assert_eq!(n, 3);
+    set(&mut a, 1, 10).unwrap();
+    txn(&mut b, |w| w.insert(T, 70, &row(70)));
+    a.commit().expect("the scan covered keys 0 to 2");
+    a.begin();
+    assert_eq!(scan(&mut a), 13);
+    txn(&mut b, |w| w.insert(T, 80, &row(80)));
+    a.commit().expect("a read-only transaction is not validated");
+}
+
+/// Runs a transaction (`body`, then its commit) on a worker of its own thread, and returns once
+/// the transaction is preparing (its commit timestamp drawn): it stays there until the returned
+/// sender lets it go on.
+fn preparing<'s, 'db: 's>(
+    s: &'s std::thread::Scope<'s, '_>,
+    db: &'db Database<Hekaton>,
+    body: impl FnOnce(&mut HekatonWorker<'db>) -> Result<(), Abort> + Send + 's,
+) -> (std::thread::ScopedJoinHandle<'s, Result<(), Abort>>, std::sync::mpsc::SyncSender<()>) {
+    let (prepared_tx, prepared) = std::sync::mpsc::sync_channel(1);
+    let (go, go_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    let t = s.spawn(move || {
+        let mut w = db.worker().unwrap();
+        w.on_prepared(move |_| {
+            prepared_tx.send(()).unwrap();
+            go_rx
+                .recv_timeout(LIVENESS)
+                .expect("the test never let the commit go on (deadlock detector)");
+        });
+        w.begin();
+        body(&mut w).unwrap();
+        w.commit()
+    });
+    prepared.recv_timeout(LIVENESS).expect("the transaction never prepared (deadlock detector)");
+    (t, go)
+}
+
+/// Runs a transaction on a worker of its own thread: `body` (whose result is sent back at
+/// once), then its commit (the thread's result). `read_only` declares it.
+fn reading<'s, 'db: 's, T: Send + 's>(
+    s: &'s std::thread::Scope<'s, '_>,
+    db: &'db Database<Hekaton>,
+    read_only: bool,
+    body: impl FnOnce(&mut HekatonWorker<'db>) -> T + Send + 's,
+) -> (std::thread::ScopedJoinHandle<'s, Result<(), Abort>>, T) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = s.spawn(move || {
+        let mut w = db.worker().unwrap();
+        if read_only {
+            w.begin_read_only();
+        } else {
+            w.begin();
+        }
+        tx.send(body(&mut w)).unwrap();
+        w.commit()
+    });
+    (t, rx.recv_timeout(LIVENESS).expect("the transaction never ran (deadlock detector)"))
+}
+
+/// A transaction that read a preparing transaction's version waits at its commit for that
+/// transaction, and commits after it; meanwhile it has not committed.
+#[test]
+fn hekaton_waits_for_its_commit_dependency() {
+    let db = db_of::<Hekaton>();
+    std::thread::scope(|s| {
+        let (ta, go) = preparing(s, &db, |a| set(a, 1, 100).map(drop));
+        let (tb, seen) = reading(s, &db, false, |b| {
+            let seen = b.read(T, 1, val).unwrap();
+            set(b, 2, 200).unwrap();
+            seen
+        });
+        assert_eq!(seen, Some(100), "a speculative read");
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!tb.is_finished(), "b committed before the transaction it read from");
+        go.send(()).unwrap();
+        ta.join().unwrap().expect("a commits");
+        tb.join().unwrap().expect("b commits after a");
+    });
+    let mut w = db.worker().unwrap();
+    let now = txn(&mut w, |w| Ok((w.read(T, 1, val)?, w.read(T, 2, val)?)));
+    assert_eq!(now, (Some(100), Some(200)));
+}
+
+/// A preparing transaction that fails its validation takes down whoever read its versions,
+/// writer or declared read-only (`cascading-abort`), and its versions vanish.
+#[test]
+fn hekaton_cascades_an_abort_to_its_dependents() {
+    let db = db_of::<Hekaton>();
+    std::thread::scope(|s| {
+        let dbr = &db;
+        let (ta, go) = preparing(s, &db, move |a| {
+            assert_eq!(a.read(T, 3, val)?, Some(3));
+            set(a, 1, 100)?;
+            // Replaced before `a` draws its commit timestamp: `a`'s validation fails.
+            txn(&mut dbr.worker().unwrap(), |w| set(w, 3, 30));
+            Ok(())
+        });
+        let (tb, seen) = reading(s, &db, false, |b| {
+            let seen = b.read(T, 1, val).unwrap();
+            set(b, 2, 200).unwrap();
+            seen
+        });
+        assert_eq!(seen, Some(100), "a speculative read");
+        let (tr, seen) = reading(s, &db, true, |r| r.read(T, 1, val).unwrap());
+        assert_eq!(seen, Some(100), "a speculative read");
+        go.send(()).unwrap();
+        assert_eq!(ta.join().unwrap().unwrap_err().reason, AbortReason::ReadValidation);
+        assert_eq!(tb.join().unwrap().unwrap_err().reason, AbortReason::CascadingAbort);
+        assert_eq!(tr.join().unwrap().unwrap_err().reason, AbortReason::CascadingAbort);
+    });
+    let mut w = db.worker().unwrap();
+    let now = txn(&mut w, |w| Ok((w.read(T, 1, val)?, w.read(T, 2, val)?, w.read(T, 3, val)?)));
+    assert_eq!(now, (Some(1), Some(2), Some(30)));
 }
 
 #[test]

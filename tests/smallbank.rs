@@ -75,6 +75,21 @@ fn mocc_conserves_money() {
 }
 
 #[test]
+fn ermia_ssn_conserves_money() {
+    conserves::<txlab::protocols::ermia_ssn::ErmiaSsn>();
+}
+
+#[test]
+fn ermia_ssi_conserves_money() {
+    conserves::<txlab::protocols::ermia_ssi::ErmiaSsi>();
+}
+
+#[test]
+fn hekaton_conserves_money() {
+    conserves::<txlab::protocols::hekaton::Hekaton>();
+}
+
+#[test]
 fn nocc_is_caught_creating_or_destroying_money() {
     // Many transactions: nocc breaks the invariant only when two of them overlap on a row,
     // which on a loaded machine takes a while of both cores running workers.

@@ -362,6 +362,7 @@ alone_suite! {
     si => txlab::protocols::si::Si,
     ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
     ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
+    hekaton => txlab::protocols::hekaton::Hekaton,
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,
@@ -381,6 +382,7 @@ mod serializable {
     interfered_suite! {
         ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
         ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
+        hekaton => txlab::protocols::hekaton::Hekaton,
         two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
         silo => txlab::protocols::silo::Silo,

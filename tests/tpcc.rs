@@ -176,6 +176,21 @@ fn mocc_keeps_the_consistency_conditions() {
     contended::<txlab::protocols::mocc::Mocc>(5);
 }
 
+#[test]
+fn ermia_ssn_keeps_the_consistency_conditions() {
+    contended::<txlab::protocols::ermia_ssn::ErmiaSsn>(6);
+}
+
+#[test]
+fn ermia_ssi_keeps_the_consistency_conditions() {
+    contended::<txlab::protocols::ermia_ssi::ErmiaSsi>(7);
+}
+
+#[test]
+fn hekaton_keeps_the_consistency_conditions() {
+    contended::<txlab::protocols::hekaton::Hekaton>(8);
+}
+
 /// Changes one row of a loaded database with `f`, in a committed transaction.
 fn corrupt<P: Protocol>(db: &Database<P>, t: TableId, k: u64, f: impl FnOnce(&mut [u8])) {
     let mut w = db.worker().unwrap();

@@ -6,6 +6,7 @@
 pub mod common;
 pub mod ermia_ssi;
 pub mod ermia_ssn;
+pub mod hekaton;
 pub mod mocc;
 pub mod nocc;
 pub mod si;
@@ -54,11 +55,15 @@ pub enum ProtocolKind {
     #[value(name = "ermia-ssi")]
     #[serde(rename = "ermia-ssi")]
     ErmiaSsi,
+    /// Hekaton's optimistic multi-version concurrency control (serializable).
+    #[value(name = "hekaton")]
+    #[serde(rename = "hekaton")]
+    Hekaton,
 }
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 9] = [
+    pub const ALL: [ProtocolKind; 10] = [
         ProtocolKind::Nocc,
         ProtocolKind::TwoPlNoWait,
         ProtocolKind::TwoPlWaitDie,
@@ -68,6 +73,7 @@ impl ProtocolKind {
         ProtocolKind::Si,
         ProtocolKind::ErmiaSsn,
         ProtocolKind::ErmiaSsi,
+        ProtocolKind::Hekaton,
     ];
 
     /// The command-line name.
@@ -83,6 +89,7 @@ impl ProtocolKind {
             ProtocolKind::Si => si::Si::NAME,
             ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::NAME,
             ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::NAME,
+            ProtocolKind::Hekaton => hekaton::Hekaton::NAME,
         }
     }
 
@@ -99,6 +106,7 @@ impl ProtocolKind {
             ProtocolKind::Si => si::Si::DESCRIPTION,
             ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::DESCRIPTION,
             ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::DESCRIPTION,
+            ProtocolKind::Hekaton => hekaton::Hekaton::DESCRIPTION,
         }
     }
 
@@ -133,6 +141,7 @@ impl ProtocolKind {
             ProtocolKind::Si => si::Si::CAPS,
             ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::CAPS,
             ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::CAPS,
+            ProtocolKind::Hekaton => hekaton::Hekaton::CAPS,
         }
     }
 }
@@ -184,6 +193,10 @@ macro_rules! with_protocol {
             }
             $crate::protocols::ProtocolKind::ErmiaSsi => {
                 type $P = $crate::protocols::ermia_ssi::ErmiaSsi;
+                $body
+            }
+            $crate::protocols::ProtocolKind::Hekaton => {
+                type $P = $crate::protocols::hekaton::Hekaton;
                 $body
             }
         }

@@ -79,6 +79,10 @@ const SEQ_BITS: u32 = 48;
 /// the 14 bits between its sequence number and the `ABORTED` bit.
 pub const MAX_WORKERS: usize = 1 << 14;
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+/// The most workers a multi-version protocol without per-worker bitmaps takes, and why (its
+/// configuration error says both).
+pub const STAMPED_WORKERS: (usize, &str) =
+    (MAX_WORKERS, "a pending version's stamp names its writer's slot in 14 bits");
 
 const GC_LOCK: u64 = 1;
 const UNLINKED: u64 = 2;
@@ -451,6 +455,20 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
     /// them as absence.
     #[inline]
     pub fn visible<'a>(&self, rec: &'a MvRecord<V>, s: u64, own: u64) -> Option<&'a Version<V>> {
+        self.visible_as(rec, s, own, false)
+    }
+
+    /// [`MvShared::visible`], or with `speculative` Hekaton's speculative reads: a pending
+    /// version whose owner is committing at or below `s` is returned at once instead of
+    /// waited for (the reader takes a commit dependency on it, see `protocols::hekaton`).
+    #[inline]
+    pub fn visible_as<'a>(
+        &self,
+        rec: &'a MvRecord<V>,
+        s: u64,
+        own: u64,
+        speculative: bool,
+    ) -> Option<&'a Version<V>> {
         let mut v = rec.newest();
         let mut spin = super::SpinWait::default();
         while let Some(ver) = v {
@@ -468,6 +486,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
                 match self.txns.owner(st) {
                     Owner::Active => break,
                     Owner::Committing(c) if c > s => break,
+                    Owner::Committing(_) if speculative => return Some(ver),
                     // Its stamp is being stored (or it just was): look again, yielding the
                     // core if the owner was descheduled.
                     Owner::Committing(_) | Owner::Done => spin.spin(),
@@ -476,6 +495,66 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
             v = next_of(ver);
         }
         None
+    }
+
+    /// The commit timestamp `v` has, or will have if its owner is committing; `None` if it was
+    /// aborted (or its owner is still running).
+    pub fn commit_stamp(&self, v: &Version<V>) -> Option<u64> {
+        let mut spin = super::SpinWait::default();
+        loop {
+            let st = v.stamp.load(Ordering::Acquire);
+            if is_committed(st) {
+                return Some(st);
+            }
+            if st & PENDING == 0 {
+                return None;
+            }
+            match self.txns.owner(st) {
+                Owner::Active => return None,
+                Owner::Committing(c) => return Some(c),
+                // Stamped or aborted now: look again.
+                Owner::Done => spin.spin(),
+            }
+        }
+    }
+
+    /// Whether a transaction with snapshot `s`, commit timestamp `c` and pending stamp `own`
+    /// would see `rec` differently at `c` than at `s`: a version of it committed in `(s, c)`,
+    /// or is pending with an owner committing below `c` (waiting for owners that are stamping,
+    /// none can be waited on for long). Hekaton's repeated scans ask this of every row in a
+    /// scanned range.
+    pub fn changed_between(&self, rec: &MvRecord<V>, s: u64, c: u64, own: u64) -> bool {
+        let mut v = rec.newest();
+        let mut spin = super::SpinWait::default();
+        while let Some(ver) = v {
+            let st = ver.stamp.load(Ordering::Acquire);
+            if st == own {
+                // Installed over a version at or below `s` (first updater wins): nothing
+                // committed beneath it since.
+                return false;
+            }
+            if is_committed(st) {
+                if st <= s {
+                    return false;
+                }
+                if st < c {
+                    return true;
+                }
+            } else if st & PENDING != 0 {
+                match self.txns.owner(st) {
+                    Owner::Active => {}
+                    Owner::Committing(o) if o > c => {}
+                    // At or below `s` it was seen (speculatively), as a committed version is.
+                    Owner::Committing(o) => return o > s,
+                    Owner::Done => {
+                        spin.spin();
+                        continue;
+                    }
+                }
+            }
+            v = next_of(ver);
+        }
+        false
     }
 
     /// Prefetches the newest version of `rec` of `table`: its header line and the lines of the

@@ -69,7 +69,7 @@ use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::report::VersionReport;
 use crate::engine::{Capabilities, Database, Protocol, Setup, Worker};
 use crate::error::{Abort, AbortReason, Error};
-use crate::protocols::common::mv::{Install, MvCtx, MvRecord, MvShared, TOMBSTONE};
+use crate::protocols::common::mv::{is_pending, Install, MvCtx, MvRecord, MvShared, TOMBSTONE};
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::{apply_update, check_len, table, Scratch};
 use crate::storage::context::WorkerCtx;
@@ -116,6 +116,15 @@ pub trait Certifier: Sized + Send + 'static {
     const CAPS: Capabilities;
     /// The most workers the protocol takes, and why (its configuration error says both).
     const MAX_WORKERS: (usize, &'static str);
+    /// Whether a pending version whose owner is committing at or below the snapshot is read
+    /// at once rather than waited for (Hekaton's speculative reads: [`Certifier::read`] is
+    /// handed the pending version and takes a commit dependency on it).
+    const SPECULATIVE: bool = false;
+    /// Whether every range scanned and every key found absent is scanned again at pre-commit,
+    /// at the commit timestamp, before [`Certifier::certify`] (Hekaton's phantom check: a row
+    /// that changed between the snapshot and the commit timestamp aborts with
+    /// `phantom-validation`).
+    const RESCANS: bool = false;
 
     /// The certifier of the worker in slot `slot`.
     fn new(slot: usize) -> Self;
@@ -135,6 +144,12 @@ pub trait Certifier: Sized + Send + 'static {
     /// Whether a transaction that wrote nothing must still certify, with a commit timestamp.
     fn must_certify(&self) -> bool;
 
+    /// A transaction that wrote nothing and need not certify commits at its snapshot: waits
+    /// for what it depends on (Hekaton's commit dependencies), or aborts.
+    fn settle(&mut self, _mv: &MvCtx<'_, Self::Ext>) -> Result<(), Abort> {
+        Ok(())
+    }
+
     /// Pre-commit, with commit timestamp `c` drawn and announced: whether the transaction may
     /// commit. `absences` is what phantom tracking learnt (all zero without it).
     fn certify(
@@ -152,6 +167,9 @@ pub trait Certifier: Sized + Send + 'static {
     /// it published, and forgets it.
     fn aborted(&mut self, mv: &MvCtx<'_, Self::Ext>);
 }
+
+/// Index entries read per step of a repeated scan.
+const RESCAN_CHUNK: usize = 256;
 
 /// One write of the running transaction: its pending version, at the head of the row's chain.
 struct Write<V> {
@@ -184,6 +202,10 @@ pub struct MvWorker<'db, C: Certifier> {
     /// Phantom buckets observed absent and inserted into: (table, bucket word).
     observed: Vec<(TableId, u32)>,
     inserted: Vec<(TableId, u32)>,
+    /// Key ranges scanned and keys found absent, to scan again ([`Certifier::RESCANS`]).
+    ranges: Vec<(TableId, u64, u64)>,
+    /// Called with the commit timestamp once it is drawn (scripted tests).
+    prepared: Option<Box<dyn FnMut(u64) + Send + 'db>>,
     scratch: Scratch,
     active: bool,
     /// The running transaction was declared read-only.
@@ -208,6 +230,8 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
             writes: Vec::new(),
             observed: Vec::new(),
             inserted: Vec::new(),
+            ranges: Vec::new(),
+            prepared: None,
             scratch: Scratch::default(),
             active: false,
             read_only: false,
@@ -229,12 +253,67 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
         (!tbl.rows.get(rid).header.is_unlinked()).then_some(rid)
     }
 
-    /// Notes that `key`'s bucket of `tbl` was observed absent (phantom tracking).
+    /// Runs `f` with the commit timestamp whenever a transaction of this worker has drawn
+    /// it, before it certifies: a test stops the worker there to script an interleaving
+    /// (another worker then sees the transaction committing).
+    #[doc(hidden)]
+    pub fn on_prepared(&mut self, f: impl FnMut(u64) + Send + 'db) {
+        self.prepared = Some(Box::new(f));
+    }
+
+    /// Notes that `key` of `tbl` was observed absent (phantom tracking, rescans).
     #[inline(always)]
     fn observed_absent(&mut self, tbl: &Table<MvRecord<C::Ext>>, key: u64) {
         if C::PHANTOMS && !self.untracked {
             self.observed.push((tbl.id, tbl.buckets.slot_of(key) as u32));
         }
+        if C::RESCANS && !self.untracked {
+            self.ranges.push((tbl.id, key, key));
+        }
+    }
+
+    /// The version the snapshot sees of `rec` (see [`Certifier::SPECULATIVE`]).
+    #[inline(always)]
+    fn visible(&self, rec: &'db MvRecord<C::Ext>) -> Option<&'db Version<C::Ext>> {
+        self.mv.shared.visible_as(rec, self.mv.snapshot, self.mv.own(), C::SPECULATIVE)
+    }
+
+    /// Hekaton's repeated scans at commit timestamp `c` (see [`Certifier::RESCANS`]).
+    fn rescan(&mut self, c: u64) -> Result<(), Abort> {
+        let storage = self.ctx.storage;
+        let (s, own) = (self.mv.snapshot, self.mv.own());
+        let changed = |tbl: &Table<MvRecord<C::Ext>>, rid: RowId| {
+            let rec = tbl.rows.get(rid).header;
+            !rec.is_unlinked() && self.mv.shared.changed_between(rec, s, c, own)
+        };
+        let phantom = || Err(Abort::new(AbortReason::PhantomValidation));
+        let mut buf = std::mem::take(&mut self.ctx.scan_buf);
+        let mut result = Ok(());
+        'ranges: for &(t, lo, hi) in &self.ranges {
+            let tbl = storage.table(t);
+            if lo == hi {
+                if tbl.index.get(lo, &self.ctx.guard).is_some_and(|rid| changed(tbl, rid)) {
+                    result = phantom();
+                    break;
+                }
+                continue;
+            }
+            let mut from = lo;
+            loop {
+                // The range was scanned before, so the index can scan it.
+                tbl.index.scan(from, hi, RESCAN_CHUNK, &mut buf, &self.ctx.guard);
+                if buf.entries().any(|(_, rid)| changed(tbl, rid)) {
+                    result = phantom();
+                    break 'ranges;
+                }
+                match buf.entries().last() {
+                    Some((last, _)) if buf.len() == RESCAN_CHUNK && last < hi => from = last + 1,
+                    _ => break,
+                }
+            }
+        }
+        self.ctx.scan_buf = buf;
+        result
     }
 
     /// Hands a version read to the certifier and the history (not for own versions).
@@ -245,6 +324,13 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
             return Ok(());
         }
         if let Some(h) = &mut self.ctx.history {
+            // A speculative read names the version by the timestamp it will commit at (if its
+            // writer aborts, so does this transaction, and its history is dropped).
+            let st = if C::SPECULATIVE && is_pending(st) {
+                self.mv.shared.commit_stamp(v).unwrap_or(st)
+            } else {
+                st
+            };
             h.read(t.0, key, u128::from(st));
         }
         if self.untracked {
@@ -262,11 +348,9 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
         tbl: &'db Table<MvRecord<C::Ext>>,
         key: u64,
     ) -> Result<Option<(RowId, &'db Version<C::Ext>)>, Abort> {
-        let found = self.lookup(tbl, key).and_then(|rid| {
-            let v =
-                self.mv.shared.visible(tbl.rows.get(rid).header, self.mv.snapshot, self.mv.own());
-            v.map(|v| (rid, v))
-        });
+        let found = self
+            .lookup(tbl, key)
+            .and_then(|rid| self.visible(tbl.rows.get(rid).header).map(|v| (rid, v)));
         match found {
             None => {
                 if let Some(h) = &mut self.ctx.history {
@@ -396,6 +480,7 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
         self.writes.clear();
         self.observed.clear();
         self.inserted.clear();
+        self.ranges.clear();
         self.active = false;
         self.read_only = false;
         self.untracked = false;
@@ -565,7 +650,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
                 spin.spin();
                 continue;
             }
-            let seen = self.mv.shared.visible(rec, self.mv.snapshot, self.mv.own());
+            let seen = self.visible(rec);
             let own = seen.is_some_and(|v| v.stamp.load(Ordering::Relaxed) == self.mv.own());
             match seen {
                 None => self.observed_absent(tbl, key),
@@ -657,6 +742,10 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
             && !self.cert.must_certify()
         {
             // A read-only transaction with nothing to certify is serialized at its snapshot.
+            if let Err(a) = self.cert.settle(&self.mv) {
+                self.rollback();
+                return Err(a);
+            }
             if let Some(h) = &mut self.ctx.history {
                 h.serial_point_at(self.mv.snapshot);
                 h.committed();
@@ -666,8 +755,13 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
             return Ok(());
         }
         let c = self.mv.committing();
+        if let Some(f) = &mut self.prepared {
+            f(c);
+        }
         let certified = if C::PHANTOMS {
             self.certify_phantoms(c).and_then(|abs| self.cert.certify(&self.mv, c, abs))
+        } else if C::RESCANS {
+            self.rescan(c).and_then(|()| self.cert.certify(&self.mv, c, Absences::default()))
         } else {
             self.cert.certify(&self.mv, c, Absences::default())
         };
@@ -753,6 +847,13 @@ impl<'db, C: Certifier> ScanSteps<'db, MvRecord<C::Ext>> for MvWorker<'db, C> {
     }
 
     #[inline(always)]
+    fn covered(&mut self, t: TableId, lo: u64, hi: u64) {
+        if C::RESCANS && !self.untracked {
+            self.ranges.push((t, lo, hi));
+        }
+    }
+
+    #[inline(always)]
     fn entry(
         &mut self,
         tbl: &'db Table<MvRecord<C::Ext>>,
@@ -764,8 +865,7 @@ impl<'db, C: Certifier> ScanSteps<'db, MvRecord<C::Ext>> for MvWorker<'db, C> {
         if rec.is_unlinked() {
             return Ok(None);
         }
-        let own = self.mv.own();
-        let Some(v) = self.mv.shared.visible(rec, self.mv.snapshot, own) else { return Ok(None) };
+        let Some(v) = self.visible(rec) else { return Ok(None) };
         self.saw(t, key, v)?;
         if is_tombstone(v) {
             return Ok(None);

@@ -25,6 +25,10 @@ pub trait ScanSteps<'db, R: RecordHeader> {
     /// Protects the buckets of `batch` before its entries are read from the index.
     fn cover(&mut self, tbl: &'db Table<R>, t: TableId, batch: &Batch) -> Result<(), Abort>;
 
+    /// The scan read `[lo, hi]` of `t` to the end (the range the history records): a protocol
+    /// that checks its scans again at commit keeps it.
+    fn covered(&mut self, _t: TableId, _lo: u64, _hi: u64) {}
+
     /// Reads the entry `key` at `rid` as the transaction sees it: `Some(row)` when it is present
     /// for this transaction (the row is handed to the caller and counts toward the limit),
     /// `None` when it is absent for it.
@@ -86,6 +90,9 @@ pub fn scan<'db, R: RecordHeader, S: ScanSteps<'db, R>>(
         }
     };
     steps.ctx().end_scan(buf, result.is_ok(), t, lo, stop);
+    if result.is_ok() {
+        steps.covered(t, lo, stop);
+    }
     result
 }
 

@@ -119,28 +119,36 @@ pub fn committed_overwriter(txns: &TxnTable, word: &AtomicU64, own: u64, c: u64)
     }
 }
 
-/// The version fields of a tracking certifier (see the module docs).
-pub trait TrackedExt: VersionExt {
+/// A version field that names its overwriter (see the module docs): Hekaton's End field, and
+/// part of every tracking certifier's version.
+pub trait OverwrittenExt: VersionExt {
     /// The overwriter word.
     fn overwriter(&self) -> &AtomicU64;
+}
+
+/// The version fields of a tracking certifier (see the module docs).
+pub trait TrackedExt: OverwrittenExt {
     /// The largest commit timestamp of a committed reader (0: none).
     fn reader_stamp(&self) -> &AtomicU64;
     /// The workers whose running transaction read the version.
     fn readers(&self) -> &Readers;
 }
 
-/// A transaction's tracked versions: those it read while they had no committed overwriter (its
-/// bit is set in them) and the committed versions it overwrote (their overwriter word holds
-/// its pending stamp).
-pub struct Tracking<E> {
-    bit: ReaderBit,
-    reads: Vec<NonNull<Version<E>>>,
-    overwrites: Vec<NonNull<Version<E>>>,
+/// The committed versions a transaction overwrote: their overwriter word holds its pending
+/// stamp until it publishes its commit (or withdraws the mark at its abort).
+pub struct Overwrites<E> {
+    list: Vec<NonNull<Version<E>>>,
 }
 
 // SAFETY: the pointers name versions of the database the worker belongs to, used only on the
 // worker's thread under the epoch rules of `protocols::common::mv`.
-unsafe impl<E> Send for Tracking<E> {}
+unsafe impl<E> Send for Overwrites<E> {}
+
+impl<E> Default for Overwrites<E> {
+    fn default() -> Self {
+        Overwrites { list: Vec::new() }
+    }
+}
 
 #[inline(always)]
 fn version<'a, E>(p: NonNull<Version<E>>) -> &'a Version<E> {
@@ -149,10 +157,57 @@ fn version<'a, E>(p: NonNull<Version<E>>) -> &'a Version<E> {
     unsafe { p.as_ref() }
 }
 
+impl<E: OverwrittenExt> Overwrites<E> {
+    /// Marks `v` as overwritten by the transaction with pending stamp `own`.
+    #[inline]
+    pub fn overwrote(&mut self, v: &Version<E>, own: u64) {
+        // SeqCst: pairs with the readers' loads of the overwriter word.
+        v.ext.overwriter().store(own, Ordering::SeqCst);
+        self.list.push(NonNull::from(v));
+    }
+
+    /// The versions overwritten.
+    pub fn iter(&self) -> impl Iterator<Item = &Version<E>> + '_ {
+        self.list.iter().map(|&p| version(p))
+    }
+
+    /// Post-commit: every version overwritten gets what `publish` stores in its overwriter
+    /// word. Forgets them.
+    pub fn committed(&mut self, publish: impl Fn(&Version<E>)) {
+        for v in self.iter() {
+            publish(v);
+        }
+        self.list.clear();
+    }
+
+    /// The transaction with pending stamp `own` aborts: withdraws its marks (each version
+    /// overwritten is the newest committed one again, and only this transaction could have
+    /// marked it). Forgets them.
+    pub fn aborted(&mut self, own: u64) {
+        for v in self.iter() {
+            let _ =
+                v.ext.overwriter().compare_exchange(own, 0, Ordering::SeqCst, Ordering::Relaxed);
+        }
+        self.list.clear();
+    }
+}
+
+/// A transaction's tracked versions: those it read while they had no committed overwriter (its
+/// bit is set in them) and the committed versions it overwrote (their overwriter word holds
+/// its pending stamp).
+pub struct Tracking<E> {
+    bit: ReaderBit,
+    reads: Vec<NonNull<Version<E>>>,
+    overwrites: Overwrites<E>,
+}
+
+// SAFETY: as for `Overwrites`.
+unsafe impl<E> Send for Tracking<E> {}
+
 impl<E: TrackedExt> Tracking<E> {
     /// The tracking state of the worker in slot `slot` (below [`MAX_READERS`]).
     pub fn new(slot: usize) -> Self {
-        Tracking { bit: ReaderBit::new(slot), reads: Vec::new(), overwrites: Vec::new() }
+        Tracking { bit: ReaderBit::new(slot), reads: Vec::new(), overwrites: Overwrites::default() }
     }
 
     /// Tracks a read of `v`, which had no committed overwriter: sets the reader bit (a bit
@@ -167,9 +222,7 @@ impl<E: TrackedExt> Tracking<E> {
     /// Tracks an overwrite of `v` by the transaction with pending stamp `own`.
     #[inline]
     pub fn overwrote(&mut self, v: &Version<E>, own: u64) {
-        // SeqCst: pairs with the readers' loads of the overwriter word.
-        v.ext.overwriter().store(own, Ordering::SeqCst);
-        self.overwrites.push(NonNull::from(v));
+        self.overwrites.overwrote(v, own);
     }
 
     /// Whether a read is tracked (the transaction must certify with a commit timestamp).
@@ -185,7 +238,7 @@ impl<E: TrackedExt> Tracking<E> {
 
     /// The tracked overwrites.
     pub fn overwrites(&self) -> impl Iterator<Item = &Version<E>> + '_ {
-        self.overwrites.iter().map(|&p| version(p))
+        self.overwrites.iter()
     }
 
     /// The worker slots of `v`'s other readers, as its bitmap is now.
@@ -205,25 +258,17 @@ impl<E: TrackedExt> Tracking<E> {
             }
             v.ext.readers().clear(self.bit);
         }
-        for v in self.overwrites() {
-            publish(v);
-        }
         self.reads.clear();
-        self.overwrites.clear();
+        self.overwrites.committed(publish);
     }
 
     /// The transaction with pending stamp `own` aborts: clears its bits and its marks as
-    /// overwriter (each version overwritten is the newest committed one again, and only this
-    /// transaction could have marked it). Forgets the transaction.
+    /// overwriter. Forgets the transaction.
     pub fn aborted(&mut self, own: u64) {
         for v in self.reads() {
             v.ext.readers().clear(self.bit);
         }
-        for v in self.overwrites() {
-            let _ =
-                v.ext.overwriter().compare_exchange(own, 0, Ordering::SeqCst, Ordering::Relaxed);
-        }
         self.reads.clear();
-        self.overwrites.clear();
+        self.overwrites.aborted(own);
     }
 }

@@ -2,7 +2,7 @@
 //! stamps live in every version ([`SsiExt`]).
 
 use crate::protocols::common::mv::MvRecord;
-use crate::protocols::common::tracking::{Readers, TrackedExt};
+use crate::protocols::common::tracking::{OverwrittenExt, Readers, TrackedExt};
 use crate::storage::version::VersionExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -35,11 +35,14 @@ unsafe impl VersionExt for SsiExt {
     }
 }
 
-impl TrackedExt for SsiExt {
+impl OverwrittenExt for SsiExt {
     #[inline(always)]
     fn overwriter(&self) -> &AtomicU64 {
         &self.sstamp
     }
+}
+
+impl TrackedExt for SsiExt {
     #[inline(always)]
     fn reader_stamp(&self) -> &AtomicU64 {
         &self.rstamp

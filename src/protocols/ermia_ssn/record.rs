@@ -2,7 +2,7 @@
 //! stamps live in every version ([`SsnExt`]).
 
 use crate::protocols::common::mv::MvRecord;
-use crate::protocols::common::tracking::{Readers, TrackedExt};
+use crate::protocols::common::tracking::{OverwrittenExt, Readers, TrackedExt};
 use crate::storage::version::VersionExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,11 +29,14 @@ unsafe impl VersionExt for SsnExt {
     }
 }
 
-impl TrackedExt for SsnExt {
+impl OverwrittenExt for SsnExt {
     #[inline(always)]
     fn overwriter(&self) -> &AtomicU64 {
         &self.sstamp
     }
+}
+
+impl TrackedExt for SsnExt {
     #[inline(always)]
     fn reader_stamp(&self) -> &AtomicU64 {
         &self.pstamp

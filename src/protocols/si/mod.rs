@@ -32,7 +32,6 @@ pub use record::SiRecord;
 pub use worker::{SiCert, SiWorker};
 
 use crate::engine::{Capabilities, Isolation, Reads};
-use crate::protocols::common::mv::MAX_WORKERS;
 use crate::protocols::common::mvcc::MvProtocol;
 
 /// The SI protocol.
@@ -49,5 +48,3 @@ const CAPS: Capabilities = Capabilities {
     snapshot_reads: true,
     reads: Reads::Invisible,
 };
-const MOST_WORKERS: (usize, &str) =
-    (MAX_WORKERS, "a pending version's stamp names its writer's slot in 14 bits");

@@ -4,7 +4,7 @@
 
 use crate::engine::Capabilities;
 use crate::error::Abort;
-use crate::protocols::common::mv::MvCtx;
+use crate::protocols::common::mv::{MvCtx, STAMPED_WORKERS};
 use crate::protocols::common::mvcc::{Absences, Certifier, MvWorker};
 use crate::storage::version::Version;
 
@@ -19,7 +19,7 @@ impl Certifier for SiCert {
     const NAME: &'static str = super::NAME;
     const DESCRIPTION: &'static str = super::DESCRIPTION;
     const CAPS: Capabilities = super::CAPS;
-    const MAX_WORKERS: (usize, &'static str) = super::MOST_WORKERS;
+    const MAX_WORKERS: (usize, &'static str) = STAMPED_WORKERS;
 
     #[inline(always)]
     fn new(_: usize) -> Self {
