@@ -644,6 +644,8 @@ pub struct MvCtx<'db, V: VersionExt, T: Timestamps = Counter> {
     prune: VecDeque<(TableId, RowId, u64, u64)>,
     /// When the running transaction began (`MvShared::now_ns`).
     began_ns: u64,
+    /// The commit timestamp this worker drew last (0: none).
+    last_commit: u64,
     /// GC lag of the versions this worker cut: count, sum and largest (nanoseconds).
     lag: (u64, u64, u64),
     /// Versions taken off chains, waiting for two epoch grace periods: (table, version, epoch).
@@ -667,6 +669,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             pools: shared.stores.iter().map(|_| VersionPool::default()).collect(),
             prune: VecDeque::new(),
             began_ns: 0,
+            last_commit: 0,
             lag: (0, 0, 0),
             dead: VecDeque::new(),
             freed: 0,
@@ -705,6 +708,11 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
     fn begin_at(&mut self, storage: &Storage<MvRecord<V>>, read_only: bool) -> bool {
         let sh = self.shared;
         let t = &sh.txns.slots[self.slot];
+        // Refreshed before this worker publishes anything: a refresh after the first store
+        // below would find the old watermark there and keep it (a worker that runs only
+        // read-only transactions, alone, would never see the watermark move).
+        self.began_ns = sh.now_ns();
+        sh.maybe_refresh(self.began_ns);
         self.seq += 1;
         t.cstamp.store(0, Ordering::Relaxed);
         // Release: orders the `cstamp` reset before the new state (see `TxnTable::owner`).
@@ -713,16 +721,18 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         let w = sh.watermark();
         t.snapshot.store(w, Ordering::SeqCst);
         // SeqCst: after the watermark (pairs with `note_back_edge`, through the refresh that
-        // saw the noting transaction's slot idle).
-        let safe = read_only && sh.pin_watermark(w) && sh.back_edge.load(Ordering::SeqCst) <= w;
+        // saw the noting transaction's slot idle). The safe snapshot must also include this
+        // worker's own last commit: a worker reads its own writes.
+        let safe = read_only
+            && w >= self.last_commit
+            && sh.pin_watermark(w)
+            && sh.back_edge.load(Ordering::SeqCst) <= w;
         if safe {
             self.snapshot = w;
         } else {
             self.snapshot = sh.clock.snapshot();
             t.snapshot.store(self.snapshot, Ordering::Release);
         }
-        self.began_ns = sh.now_ns();
-        sh.maybe_refresh(self.began_ns);
         if !self.prune.is_empty() || !self.dead.is_empty() {
             self.collect(storage);
         }
@@ -737,6 +747,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         t.state.store((self.seq & SEQ_MASK) << 2 | COMMITTING, Ordering::SeqCst);
         let c = self.shared.clock.commit();
         t.cstamp.store(c, Ordering::SeqCst);
+        self.last_commit = c;
         c
     }
 

@@ -33,7 +33,12 @@
 //! set); a read-only transaction that finds one above the watermark runs as any other
 //! (tracked, certified, at the newest snapshot). It reads the watermark only once the
 //! watermark cannot pass it ([`MvCtx::begin_read_only`]). Its data is as old as the oldest
-//! running snapshot (Silo's read-only snapshots are similarly behind, by epochs).
+//! running snapshot (Silo's read-only snapshots are similarly behind, by epochs), but never
+//! older than the worker's own last commit: a watermark below it is not used (a worker reads
+//! its own writes, and a procedure that declares its reads from the latest data, as TPC-C's
+//! reconnaissance does, would otherwise retry until another worker's begin moved the
+//! watermark). The worker refreshes the watermark, when it is due, before it publishes
+//! anything, so its own published snapshot never holds the refresh back.
 //!
 //! ## Phantoms
 //!
