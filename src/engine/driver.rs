@@ -243,9 +243,10 @@ pub fn run_interactive<P: Protocol, W: Workload>(
         barrier.wait();
         let stall = lead(cfg, &shared, |event| {
             let Some(p) = &mut prefaulter else { return };
+            let beyond = |t, rows, budget| db.protocol().prefault(t, rows, budget);
             match event {
-                Lead::Tick => drop(p.step(db.storage())),
-                Lead::Reserve { scale } => drop(p.reserve(db.storage(), &start, scale)),
+                Lead::Tick => drop(p.step(db.storage(), beyond)),
+                Lead::Reserve { scale } => drop(p.reserve(db.storage(), &start, scale, beyond)),
             }
         });
         let mut stats = handles

@@ -193,6 +193,16 @@ pub trait Protocol: Send + Sync + Sized + 'static {
         None
     }
 
+    /// Faults in the memory the protocol keeps outside the slots for `rows` more rows of
+    /// `table` (a multi-version protocol's versions), spending at most `budget` bytes; returns
+    /// the bytes faulted in. The driver's prefaulter calls it beside the row store's own, so
+    /// that a protocol whose rows live outside the slots gets the same service (default:
+    /// nothing to fault).
+    fn prefault(&self, table: TableId, rows: u64, budget: usize) -> usize {
+        let _ = (table, rows, budget);
+        0
+    }
+
     /// Runs a workload with this protocol's thread model. The default runs interactive workers
     /// (one per thread, each executing whole transactions); a protocol with its own pipeline
     /// (BOHM) overrides it and still reports through [`WorkerStats`].

@@ -304,8 +304,14 @@ impl Prefaulter {
         Prefaulter { last, next: 0, faulted: 0 }
     }
 
-    /// One step (see the type's docs). Returns the bytes it faulted in.
-    pub fn step<R: RecordHeader>(&mut self, storage: &Storage<R>) -> usize {
+    /// One step (see the type's docs). `beyond(table, rows, budget)` faults in what the
+    /// protocol keeps outside the slots for `rows` more rows of `table`
+    /// (`Protocol::prefault`). Returns the bytes it faulted in.
+    pub fn step<R: RecordHeader>(
+        &mut self,
+        storage: &Storage<R>,
+        mut beyond: impl FnMut(TableId, u64, usize) -> usize,
+    ) -> usize {
         let n = storage.tables.len();
         let mut done = 0;
         for i in (0..n).map(|i| (self.next + i) % n) {
@@ -319,6 +325,9 @@ impl Prefaulter {
             let most = (Self::MAX_AHEAD / t.rows.slot_size()) as u64;
             let ahead = grew.saturating_mul(3).max(t.rows.slots_per_segment()).min(most);
             done += t.rows.prefault(now, ahead, Self::STEP_BUDGET - done);
+            if done < Self::STEP_BUDGET {
+                done += beyond(t.id, ahead, Self::STEP_BUDGET - done);
+            }
             // New rows bring new keys: the index's next memory, where it knows it.
             if done < Self::STEP_BUDGET {
                 done += t.index.prefault();
@@ -340,6 +349,7 @@ impl Prefaulter {
         storage: &Storage<R>,
         start: &[u64],
         scale: f64,
+        mut beyond: impl FnMut(TableId, u64, usize) -> usize,
     ) -> usize {
         let mut done = 0;
         for (t, &from) in storage.tables.iter().zip(start) {
@@ -350,6 +360,7 @@ impl Prefaulter {
             }
             let ahead = (grew as f64 * scale).ceil() as u64;
             done += t.rows.prefault(now, ahead, usize::MAX);
+            done += beyond(t.id, ahead, usize::MAX);
             done += t.index.prefault();
         }
         self.faulted += done;
@@ -543,6 +554,11 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
 
+    /// No memory outside the slots.
+    fn none(_: TableId, _: u64, _: usize) -> usize {
+        0
+    }
+
     /// A header nothing reads: these tests only allocate slots.
     struct Hdr {
         _word: AtomicU64,
@@ -561,12 +577,12 @@ mod tests {
             let rows = &storage.tables()[0].rows;
             let seg = 2usize << 20;
             let mut pf = Prefaulter::new(&storage);
-            assert_eq!(pf.step(&storage), 0, "nothing grew");
+            assert_eq!(pf.step(&storage, none), 0, "nothing grew");
             let mut cache = SlotCache::default();
             for _ in 0..100 * rows.slots_per_segment() {
                 rows.alloc(&mut cache).unwrap();
             }
-            let done = pf.step(&storage);
+            let done = pf.step(&storage, none);
             let leaves = if index == IndexKind::Dense { seg } else { 0 };
             assert!(done >= Prefaulter::STEP_BUDGET, "{index:?}: {done}");
             assert!(done < Prefaulter::STEP_BUDGET + seg + leaves, "{index:?}: {done}");
@@ -574,7 +590,7 @@ mod tests {
             let budget_segs = (Prefaulter::STEP_BUDGET / seg) as u64;
             let now = rows.allocated();
             assert_eq!(rows.prefault(now, budget_segs * rows.slots_per_segment(), usize::MAX), 0);
-            assert_eq!(pf.step(&storage), 0, "nothing grew since");
+            assert_eq!(pf.step(&storage, none), 0, "nothing grew since");
             assert_eq!(pf.faulted_bytes(), done);
         }
     }
@@ -597,7 +613,7 @@ mod tests {
             rows.alloc(&mut cache).unwrap();
         }
         // 10 segments grew; 4x that is 40 segments (160 MiB at 2 MiB each, over any step budget).
-        let done = pf.reserve(&storage, &start, 4.0);
+        let done = pf.reserve(&storage, &start, 4.0, none);
         assert_eq!(done, 40 * (2 << 20));
         let now = rows.allocated();
         assert_eq!(rows.prefault(now, 40 * per_seg, usize::MAX), 0, "all there already");

@@ -68,6 +68,10 @@ pub struct Version<V> {
 }
 
 const CHUNK_BYTES: usize = 2 << 20;
+fn chunk_layout() -> Layout {
+    Layout::from_size_align(CHUNK_BYTES, 64).expect("chunk layout")
+}
+
 /// Versions a pool takes from the store's spare list at once.
 const REFILL: usize = 256;
 
@@ -85,6 +89,8 @@ pub struct VersionStore<V> {
     bytes: usize,
     /// Every chunk, freed when the store drops.
     chunks: Mutex<Vec<usize>>,
+    /// Chunks faulted in ahead of need ([`VersionStore::prefault`]), taken before new ones.
+    ready: Mutex<Vec<usize>>,
     /// Versions given back by pools of departed workers.
     spare: Mutex<Vec<Ptr<V>>>,
     /// The chunk shared by threads without a pool (the loader): next free byte and its end.
@@ -112,6 +118,7 @@ impl<V: VersionExt> VersionStore<V> {
             words,
             bytes,
             chunks: Mutex::new(Vec::new()),
+            ready: Mutex::new(Vec::new()),
             spare: Mutex::new(Vec::new()),
             shared: Mutex::new((0, 0)),
             carved: AtomicU64::new(0),
@@ -129,12 +136,45 @@ impl<V: VersionExt> VersionStore<V> {
         self.carved.load(Ordering::Relaxed)
     }
 
-    /// A new chunk: its first byte and its end.
+    /// A new chunk: its first byte and its end. A chunk faulted in ahead is taken first.
     fn chunk(&self) -> (usize, usize) {
-        let layout = Layout::from_size_align(CHUNK_BYTES, 64).expect("chunk layout");
-        let p = memory::map(layout) as usize;
-        self.chunks.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+        let p = match self.ready.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            Some(p) => p,
+            None => self.map_chunk(),
+        };
         (p, p + CHUNK_BYTES)
+    }
+
+    /// Maps a chunk and records it for the drop.
+    fn map_chunk(&self) -> usize {
+        let p = memory::map(chunk_layout()) as usize;
+        self.chunks.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+        p
+    }
+
+    /// Faults chunks in until room for `versions` more versions lies ready beyond what pools
+    /// have taken, spending at most `budget` bytes (at least one chunk when any is missing);
+    /// returns the bytes faulted in. Something other than the workers calls it (the driver's
+    /// prefaulter, `storage::Prefaulter`), so that a worker that carves a new chunk takes no
+    /// page faults: the same service the row store's slots get.
+    pub fn prefault(&self, versions: u64, budget: usize) -> usize {
+        let want = versions.saturating_mul(self.bytes as u64).div_ceil(CHUNK_BYTES as u64);
+        let mut done = 0;
+        loop {
+            let have = self.ready.lock().unwrap_or_else(|e| e.into_inner()).len() as u64;
+            if have >= want || (done > 0 && done + CHUNK_BYTES > budget) {
+                return done;
+            }
+            let p = self.map_chunk();
+            memory::populate(p as *mut u8, CHUNK_BYTES);
+            self.ready.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+            done += CHUNK_BYTES;
+        }
+    }
+
+    /// Chunks faulted in and not yet taken.
+    pub fn ready_chunks(&self) -> usize {
+        self.ready.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// The payload of `v` as a row reference (the protocols' copy and log routines take one).
@@ -169,7 +209,7 @@ impl<V: VersionExt> VersionStore<V> {
 
 impl<V> Drop for VersionStore<V> {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(CHUNK_BYTES, 64).expect("chunk layout");
+        let layout = chunk_layout();
         for &p in self.chunks.get_mut().unwrap_or_else(|e| e.into_inner()).iter() {
             // SAFETY: each chunk was mapped by `chunk` with this layout and is unmapped once;
             // nothing refers to versions after their store drops (the database drops its
@@ -304,5 +344,24 @@ mod tests {
         assert!(got
             .iter()
             .all(|p| !seen.contains(p) || vs[..300].iter().any(|v| v.as_ptr() as usize == *p)));
+    }
+
+    /// Prefaulted chunks are kept ready up to what was asked, within the budget (at least one
+    /// chunk), and pools carve them before mapping new ones.
+    #[test]
+    fn prefaulted_chunks_are_carved_first() {
+        let store = VersionStore::<()>::new(1000);
+        let per_chunk = CHUNK_BYTES / store.version_bytes();
+        assert_eq!(store.prefault(0, usize::MAX), 0, "nothing asked for");
+        assert_eq!(store.prefault(3 * per_chunk as u64, 1), CHUNK_BYTES, "one chunk at least");
+        assert_eq!(store.prefault(3 * per_chunk as u64, usize::MAX), 2 * CHUNK_BYTES);
+        assert_eq!(store.ready_chunks(), 3);
+        assert_eq!(store.prefault(3 * per_chunk as u64, usize::MAX), 0, "ready already");
+        let mut pool = VersionPool::default();
+        let first = pool.alloc(&store);
+        let ready = store.ready.lock().unwrap().clone();
+        assert_eq!(ready.len(), 2, "the pool took a ready chunk");
+        assert_eq!(store.chunks.lock().unwrap().len(), 3, "and mapped none");
+        assert!(ready.iter().all(|&c| !(c..c + CHUNK_BYTES).contains(&(first.as_ptr() as usize))));
     }
 }

@@ -986,4 +986,10 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
     fn versions(&self, db: &Database<Self>) -> Option<VersionReport> {
         Some(self.mv.report(db.storage()))
     }
+
+    /// A version per row: a new row's first version comes from its table's store (updates
+    /// recycle versions through the workers' pools once the GC keeps up).
+    fn prefault(&self, table: TableId, rows: u64, budget: usize) -> usize {
+        self.mv.stores[table.index()].prefault(rows, budget)
+    }
 }
