@@ -65,11 +65,14 @@ pub enum AbortReason {
     /// A transaction this one read from speculatively (a version whose writer was committing:
     /// Hekaton's commit dependency) aborted, so this one aborts too.
     CascadingAbort,
+    /// The version this transaction's snapshot sees was collected by the aggressive GC
+    /// (`protocols::common::mv`): it is retried with a new snapshot that the GC then spares.
+    SnapshotTooOld,
 }
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 17] = [
+    pub const ALL: [AbortReason; 18] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
@@ -87,6 +90,7 @@ impl AbortReason {
         AbortReason::DangerousStructure,
         AbortReason::ReadOnlyWrite,
         AbortReason::CascadingAbort,
+        AbortReason::SnapshotTooOld,
     ];
     /// Number of reasons (the length of per-reason counter arrays).
     pub const COUNT: usize = Self::ALL.len();
@@ -111,6 +115,7 @@ impl AbortReason {
             AbortReason::DangerousStructure => "dangerous-structure",
             AbortReason::ReadOnlyWrite => "read-only-write",
             AbortReason::CascadingAbort => "cascading-abort",
+            AbortReason::SnapshotTooOld => "snapshot-too-old",
         }
     }
 
@@ -131,6 +136,7 @@ impl AbortReason {
                 | AbortReason::ExclusionWindow
                 | AbortReason::DangerousStructure
                 | AbortReason::CascadingAbort
+                | AbortReason::SnapshotTooOld
         )
     }
 

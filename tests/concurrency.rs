@@ -306,6 +306,7 @@ serializable_suite! {
     ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
     ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
     ermia_ssn_slow_gc => txlab::protocols::ermia_ssn::ErmiaSsn [("gc-interval-us", "100000")],
+    ermia_ssn_aggressive_gc => txlab::protocols::ermia_ssn::ErmiaSsn [("aggressive-gc-us", "20")],
     hekaton => txlab::protocols::hekaton::Hekaton,
     hekaton_slow_gc => txlab::protocols::hekaton::Hekaton [("gc-interval-us", "100000")],
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,

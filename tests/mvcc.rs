@@ -726,3 +726,89 @@ fn too_many_workers_for_a_pending_stamp_are_refused() {
          its writer's slot in 14 bits); this database was asked for 20000"
     );
 }
+
+/// AggressiveGC's age bound in these tests, and a sleep safely past it.
+const AGGRESSIVE_US: &str = "2000";
+const PAST_THE_BOUND: Duration = Duration::from_millis(5);
+
+/// `w` sets `k` to `v`, then lets the aggressive GC's clock samples pass the commit: a
+/// refresh samples the clock after it, the bound passes, and the next begin refreshes and
+/// prunes at the new mark (unless a protected snapshot holds it back).
+fn commit_and_age<W: Worker>(w: &mut W, k: u64, v: u64) {
+    txn(w, |w| set(w, k, v));
+    // A sample is taken at most every 1/32 of the bound (62.5 us).
+    std::thread::sleep(Duration::from_micros(200));
+    txn(w, |w| w.read(T, 9, val));
+    std::thread::sleep(PAST_THE_BOUND);
+    txn(w, |w| w.read(T, 9, val));
+}
+
+/// AggressiveGC collects a version a running snapshot needs; the reader aborts with
+/// `snapshot-too-old` instead of reading something else, only when its walk reaches the cut.
+/// Its retry is protected: the GC then spares its snapshot's versions until it commits, and
+/// only until then.
+fn aggressive_gc_aborts_a_too_old_reader_once<P: Protocol>() {
+    common::with_options(&[("aggressive-gc-us", AGGRESSIVE_US)], || {
+        let db = db_of::<P>();
+        let (mut r, mut w) = (db.worker().unwrap(), db.worker().unwrap());
+        r.begin();
+        assert_eq!(r.read(T, 1, val).unwrap(), Some(1));
+        commit_and_age(&mut w, 1, 100);
+        assert_eq!(r.read(T, 2, val).unwrap(), Some(2), "an unpruned row reads as before");
+        let e = r.read(T, 1, val).unwrap_err();
+        assert_eq!(e.reason, AbortReason::SnapshotTooOld);
+        assert_eq!(e.to_string(), "transaction aborted: snapshot-too-old");
+        r.abort();
+        // The retry is protected: versions its snapshot sees outlive the bound.
+        r.begin();
+        assert_eq!(r.read(T, 1, val).unwrap(), Some(100));
+        commit_and_age(&mut w, 1, 200);
+        commit_and_age(&mut w, 1, 300);
+        assert_eq!(r.read(T, 1, val).unwrap(), Some(100), "a protected snapshot was collected");
+        r.commit().unwrap();
+        // Committed: the next transaction is not protected any more.
+        r.begin();
+        assert_eq!(r.read(T, 1, val).unwrap(), Some(300));
+        commit_and_age(&mut w, 1, 400);
+        assert_eq!(r.read(T, 1, val).unwrap_err().reason, AbortReason::SnapshotTooOld);
+        r.abort();
+        // Without a running reader the chain is back to one version.
+        txn(&mut r, |r| r.read(T, 2, val));
+        commit_and_age(&mut w, 1, 500);
+        let v = db.protocol().versions(&db).unwrap();
+        assert_eq!((v.alive, v.longest_chain), (10, 1), "{v:?}");
+    });
+}
+
+#[test]
+fn si_aggressive_gc_aborts_a_too_old_reader_once() {
+    aggressive_gc_aborts_a_too_old_reader_once::<Si>();
+}
+
+#[test]
+fn ssn_aggressive_gc_aborts_a_too_old_reader_once() {
+    aggressive_gc_aborts_a_too_old_reader_once::<ErmiaSsn>();
+}
+
+#[test]
+fn ssi_aggressive_gc_aborts_a_too_old_reader_once() {
+    aggressive_gc_aborts_a_too_old_reader_once::<ErmiaSsi>();
+}
+
+#[test]
+fn hekaton_aggressive_gc_aborts_a_too_old_reader_once() {
+    aggressive_gc_aborts_a_too_old_reader_once::<Hekaton>();
+}
+
+/// Without AggressiveGC (the default) the same reader keeps its versions past any age.
+#[test]
+fn without_aggressive_gc_an_old_reader_keeps_its_versions() {
+    let db = db();
+    let (mut r, mut w) = (db.worker().unwrap(), db.worker().unwrap());
+    r.begin();
+    assert_eq!(r.read(T, 1, val).unwrap(), Some(1));
+    commit_and_age(&mut w, 1, 100);
+    commit_and_age(&mut w, 1, 200);
+    assert_eq!(r.read(T, 1, val).unwrap(), Some(1));
+    r.commit().unwrap();
+}

@@ -54,6 +54,36 @@
 //! whose row was deleted and reused prunes the new row's chain, which is as safe. A deleted row
 //! is unlinked (its index entry removed, its slot freed) once its tombstone is at or below the
 //! watermark, through `storage::reclaim` with [`unlink`] as the protocol's step.
+//!
+//! ## AggressiveGC
+//!
+//! One long transaction holds the watermark back, and with it every chain written since it
+//! began (CCBench §7.2, Fig. 14). CCBench §7.3 proposes collecting versions such a transaction
+//! might still read and aborting it if it does; nobody had built it. Here, with an age bound
+//! `A` ([`Gc::aggressive_us`], the protocols' `aggressive-gc-us` option), chains are pruned at
+//! the *pruning mark* instead of the watermark: the higher of the watermark and the clock's
+//! value `A` ago (sampled at refreshes, every `A/32`). So a transaction that began less than
+//! `A` ago never misses a version, and an older one may.
+//!
+//! * **Detection is exact.** The pruner flags the version it cuts after (`TRIMMED`, stored
+//!   before the cut is released). A reader whose walk ends at a flagged version without finding
+//!   one its snapshot sees gets [`TooOld`]; the protocol aborts with `snapshot-too-old` and the
+//!   driver retries with a fresh snapshot. Any other walk is unaffected: the versions a
+//!   snapshot sees are a prefix that pruning never shortens below the version it needs, unless
+//!   it cut that version off. It can be a false alarm: the cut versions may all be younger
+//!   than the snapshot, when the row did not exist at the snapshot (then the reader aborts
+//!   when it would have seen nothing).
+//! * **Starvation is bounded by one abort.** A retried `snapshot-too-old` victim is
+//!   *protected* ([`MvCtx::protect`]) until it commits: its slot's `protected` flag (stored
+//!   SeqCst before the snapshot is drawn) makes every refresh hold the pruning mark at or
+//!   below its snapshot. A refresh whose scan missed the flag read the clock before the
+//!   victim drew its snapshot (all SeqCst), so its sample is at or below that snapshot too.
+//!   Protected snapshots hold the aggressive GC back as any snapshot holds the normal one:
+//!   priority by age, as wait-die gives it (CCBench's suggestion).
+//! * **What stays conservative.** Deleted rows are unlinked at the watermark, not the mark:
+//!   after the unlink the key is simply absent, which no flag could tell a reader. The safe
+//!   snapshot of read-only transactions is used only while the watermark is at or above the
+//!   mark (and never when protected): otherwise it would be too old at once.
 
 use crate::storage::epoch::Epochs;
 use crate::storage::projection::{Columns, Projection};
@@ -69,6 +99,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// A version's flag: it records a deletion.
 pub const TOMBSTONE: u64 = 1;
+/// A version's flag: the GC cut the older versions off after it (see [`MvShared::visible`]).
+const TRIMMED: u64 = 2;
 /// The stamp of loaded rows: below every commit timestamp, seen by every snapshot.
 pub const LOADED: u64 = 1;
 /// The stamp of a version whose writer aborted.
@@ -214,6 +246,9 @@ struct TxnSlot {
     cstamp: AtomicU64,
     /// The snapshot in use, or `NO_SNAPSHOT`.
     snapshot: AtomicU64,
+    /// Whether the running transaction's snapshot holds the aggressive GC back (a retry of a
+    /// transaction that aborted with `snapshot-too-old`, see the module docs).
+    protected: AtomicBool,
 }
 
 /// What a reader learns about the owner of a pending version.
@@ -241,6 +276,7 @@ impl TxnTable {
                 state: AtomicU64::new(IDLE),
                 cstamp: AtomicU64::new(0),
                 snapshot: AtomicU64::new(NO_SNAPSHOT),
+                protected: AtomicBool::new(false),
             })
         };
         TxnTable { slots: (0..workers).map(|_| slot()).collect(), used: AtomicUsize::new(0) }
@@ -299,6 +335,12 @@ pub struct MvShared<V, T: Timestamps = Counter> {
     interval_ns: u64,
     /// GC lag of departed workers (see [`MvShared::report`]).
     lag: GcLag,
+    /// AggressiveGC's age bound in nanoseconds (0: off), its watermark, and the clock's
+    /// samples it is taken from: (when, clock), oldest first, touched only by the holder of
+    /// the `refreshing` flag (the lock is never contended).
+    aggressive_ns: u64,
+    prune_mark: CachePadded<AtomicU64>,
+    samples: std::sync::Mutex<VecDeque<(u64, u64)>>,
     /// The largest commit timestamp of a transaction that committed after one of its
     /// anti-dependency successors (see [`MvShared::note_back_edge`]).
     back_edge: CachePadded<AtomicU64>,
@@ -312,10 +354,22 @@ struct GcLag {
     max_ns: AtomicU64,
 }
 
+/// How the substrate collects garbage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gc {
+    /// Microseconds between refreshes of the watermark (CCBench's RapidGC interval).
+    pub interval_us: u64,
+    /// AggressiveGC's age bound in microseconds (see the module docs); 0 turns it off.
+    pub aggressive_us: u64,
+}
+
+/// A read found that the version its snapshot sees was collected by the aggressive GC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooOld;
+
 impl<V: VersionExt, T: Timestamps + Default> MvShared<V, T> {
-    /// The substrate for `tables`, at most `workers` workers, refreshing the watermark every
-    /// `gc_interval_us` microseconds.
-    pub fn new(tables: &[TableSpec], workers: usize, gc_interval_us: u64) -> Self {
+    /// The substrate for `tables`, at most `workers` workers, collecting garbage as `gc` says.
+    pub fn new(tables: &[TableSpec], workers: usize, gc: Gc) -> Self {
         MvShared {
             stores: tables.iter().map(|t| VersionStore::new(t.row_size)).collect(),
             txns: TxnTable::new(workers),
@@ -324,8 +378,11 @@ impl<V: VersionExt, T: Timestamps + Default> MvShared<V, T> {
             refreshed: CachePadded::new(AtomicU64::new(0)),
             refreshing: AtomicBool::new(false),
             origin: quanta::Instant::now(),
-            interval_ns: gc_interval_us * 1000,
+            interval_ns: gc.interval_us * 1000,
             lag: GcLag::default(),
+            aggressive_ns: gc.aggressive_us * 1000,
+            prune_mark: CachePadded::new(AtomicU64::new(LOADED)),
+            samples: std::sync::Mutex::new(VecDeque::new()),
             back_edge: CachePadded::new(AtomicU64::new(0)),
         }
     }
@@ -385,6 +442,18 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         self.watermark.load(Ordering::Acquire)
     }
 
+    /// The watermark the GC prunes chains at: the watermark, or with AggressiveGC the clock
+    /// as it was the age bound ago if that is higher, held back only by protected snapshots.
+    #[inline]
+    pub fn prune_mark(&self) -> u64 {
+        if self.aggressive_ns == 0 {
+            self.watermark()
+        } else {
+            // Acquire: pairs with `recompute`'s Release.
+            self.prune_mark.load(Ordering::Acquire)
+        }
+    }
+
     /// Nanoseconds since the substrate was made.
     #[inline(always)]
     fn now_ns(&self) -> u64 {
@@ -439,22 +508,60 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         }
     }
 
-    /// The watermark recomputed, by the holder of the `refreshing` flag.
+    /// The watermark (and AggressiveGC's) recomputed, by the holder of the `refreshing` flag.
     fn recompute(&self) {
         // SeqCst loads: see the module docs (the clock is read before the snapshots).
-        let mut m = self.clock.snapshot();
+        let clock = self.clock.snapshot();
+        let mut m = clock;
+        let mut protected = u64::MAX;
         let used = self.txns.used.load(Ordering::SeqCst);
         for s in &self.txns.slots[..used] {
-            m = m.min(s.snapshot.load(Ordering::SeqCst));
+            let snap = s.snapshot.load(Ordering::SeqCst);
+            m = m.min(snap);
+            if self.aggressive_ns != 0 && s.protected.load(Ordering::SeqCst) {
+                protected = protected.min(snap);
+            }
         }
         self.watermark.fetch_max(m, Ordering::Release);
+        if self.aggressive_ns != 0 {
+            // Timed after the clock was read: see `aged_clock`.
+            let aged = self.aged_clock(self.now_ns(), clock);
+            // Release: pairs with `prune_mark`'s Acquire.
+            self.prune_mark.fetch_max(m.max(aged.min(protected)), Ordering::Release);
+        }
+    }
+
+    /// Records `clock`, the clock's value read before `now` (so every snapshot of a
+    /// transaction that began after `now` is at or above it), and returns the newest sample
+    /// at least the age bound old (`LOADED` if there is none yet). A sample is kept every
+    /// 1/32 of the bound, so the answer is at most that much older than asked for.
+    fn aged_clock(&self, now: u64, clock: u64) -> u64 {
+        let mut q = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        if q.back().is_none_or(|&(t, _)| now >= t + self.aggressive_ns / 32) {
+            q.push_back((now, clock));
+        }
+        let Some(due) = now.checked_sub(self.aggressive_ns) else { return LOADED };
+        while q.len() > 1 && q[1].0 <= due {
+            q.pop_front();
+        }
+        match q.front() {
+            Some(&(t, c)) if t <= due => c,
+            _ => LOADED,
+        }
     }
 
     /// The version of `rec` a transaction with snapshot `s` sees (`own`: its pending stamp;
     /// its own pending version is seen), or `None`. Tombstones are returned: the caller reads
-    /// them as absence.
+    /// them as absence. [`TooOld`] if the chain ends, without a version `s` sees, at a version
+    /// whose older ones the GC cut off: only the aggressive GC cuts versions a snapshot in use
+    /// may see (the watermark is at or below every snapshot), so the answer is exact there.
     #[inline]
-    pub fn visible<'a>(&self, rec: &'a MvRecord<V>, s: u64, own: u64) -> Option<&'a Version<V>> {
+    pub fn visible<'a>(
+        &self,
+        rec: &'a MvRecord<V>,
+        s: u64,
+        own: u64,
+    ) -> Result<Option<&'a Version<V>>, TooOld> {
         self.visible_as(rec, s, own, false)
     }
 
@@ -468,17 +575,17 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         s: u64,
         own: u64,
         speculative: bool,
-    ) -> Option<&'a Version<V>> {
+    ) -> Result<Option<&'a Version<V>>, TooOld> {
         let mut v = rec.newest();
         let mut spin = super::SpinWait::default();
         while let Some(ver) = v {
             loop {
                 let st = ver.stamp.load(Ordering::Acquire);
                 if st <= s {
-                    return Some(ver);
+                    return Ok(Some(ver));
                 }
                 if st == own {
-                    return Some(ver);
+                    return Ok(Some(ver));
                 }
                 if st & PENDING == 0 {
                     break; // committed after the snapshot, or aborted
@@ -486,15 +593,20 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
                 match self.txns.owner(st) {
                     Owner::Active => break,
                     Owner::Committing(c) if c > s => break,
-                    Owner::Committing(_) if speculative => return Some(ver),
+                    Owner::Committing(_) if speculative => return Ok(Some(ver)),
                     // Its stamp is being stored (or it just was): look again, yielding the
                     // core if the owner was descheduled.
                     Owner::Committing(_) | Owner::Done => spin.spin(),
                 }
             }
             v = next_of(ver);
+            // Relaxed: `prune` flags the version before its Release store of the cut, which
+            // `next_of`'s Acquire load saw.
+            if v.is_none() && ver.flags.load(Ordering::Relaxed) & TRIMMED != 0 {
+                return Err(TooOld);
+            }
         }
-        None
+        Ok(None)
     }
 
     /// The commit timestamp `v` has, or will have if its owner is committing; `None` if it was
@@ -646,6 +758,8 @@ pub struct MvCtx<'db, V: VersionExt, T: Timestamps = Counter> {
     began_ns: u64,
     /// The commit timestamp this worker drew last (0: none).
     last_commit: u64,
+    /// Whether this worker's snapshots hold the aggressive GC back (as published in its slot).
+    protected: bool,
     /// GC lag of the versions this worker cut: count, sum and largest (nanoseconds).
     lag: (u64, u64, u64),
     /// Versions taken off chains, waiting for two epoch grace periods: (table, version, epoch).
@@ -670,6 +784,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             prune: VecDeque::new(),
             began_ns: 0,
             last_commit: 0,
+            protected: false,
             lag: (0, 0, 0),
             dead: VecDeque::new(),
             freed: 0,
@@ -695,10 +810,29 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         self.begin_at(storage, false);
     }
 
+    /// Makes this worker's next snapshots hold the aggressive GC back, or stop doing so: a
+    /// transaction that aborted with `snapshot-too-old` is retried protected, and cannot be
+    /// too old again (see the module docs). Call it between transactions.
+    #[inline]
+    pub fn protect(&mut self, on: bool) {
+        if on != self.protected {
+            self.protected = on;
+            // SeqCst: before the next snapshot is drawn (see the module docs).
+            self.shared.txns.slots[self.slot].protected.store(on, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether this worker's snapshots hold the aggressive GC back.
+    #[inline]
+    pub fn is_protected(&self) -> bool {
+        self.protected
+    }
+
     /// Starts a read-only transaction: at the GC watermark if no transaction committed after
     /// an anti-dependency successor above it (the safe-snapshot rule of
-    /// `protocols::common::mvcc`), else as [`MvCtx::begin`] does. Returns whether the snapshot
-    /// is the safe one.
+    /// `protocols::common::mvcc`) and, with AggressiveGC, the watermark is not below its
+    /// pruning mark and the worker is not protected; else as [`MvCtx::begin`] does. Returns
+    /// whether the snapshot is the safe one.
     #[inline]
     pub fn begin_read_only(&mut self, storage: &Storage<MvRecord<V>>) -> bool {
         self.begin_at(storage, true)
@@ -725,8 +859,10 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         // worker's own last commit: a worker reads its own writes.
         let safe = read_only
             && w >= self.last_commit
+            && !self.protected
             && sh.pin_watermark(w)
-            && sh.back_edge.load(Ordering::SeqCst) <= w;
+            && sh.back_edge.load(Ordering::SeqCst) <= w
+            && (sh.aggressive_ns == 0 || w >= sh.prune_mark());
         if safe {
             self.snapshot = w;
         } else {
@@ -873,10 +1009,10 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         self.prune.push_back((table, rid, stamp, self.began_ns));
     }
 
-    /// Prunes the rows the watermark has passed and frees the versions the epochs allow. The
+    /// Prunes the rows the pruning mark ([`MvShared::prune_mark`]) has passed and frees the versions the epochs allow. The
     /// worker is inside its storage epoch.
     pub fn collect(&mut self, storage: &Storage<MvRecord<V>>) {
-        let w = self.shared.watermark();
+        let w = self.shared.prune_mark();
         let mut budget = if self.prune.len() > GC_BACKLOG { usize::MAX } else { 64 };
         let mut epoch = None;
         while let Some(&(t, rid, c, written)) = self.prune.front() {
@@ -1018,7 +1154,12 @@ fn prune<V: VersionExt>(rec: &MvRecord<V>, w: u64) -> Option<NonNull<Version<V>>
     while let Some(ver) = v {
         let st = ver.stamp.load(Ordering::Acquire);
         if is_committed(st) && st <= w {
-            cut = NonNull::new(ver.next.swap(std::ptr::null_mut(), Ordering::AcqRel));
+            if !ver.next.load(Ordering::Relaxed).is_null() {
+                // Before the cut (Release below): a reader that finds the chain ending here
+                // knows it was cut (`MvShared::visible`).
+                ver.flags.fetch_or(TRIMMED, Ordering::Relaxed);
+                cut = NonNull::new(ver.next.swap(std::ptr::null_mut(), Ordering::AcqRel));
+            }
             break;
         }
         v = next_of(ver);

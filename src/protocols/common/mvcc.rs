@@ -74,7 +74,9 @@ use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::report::VersionReport;
 use crate::engine::{Capabilities, Database, Protocol, Setup, Worker};
 use crate::error::{Abort, AbortReason, Error};
-use crate::protocols::common::mv::{is_pending, Install, MvCtx, MvRecord, MvShared, TOMBSTONE};
+use crate::protocols::common::mv::{
+    is_pending, Gc, Install, MvCtx, MvRecord, MvShared, TooOld, TOMBSTONE,
+};
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::{apply_update, check_len, table, Scratch};
 use crate::storage::context::WorkerCtx;
@@ -217,6 +219,9 @@ pub struct MvWorker<'db, C: Certifier> {
     read_only: bool,
     /// It runs at a safe snapshot: nothing it reads is tracked or certified.
     untracked: bool,
+    /// The transaction aborted with `snapshot-too-old` and has not committed since: its
+    /// retries are protected from the aggressive GC (`MvCtx::protect`).
+    too_old: bool,
 }
 
 #[inline(always)]
@@ -241,6 +246,7 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
             active: false,
             read_only: false,
             untracked: false,
+            too_old: false,
         }
     }
 
@@ -277,10 +283,19 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
         }
     }
 
-    /// The version the snapshot sees of `rec` (see [`Certifier::SPECULATIVE`]).
+    /// The version the snapshot sees of `rec` (see [`Certifier::SPECULATIVE`]); a
+    /// `snapshot-too-old` abort if the aggressive GC collected it.
     #[inline(always)]
-    fn visible(&self, rec: &'db MvRecord<C::Ext>) -> Option<&'db Version<C::Ext>> {
-        self.mv.shared.visible_as(rec, self.mv.snapshot, self.mv.own(), C::SPECULATIVE)
+    fn visible(
+        &mut self,
+        rec: &'db MvRecord<C::Ext>,
+    ) -> Result<Option<&'db Version<C::Ext>>, Abort> {
+        self.mv.shared.visible_as(rec, self.mv.snapshot, self.mv.own(), C::SPECULATIVE).map_err(
+            |TooOld| {
+                self.too_old = true;
+                Abort::new(AbortReason::SnapshotTooOld)
+            },
+        )
     }
 
     /// Hekaton's repeated scans at commit timestamp `c` (see [`Certifier::RESCANS`]).
@@ -353,9 +368,10 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
         tbl: &'db Table<MvRecord<C::Ext>>,
         key: u64,
     ) -> Result<Option<(RowId, &'db Version<C::Ext>)>, Abort> {
-        let found = self
-            .lookup(tbl, key)
-            .and_then(|rid| self.visible(tbl.rows.get(rid).header).map(|v| (rid, v)));
+        let found = match self.lookup(tbl, key) {
+            Some(rid) => self.visible(tbl.rows.get(rid).header)?.map(|v| (rid, v)),
+            None => None,
+        };
         match found {
             None => {
                 if let Some(h) = &mut self.ctx.history {
@@ -459,6 +475,7 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
                 }
             })
         });
+        self.mv.protect(self.too_old);
         self.untracked = if read_only && C::SAFE_SNAPSHOTS {
             self.mv.begin_read_only(self.ctx.storage)
         } else {
@@ -655,7 +672,13 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
                 spin.spin();
                 continue;
             }
-            let seen = self.visible(rec);
+            let seen = match self.visible(rec) {
+                Ok(seen) => seen,
+                Err(a) => {
+                    self.mv.unused(t, nv);
+                    return Err(a);
+                }
+            };
             let own = seen.is_some_and(|v| v.stamp.load(Ordering::Relaxed) == self.mv.own());
             match seen {
                 None => self.observed_absent(tbl, key),
@@ -756,6 +779,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
                 h.committed();
             }
             self.cert.committed(&self.mv, self.mv.snapshot);
+            self.too_old = false;
             self.finish();
             return Ok(());
         }
@@ -763,13 +787,13 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
         if let Some(f) = &mut self.prepared {
             f(c);
         }
-        let certified = if C::PHANTOMS {
-            self.certify_phantoms(c).and_then(|abs| self.cert.certify(&self.mv, c, abs))
-        } else if C::RESCANS {
-            self.rescan(c).and_then(|()| self.cert.certify(&self.mv, c, Absences::default()))
-        } else {
-            self.cert.certify(&self.mv, c, Absences::default())
-        };
+        // The two phantom mechanisms are independent switches: a certifier may use both.
+        let rescanned = if C::RESCANS { self.rescan(c) } else { Ok(()) };
+        let certified = rescanned
+            .and_then(
+                |()| if C::PHANTOMS { self.certify_phantoms(c) } else { Ok(Absences::default()) },
+            )
+            .and_then(|abs| self.cert.certify(&self.mv, c, abs));
         if let Err(a) = certified {
             self.rollback();
             return Err(a);
@@ -819,6 +843,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
             h.serial_point_at(c);
             h.committed();
         }
+        self.too_old = false;
         self.finish();
         self.ctx.commit_returning();
         Ok(())
@@ -870,7 +895,7 @@ impl<'db, C: Certifier> ScanSteps<'db, MvRecord<C::Ext>> for MvWorker<'db, C> {
         if rec.is_unlinked() {
             return Ok(None);
         }
-        let Some(v) = self.visible(rec) else { return Ok(None) };
+        let Some(v) = self.visible(rec)? else { return Ok(None) };
         self.saw(t, key, v)?;
         if is_tombstone(v) {
             return Ok(None);
@@ -895,25 +920,38 @@ pub struct MvProtocol<C: Certifier> {
 pub struct MvOptions {
     /// Microseconds between refreshes of the GC watermark.
     pub gc_interval_us: u64,
+    /// AggressiveGC's age bound in microseconds, 0 for off (see `protocols::common::mv`).
+    pub aggressive_gc_us: u64,
 }
 
 impl Default for MvOptions {
     fn default() -> Self {
-        MvOptions { gc_interval_us: 10 }
+        MvOptions { gc_interval_us: 10, aggressive_gc_us: 0 }
     }
 }
 
 impl ProtocolOptions for MvOptions {
-    const SPECS: &'static [OptionSpec] = &[OptionSpec {
-        name: "gc-interval-us",
-        values: "1 to 1000000",
-        default: "10",
-        help: "microseconds between refreshes of the GC watermark (CCBench's RapidGC interval)",
-    }];
+    const SPECS: &'static [OptionSpec] = &[
+        OptionSpec {
+            name: "gc-interval-us",
+            values: "1 to 1000000",
+            default: "10",
+            help: "microseconds between refreshes of the GC watermark (CCBench's RapidGC interval)",
+        },
+        OptionSpec {
+            name: "aggressive-gc-us",
+            values: "0 to 100000000",
+            default: "0",
+            help: "AggressiveGC (CCBench §7.3): versions older than this many microseconds are \
+                   collected even if a running transaction may need them, which then aborts \
+                   with snapshot-too-old and is retried protected; 0 is off",
+        },
+    ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         match name {
             "gc-interval-us" => self.gc_interval_us = number(name, value, 1, 1_000_000)?,
+            "aggressive-gc-us" => self.aggressive_gc_us = number(name, value, 0, 100_000_000)?,
             _ => return Err(format!("--opt {name}: not an option of this protocol")),
         }
         Ok(())
@@ -945,7 +983,9 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
                 setup.max_workers
             )));
         }
-        let mv = MvShared::new(setup.tables, setup.max_workers, options.gc_interval_us);
+        let gc =
+            Gc { interval_us: options.gc_interval_us, aggressive_us: options.aggressive_gc_us };
+        let mv = MvShared::new(setup.tables, setup.max_workers, gc);
         Ok(MvProtocol { options, mv, _c: PhantomData })
     }
 

@@ -19,7 +19,9 @@
 //! phantom protection (snapshot isolation needs none: a scan sees its snapshot).
 //!
 //! **Options**: `gc-interval-us`, how often the GC watermark is refreshed (CCBench's RapidGC
-//! interval; its default, 10 µs). The protocol is `protocols::common::mvcc`'s `MvProtocol` with
+//! interval; its default, 10 µs), and `aggressive-gc-us`, CCBench's AggressiveGC (versions older
+//! than the bound are collected even if a running snapshot may need them; see
+//! `protocols::common::mv`; 0, the default, is off). The protocol is `protocols::common::mvcc`'s `MvProtocol` with
 //! [`SiCert`].
 //!
 //! **Record**: [`SiRecord`], the substrate's one head word; versions carry no fields of SI's
