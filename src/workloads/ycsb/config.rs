@@ -49,6 +49,18 @@ pub enum Distribution {
     Latest,
 }
 
+/// Where worker 0's long transaction spends its delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DelayAt {
+    /// At the end of the read phase, after every operation (CCBench §7.2): the transaction
+    /// holds its snapshot and its writes long, and reads while young.
+    End,
+    /// Before the first operation: every read is at a snapshot as old as the delay (what a
+    /// multi-version protocol's AggressiveGC makes fail with `snapshot-too-old`).
+    Start,
+}
+
 /// Command-line form of the YCSB parameters: every field optional, so a preset can fill in what
 /// the user did not set.
 #[derive(Clone, Debug, Default, clap::Args, Serialize)]
@@ -94,6 +106,9 @@ pub struct YcsbArgs {
     /// transaction's read phase (CCBench §7.2), 0 to 60000000 [default: 0]
     #[arg(long)]
     pub long_txn_delay_us: Option<u64>,
+    /// Where the long transaction's delay goes [default: end]
+    #[arg(long, value_enum)]
+    pub long_txn_delay_at: Option<DelayAt>,
     /// Do not prefetch each transaction's records before running its operations (prefetching
     /// overlaps the cache misses of independent operations; it is the same for every protocol)
     #[arg(long)]
@@ -117,6 +132,7 @@ impl YcsbArgs {
             (self.distribution.is_some(), "distribution"),
             (self.index.is_some(), "index"),
             (self.long_txn_delay_us.is_some(), "long-txn-delay-us"),
+            (self.long_txn_delay_at.is_some(), "long-txn-delay-at"),
             (self.no_prefetch, "no-prefetch"),
         ]
         .into_iter()
@@ -153,6 +169,8 @@ pub struct YcsbConfig {
     pub index: IndexKind,
     /// Long-transaction delay in µs for worker 0.
     pub long_txn_delay_us: u64,
+    /// Where the delay goes.
+    pub long_txn_delay_at: DelayAt,
     /// Prefetch each transaction's records before running it.
     pub prefetch: bool,
 }
@@ -218,6 +236,13 @@ impl YcsbArgs {
                     .into(),
             ));
         }
+        let long_txn_delay_us =
+            range("long-txn-delay-us", self.long_txn_delay_us.unwrap_or(0), 0, 60_000_000, " us")?;
+        if self.long_txn_delay_at.is_some() && long_txn_delay_us == 0 {
+            return Err(Error::Config(
+                "--long-txn-delay-at needs a --long-txn-delay-us above 0".into(),
+            ));
+        }
         Ok(YcsbConfig {
             preset: self.preset,
             records,
@@ -231,13 +256,8 @@ impl YcsbArgs {
             max_scan,
             distribution: self.distribution.or(p.map(|p| p.4)).unwrap_or(Distribution::Zipfian),
             index,
-            long_txn_delay_us: range(
-                "long-txn-delay-us",
-                self.long_txn_delay_us.unwrap_or(0),
-                0,
-                60_000_000,
-                " us",
-            )?,
+            long_txn_delay_us,
+            long_txn_delay_at: self.long_txn_delay_at.unwrap_or(DelayAt::End),
             prefetch: !self.no_prefetch,
         })
     }
@@ -277,7 +297,11 @@ impl YcsbConfig {
             s += ", no prefetch";
         }
         if self.long_txn_delay_us > 0 {
-            s += &format!(", long txn delay {} us on worker 0", self.long_txn_delay_us);
+            let at = match self.long_txn_delay_at {
+                DelayAt::End => "end of its read phase",
+                DelayAt::Start => "start",
+            };
+            s += &format!(", long txn delay {} us at the {at} on worker 0", self.long_txn_delay_us);
         }
         s
     }

@@ -6,14 +6,15 @@
 //! proportions. Keys follow Zipf(θ) with key 0 hottest (CCBench's generator, Gray et al.), uniform,
 //! or "latest" (Zipf over recency, for YCSB-D). Inserted keys come from a shared counter starting
 //! at `records`. With `--long-txn-delay-us`, worker 0 spins at the end of every read phase
-//! (CCBench §7.2).
+//! (CCBench §7.2), or with `--long-txn-delay-at start` before its first operation, so that it
+//! reads at an old snapshot.
 //!
 //! Every transaction declares its access set (exact keys; scans declare their range) and has a
 //! one-piece template, so BOHM- and IC3-style protocols can run it.
 
 mod config;
 
-pub use config::{Distribution, Preset, YcsbArgs, YcsbConfig};
+pub use config::{DelayAt, Distribution, Preset, YcsbArgs, YcsbConfig};
 
 use super::zipf::Zipf;
 use crate::engine::loader::parallel_load;
@@ -128,6 +129,7 @@ impl Workload for Ycsb {
                 } else {
                     Duration::ZERO
                 },
+                delay_at: c.long_txn_delay_at,
                 prefetch: c.prefetch,
                 read_only: true,
             },
@@ -180,6 +182,8 @@ pub struct YcsbTxn {
     pub value: Vec<u8>,
     /// Read-phase extension (long transactions).
     pub delay: Duration,
+    /// Where the delay goes.
+    pub delay_at: DelayAt,
     /// Prefetch every point access before running the operations.
     pub prefetch: bool,
     /// Every operation reads (reads and scans only): the transaction declares itself
@@ -210,6 +214,9 @@ impl Procedure for YcsbTxn {
 
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         tx.piece(0, |tx| {
+            if self.delay_at == DelayAt::Start {
+                spin(self.delay);
+            }
             if self.prefetch {
                 // In batches, so that a protocol can overlap each stage of the lookups (a
                 // multi-version one fetches the versions the records point to in a second pass).
@@ -252,11 +259,8 @@ impl Procedure for YcsbTxn {
                     }
                 }
             }
-            if !self.delay.is_zero() {
-                let t = Instant::now();
-                while t.elapsed() < self.delay {
-                    std::hint::spin_loop();
-                }
+            if self.delay_at == DelayAt::End {
+                spin(self.delay);
             }
             std::hint::black_box(sink);
             Ok(())
@@ -322,6 +326,17 @@ impl Generator for YcsbGen {
     }
 }
 
+/// Spins for `d` (the long transaction's delay: a busy transaction, not a sleeping one).
+#[inline]
+fn spin(d: Duration) {
+    if !d.is_zero() {
+        let t = Instant::now();
+        while t.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,6 +373,10 @@ mod tests {
         assert_eq!(e(|a| a.payload = Some(0)), "--payload 0 is out of range (1 to 1048576 bytes)");
         assert_eq!(e(|a| a.read_ratio = Some(-0.1)), "--read-ratio -0.1 is out of range (0 to 1)");
         assert_eq!(e(|a| a.records = Some(0)), "--records 0 is out of range (1 to 1099511627776)");
+        assert_eq!(
+            e(|a| a.long_txn_delay_at = Some(DelayAt::Start)),
+            "--long-txn-delay-at needs a --long-txn-delay-us above 0"
+        );
         assert!(e(|a| {
             a.scan_ratio = Some(0.5);
             a.index = Some(crate::storage::index::IndexKind::Hash);
