@@ -727,6 +727,35 @@ pub fn prefetched_key_reinserted_after_unlink_reads_present<P: Protocol>() {
     }
 }
 
+/// A worker dropped with its transaction open rolls it back: its writes vanish and nothing it
+/// held (locks, pending versions) blocks the next transaction on the same keys.
+pub fn a_dropped_worker_rolls_back<P: Protocol>() {
+    let db = db::<P>();
+    let mut w = db.worker().unwrap();
+    txn(&mut w, |w| {
+        assert!(w.insert(T, 1, &row(1))?);
+        w.insert(T, 2, &row(2))
+    });
+    let mut a = db.worker().unwrap();
+    a.begin();
+    assert_eq!(a.read_for_update(T, 1, val).unwrap(), Some(1));
+    assert!(a.write(T, 1, &row(100)).unwrap());
+    assert!(a.delete(T, 2).unwrap());
+    assert!(a.insert(T, 3, &row(3)).unwrap());
+    drop(a);
+    txn(&mut w, |w| {
+        assert_eq!(w.read(T, 1, val)?, Some(1));
+        assert_eq!(w.read(T, 2, val)?, Some(2));
+        assert_eq!(w.read(T, 3, val)?, None);
+        assert!(w.write(T, 1, &row(10))?);
+        assert!(w.delete(T, 2)?);
+        w.insert(T, 3, &row(30))
+    });
+    assert_eq!(get(&mut w, T, 1), Some(10));
+    assert_eq!(get(&mut w, T, 2), None);
+    assert_eq!(get(&mut w, T, 3), Some(30));
+}
+
 /// Workers that delete rows and go away leave their queued rows and free slots to the workers
 /// that stay: 30 short-lived workers each insert and delete 40 rows of a 300-row table, so the
 /// table fills up unless departed workers' rows are reclaimed and their slots reused.
@@ -780,6 +809,7 @@ macro_rules! protocol_suite {
             #[test] fn deleted_rows_are_reclaimed_and_slots_reused() { crate::common::with_options(OPTS, || super::deleted_rows_are_reclaimed_and_slots_reused::<P>()) }
             #[test] fn a_row_retired_twice_is_freed_once() { crate::common::with_options(OPTS, || super::a_row_retired_twice_is_freed_once::<P>()) }
             #[test] fn prefetched_key_reinserted_after_unlink_reads_present() { crate::common::with_options(OPTS, || super::prefetched_key_reinserted_after_unlink_reads_present::<P>()) }
+            #[test] fn a_dropped_worker_rolls_back() { crate::common::with_options(OPTS, || super::a_dropped_worker_rolls_back::<P>()) }
             #[test] fn departed_workers_rows_are_reclaimed() { crate::common::with_options(OPTS, || super::departed_workers_rows_are_reclaimed::<P>()) }
         }
     )*};

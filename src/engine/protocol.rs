@@ -370,6 +370,7 @@ pub trait Worker {
     /// Tries to commit. On `Err` the transaction has been rolled back.
     fn commit(&mut self) -> Result<(), Abort>;
 
-    /// Rolls back the open transaction (a no-op if none is open).
+    /// Rolls back the open transaction (a no-op if none is open). Dropping a worker does it
+    /// too: every protocol's worker rolls back an open transaction when it drops.
     fn abort(&mut self);
 }

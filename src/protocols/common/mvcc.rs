@@ -527,6 +527,14 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
     }
 }
 
+/// A worker dropped with a transaction open (a panic in a procedure, or a caller that neither
+/// commits nor aborts) rolls it back: what it holds would otherwise block others for good.
+impl<C: Certifier> Drop for MvWorker<'_, C> {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
 impl<C: Certifier> Worker for MvWorker<'_, C> {
     fn begin(&mut self) {
         self.start(false);

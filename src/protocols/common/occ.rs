@@ -971,6 +971,14 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
     }
 }
 
+/// A worker dropped with a transaction open (a panic in a procedure, or a caller that neither
+/// commits nor aborts) rolls it back: what it holds would otherwise block others for good.
+impl<P: OccProtocol> Drop for OccWorker<'_, P> {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
 impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
     fn begin(&mut self) {
         self.ctx.enter(unlink::<P::Record>);

@@ -64,6 +64,14 @@ impl<'db> NoccWorker<'db> {
     }
 }
 
+/// A worker dropped with a transaction open (a panic in a procedure, or a caller that neither
+/// commits nor aborts) rolls it back: what it holds would otherwise block others for good.
+impl Drop for NoccWorker<'_> {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
 impl Worker for NoccWorker<'_> {
     fn begin(&mut self) {
         let logs = self.ctx.log.is_some();

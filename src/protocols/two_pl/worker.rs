@@ -228,6 +228,14 @@ impl<'db, L: LockPolicy> TwoPlWorker<'db, L> {
     }
 }
 
+/// A worker dropped with a transaction open (a panic in a procedure, or a caller that neither
+/// commits nor aborts) rolls it back: what it holds would otherwise block others for good.
+impl<L: LockPolicy> Drop for TwoPlWorker<'_, L> {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
 impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     fn begin(&mut self) {
         // A retry (the last attempt was aborted) keeps its age; anything else is a new
