@@ -812,3 +812,40 @@ fn without_aggressive_gc_an_old_reader_keeps_its_versions() {
     assert_eq!(r.read(T, 1, val).unwrap(), Some(1));
     r.commit().unwrap();
 }
+
+/// A worker that leaves hands its GC queues over: the rows it wrote while a reader held the
+/// watermark back are pruned by whoever runs next, and the versions it had cut are freed.
+#[test]
+fn a_departed_workers_garbage_is_collected_by_the_others() {
+    let db = db();
+    let versions = || db.protocol().versions(&db).expect("si keeps versions");
+    let mut r = db.worker().unwrap();
+    r.begin();
+    assert_eq!(r.read(T, 1, val).unwrap(), Some(1));
+    {
+        let mut w = db.worker().unwrap();
+        for i in 0..5 {
+            txn(&mut w, |w| set(w, 1, 100 + i));
+        }
+    }
+    assert_eq!(versions().longest_chain, 6, "the reader holds row 1's versions");
+    r.commit().unwrap();
+    // Longer than the GC interval: r's next begin refreshes the watermark, adopts the departed
+    // worker's queue and prunes row 1.
+    std::thread::sleep(Duration::from_millis(1));
+    txn(&mut r, |r| r.read(T, 2, val));
+    let v = versions();
+    assert_eq!((v.alive, v.longest_chain), (10, 1), "{v:?}");
+    let freed_before = db.protocol().substrate().carved_versions();
+    // The cut versions are reused once their grace periods pass: more updates carve no more.
+    let epochs = db.storage().epochs();
+    let (start, e) = (std::time::Instant::now(), epochs.global());
+    while epochs.global() < e + 3 {
+        assert!(start.elapsed() < LIVENESS, "the epoch never advanced (deadlock detector)");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for i in 0..5 {
+        txn(&mut r, |r| set(r, 3, i));
+    }
+    assert_eq!(db.protocol().substrate().carved_versions(), freed_before, "nothing was reused");
+}

@@ -53,7 +53,8 @@
 //! versions, so an entry whose versions another worker already cut finds nothing to do, and one
 //! whose row was deleted and reused prunes the new row's chain, which is as safe. A deleted row
 //! is unlinked (its index entry removed, its slot freed) once its tombstone is at or below the
-//! watermark, through `storage::reclaim` with [`unlink`] as the protocol's step.
+//! watermark, through `storage::reclaim` with [`unlink`] as the protocol's step. A worker that
+//! leaves hands both queues to the substrate, and the next worker that begins adopts them.
 //!
 //! ## AggressiveGC
 //!
@@ -335,6 +336,10 @@ pub struct MvShared<V, T: Timestamps = Counter> {
     interval_ns: u64,
     /// GC lag of departed workers (see [`MvShared::report`]).
     lag: GcLag,
+    /// The GC queues departed workers left behind, adopted by the next worker that collects
+    /// (`orphaned` says there are some without taking the lock).
+    orphans: std::sync::Mutex<Orphans<V>>,
+    orphaned: AtomicBool,
     /// AggressiveGC's age bound in nanoseconds (0: off), its watermark, and the clock's
     /// samples it is taken from: (when, clock), oldest first, touched only by the holder of
     /// the `refreshing` flag (the lock is never contended).
@@ -345,6 +350,18 @@ pub struct MvShared<V, T: Timestamps = Counter> {
     /// anti-dependency successors (see [`MvShared::note_back_edge`]).
     back_edge: CachePadded<AtomicU64>,
 }
+
+/// A departed worker's GC queues (see [`MvCtx::release`]).
+struct Orphans<V> {
+    prune: Vec<(TableId, RowId, u64, u64)>,
+    dead: Vec<(TableId, Ptr<V>, u64)>,
+}
+
+/// A version pointer handed between workers (orphaned GC queues).
+struct Ptr<V>(NonNull<Version<V>>);
+// SAFETY: versions are made of atomics and a `VersionExt` (Send + Sync); an orphaned dead
+// version is owned by whichever queue holds it, and freed once, after its grace periods.
+unsafe impl<V> Send for Ptr<V> {}
 
 /// GC lag sums: versions cut, their summed and largest lag in nanoseconds.
 #[derive(Default)]
@@ -380,6 +397,8 @@ impl<V: VersionExt, T: Timestamps + Default> MvShared<V, T> {
             origin: quanta::Instant::now(),
             interval_ns: gc.interval_us * 1000,
             lag: GcLag::default(),
+            orphans: std::sync::Mutex::new(Orphans { prune: Vec::new(), dead: Vec::new() }),
+            orphaned: AtomicBool::new(false),
             aggressive_ns: gc.aggressive_us * 1000,
             prune_mark: CachePadded::new(AtomicU64::new(LOADED)),
             samples: std::sync::Mutex::new(VecDeque::new()),
@@ -869,7 +888,8 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             self.snapshot = sh.clock.snapshot();
             t.snapshot.store(self.snapshot, Ordering::Release);
         }
-        if !self.prune.is_empty() || !self.dead.is_empty() {
+        // Relaxed `orphaned`: a hint (see `collect`).
+        if !self.prune.is_empty() || !self.dead.is_empty() || sh.orphaned.load(Ordering::Relaxed) {
             self.collect(storage);
         }
         safe
@@ -1012,6 +1032,10 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
     /// Prunes the rows the pruning mark ([`MvShared::prune_mark`]) has passed and frees the versions the epochs allow. The
     /// worker is inside its storage epoch.
     pub fn collect(&mut self, storage: &Storage<MvRecord<V>>) {
+        // Relaxed: a hint; the lock orders the queues' contents.
+        if self.shared.orphaned.load(Ordering::Relaxed) {
+            self.adopt();
+        }
         let w = self.shared.prune_mark();
         let mut budget = if self.prune.len() > GC_BACKLOG { usize::MAX } else { 64 };
         let mut epoch = None;
@@ -1039,6 +1063,16 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             self.pools[t.index()].free(v);
             self.freed += 1;
         }
+    }
+
+    /// Takes over the GC queues departed workers left (their entries wait behind this
+    /// worker's, which can only delay them).
+    #[cold]
+    fn adopt(&mut self) {
+        let mut o = self.shared.orphans.lock().unwrap_or_else(|e| e.into_inner());
+        self.prune.extend(o.prune.drain(..));
+        self.dead.extend(o.dead.drain(..).map(|(t, p, e)| (t, p.0, e)));
+        self.shared.orphaned.store(false, Ordering::Relaxed);
     }
 
     /// Queues every version from `first` on (a chain cut off, owned by the caller) for freeing
@@ -1114,11 +1148,17 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         }
     }
 
-    /// Gives this worker's pooled versions back to the stores (it is leaving). Versions still
-    /// waiting for grace periods stay unreclaimed until the database drops.
+    /// Gives this worker's pooled versions back to the stores and its GC queues to the next
+    /// worker that collects (it is leaving).
     pub fn release(&mut self) {
         for (pool, store) in self.pools.iter_mut().zip(&self.shared.stores) {
             pool.release(store);
+        }
+        if !self.prune.is_empty() || !self.dead.is_empty() {
+            let mut o = self.shared.orphans.lock().unwrap_or_else(|e| e.into_inner());
+            o.prune.extend(self.prune.drain(..));
+            o.dead.extend(self.dead.drain(..).map(|(t, v, e)| (t, Ptr(v), e)));
+            self.shared.orphaned.store(true, Ordering::Relaxed);
         }
         // Relaxed: statistics, read after the worker is joined (`MvShared::report`).
         let (count, sum, max) = std::mem::take(&mut self.lag);
