@@ -460,7 +460,8 @@ fn worker_loop<P: Protocol, W: Workload>(
         loop {
             let declared = if declare {
                 set.clear();
-                let ok = proc.declare(db, &mut set);
+                // In the worker's epoch: reconnaissance walks rows and versions the GC frees.
+                let ok = worker.pinned(|| proc.declare(db, &mut set));
                 set.seal();
                 if !ok && P::CAPS.needs_access_set {
                     let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());

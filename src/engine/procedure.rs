@@ -61,7 +61,9 @@ pub struct TxnType {
     pub pieces: &'static [Piece],
 }
 
-/// Non-transactional reads used to compute an access set before the transaction runs.
+/// Non-transactional reads used to compute an access set before the transaction runs. While
+/// workers run, call them inside [`crate::engine::Worker::pinned`] of the calling thread's worker
+/// (the driver does): the rows and versions they walk are then not freed under them.
 pub trait Recon {
     /// Reads the current committed-or-not row of `key`, best effort (may be stale or torn; the
     /// run-time check catches a wrong guess).

@@ -370,6 +370,14 @@ pub trait Worker {
     /// Tries to commit. On `Err` the transaction has been rolled back.
     fn commit(&mut self) -> Result<(), Abort>;
 
+    /// Runs `f` between transactions so that rows it reads outside any transaction (through
+    /// [`crate::engine::Recon`], e.g. a procedure's reconnaissance) are not freed and reused
+    /// under it: the worker's storage epoch is published meanwhile. The default runs `f` as
+    /// is, for a worker that frees nothing.
+    fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        f()
+    }
+
     /// Rolls back the open transaction (a no-op if none is open). Dropping a worker does it
     /// too: every protocol's worker rolls back an open transaction when it drops.
     fn abort(&mut self);

@@ -163,6 +163,18 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         }
     }
 
+    /// Runs `f` between transactions with this worker's epoch published: rows, slots and
+    /// versions `f` reaches through the index are not freed and reused meanwhile
+    /// (reconnaissance, `Worker::pinned`).
+    #[inline]
+    pub fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        debug_assert!(!self.in_txn, "pinned inside a transaction");
+        self.storage.epochs().enter(self.slot);
+        let out = f();
+        self.storage.epochs().exit(self.slot);
+        out
+    }
+
     /// Leaves the transaction.
     #[inline]
     pub fn exit(&mut self) {
@@ -349,6 +361,19 @@ mod tests {
             }
         }
         s
+    }
+
+    /// Between transactions the worker holds no epoch; inside `pinned` it holds the current
+    /// one, so nothing retired from now on is freed until `f` returns.
+    #[test]
+    fn pinned_publishes_the_epoch_while_it_runs() {
+        let s = storage();
+        let mut ctx = WorkerCtx::new(&s).unwrap();
+        let epochs = s.epochs();
+        let idle = epochs.min_active();
+        let inside = ctx.pinned(|| epochs.min_active());
+        assert!(inside <= epochs.global() && inside < idle, "{inside} {idle}");
+        assert_eq!(epochs.min_active(), idle, "left again");
     }
 
     #[test]

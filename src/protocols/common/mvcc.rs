@@ -536,6 +536,10 @@ impl<C: Certifier> Drop for MvWorker<'_, C> {
 }
 
 impl<C: Certifier> Worker for MvWorker<'_, C> {
+    fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        self.ctx.pinned(f)
+    }
+
     fn begin(&mut self) {
         self.start(false);
     }

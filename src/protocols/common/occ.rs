@@ -980,6 +980,10 @@ impl<P: OccProtocol> Drop for OccWorker<'_, P> {
 }
 
 impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
+    fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        self.ctx.pinned(f)
+    }
+
     fn begin(&mut self) {
         self.ctx.enter(unlink::<P::Record>);
         self.active = true;

@@ -73,6 +73,10 @@ impl Drop for NoccWorker<'_> {
 }
 
 impl Worker for NoccWorker<'_> {
+    fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        self.ctx.pinned(f)
+    }
+
     fn begin(&mut self) {
         let logs = self.ctx.log.is_some();
         self.ctx.enter(|_, _, r, safe| NoccRecord::unlink(r, logs.then_some(safe)));

@@ -237,6 +237,10 @@ impl<L: LockPolicy> Drop for TwoPlWorker<'_, L> {
 }
 
 impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
+    fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        self.ctx.pinned(f)
+    }
+
     fn begin(&mut self) {
         // A retry (the last attempt was aborted) keeps its age; anything else is a new
         // transaction.
