@@ -216,6 +216,43 @@ fn a_small_run_writes_json_and_csv_with_the_configuration() {
     assert_eq!(col("invariant"), "held");
     assert!(col("aborts.read-validation").parse::<u64>().is_ok());
     assert!(!col("timestamp").is_empty());
+    assert_eq!(col("versions.alive"), "", "silo keeps no versions");
+}
+
+/// A multi-version protocol's version figures are in its JSON and CSV results.
+#[test]
+fn a_multi_version_run_reports_its_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv) = (dir.path().join("out.json"), dir.path().join("out.csv"));
+    let out = txlab(&[
+        "run",
+        "-p",
+        "si",
+        "-t",
+        "2",
+        "--txns",
+        "2000",
+        "--records",
+        "1000",
+        "--no-prefault",
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let alive = v["versions"]["alive"].as_u64().unwrap();
+    assert!(alive >= 1000, "at least a version per row: {}", v["versions"]);
+    let mut reader = csv::Reader::from_path(&csv).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let row = reader.records().next().unwrap().unwrap();
+    let col = |name: &str| row[header.iter().position(|h| h == name).unwrap()].to_string();
+    assert_eq!(col("versions.alive"), alive.to_string());
+    assert_eq!(col("versions.longest_chain"), v["versions"]["longest_chain"].to_string());
+    assert!(col("versions.gc_lag_max_us").parse::<f64>().is_ok());
+    assert_eq!(col("aborts.snapshot-too-old"), "0");
 }
 
 #[test]

@@ -258,6 +258,18 @@ pub struct HistoryCheck {
     pub permitted: bool,
 }
 
+/// The CSV columns of a [`VersionReport`] (`versions.NAME`; empty for a protocol without
+/// versions), in its fields' order.
+const VERSION_COLUMNS: [&str; 7] = [
+    "alive",
+    "alive_bytes",
+    "carved",
+    "carved_bytes",
+    "longest_chain",
+    "gc_lag_mean_us",
+    "gc_lag_max_us",
+];
+
 impl RunReport {
     /// Builds the report from merged statistics.
     pub fn new(
@@ -524,6 +536,7 @@ impl RunReport {
         .map(|s| s.to_string())
         .collect();
         h.extend(AbortReason::ALL.iter().map(|r| format!("aborts.{}", r.name())));
+        h.extend(VERSION_COLUMNS.iter().map(|c| format!("versions.{c}")));
         h.extend(["invariant", "backoff", "seed", "length"].iter().map(|s| s.to_string()));
         h.extend(flatten(&config["workload"]).into_iter().map(|(k, _)| format!("workload.{k}")));
         h.extend(
@@ -578,6 +591,19 @@ impl RunReport {
                 .iter()
                 .map(|a| self.aborts.get(a.name()).copied().unwrap_or(0).to_string()),
         );
+        match &self.versions {
+            Some(v) => r.extend([
+                v.alive.to_string(),
+                v.alive_bytes.to_string(),
+                v.carved.to_string(),
+                v.carved_bytes.to_string(),
+                v.longest_chain.to_string(),
+                format!("{:.1}", v.gc_lag_mean_us),
+                format!("{:.1}", v.gc_lag_max_us),
+            ]),
+            // A protocol without versions.
+            None => r.extend(VERSION_COLUMNS.iter().map(|_| String::new())),
+        }
         r.push(match &self.invariant_violation {
             None => "held".into(),
             Some(m) => format!("broken: {m}"),
