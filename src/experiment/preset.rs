@@ -19,7 +19,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The presets shipped with txlab: (file name, contents).
-pub const SHIPPED: [(&str, &str); 10] = [
+pub const SHIPPED: [(&str, &str); 12] = [
     ("ccbench-skew", include_str!("../../presets/ccbench-skew.toml")),
     ("ccbench-read-ratio", include_str!("../../presets/ccbench-read-ratio.toml")),
     ("ccbench-payload", include_str!("../../presets/ccbench-payload.toml")),
@@ -30,6 +30,8 @@ pub const SHIPPED: [(&str, &str); 10] = [
     ("ccbench-tictoc-high", include_str!("../../presets/ccbench-tictoc-high.toml")),
     ("ccbench-occ-nowait", include_str!("../../presets/ccbench-occ-nowait.toml")),
     ("tpcc-warehouses", include_str!("../../presets/tpcc-warehouses.toml")),
+    ("ccbench-rapidgc", include_str!("../../presets/ccbench-rapidgc.toml")),
+    ("ccbench-aggressive-gc", include_str!("../../presets/ccbench-aggressive-gc.toml")),
 ];
 
 /// One experiment.
