@@ -300,6 +300,7 @@ macro_rules! snapshot_suite {
 snapshot_suite! {
     si => txlab::protocols::si::Si,
     si_slow_gc => txlab::protocols::si::Si [("gc-interval-us", "100000")],
+    si_malloc => txlab::protocols::si::Si [("version-alloc", "malloc")],
 }
 
 serializable_suite! {

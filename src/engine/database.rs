@@ -75,6 +75,13 @@ pub struct Database<P: Protocol> {
     log: Option<crate::durability::log::LogHandle>,
 }
 
+impl<P: Protocol> Drop for Database<P> {
+    fn drop(&mut self) {
+        // Before the tables: the protocol walks them to free what they point to.
+        self.protocol.teardown(&self.storage);
+    }
+}
+
 /// Creates a database: its tables, and optionally database options, the protocol's options and
 /// the workload's transaction types ([`Database::builder`]).
 pub struct Builder<'a, P: Protocol> {

@@ -193,6 +193,12 @@ pub trait Protocol: Send + Sync + Sized + 'static {
         None
     }
 
+    /// Frees what the protocol keeps outside the slots (a multi-version protocol's versions
+    /// from the global allocator) when the database drops; no worker is left. Default: nothing.
+    fn teardown(&self, storage: &crate::storage::Storage<Self::Record>) {
+        let _ = storage;
+    }
+
     /// Faults in the memory the protocol keeps outside the slots for `rows` more rows of
     /// `table` (a multi-version protocol's versions), spending at most `budget` bytes; returns
     /// the bytes faulted in. The driver's prefaulter calls it beside the row store's own, so

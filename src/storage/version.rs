@@ -26,6 +26,11 @@
 //! never returned to the operating system before the store drops; a pool whose worker leaves
 //! gives its free versions back to the store ([`VersionPool::release`]), where the next worker
 //! that runs dry takes them.
+//!
+//! With [`VersionAlloc::Malloc`] (the factor analysis's baseline, `version-alloc=malloc`) every
+//! version comes from the global allocator and goes back to it when reclaimed; pools then only
+//! count. Versions still on chains when the database drops are freed by the protocol's teardown
+//! ([`VersionStore::free_chain`]).
 
 use super::memory;
 use super::row_store::prefetch_line;
@@ -81,9 +86,21 @@ struct Ptr<V>(NonNull<Version<V>>);
 // dereferenced under the protocols' reclamation rules.
 unsafe impl<V> Send for Ptr<V> {}
 
+/// Where versions come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VersionAlloc {
+    /// Per-worker pools carved from huge-page chunks, reclaimed versions reused (CCBench's
+    /// AssertiveVersionReuse).
+    Pool,
+    /// The global allocator, one call per version allocated and per version freed.
+    Malloc,
+}
+
 /// The versions of one table: their size and the chunks they are cut from.
 pub struct VersionStore<V> {
     row_size: usize,
+    alloc: VersionAlloc,
     words: usize,
     /// Bytes per version (a multiple of 8).
     bytes: usize,
@@ -95,7 +112,8 @@ pub struct VersionStore<V> {
     spare: Mutex<Vec<Ptr<V>>>,
     /// The chunk shared by threads without a pool (the loader): next free byte and its end.
     shared: Mutex<(usize, usize)>,
-    /// Versions cut from chunks so far.
+    /// Versions cut from chunks so far (with `Malloc`: versions allocated and not freed, as
+    /// pools report them when they are released, wrapping).
     carved: AtomicU64,
     _v: PhantomData<V>,
 }
@@ -108,13 +126,19 @@ unsafe impl<V: VersionExt> Send for VersionStore<V> {}
 impl<V: VersionExt> VersionStore<V> {
     const _ALIGN: () = assert!(std::mem::align_of::<Version<V>>() == 8);
 
-    /// A store for versions of `row_size` payload bytes.
+    /// A store for versions of `row_size` payload bytes, cut from chunks.
     pub fn new(row_size: usize) -> Self {
+        Self::with_alloc(row_size, VersionAlloc::Pool)
+    }
+
+    /// A store for versions of `row_size` payload bytes, allocated as `alloc` says.
+    pub fn with_alloc(row_size: usize, alloc: VersionAlloc) -> Self {
         let () = Self::_ALIGN;
         let words = row_size.div_ceil(8);
         let bytes = std::mem::size_of::<Version<V>>().next_multiple_of(8) + words * 8;
         VersionStore {
             row_size,
+            alloc,
             words,
             bytes,
             chunks: Mutex::new(Vec::new()),
@@ -123,6 +147,25 @@ impl<V: VersionExt> VersionStore<V> {
             shared: Mutex::new((0, 0)),
             carved: AtomicU64::new(0),
             _v: PhantomData,
+        }
+    }
+
+    /// Where this store's versions come from.
+    pub fn alloc(&self) -> VersionAlloc {
+        self.alloc
+    }
+
+    /// Frees one version nothing refers to any more, when the database drops (see
+    /// [`VersionStore::free_chain`]; a no-op with pools).
+    ///
+    /// # Safety
+    ///
+    /// `v` is this store's, on no chain, and nothing refers to it any more.
+    pub unsafe fn free_one(&self, v: NonNull<Version<V>>) {
+        if self.alloc == VersionAlloc::Malloc {
+            // SAFETY: the caller's contract; `Malloc` versions all come from `malloc`.
+            unsafe { self.unmalloc(v) };
+            self.carved.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -158,6 +201,9 @@ impl<V: VersionExt> VersionStore<V> {
     /// prefaulter, `storage::Prefaulter`), so that a worker that carves a new chunk takes no
     /// page faults: the same service the row store's slots get.
     pub fn prefault(&self, versions: u64, budget: usize) -> usize {
+        if self.alloc == VersionAlloc::Malloc {
+            return 0;
+        }
         let want = versions.saturating_mul(self.bytes as u64).div_ceil(CHUNK_BYTES as u64);
         let mut done = 0;
         loop {
@@ -190,8 +236,64 @@ impl<V: VersionExt> VersionStore<V> {
         RowRef::from_parts(v, words, self.row_size)
     }
 
+    /// The layout of one version from the global allocator.
+    fn layout(&self) -> Layout {
+        Layout::from_size_align(self.bytes, 8).expect("version layout")
+    }
+
+    /// A zeroed version from the global allocator.
+    #[inline]
+    fn malloc(&self) -> NonNull<Version<V>> {
+        let layout = self.layout();
+        // SAFETY: the layout has a non-zero size (the struct alone is 24 bytes).
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        match NonNull::new(p.cast::<Version<V>>()) {
+            Some(p) => p,
+            None => std::alloc::handle_alloc_error(layout),
+        }
+    }
+
+    /// Gives a version allocated by [`VersionStore::malloc`] back to the global allocator.
+    ///
+    /// # Safety
+    ///
+    /// `v` came from this store's `malloc` and nothing refers to it any more.
+    #[inline]
+    unsafe fn unmalloc(&self, v: NonNull<Version<V>>) {
+        // SAFETY: by the caller's contract, allocated with this layout and unreachable.
+        unsafe { std::alloc::dealloc(v.as_ptr().cast(), self.layout()) }
+    }
+
+    /// Frees `first` and every older version after it (a chain nothing can reach any more,
+    /// when the database drops) back to the global allocator; with pools, nothing to do (the
+    /// chunks go when the store drops). Returns how many versions were freed.
+    ///
+    /// # Safety
+    ///
+    /// The chain is this store's and nothing refers to any of its versions any more.
+    pub unsafe fn free_chain(&self, first: Option<NonNull<Version<V>>>) -> u64 {
+        if self.alloc == VersionAlloc::Pool {
+            return 0;
+        }
+        let mut v = first;
+        let mut n = 0;
+        while let Some(p) = v {
+            // SAFETY: unreachable by others (the caller's contract); read before it is freed.
+            v = NonNull::new(unsafe { p.as_ref() }.next.load(Ordering::Relaxed));
+            // SAFETY: as above; each version of a chain is freed once.
+            unsafe { self.unmalloc(p) };
+            n += 1;
+        }
+        self.carved.fetch_sub(n, Ordering::Relaxed);
+        n
+    }
+
     /// A version for a thread without a pool (the bulk loader): one lock per call.
     pub fn alloc_shared(&self) -> NonNull<Version<V>> {
+        if self.alloc == VersionAlloc::Malloc {
+            self.carved.fetch_add(1, Ordering::Relaxed);
+            return self.malloc();
+        }
         if let Some(p) = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             return p.0;
         }
@@ -225,11 +327,14 @@ pub struct VersionPool<V> {
     free: Vec<Ptr<V>>,
     next: usize,
     end: usize,
+    /// With `Malloc`: versions this pool allocated minus those it freed (wrapping; added to
+    /// the store's count when the pool is released).
+    net: u64,
 }
 
 impl<V> Default for VersionPool<V> {
     fn default() -> Self {
-        VersionPool { free: Vec::new(), next: 0, end: 0 }
+        VersionPool { free: Vec::new(), next: 0, end: 0, net: 0 }
     }
 }
 
@@ -241,6 +346,10 @@ impl<V: VersionExt> VersionPool<V> {
     /// otherwise wait for the line.
     #[inline]
     pub fn alloc(&mut self, store: &VersionStore<V>) -> NonNull<Version<V>> {
+        if store.alloc == VersionAlloc::Malloc {
+            self.net = self.net.wrapping_add(1);
+            return store.malloc();
+        }
         let v = self.take(store);
         let next = match self.free.last() {
             Some(p) => p.0.as_ptr() as usize,
@@ -283,9 +392,17 @@ impl<V: VersionExt> VersionPool<V> {
         }
     }
 
-    /// Takes back a version nobody can reach any more.
+    /// Takes back a version of `store` nobody can reach any more (with `Malloc`, gives it
+    /// back to the global allocator).
     #[inline]
-    pub fn free(&mut self, v: NonNull<Version<V>>) {
+    pub fn free(&mut self, store: &VersionStore<V>, v: NonNull<Version<V>>) {
+        if store.alloc == VersionAlloc::Malloc {
+            self.net = self.net.wrapping_sub(1);
+            // SAFETY: a `Malloc` store's versions all come from `malloc`; the caller hands
+            // over a version nobody can reach.
+            unsafe { store.unmalloc(v) };
+            return;
+        }
         self.free.push(Ptr(v));
     }
 
@@ -297,6 +414,8 @@ impl<V: VersionExt> VersionPool<V> {
     /// Gives every version of the pool (and the rest of its chunk range) back to `store`, for
     /// other workers (its worker is leaving).
     pub fn release(&mut self, store: &VersionStore<V>) {
+        // Relaxed: a statistic, read after the workers are joined.
+        store.carved.fetch_add(std::mem::take(&mut self.net), Ordering::Relaxed);
         let mut spare = store.spare.lock().unwrap_or_else(|e| e.into_inner());
         spare.append(&mut self.free);
         while self.next + store.bytes <= self.end {
@@ -329,11 +448,11 @@ mod tests {
             r.write_from(&[7u8; 100]);
         }
         assert_eq!(store.carved(), 40_000);
-        pool.free(vs[5]);
+        pool.free(&store, vs[5]);
         assert_eq!(pool.alloc(&store), vs[5], "a freed version is reused first");
         // A departing pool's versions go to the next pool that runs dry.
         for v in &vs[..300] {
-            pool.free(*v);
+            pool.free(&store, *v);
         }
         pool.release(&store);
         let carved = store.carved();

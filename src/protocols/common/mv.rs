@@ -90,7 +90,7 @@ use crate::storage::epoch::Epochs;
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
-use crate::storage::version::{Version, VersionExt, VersionPool, VersionStore};
+use crate::storage::version::{Version, VersionAlloc, VersionExt, VersionPool, VersionStore};
 use crate::storage::{RowId, RowRef, Storage, TableId, TableSpec};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
@@ -378,6 +378,8 @@ pub struct Gc {
     pub interval_us: u64,
     /// AggressiveGC's age bound in microseconds (see the module docs); 0 turns it off.
     pub aggressive_us: u64,
+    /// Where versions come from.
+    pub alloc: VersionAlloc,
 }
 
 /// A read found that the version its snapshot sees was collected by the aggressive GC.
@@ -388,7 +390,7 @@ impl<V: VersionExt, T: Timestamps + Default> MvShared<V, T> {
     /// The substrate for `tables`, at most `workers` workers, collecting garbage as `gc` says.
     pub fn new(tables: &[TableSpec], workers: usize, gc: Gc) -> Self {
         MvShared {
-            stores: tables.iter().map(|t| VersionStore::new(t.row_size)).collect(),
+            stores: tables.iter().map(|t| VersionStore::with_alloc(t.row_size, gc.alloc)).collect(),
             txns: TxnTable::new(workers),
             clock: T::default(),
             watermark: CachePadded::new(AtomicU64::new(LOADED)),
@@ -453,6 +455,36 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         r.gc_lag_max_us = self.lag.max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
         r.gc_lag_mean_us = if count == 0 { 0.0 } else { sum as f64 / count as f64 / 1e3 };
         r
+    }
+
+    /// Frees every version left when the database drops: the rows' chains and the versions
+    /// departed workers left waiting for grace periods (with pooled versions there is nothing
+    /// to do: the stores unmap their chunks). No worker may be left.
+    pub fn teardown(&self, storage: &Storage<MvRecord<V>>) {
+        if self.stores.iter().all(|s| s.alloc() == VersionAlloc::Pool) {
+            return;
+        }
+        let mut g = crate::storage::index::pin();
+        for (t, store) in storage.tables().iter().zip(&self.stores) {
+            t.index.for_each_part(
+                0,
+                1,
+                &mut g,
+                || {},
+                |_, rid| {
+                    let rec = t.rows.get(rid).header;
+                    let w = rec.head.swap(UNLINKED, Ordering::Relaxed);
+                    // SAFETY: no worker is left, so nothing else reaches the chain, and the
+                    // swap leaves it to this walk alone (an index entry names a row once).
+                    unsafe { store.free_chain(NonNull::new((w & PTR) as *mut Version<V>)) };
+                },
+            );
+        }
+        let mut o = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
+        for (t, p, _) in o.dead.drain(..) {
+            // SAFETY: cut off or retracted, so on no chain; queued once; no worker is left.
+            unsafe { self.stores[t.index()].free_one(p.0) };
+        }
     }
 
     /// The GC watermark: at most the oldest snapshot in use.
@@ -928,7 +960,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
     /// Gives back a version that was never published.
     #[inline]
     pub fn unused(&mut self, table: TableId, v: NonNull<Version<V>>) {
-        self.pools[table.index()].free(v);
+        self.pools[table.index()].free(&self.shared.stores[table.index()], v);
     }
 
     /// The payload of `v` of `table`.
@@ -1060,7 +1092,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
                 break;
             }
             self.dead.pop_front();
-            self.pools[t.index()].free(v);
+            self.pools[t.index()].free(&self.shared.stores[t.index()], v);
             self.freed += 1;
         }
     }

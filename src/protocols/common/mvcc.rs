@@ -82,8 +82,8 @@ use crate::protocols::common::{apply_update, check_len, table, Scratch};
 use crate::storage::context::WorkerCtx;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
-use crate::storage::version::{Version, VersionExt};
-use crate::storage::{RowId, RowRef, Table, TableId};
+use crate::storage::version::{Version, VersionAlloc, VersionExt};
+use crate::storage::{RowId, RowRef, Storage, Table, TableId};
 use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::ptr::NonNull;
@@ -934,11 +934,13 @@ pub struct MvOptions {
     pub gc_interval_us: u64,
     /// AggressiveGC's age bound in microseconds, 0 for off (see `protocols::common::mv`).
     pub aggressive_gc_us: u64,
+    /// Where versions come from (`storage::version`).
+    pub version_alloc: VersionAlloc,
 }
 
 impl Default for MvOptions {
     fn default() -> Self {
-        MvOptions { gc_interval_us: 10, aggressive_gc_us: 0 }
+        MvOptions { gc_interval_us: 10, aggressive_gc_us: 0, version_alloc: VersionAlloc::Pool }
     }
 }
 
@@ -958,12 +960,27 @@ impl ProtocolOptions for MvOptions {
                    collected even if a running transaction may need them, which then aborts \
                    with snapshot-too-old and is retried protected; 0 is off",
         },
+        OptionSpec {
+            name: "version-alloc",
+            values: "pool | malloc",
+            default: "pool",
+            help: "where versions come from: per-worker pools that reuse reclaimed versions \
+                   (CCBench's AssertiveVersionReuse) or the global allocator, a call per version \
+                   allocated and freed",
+        },
     ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         match name {
             "gc-interval-us" => self.gc_interval_us = number(name, value, 1, 1_000_000)?,
             "aggressive-gc-us" => self.aggressive_gc_us = number(name, value, 0, 100_000_000)?,
+            "version-alloc" => {
+                self.version_alloc = match value {
+                    "pool" => VersionAlloc::Pool,
+                    "malloc" => VersionAlloc::Malloc,
+                    _ => return Err(format!("--opt {name}={value}: expected pool or malloc")),
+                }
+            }
             _ => return Err(format!("--opt {name}: not an option of this protocol")),
         }
         Ok(())
@@ -995,8 +1012,11 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
                 setup.max_workers
             )));
         }
-        let gc =
-            Gc { interval_us: options.gc_interval_us, aggressive_us: options.aggressive_gc_us };
+        let gc = Gc {
+            interval_us: options.gc_interval_us,
+            aggressive_us: options.aggressive_gc_us,
+            alloc: options.version_alloc,
+        };
         let mv = MvShared::new(setup.tables, setup.max_workers, gc);
         Ok(MvProtocol { options, mv, _c: PhantomData })
     }
@@ -1037,6 +1057,10 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
 
     fn versions(&self, db: &Database<Self>) -> Option<VersionReport> {
         Some(self.mv.report(db.storage()))
+    }
+
+    fn teardown(&self, storage: &Storage<MvRecord<C::Ext>>) {
+        self.mv.teardown(storage);
     }
 
     /// A version per row: a new row's first version comes from its table's store (updates

@@ -21,7 +21,9 @@
 //! **Options**: `gc-interval-us`, how often the GC watermark is refreshed (CCBench's RapidGC
 //! interval; its default, 10 µs), and `aggressive-gc-us`, CCBench's AggressiveGC (versions older
 //! than the bound are collected even if a running snapshot may need them; see
-//! `protocols::common::mv`; 0, the default, is off). The protocol is `protocols::common::mvcc`'s `MvProtocol` with
+//! `protocols::common::mv`; 0, the default, is off), and `version-alloc`, `pool` (per-worker
+//! pools reusing reclaimed versions, CCBench's AssertiveVersionReuse; the default) or `malloc`
+//! (the global allocator, for the factor analysis). The protocol is `protocols::common::mvcc`'s `MvProtocol` with
 //! [`SiCert`].
 //!
 //! **Record**: [`SiRecord`], the substrate's one head word; versions carry no fields of SI's
