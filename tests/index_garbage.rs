@@ -4,33 +4,10 @@
 //! garbage. A counting allocator measures the heap while one worker inserts and deletes keys of
 //! an ordered index for many transactions; the heap must stop growing.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+mod counting;
+
 use std::time::Duration;
 use txlab::prelude::*;
-
-/// The system allocator, counting the bytes live.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards to `System` unchanged; the counter has no effect on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // Relaxed: a statistic, read after the work it counts has been joined.
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `alloc` is `System::alloc`'s.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` above with this layout, i.e. from `System`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
 
 const T: TableId = TableId(0);
 
@@ -62,9 +39,9 @@ fn ordered_index_garbage_is_collected_during_a_run() {
     let mut w = db.worker().unwrap();
     // Warm up: the index, row slots and the worker's buffers reach their working size.
     churn(&mut w, 20, 2048);
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     churn(&mut w, 200, 2048);
-    let grown = LIVE.load(Ordering::Relaxed) - before;
+    let grown = counting::live() - before;
     // 200 rounds replace hundreds of thousands of congee nodes (tens of megabytes if they were
     // never freed); what stays live may be a few bags of garbage waiting for the next collection.
     assert!(grown < 4 << 20, "the heap grew by {grown} bytes over 800 000 transactions");

@@ -3,41 +3,13 @@
 //! global allocator sees what is still allocated after the database is gone.
 
 mod common;
+mod counting;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use txlab::engine::Retry;
 use txlab::prelude::*;
 use txlab::protocols::ermia_ssn::ErmiaSsn;
 use txlab::protocols::si::Si;
-
-/// The system allocator, counting the bytes allocated and not freed.
-struct Counting;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-// SAFETY: forwards to the system allocator and only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
-        // SAFETY: as above.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 const T: TableId = TableId(0);
 const ROWS: u64 = 20_000;
@@ -95,10 +67,10 @@ fn run<P: Protocol>() -> (u64, u64) {
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Bytes still allocated after `f` (the database it makes is dropped inside).
-fn leaked(f: impl FnOnce()) -> i64 {
-    let before = LIVE.load(Ordering::Relaxed);
+fn leaked(f: impl FnOnce()) -> isize {
+    let before = counting::live();
     f();
-    LIVE.load(Ordering::Relaxed) - before
+    counting::live() - before
 }
 
 fn returns_every_version<P: Protocol>() {
