@@ -80,8 +80,9 @@ fn chunk_layout() -> Layout {
 /// Versions a pool takes from the store's spare list at once.
 const REFILL: usize = 256;
 
-/// A raw version pointer that may cross threads (pools and spare lists hold them).
-struct Ptr<V>(NonNull<Version<V>>);
+/// A raw version pointer that may cross threads (pools, spare lists and orphaned GC queues
+/// hold them).
+pub(crate) struct Ptr<V>(pub(crate) NonNull<Version<V>>);
 // SAFETY: a version is made of atomics and a `VersionExt` (Send + Sync); the pointer is only
 // dereferenced under the protocols' reclamation rules.
 unsafe impl<V> Send for Ptr<V> {}

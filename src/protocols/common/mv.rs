@@ -90,7 +90,7 @@ use crate::storage::epoch::Epochs;
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
-use crate::storage::version::{Version, VersionAlloc, VersionExt, VersionPool, VersionStore};
+use crate::storage::version::{Ptr, Version, VersionAlloc, VersionExt, VersionPool, VersionStore};
 use crate::storage::{RowId, RowRef, Storage, TableId, TableSpec};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
@@ -356,12 +356,6 @@ struct Orphans<V> {
     prune: Vec<(TableId, RowId, u64, u64)>,
     dead: Vec<(TableId, Ptr<V>, u64)>,
 }
-
-/// A version pointer handed between workers (orphaned GC queues).
-struct Ptr<V>(NonNull<Version<V>>);
-// SAFETY: versions are made of atomics and a `VersionExt` (Send + Sync); an orphaned dead
-// version is owned by whichever queue holds it, and freed once, after its grace periods.
-unsafe impl<V> Send for Ptr<V> {}
 
 /// GC lag sums: versions cut, their summed and largest lag in nanoseconds.
 #[derive(Default)]
