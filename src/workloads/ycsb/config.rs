@@ -109,6 +109,13 @@ pub struct YcsbArgs {
     /// Where the long transaction's delay goes [default: end]
     #[arg(long, value_enum)]
     pub long_txn_delay_at: Option<DelayAt>,
+    /// Fraction of transactions that are long read-only ones (BOHM §4.2.3: each reads
+    /// --long-read-records records chosen uniformly at random), 0 to 1 [default: 0]
+    #[arg(long)]
+    pub long_read_ratio: Option<f64>,
+    /// Records a long read-only transaction reads, 1 to 10000000 [default: 10000]
+    #[arg(long)]
+    pub long_read_records: Option<u64>,
     /// Do not prefetch each transaction's records before running its operations (prefetching
     /// overlaps the cache misses of independent operations; it is the same for every protocol)
     #[arg(long)]
@@ -133,6 +140,8 @@ impl YcsbArgs {
             (self.index.is_some(), "index"),
             (self.long_txn_delay_us.is_some(), "long-txn-delay-us"),
             (self.long_txn_delay_at.is_some(), "long-txn-delay-at"),
+            (self.long_read_ratio.is_some(), "long-read-ratio"),
+            (self.long_read_records.is_some(), "long-read-records"),
             (self.no_prefetch, "no-prefetch"),
         ]
         .into_iter()
@@ -171,6 +180,10 @@ pub struct YcsbConfig {
     pub long_txn_delay_us: u64,
     /// Where the delay goes.
     pub long_txn_delay_at: DelayAt,
+    /// Fraction of long read-only transactions.
+    pub long_read_ratio: f64,
+    /// Records each reads.
+    pub long_read_records: usize,
     /// Prefetch each transaction's records before running it.
     pub prefetch: bool,
 }
@@ -243,6 +256,19 @@ impl YcsbArgs {
                 "--long-txn-delay-at needs a --long-txn-delay-us above 0".into(),
             ));
         }
+        let long_read_ratio = ratio("long-read-ratio", self.long_read_ratio.unwrap_or(0.0))?;
+        let long_read_records = range(
+            "long-read-records",
+            self.long_read_records.unwrap_or(10_000),
+            1,
+            10_000_000,
+            "",
+        )? as usize;
+        if self.long_read_records.is_some() && long_read_ratio == 0.0 {
+            return Err(Error::Config(
+                "--long-read-records needs a --long-read-ratio above 0".into(),
+            ));
+        }
         Ok(YcsbConfig {
             preset: self.preset,
             records,
@@ -258,6 +284,8 @@ impl YcsbArgs {
             index,
             long_txn_delay_us,
             long_txn_delay_at: self.long_txn_delay_at.unwrap_or(DelayAt::End),
+            long_read_ratio,
+            long_read_records,
             prefetch: !self.no_prefetch,
         })
     }
@@ -281,6 +309,13 @@ impl YcsbConfig {
         }
         if self.scan_ratio > 0.0 {
             s += &format!(", {:.0}% scans (1..={})", self.scan_ratio * 100.0, self.max_scan);
+        }
+        if self.long_read_ratio > 0.0 {
+            s += &format!(
+                "; {}% of transactions read {} random records, read-only",
+                self.long_read_ratio * 100.0,
+                self.long_read_records
+            );
         }
         let dist = match self.distribution {
             Distribution::Zipfian => "zipfian",

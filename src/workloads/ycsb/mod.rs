@@ -7,7 +7,9 @@
 //! or "latest" (Zipf over recency, for YCSB-D). Inserted keys come from a shared counter starting
 //! at `records`. With `--long-txn-delay-us`, worker 0 spins at the end of every read phase
 //! (CCBench §7.2), or with `--long-txn-delay-at start` before its first operation, so that it
-//! reads at an old snapshot.
+//! reads at an old snapshot. With `--long-read-ratio`, that fraction of transactions are long
+//! read-only ones reading `--long-read-records` records chosen uniformly (BOHM §4.2.3), reported
+//! as their own type, `long-read`.
 //!
 //! Every transaction declares its access set (exact keys; scans declare their range) and has a
 //! one-piece template, so BOHM- and IC3-style protocols can run it.
@@ -33,17 +35,34 @@ use std::time::{Duration, Instant};
 /// The only table.
 pub const USERTABLE: TableId = TableId(0);
 
-static TYPES: [TxnType; 1] = [TxnType {
-    name: "ycsb",
-    pieces: &[Piece {
-        name: "ops",
-        accesses: &[TableAccess {
-            table: USERTABLE,
-            mode: AccessMode::Write,
-            columns: ALL_COLUMNS,
+/// The transaction types: every YCSB transaction, and the long read-only ones when
+/// `--long-read-ratio` asks for them (reported apart).
+static TYPES: [TxnType; 2] = [
+    TxnType {
+        name: "ycsb",
+        pieces: &[Piece {
+            name: "ops",
+            accesses: &[TableAccess {
+                table: USERTABLE,
+                mode: AccessMode::Write,
+                columns: ALL_COLUMNS,
+            }],
         }],
-    }],
-}];
+    },
+    TxnType {
+        name: "long-read",
+        pieces: &[Piece {
+            name: "reads",
+            accesses: &[TableAccess {
+                table: USERTABLE,
+                mode: AccessMode::Read,
+                columns: ALL_COLUMNS,
+            }],
+        }],
+    },
+];
+/// The index of the long read-only type in `TYPES`.
+const LONG_READ: usize = 1;
 
 /// The YCSB workload.
 pub struct Ycsb {
@@ -97,7 +116,11 @@ impl Workload for Ycsb {
     }
 
     fn txn_types(&self) -> &[TxnType] {
-        &TYPES
+        if self.cfg.long_read_ratio > 0.0 {
+            &TYPES
+        } else {
+            &TYPES[..LONG_READ]
+        }
     }
 
     fn load<P: Protocol>(&self, db: &Database<P>, threads: usize) -> Result<(), Error> {
@@ -122,7 +145,11 @@ impl Workload for Ycsb {
             rng: rand::rngs::Xoshiro256PlusPlus::seed_from_u64(seed),
             next_insert: self.next_insert.clone(),
             txn: YcsbTxn {
-                ops: Vec::with_capacity(c.ops),
+                ops: Vec::with_capacity(if c.long_read_ratio > 0.0 {
+                    c.ops.max(c.long_read_records)
+                } else {
+                    c.ops
+                }),
                 value,
                 delay: if worker == 0 {
                     Duration::from_micros(c.long_txn_delay_us)
@@ -132,6 +159,7 @@ impl Workload for Ycsb {
                 delay_at: c.long_txn_delay_at,
                 prefetch: c.prefetch,
                 read_only: true,
+                ty: 0,
             },
         }
     }
@@ -189,11 +217,13 @@ pub struct YcsbTxn {
     /// Every operation reads (reads and scans only): the transaction declares itself
     /// read-only.
     pub read_only: bool,
+    /// Its type (`TYPES`): a long read-only transaction, or any other.
+    pub ty: usize,
 }
 
 impl Procedure for YcsbTxn {
     fn txn_type(&self) -> usize {
-        0
+        self.ty
     }
 
     #[inline]
@@ -297,6 +327,16 @@ impl Generator for YcsbGen {
     fn next(&mut self) -> &YcsbTxn {
         self.txn.ops.clear();
         let c = &self.cfg;
+        if c.long_read_ratio > 0.0 && self.rng.random::<f64>() < c.long_read_ratio {
+            // BOHM §4.2.3: records chosen uniformly at random among those loaded.
+            for _ in 0..c.long_read_records {
+                let key = self.rng.random_range(0..c.records);
+                self.txn.ops.push(Op::Read(key));
+            }
+            (self.txn.read_only, self.txn.ty) = (true, LONG_READ);
+            return &self.txn;
+        }
+        self.txn.ty = 0;
         let (r, s, i) = (
             c.read_ratio,
             c.read_ratio + c.scan_ratio,
@@ -423,5 +463,43 @@ mod tests {
         let frac = |i: usize| counts[i] as f64 / 20_000.0;
         assert!((frac(0) - 0.6).abs() < 0.02 && (frac(1) - 0.1).abs() < 0.01);
         assert!((frac(2) - 0.1).abs() < 0.01 && (frac(3) - 0.2).abs() < 0.02);
+    }
+
+    /// Long read-only transactions come at their ratio, read their count of loaded keys, declare
+    /// themselves read-only and are their own type; the rest are as configured.
+    #[test]
+    fn long_reads_are_their_own_read_only_type() {
+        let cfg = args(|a| {
+            a.records = Some(1000);
+            a.read_ratio = Some(0.0);
+            a.ops = Some(4);
+            a.long_read_ratio = Some(0.1);
+            a.long_read_records = Some(50);
+        })
+        .unwrap();
+        let y = Ycsb::new(cfg, 1);
+        assert_eq!(y.txn_types().iter().map(|t| t.name).collect::<Vec<_>>(), ["ycsb", "long-read"]);
+        let mut g = y.generator(0, 1, 7);
+        let mut long = 0;
+        for _ in 0..10_000 {
+            let t = g.next();
+            if t.txn_type() == LONG_READ {
+                long += 1;
+                assert!(t.read_only());
+                assert_eq!(t.ops.len(), 50);
+                assert!(t.ops.iter().all(|op| matches!(op, Op::Read(k) if *k < 1000)));
+            } else {
+                assert_eq!(t.txn_type(), 0);
+                assert!(!t.read_only(), "writes only were configured");
+                assert_eq!(t.ops.len(), 4);
+            }
+        }
+        assert!((900..=1100).contains(&long), "{long} long readers in 10000");
+        let plain = Ycsb::new(args(|_| {}).unwrap(), 1);
+        assert_eq!(plain.txn_types().len(), 1, "no long-read type unless asked for");
+        let e = args(|a| a.long_read_records = Some(5)).unwrap_err().to_string();
+        assert_eq!(e, "--long-read-records needs a --long-read-ratio above 0");
+        let e = args(|a| a.long_read_ratio = Some(1.5)).unwrap_err().to_string();
+        assert_eq!(e, "--long-read-ratio 1.5 is out of range (0 to 1)");
     }
 }
