@@ -77,6 +77,9 @@ fn chunk_layout() -> Layout {
     Layout::from_size_align(CHUNK_BYTES, 64).expect("chunk layout")
 }
 
+/// The byte a poisoned store writes over freed payloads.
+pub const POISON: u8 = 0xA5;
+
 /// Versions a pool takes from the store's spare list at once.
 const REFILL: usize = 256;
 
@@ -102,6 +105,9 @@ pub enum VersionAlloc {
 pub struct VersionStore<V> {
     row_size: usize,
     alloc: VersionAlloc,
+    /// Freed versions are overwritten with [`POISON`] (a debugging aid, see
+    /// [`VersionStore::poisoned`]).
+    poison: bool,
     words: usize,
     /// Bytes per version (a multiple of 8).
     bytes: usize,
@@ -140,6 +146,7 @@ impl<V: VersionExt> VersionStore<V> {
         VersionStore {
             row_size,
             alloc,
+            poison: false,
             words,
             bytes,
             chunks: Mutex::new(Vec::new()),
@@ -148,6 +155,29 @@ impl<V: VersionExt> VersionStore<V> {
             shared: Mutex::new((0, 0)),
             carved: AtomicU64::new(0),
             _v: PhantomData,
+        }
+    }
+
+    /// This store with every freed version overwritten: stamp 0 (which every snapshot would
+    /// see), no older version, and each payload byte [`POISON`]. A reader that reaches a version
+    /// after it was freed then reads a row no writer wrote, instead of, perhaps, the right one.
+    pub fn poisoned(mut self, on: bool) -> Self {
+        self.poison = on;
+        self
+    }
+
+    /// Overwrites a freed version (see [`VersionStore::poisoned`]).
+    #[cold]
+    fn poison(&self, v: NonNull<Version<V>>) {
+        // SAFETY: a version of this store that nobody may reach any more.
+        let ver = unsafe { v.as_ref() };
+        ver.stamp.store(0, Ordering::Relaxed);
+        ver.next.store(std::ptr::null_mut(), Ordering::Relaxed);
+        // SAFETY: the payload words follow the struct (see `row`).
+        let words = unsafe { (v.as_ptr() as *const Version<V>).add(1).cast::<AtomicU64>() };
+        for i in 0..self.words {
+            // SAFETY: inside the version's `words` payload words.
+            unsafe { &*words.add(i) }.store(u64::from_ne_bytes([POISON; 8]), Ordering::Relaxed);
         }
     }
 
@@ -397,6 +427,9 @@ impl<V: VersionExt> VersionPool<V> {
     /// back to the global allocator).
     #[inline]
     pub fn free(&mut self, store: &VersionStore<V>, v: NonNull<Version<V>>) {
+        if store.poison {
+            store.poison(v);
+        }
         if store.alloc == VersionAlloc::Malloc {
             self.net = self.net.wrapping_sub(1);
             // SAFETY: a `Malloc` store's versions all come from `malloc`; the caller hands
@@ -464,6 +497,26 @@ mod tests {
         assert!(got
             .iter()
             .all(|p| !seen.contains(p) || vs[..300].iter().any(|v| v.as_ptr() as usize == *p)));
+    }
+
+    /// A poisoned store overwrites what it frees; an unpoisoned one leaves it.
+    #[test]
+    fn poisoned_stores_overwrite_freed_versions() {
+        for on in [false, true] {
+            let store = VersionStore::<()>::new(20).poisoned(on);
+            let mut pool = VersionPool::default();
+            let v = pool.alloc(&store);
+            // SAFETY: a version of this store, used by this thread only.
+            let ver = unsafe { v.as_ref() };
+            ver.stamp.store(7, Ordering::Relaxed);
+            store.row(ver).write_from(&[1; 20]);
+            pool.free(&store, v);
+            let mut after = [0u8; 20];
+            store.row(ver).read_into(&mut after);
+            let (stamp, byte) = if on { (0, POISON) } else { (7, 1) };
+            assert_eq!(ver.stamp.load(Ordering::Relaxed), stamp, "poison {on}");
+            assert_eq!(after, [byte; 20], "poison {on}");
+        }
     }
 
     /// Prefaulted chunks are kept ready up to what was asked, within the budget (at least one

@@ -374,6 +374,8 @@ pub struct Gc {
     pub aggressive_us: u64,
     /// Where versions come from.
     pub alloc: VersionAlloc,
+    /// Freed versions are poisoned (`VersionStore::poisoned`).
+    pub poison: bool,
 }
 
 /// A read found that the version its snapshot sees was collected by the aggressive GC.
@@ -384,7 +386,10 @@ impl<V: VersionExt, T: Timestamps + Default> MvShared<V, T> {
     /// The substrate for `tables`, at most `workers` workers, collecting garbage as `gc` says.
     pub fn new(tables: &[TableSpec], workers: usize, gc: Gc) -> Self {
         MvShared {
-            stores: tables.iter().map(|t| VersionStore::with_alloc(t.row_size, gc.alloc)).collect(),
+            stores: tables
+                .iter()
+                .map(|t| VersionStore::with_alloc(t.row_size, gc.alloc).poisoned(gc.poison))
+                .collect(),
             txns: TxnTable::new(workers),
             clock: T::default(),
             watermark: CachePadded::new(AtomicU64::new(LOADED)),

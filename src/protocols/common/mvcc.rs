@@ -69,7 +69,7 @@
 //! transaction both observed and inserted into a bucket, its own timestamp in `rts` may hide an
 //! earlier observer's: then `c - 1`, above every timestamp it could hide, stands for it.
 
-use crate::engine::options::{number, OptionSpec, ProtocolOptions};
+use crate::engine::options::{number, switch, OptionSpec, ProtocolOptions};
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::report::VersionReport;
 use crate::engine::{Capabilities, Database, Protocol, Setup, Worker};
@@ -936,11 +936,18 @@ pub struct MvOptions {
     pub aggressive_gc_us: u64,
     /// Where versions come from (`storage::version`).
     pub version_alloc: VersionAlloc,
+    /// Freed versions are overwritten (a debugging aid).
+    pub version_poison: bool,
 }
 
 impl Default for MvOptions {
     fn default() -> Self {
-        MvOptions { gc_interval_us: 10, aggressive_gc_us: 0, version_alloc: VersionAlloc::Pool }
+        MvOptions {
+            gc_interval_us: 10,
+            aggressive_gc_us: 0,
+            version_alloc: VersionAlloc::Pool,
+            version_poison: false,
+        }
     }
 }
 
@@ -968,6 +975,13 @@ impl ProtocolOptions for MvOptions {
                    (CCBench's AssertiveVersionReuse) or the global allocator, a call per version \
                    allocated and freed",
         },
+        OptionSpec {
+            name: "version-poison",
+            values: "on | off",
+            default: "off",
+            help: "debugging: overwrite every freed version (stamp 0, payload bytes 0xA5), so \
+                   that a read of a version after it was freed shows as a row no writer wrote",
+        },
     ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
@@ -981,6 +995,7 @@ impl ProtocolOptions for MvOptions {
                     _ => return Err(format!("--opt {name}={value}: expected pool or malloc")),
                 }
             }
+            "version-poison" => self.version_poison = switch(name, value)?,
             _ => return Err(format!("--opt {name}: not an option of this protocol")),
         }
         Ok(())
@@ -1016,6 +1031,7 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
             interval_us: options.gc_interval_us,
             aggressive_us: options.aggressive_gc_us,
             alloc: options.version_alloc,
+            poison: options.version_poison,
         };
         let mv = MvShared::new(setup.tables, setup.max_workers, gc);
         Ok(MvProtocol { options, mv, _c: PhantomData })

@@ -41,7 +41,8 @@
 //! assuming readers) is not built: it trades tracking for aborts of every pivot that overwrites
 //! an old version, and wants the factor analysis this experiments will give it.
 //!
-//! **Options**: `gc-interval-us`, `aggressive-gc-us` and `version-alloc` (as `si`). At most 256 workers: one reader bit each.
+//! **Options**: `gc-interval-us`, `aggressive-gc-us`, `version-alloc` and `version-poison` (as
+//! `si`). At most 256 workers: one reader bit each.
 //!
 //! **Record**: [`SsiRecord`], the substrate's head word; versions carry [`SsiExt`].
 

@@ -46,7 +46,8 @@
 //! commits (conservative: it can only abort more). The read-mostly optimisation of ERMIA's SSI
 //! (old versions not tracked) is SSI's, not SSN's, and is not applied here.
 //!
-//! **Options**: `gc-interval-us`, `aggressive-gc-us` and `version-alloc` (as `si`). At most 256 workers: one reader bit each.
+//! **Options**: `gc-interval-us`, `aggressive-gc-us`, `version-alloc` and `version-poison` (as
+//! `si`). At most 256 workers: one reader bit each.
 //!
 //! **Record**: [`SsnRecord`], the substrate's head word; versions carry [`SsnExt`].
 

@@ -41,7 +41,8 @@
 //! collection; timestamps come from the substrate's centralized counter, as in the paper. (5)
 //! Only the optimistic scheme is built; the paper's pessimistic (locking) variant is not.
 //!
-//! **Options**: `gc-interval-us`, `aggressive-gc-us` and `version-alloc` (as `si`).
+//! **Options**: `gc-interval-us`, `aggressive-gc-us`, `version-alloc` and `version-poison` (as
+//! `si`).
 //!
 //! **Record**: [`HekatonRecord`], the substrate's head word; versions carry [`HekatonExt`].
 

@@ -23,7 +23,8 @@
 //! than the bound are collected even if a running snapshot may need them; see
 //! `protocols::common::mv`; 0, the default, is off), and `version-alloc`, `pool` (per-worker
 //! pools reusing reclaimed versions, CCBench's AssertiveVersionReuse; the default) or `malloc`
-//! (the global allocator, for the factor analysis). The protocol is `protocols::common::mvcc`'s `MvProtocol` with
+//! (the global allocator, for the factor analysis), and `version-poison` (debugging: freed versions
+//! are overwritten). The protocol is `protocols::common::mvcc`'s `MvProtocol` with
 //! [`SiCert`].
 //!
 //! **Record**: [`SiRecord`], the substrate's one head word; versions carry no fields of SI's
