@@ -19,7 +19,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The presets shipped with txlab: (file name, contents).
-pub const SHIPPED: [(&str, &str); 12] = [
+pub const SHIPPED: [(&str, &str); 13] = [
     ("ccbench-skew", include_str!("../../presets/ccbench-skew.toml")),
     ("ccbench-read-ratio", include_str!("../../presets/ccbench-read-ratio.toml")),
     ("ccbench-payload", include_str!("../../presets/ccbench-payload.toml")),
@@ -32,6 +32,7 @@ pub const SHIPPED: [(&str, &str); 12] = [
     ("tpcc-warehouses", include_str!("../../presets/tpcc-warehouses.toml")),
     ("ccbench-rapidgc", include_str!("../../presets/ccbench-rapidgc.toml")),
     ("ccbench-aggressive-gc", include_str!("../../presets/ccbench-aggressive-gc.toml")),
+    ("ccbench-mvcc-skew", include_str!("../../presets/ccbench-mvcc-skew.toml")),
 ];
 
 /// One experiment.
