@@ -860,3 +860,33 @@ fn a_departed_workers_garbage_is_collected_by_the_others() {
     }
     assert_eq!(db.protocol().substrate().carved_versions(), freed_before, "nothing was reused");
 }
+
+/// The version report counts declared read-only transactions at safe snapshots and at fresh
+/// ones, and how stale the safe ones were: a safe snapshot held at a running transaction's
+/// snapshot is as old as that transaction. (Whether x's second read-only transaction gets a
+/// safe snapshot depends on whether a refresh ran after its write: either way it is counted.)
+#[test]
+fn read_only_staleness_is_reported() {
+    let db = db_of::<ErmiaSsn>();
+    let versions = || db.protocol().versions(&db).expect("ermia-ssn keeps versions");
+    let (mut r, mut x, mut w) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    r.begin();
+    assert_eq!(r.read(T, 1, val).unwrap(), Some(1));
+    // r's snapshot holds the watermark, and is no longer the newest state once w commits: it
+    // was last seen to be the newest before w's commit, and x reads at it 3 ms later.
+    txn(&mut w, |w| set(w, 3, 30));
+    std::thread::sleep(Duration::from_millis(3));
+    x.begin_read_only();
+    assert_eq!(x.read(T, 1, val).unwrap(), Some(1));
+    x.commit().unwrap();
+    r.commit().unwrap();
+    txn(&mut x, |x| set(x, 2, 20));
+    x.begin_read_only();
+    assert_eq!(x.read(T, 2, val).unwrap(), Some(20));
+    x.commit().unwrap();
+    drop((r, x, w));
+    let v = versions();
+    assert_eq!(v.read_only_safe + v.read_only_fresh, 2, "{v:?}");
+    assert!(v.read_only_safe >= 1 && v.read_only_staleness_max_us >= 3000.0, "{v:?}");
+    assert!(v.read_only_staleness_mean_us <= v.read_only_staleness_max_us, "{v:?}");
+}

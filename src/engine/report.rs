@@ -216,6 +216,17 @@ pub struct VersionReport {
     pub gc_lag_mean_us: f64,
     /// See `gc_lag_mean_us`.
     pub gc_lag_max_us: f64,
+    /// Declared read-only transactions that ran at a safe snapshot without certification
+    /// (ERMIA's SSN and SSI), and those that took a fresh snapshot instead.
+    pub read_only_safe: u64,
+    /// See `read_only_safe`.
+    pub read_only_fresh: u64,
+    /// How old the safe snapshots were at begin: from when their state was the newest (the
+    /// refresh that set the watermark, or the begin of the transaction whose snapshot it is) to
+    /// the begin, in microseconds, mean and largest (Cicada §4 reports this staleness).
+    pub read_only_staleness_mean_us: f64,
+    /// See `read_only_staleness_mean_us`.
+    pub read_only_staleness_max_us: f64,
 }
 
 /// What logging cost and did during a run.
@@ -260,7 +271,7 @@ pub struct HistoryCheck {
 
 /// The CSV columns of a [`VersionReport`] (`versions.NAME`; empty for a protocol without
 /// versions), in its fields' order.
-const VERSION_COLUMNS: [&str; 7] = [
+const VERSION_COLUMNS: [&str; 11] = [
     "alive",
     "alive_bytes",
     "carved",
@@ -268,6 +279,10 @@ const VERSION_COLUMNS: [&str; 7] = [
     "longest_chain",
     "gc_lag_mean_us",
     "gc_lag_max_us",
+    "read_only_safe",
+    "read_only_fresh",
+    "read_only_staleness_mean_us",
+    "read_only_staleness_max_us",
 ];
 
 impl RunReport {
@@ -434,6 +449,17 @@ impl RunReport {
                 v.gc_lag_mean_us,
                 v.gc_lag_max_us
             );
+            if v.read_only_safe > 0 {
+                let _ = writeln!(
+                    s,
+                    "  read-only   {} at safe snapshots (staleness mean {:.0} us, max {:.0} us), \
+                     {} at fresh ones",
+                    v.read_only_safe,
+                    v.read_only_staleness_mean_us,
+                    v.read_only_staleness_max_us,
+                    v.read_only_fresh
+                );
+            }
         }
         for w in &self.warnings {
             let _ = writeln!(s, "  warning     {w}");
@@ -600,6 +626,10 @@ impl RunReport {
                 v.longest_chain.to_string(),
                 format!("{:.1}", v.gc_lag_mean_us),
                 format!("{:.1}", v.gc_lag_max_us),
+                v.read_only_safe.to_string(),
+                v.read_only_fresh.to_string(),
+                format!("{:.1}", v.read_only_staleness_mean_us),
+                format!("{:.1}", v.read_only_staleness_max_us),
             ]),
             // A protocol without versions.
             None => r.extend(VERSION_COLUMNS.iter().map(|_| String::new())),

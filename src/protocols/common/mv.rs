@@ -250,6 +250,9 @@ struct TxnSlot {
     /// Whether the running transaction's snapshot holds the aggressive GC back (a retry of a
     /// transaction that aborted with `snapshot-too-old`, see the module docs).
     protected: AtomicBool,
+    /// When the running transaction began (`MvShared::now_ns`): when its snapshot's state was
+    /// the newest, for the staleness of read-only snapshots taken at it.
+    began: AtomicU64,
 }
 
 /// What a reader learns about the owner of a pending version.
@@ -278,6 +281,7 @@ impl TxnTable {
                 cstamp: AtomicU64::new(0),
                 snapshot: AtomicU64::new(NO_SNAPSHOT),
                 protected: AtomicBool::new(false),
+                began: AtomicU64::new(0),
             })
         };
         TxnTable { slots: (0..workers).map(|_| slot()).collect(), used: AtomicUsize::new(0) }
@@ -328,7 +332,7 @@ pub struct MvShared<V, T: Timestamps = Counter> {
     pub txns: TxnTable,
     /// Commit timestamps and snapshots.
     pub clock: T,
-    watermark: CachePadded<AtomicU64>,
+    watermark: CachePadded<Watermark>,
     /// When the watermark was last refreshed (`origin` ticks), and a flag for the refresher.
     refreshed: CachePadded<AtomicU64>,
     refreshing: AtomicBool,
@@ -336,6 +340,8 @@ pub struct MvShared<V, T: Timestamps = Counter> {
     interval_ns: u64,
     /// GC lag of departed workers (see [`MvShared::report`]).
     lag: GcLag,
+    /// Read-only transactions of departed workers (see [`MvShared::report`]).
+    read_only: ReadOnly,
     /// The GC queues departed workers left behind, adopted by the next worker that collects
     /// (`orphaned` says there are some without taking the lock).
     orphans: std::sync::Mutex<Orphans<V>>,
@@ -355,6 +361,24 @@ pub struct MvShared<V, T: Timestamps = Counter> {
 struct Orphans<V> {
     prune: Vec<(TableId, RowId, u64, u64)>,
     dead: Vec<(TableId, Ptr<V>, u64)>,
+}
+
+/// The GC watermark and when its state was the newest (`now_ns`; for the staleness of the
+/// read-only snapshots taken at it), on one line.
+#[derive(Default)]
+struct Watermark {
+    stamp: AtomicU64,
+    since_ns: AtomicU64,
+}
+
+/// Read-only transactions of departed workers: at safe snapshots, at fresh ones, and the safe
+/// ones' summed and largest staleness in nanoseconds (see `VersionReport`).
+#[derive(Default)]
+struct ReadOnly {
+    safe: AtomicU64,
+    fresh: AtomicU64,
+    sum_ns: AtomicU64,
+    max_ns: AtomicU64,
 }
 
 /// GC lag sums: versions cut, their summed and largest lag in nanoseconds.
@@ -392,12 +416,16 @@ impl<V: VersionExt, T: Timestamps + Default> MvShared<V, T> {
                 .collect(),
             txns: TxnTable::new(workers),
             clock: T::default(),
-            watermark: CachePadded::new(AtomicU64::new(LOADED)),
+            watermark: CachePadded::new(Watermark {
+                stamp: AtomicU64::new(LOADED),
+                since_ns: AtomicU64::new(0),
+            }),
             refreshed: CachePadded::new(AtomicU64::new(0)),
             refreshing: AtomicBool::new(false),
             origin: quanta::Instant::now(),
             interval_ns: gc.interval_us * 1000,
             lag: GcLag::default(),
+            read_only: ReadOnly::default(),
             orphans: std::sync::Mutex::new(Orphans { prune: Vec::new(), dead: Vec::new() }),
             orphaned: AtomicBool::new(false),
             aggressive_ns: gc.aggressive_us * 1000,
@@ -453,6 +481,13 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         let sum = self.lag.sum_ns.swap(0, Ordering::Relaxed);
         r.gc_lag_max_us = self.lag.max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
         r.gc_lag_mean_us = if count == 0 { 0.0 } else { sum as f64 / count as f64 / 1e3 };
+        let ro = &self.read_only;
+        r.read_only_safe = ro.safe.swap(0, Ordering::Relaxed);
+        r.read_only_fresh = ro.fresh.swap(0, Ordering::Relaxed);
+        let sum = ro.sum_ns.swap(0, Ordering::Relaxed) as f64;
+        r.read_only_staleness_mean_us =
+            if r.read_only_safe == 0 { 0.0 } else { sum / r.read_only_safe as f64 / 1e3 };
+        r.read_only_staleness_max_us = ro.max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
         r
     }
 
@@ -489,7 +524,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
     /// The GC watermark: at most the oldest snapshot in use.
     #[inline]
     pub fn watermark(&self) -> u64 {
-        self.watermark.load(Ordering::Acquire)
+        self.watermark.stamp.load(Ordering::Acquire)
     }
 
     /// The watermark the GC prunes chains at: the watermark, or with AggressiveGC the clock
@@ -542,7 +577,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
     /// dropped after it computed, and then its watermark is seen; if the watermark is still
     /// `w`, every later refresh sees the store.
     fn pin_watermark(&self, w: u64) -> bool {
-        !self.refreshing.load(Ordering::SeqCst) && self.watermark.load(Ordering::SeqCst) == w
+        !self.refreshing.load(Ordering::SeqCst) && self.watermark.stamp.load(Ordering::SeqCst) == w
     }
 
     /// Records that a transaction committed at `c` after one of its anti-dependency
@@ -563,16 +598,31 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         // SeqCst loads: see the module docs (the clock is read before the snapshots).
         let clock = self.clock.snapshot();
         let mut m = clock;
+        // When the state at `m` was the newest: now if it is the clock's, else the begin of
+        // the transaction whose snapshot it is (Relaxed: a statistic).
+        let mut since = None;
         let mut protected = u64::MAX;
         let used = self.txns.used.load(Ordering::SeqCst);
         for s in &self.txns.slots[..used] {
             let snap = s.snapshot.load(Ordering::SeqCst);
-            m = m.min(snap);
+            if snap < m {
+                (m, since) = (snap, Some(s.began.load(Ordering::Relaxed)));
+            }
             if self.aggressive_ns != 0 && s.protected.load(Ordering::SeqCst) {
                 protected = protected.min(snap);
             }
         }
-        self.watermark.fetch_max(m, Ordering::Release);
+        let wm = &self.watermark;
+        // The latest time the state at `m` is known to have been the newest. Relaxed
+        // `since_ns`: a statistic; only the holder of the `refreshing` flag stores it.
+        let since = since.unwrap_or_else(|| self.now_ns());
+        let old = wm.stamp.load(Ordering::Relaxed);
+        if m > old {
+            wm.since_ns.store(since, Ordering::Relaxed);
+        } else if m == old {
+            wm.since_ns.fetch_max(since, Ordering::Relaxed);
+        }
+        wm.stamp.fetch_max(m, Ordering::Release);
         if self.aggressive_ns != 0 {
             // Timed after the clock was read: see `aged_clock`.
             let aged = self.aged_clock(self.now_ns(), clock);
@@ -812,6 +862,9 @@ pub struct MvCtx<'db, V: VersionExt, T: Timestamps = Counter> {
     protected: bool,
     /// GC lag of the versions this worker cut: count, sum and largest (nanoseconds).
     lag: (u64, u64, u64),
+    /// Read-only transactions begun at safe snapshots and at fresh ones, and the safe ones'
+    /// summed and largest staleness (nanoseconds).
+    read_only: (u64, u64, u64, u64),
     /// Versions taken off chains, waiting for two epoch grace periods: (table, version, epoch).
     dead: VecDeque<(TableId, NonNull<Version<V>>, u64)>,
     /// Versions freed so far (statistics, tests).
@@ -836,6 +889,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             last_commit: 0,
             protected: false,
             lag: (0, 0, 0),
+            read_only: (0, 0, 0, 0),
             dead: VecDeque::new(),
             freed: 0,
         }
@@ -898,6 +952,8 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         self.began_ns = sh.now_ns();
         sh.maybe_refresh(self.began_ns);
         self.seq += 1;
+        // Relaxed: a statistic (see `TxnSlot::began`), published with the snapshot below.
+        t.began.store(self.began_ns, Ordering::Relaxed);
         t.cstamp.store(0, Ordering::Relaxed);
         // Release: orders the `cstamp` reset before the new state (see `TxnTable::owner`).
         t.state.store((self.seq & SEQ_MASK) << 2 | ACTIVE, Ordering::Release);
@@ -915,7 +971,11 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             && (sh.aggressive_ns == 0 || w >= sh.prune_mark());
         if safe {
             self.snapshot = w;
+            let stale = self.began_ns.saturating_sub(sh.watermark.since_ns.load(Ordering::Relaxed));
+            let ro = &mut self.read_only;
+            (ro.0, ro.2, ro.3) = (ro.0 + 1, ro.2 + stale, ro.3.max(stale));
         } else {
+            self.read_only.1 += u64::from(read_only);
             self.snapshot = sh.clock.snapshot();
             t.snapshot.store(self.snapshot, Ordering::Release);
         }
@@ -1197,6 +1257,12 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         lag.count.fetch_add(count, Ordering::Relaxed);
         lag.sum_ns.fetch_add(sum, Ordering::Relaxed);
         lag.max_ns.fetch_max(max, Ordering::Relaxed);
+        let (safe, fresh, sum, max) = std::mem::take(&mut self.read_only);
+        let ro = &self.shared.read_only;
+        ro.safe.fetch_add(safe, Ordering::Relaxed);
+        ro.fresh.fetch_add(fresh, Ordering::Relaxed);
+        ro.sum_ns.fetch_add(sum, Ordering::Relaxed);
+        ro.max_ns.fetch_max(max, Ordering::Relaxed);
     }
 }
 
