@@ -66,14 +66,16 @@
 //! value `A` ago (sampled at refreshes, every `A/32`). So a transaction that began less than
 //! `A` ago never misses a version, and an older one may.
 //!
-//! * **Detection is exact.** The pruner flags the version it cuts after (`TRIMMED`, stored
-//!   before the cut is released). A reader whose walk ends at a flagged version without finding
-//!   one its snapshot sees gets [`TooOld`]; the protocol aborts with `snapshot-too-old` and the
-//!   driver retries with a fresh snapshot. Any other walk is unaffected: the versions a
-//!   snapshot sees are a prefix that pruning never shortens below the version it needs, unless
-//!   it cut that version off. It can be a false alarm: the cut versions may all be younger
-//!   than the snapshot, when the row did not exist at the snapshot (then the reader aborts
-//!   when it would have seen nothing).
+//! * **Detection is exact.** The pruner flags the version it cuts after (`TRIMMED`, with the
+//!   chain's *birth*: the stamp of its first version, taken from the oldest cut version, or
+//!   from that one's flag if it was cut after before; stored before the cut is released). A
+//!   reader whose walk ends at a flagged version without finding one its snapshot sees, and
+//!   whose snapshot is at or above the birth, gets [`TooOld`]; the protocol aborts with
+//!   `snapshot-too-old` and the driver retries with a fresh snapshot. Below the birth the row
+//!   did not exist at the snapshot and the reader sees it absent, as it would have. Any other
+//!   walk is unaffected: the versions a snapshot sees are a prefix that pruning never shortens
+//!   below the version it needs, unless it cut that version off. (A row deleted and inserted
+//!   again on the same chain is too old for any snapshot above its first birth.)
 //! * **Starvation is bounded by one abort.** A retried `snapshot-too-old` victim is
 //!   *protected* ([`MvCtx::protect`]) until it commits: its slot's `protected` flag (stored
 //!   SeqCst before the snapshot is drawn) makes every refresh hold the pruning mark at or
@@ -100,8 +102,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// A version's flag: it records a deletion.
 pub const TOMBSTONE: u64 = 1;
-/// A version's flag: the GC cut the older versions off after it (see [`MvShared::visible`]).
+/// A version's flag: the GC cut the older versions off after it (see [`MvShared::visible`]);
+/// the flags word's bits from [`BIRTH_SHIFT`] up then hold the chain's birth stamp.
 const TRIMMED: u64 = 2;
+const BIRTH_SHIFT: u32 = 2;
 /// The stamp of loaded rows: below every commit timestamp, seen by every snapshot.
 pub const LOADED: u64 = 1;
 /// The stamp of a version whose writer aborted.
@@ -702,8 +706,11 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
             v = next_of(ver);
             // Relaxed: `prune` flags the version before its Release store of the cut, which
             // `next_of`'s Acquire load saw.
-            if v.is_none() && ver.flags.load(Ordering::Relaxed) & TRIMMED != 0 {
-                return Err(TooOld);
+            if v.is_none() {
+                let f = ver.flags.load(Ordering::Relaxed);
+                if f & TRIMMED != 0 && f >> BIRTH_SHIFT <= s {
+                    return Err(TooOld);
+                }
             }
         }
         Ok(None)
@@ -1291,10 +1298,22 @@ fn prune<V: VersionExt>(rec: &MvRecord<V>, w: u64) -> Option<NonNull<Version<V>>
     while let Some(ver) = v {
         let st = ver.stamp.load(Ordering::Acquire);
         if is_committed(st) && st <= w {
-            if !ver.next.load(Ordering::Relaxed).is_null() {
+            if let Some(first) = next_of(ver) {
+                // The chain's birth, from its oldest version (committed: only the newest can
+                // be pending). Under the GC lock nothing else changes the chain below `ver`.
+                let mut oldest = first;
+                while let Some(o) = next_of(oldest) {
+                    oldest = o;
+                }
+                let f = oldest.flags.load(Ordering::Relaxed);
+                let birth = if f & TRIMMED != 0 {
+                    f >> BIRTH_SHIFT
+                } else {
+                    oldest.stamp.load(Ordering::Relaxed)
+                };
                 // Before the cut (Release below): a reader that finds the chain ending here
-                // knows it was cut (`MvShared::visible`).
-                ver.flags.fetch_or(TRIMMED, Ordering::Relaxed);
+                // knows it was cut, and since when the row exists (`MvShared::visible`).
+                ver.flags.fetch_or(TRIMMED | birth << BIRTH_SHIFT, Ordering::Relaxed);
                 cut = NonNull::new(ver.next.swap(std::ptr::null_mut(), Ordering::AcqRel));
             }
             break;
