@@ -68,6 +68,12 @@ pub fn switch(name: &str, value: &str) -> Result<bool, String> {
     choice(name, value, &[("on", true), ("off", false)])
 }
 
+/// Serializes a [`switch`] option as the word that sets it (`on` or `off`), so that results,
+/// headers and CSV rows show what `--opt` takes (`#[serde(serialize_with = ...)]`).
+pub fn serialize_switch<S: serde::Serializer>(on: &bool, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(if *on { "on" } else { "off" })
+}
+
 /// Parses `value` as a number in `lo..=hi` for option `name`.
 pub fn number<T>(name: &str, value: &str, lo: T, hi: T) -> Result<T, String>
 where
@@ -91,6 +97,15 @@ mod tests {
         assert_eq!(number("threshold", "7", 1u32, 10), Ok(7));
         assert_eq!(switch("x", "off"), Ok(false));
         assert_eq!(switch("x", "yes").unwrap_err(), "--opt x=yes: expected on or off");
+        #[derive(Serialize)]
+        struct Switches {
+            #[serde(serialize_with = "serialize_switch")]
+            a: bool,
+            #[serde(serialize_with = "serialize_switch")]
+            b: bool,
+        }
+        let json = serde_json::to_value(Switches { a: true, b: false }).unwrap();
+        assert_eq!(json, serde_json::json!({"a": "on", "b": "off"}), "what --opt takes");
         assert_eq!(
             number("threshold", "70", 1u32, 10).unwrap_err(),
             "--opt threshold=70: expected a number from 1 to 10"

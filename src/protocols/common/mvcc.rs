@@ -937,6 +937,7 @@ pub struct MvOptions {
     /// Where versions come from (`storage::version`).
     pub version_alloc: VersionAlloc,
     /// Freed versions are overwritten (a debugging aid).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
     pub version_poison: bool,
 }
 

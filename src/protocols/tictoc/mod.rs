@@ -78,9 +78,11 @@ pub struct TicTocOptions {
     /// What commit does with a write-set record locked by another commit.
     pub validation_lock: ValidationLock,
     /// Abort before locking when a read is already doomed (§4.2).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
     pub preemptive_abort: bool,
     /// Validate reads of a just-overwritten version through the record's previous install
     /// timestamp (§4.3).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
     pub timestamp_history: bool,
     /// ReadPhaseExtension (CCBench §6.2): nanoseconds to wait before validating after a read
     /// phase that met a concurrent update; 0 (the default) turns it off.
