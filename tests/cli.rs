@@ -668,6 +668,98 @@ fn tpcc_parameters_are_checked() {
         2,
         "error: --customers and --spin-us apply to --workload smallbank",
     );
+    fails_with(
+        &["run", "-w", "tpcc", "--analytic", "0"],
+        2,
+        "error: --analytic 0 is out of range (1 to 100 percent of the transactions)",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--analytic", "101"],
+        2,
+        "error: --analytic 101 is out of range (1 to 100 percent of the transactions)",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--analytic-scan", "5"],
+        2,
+        "error: --analytic-scan needs --analytic",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--analytic", "20", "--analytic-scan", "0"],
+        2,
+        "error: --analytic-scan 0 is out of range (more than 0, at most 100 percent of a \
+         warehouse's stock)",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--analytic", "20", "--analytic-scan", "NaN"],
+        2,
+        "error: --analytic-scan NaN is out of range (more than 0, at most 100 percent of a \
+         warehouse's stock)",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--analytic", "20", "--analytic-scan", "0.0001"],
+        2,
+        "error: --analytic-scan 0.0001 scans no stock row (one row is 0.001 percent)",
+    );
+    fails_with(
+        &["run", "-w", "ycsb", "--analytic", "20"],
+        2,
+        "error: --analytic applies to --workload tpcc",
+    );
+}
+
+/// The analytic transaction is a type of its own in the report, beside the total, and says it
+/// departs from the specification.
+#[test]
+fn a_tpcc_run_with_analytics_reports_their_commit_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tpcc.json");
+    let out = txlab(&[
+        "run",
+        "-p",
+        "silo,si",
+        "-w",
+        "tpcc",
+        "--threads",
+        "2",
+        "--txns",
+        "400",
+        "--analytic",
+        "25",
+        "--analytic-scan",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{err}");
+    assert!(
+        err.contains(
+            "25 % analytic transactions scanning 2 % of a warehouse's stock (2000 rows), the mix \
+             sharing the rest"
+        ),
+        "{err}"
+    );
+    assert!(s.contains("  analytic "), "the analytic type has its own line:\n{s}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in v["comparison"].as_array().unwrap() {
+        let types = r["per_type"].as_array().unwrap();
+        assert_eq!(types.len(), 6, "{r}");
+        let a = &types[5];
+        assert_eq!(a["name"], "analytic");
+        // 800 transactions, a quarter of them analytic: the count is binomial around 200.
+        let commits = a["commits"].as_u64().unwrap();
+        assert!((120..=280).contains(&commits), "{commits} analytic commits of 800");
+        assert!(a["throughput"].as_f64().unwrap() > 0.0);
+        assert!(
+            r["notes"].as_array().unwrap().iter().any(|n| n
+                .as_str()
+                .unwrap()
+                .starts_with("analytic transaction (not in the specification): 25 %")),
+            "{r}"
+        );
+    }
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! TPC-C: the loader's cardinalities (clause 4.3.3.1), the consistency conditions after a
 //! contended run (1 warehouse, 8 threads on 2 cores, templates and declared access sets checked
-//! at run time) under every serializable protocol, and the conditions' own power to detect
-//! broken databases.
+//! at run time) under every serializable protocol, with and without the analytic transaction,
+//! the analytic transaction's exact aggregates, and the conditions' own power to detect broken
+//! databases.
 
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -10,7 +11,8 @@ use txlab::prelude::*;
 use txlab::workloads::tpcc::consistency;
 use txlab::workloads::tpcc::schema::{self, key};
 use txlab::workloads::tpcc::tables::*;
-use txlab::workloads::tpcc::{Tpcc, TpccConfig};
+use txlab::workloads::tpcc::txns::{Kind, TpccTxn, TYPES};
+use txlab::workloads::tpcc::{AnalyticConfig, Tpcc, TpccConfig};
 
 fn loaded<P: Protocol>(cfg: TpccConfig) -> (Tpcc, Database<P>) {
     let tpcc = Tpcc::new(cfg);
@@ -119,13 +121,10 @@ fn loader_produces_the_specified_cardinalities() {
     assert_eq!(tpcc.check(&db), Ok(()), "a fresh population is consistent");
 }
 
-fn contended<P: Protocol>(seed: u64) {
-    const THREADS: usize = 8;
-    const PER_WORKER: u64 = 400;
-    let (tpcc, db) = loaded::<P>(TpccConfig::new(1));
-    let cfg = RunConfig {
-        threads: THREADS,
-        length: RunLength::transactions(PER_WORKER),
+fn run_config(threads: usize, per_worker: u64, seed: u64) -> RunConfig {
+    RunConfig {
+        threads,
+        length: RunLength::transactions(per_worker),
         backoff: Backoff::Fixed { max_us: 20.0 },
         pin: false,
         seed,
@@ -134,8 +133,14 @@ fn contended<P: Protocol>(seed: u64) {
         // The leader faults memory in while workers allocate (racing them for new segments).
         prefault: true,
         acks: None,
-    };
-    let stats = P::drive(&db, &tpcc, &cfg).unwrap();
+    }
+}
+
+fn contended<P: Protocol>(seed: u64) {
+    const THREADS: usize = 8;
+    const PER_WORKER: u64 = 400;
+    let (tpcc, db) = loaded::<P>(TpccConfig::new(1));
+    let stats = P::drive(&db, &tpcc, &run_config(THREADS, PER_WORKER, seed)).unwrap();
     let mut total = WorkerStats::new(5);
     for s in &stats {
         total.merge(s);
@@ -189,6 +194,168 @@ fn ermia_ssi_keeps_the_consistency_conditions() {
 #[test]
 fn hekaton_keeps_the_consistency_conditions() {
     contended::<txlab::protocols::hekaton::Hekaton>(8);
+}
+
+fn with_analytics(share: u32, scan: f64) -> TpccConfig {
+    TpccConfig { analytic: Some(AnalyticConfig { share, scan }), ..TpccConfig::new(1) }
+}
+
+/// Analytic transactions (a third of the mix, 2 000 stock rows each) among the five: the
+/// conditions hold, every analytic commit left exactly one analytic-history row, and each row's
+/// aggregates are possible for the range it names.
+fn contended_with_analytics<P: Protocol>(seed: u64) {
+    use schema::analytic_history as ah;
+    const THREADS: usize = 8;
+    const PER_WORKER: u64 = 120;
+    let (tpcc, db) = loaded::<P>(with_analytics(33, 2.0));
+    let stats = P::drive(&db, &tpcc, &run_config(THREADS, PER_WORKER, seed)).unwrap();
+    let mut total = WorkerStats::new(6);
+    for s in &stats {
+        total.merge(s);
+    }
+    let ended = total.total_commits() + total.user_aborts.iter().sum::<u64>();
+    assert_eq!(ended, THREADS as u64 * PER_WORKER, "{:?}", total.commits);
+    let analytics = total.commits[Kind::Analytic as usize];
+    assert!(analytics > 0, "analytic transactions committed: {:?}", total.commits);
+    assert_eq!(total.aborts[txlab::error::AbortReason::MissingRow as usize], 0);
+    assert_eq!(tpcc.check(&db), Ok(()), "seed {seed}");
+    let mut rows = 0;
+    db.visit_present(ANALYTIC_HISTORY, 0, u64::MAX, usize::MAX, |_, r| {
+        rows += 1;
+        let n = ah::u32(r, ah::AH_ITEMS);
+        assert_eq!(n, 2000);
+        let first = ah::u32(r, ah::AH_FIRST_I_ID);
+        assert!(first >= 1 && first + n - 1 <= schema::ITEMS, "range {first}+{n}");
+        // Every stock quantity stays within 10..=100 (clause 2.4.2.2), so a sum read from one
+        // snapshot lies within these bounds.
+        let q = ah::i64(r, ah::AH_QUANTITY);
+        assert!((10 * i64::from(n)..=100 * i64::from(n)).contains(&q), "quantity {q}");
+        assert!(ah::u32(r, ah::AH_LOW_STOCK) <= n);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(rows, analytics, "one analytic-history row per analytic commit");
+}
+
+#[test]
+fn silo_keeps_the_conditions_with_analytics() {
+    contended_with_analytics::<txlab::protocols::silo::Silo>(11);
+}
+
+#[test]
+fn two_pl_waitdie_keeps_the_conditions_with_analytics() {
+    contended_with_analytics::<txlab::protocols::two_pl::TwoPlWaitDie>(12);
+}
+
+#[test]
+fn si_keeps_the_conditions_with_analytics() {
+    contended_with_analytics::<txlab::protocols::si::Si>(13);
+}
+
+#[test]
+fn ermia_ssn_keeps_the_conditions_with_analytics() {
+    contended_with_analytics::<txlab::protocols::ermia_ssn::ErmiaSsn>(14);
+}
+
+#[test]
+fn ermia_ssi_keeps_the_conditions_with_analytics() {
+    contended_with_analytics::<txlab::protocols::ermia_ssi::ErmiaSsi>(15);
+}
+
+#[test]
+fn hekaton_keeps_the_conditions_with_analytics() {
+    contended_with_analytics::<txlab::protocols::hekaton::Hekaton>(16);
+}
+
+/// One analytic transaction after a short run (so that stock has sold and recent orders vary)
+/// writes exactly the aggregates computed here from the rows themselves.
+fn analytic_aggregates_are_exact<P: Protocol>() {
+    use schema::stock as st;
+    use schema::{analytic_history as ah, district as di, item as it, order_line as ol};
+    use txlab::engine::{Checks, Procedure, Tx};
+    let (tpcc, db) = loaded::<P>(with_analytics(10, 3.0));
+    P::drive(&db, &tpcc, &run_config(2, 300, 21)).unwrap();
+    let (w, d, items, threshold) = (1u32, 4u32, 3000u32, 40u32);
+    let single = |t: TableId, k: u64, f: &mut dyn FnMut(&[u8])| {
+        let n = db.visit_present(t, k, k, 1, |_, r| {
+            f(r);
+            ControlFlow::Continue(())
+        });
+        assert_eq!(n, Some(1), "row {k} of table {t:?}");
+    };
+    let mut next = 0;
+    single(DISTRICT, key::district(w, d), &mut |r| next = di::u32(r, di::D_NEXT_O_ID));
+    assert!(next > 3001, "the run placed orders in district {d}");
+    // The last 20 orders' lines; the scan is centred on one of their items.
+    let mut lines = Vec::new();
+    db.visit_present(
+        ORDER_LINE,
+        key::order_line(w, d, next - 20, 0),
+        key::order_line(w, d, next - 1, 15),
+        usize::MAX,
+        |_, r| {
+            lines.push((ol::u32(r, ol::OL_I_ID), ol::u32(r, ol::OL_QUANTITY)));
+            ControlFlow::Continue(())
+        },
+    );
+    assert!(lines.len() >= 100, "20 orders of 5 to 15 lines: {}", lines.len());
+    let centre = lines[lines.len() / 2].0;
+    let first = centre.saturating_sub(items / 2).clamp(1, schema::ITEMS - items + 1);
+    let end = first + items;
+    let (mut quantity, mut ytd, mut low) = (0i64, 0i64, 0u32);
+    for i in first..end {
+        single(STOCK, key::stock(w, i), &mut |r| {
+            let q = st::u32(r, st::S_QUANTITY);
+            quantity += i64::from(q);
+            ytd += st::i64(r, st::S_YTD);
+            low += u32::from(q < threshold);
+        });
+    }
+    assert!(ytd > 0, "the run sold items of the range");
+    let (mut recent_quantity, mut recent_value) = (0i64, 0i64);
+    for &(i, q) in lines.iter().filter(|(i, _)| (first..end).contains(i)) {
+        recent_quantity += i64::from(q);
+        single(ITEM, u64::from(i), &mut |r| recent_value += i64::from(q) * it::i64(r, it::I_PRICE));
+    }
+    assert!(recent_quantity > 0);
+
+    let mut txn = TpccTxn::new(Kind::Analytic);
+    (txn.w, txn.d, txn.threshold, txn.now) = (w, d, threshold, 1234);
+    (txn.scan_first, txn.scan_items) = (first, items);
+    txn.analytic_key = key::history(999, 1);
+    let mut worker = db.worker().unwrap();
+    worker.begin();
+    let checks = Checks { templates: true, access_set: None, read_only: false };
+    txn.run(&mut Tx::new(&mut worker, &TYPES[Kind::Analytic as usize], checks)).unwrap();
+    worker.commit().unwrap();
+    drop(worker);
+    single(ANALYTIC_HISTORY, txn.analytic_key, &mut |r| {
+        assert_eq!(ah::u32(r, ah::AH_W_ID), w);
+        assert_eq!(ah::u32(r, ah::AH_D_ID), d);
+        assert_eq!(ah::u32(r, ah::AH_FIRST_I_ID), first);
+        assert_eq!(ah::u32(r, ah::AH_ITEMS), items);
+        assert_eq!(ah::i64(r, ah::AH_QUANTITY), quantity);
+        assert_eq!(ah::i64(r, ah::AH_YTD), ytd);
+        assert_eq!(ah::u32(r, ah::AH_LOW_STOCK), low);
+        assert_eq!(ah::i64(r, ah::AH_RECENT_QUANTITY), recent_quantity);
+        assert_eq!(ah::i64(r, ah::AH_RECENT_VALUE), recent_value);
+        assert_eq!(ah::i64(r, ah::AH_DATE), 1234);
+    });
+}
+
+#[test]
+fn analytic_aggregates_are_exact_under_silo() {
+    analytic_aggregates_are_exact::<txlab::protocols::silo::Silo>();
+}
+
+#[test]
+fn analytic_aggregates_are_exact_under_si() {
+    analytic_aggregates_are_exact::<txlab::protocols::si::Si>();
+}
+
+#[test]
+fn analytic_aggregates_are_exact_under_hekaton() {
+    analytic_aggregates_are_exact::<txlab::protocols::hekaton::Hekaton>();
 }
 
 /// Changes one row of a loaded database with `f`, in a committed transaction.
@@ -253,4 +420,34 @@ fn configurations_out_of_range_are_refused_with_the_flag_named() {
     assert!(TpccConfig::parse_mix("50,50").unwrap_err().contains("needs five"));
     assert!(TpccConfig::parse_mix("50,50,x,0,0").unwrap_err().contains("'x' is not a whole"));
     assert_eq!(TpccConfig::parse_mix(" 10, 20,30,40 ,0").unwrap(), [10, 20, 30, 40, 0]);
+    let err = |share, scan| with_analytics(share, scan).validate().unwrap_err();
+    assert_eq!(err(0, 20.0), "--analytic 0 is out of range (1 to 100 percent of the transactions)");
+    assert_eq!(
+        err(20, 100.5),
+        "--analytic-scan 100.5 is out of range (more than 0, at most 100 percent of a \
+         warehouse's stock)"
+    );
+    assert_eq!(
+        err(20, 0.0004),
+        "--analytic-scan 0.0004 scans no stock row (one row is 0.001 percent)"
+    );
+    assert_eq!(with_analytics(100, 100.0).validate(), Ok(()));
+    assert_eq!(AnalyticConfig { share: 1, scan: 0.0005 }.items(), 1, "half a row rounds up");
+    assert_eq!(AnalyticConfig { share: 1, scan: 60.0 }.items(), 60_000);
+}
+
+/// Without the analytic transaction the workload has the specification's tables and types; with
+/// it, one table and one type more.
+#[test]
+fn the_analytic_transaction_adds_its_table_and_type_only_when_asked() {
+    let plain = Tpcc::new(TpccConfig::new(1));
+    assert_eq!(plain.tables().len(), 11);
+    assert_eq!(plain.txn_types().len(), 5);
+    let hybrid = Tpcc::new(with_analytics(20, 10.0));
+    let tables = hybrid.tables();
+    assert_eq!(tables.len(), 12);
+    assert_eq!(tables[ANALYTIC_HISTORY.0 as usize].name, "analytic_history");
+    assert_eq!(hybrid.txn_types().len(), 6);
+    assert_eq!(hybrid.txn_types()[Kind::Analytic as usize].name, "analytic");
+    assert_ne!(plain.data_config(), hybrid.data_config(), "a loaded database is not shared");
 }

@@ -371,6 +371,15 @@ struct TpccArgs {
     /// results) [default: none]
     #[arg(long, value_enum, value_delimiter = ',')]
     simplify: Vec<crate::workloads::tpcc::Simplification>,
+    /// TPC-C: percent of transactions that are analytic, 1 to 100 (not in the specification:
+    /// ERMIA's read-mostly transaction, a stock scan joined with recent orders that inserts one
+    /// analytic_history row; the mix shares the rest) [default: none]
+    #[arg(long, value_name = "PCT")]
+    analytic: Option<u32>,
+    /// TPC-C: percent of a warehouse's stock each analytic transaction scans, more than 0 to 100
+    /// (ERMIA's Fig. 5 sweeps 1 to 60) [default: 20]
+    #[arg(long, value_name = "PCT")]
+    analytic_scan: Option<f64>,
 }
 
 impl TpccArgs {
@@ -382,6 +391,8 @@ impl TpccArgs {
             (self.np, "np"),
             (self.warehouse_choice.is_some(), "warehouse-choice"),
             (!self.simplify.is_empty(), "simplify"),
+            (self.analytic.is_some(), "analytic"),
+            (self.analytic_scan.is_some(), "analytic-scan"),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))
@@ -408,6 +419,14 @@ impl TpccArgs {
         cfg.simplifications.sort();
         cfg.simplifications.dedup();
         cfg.seed = seed;
+        cfg.analytic = match (self.analytic, self.analytic_scan) {
+            (Some(share), scan) => Some(crate::workloads::tpcc::AnalyticConfig {
+                share,
+                scan: scan.unwrap_or(crate::workloads::tpcc::AnalyticConfig::DEFAULT_SCAN),
+            }),
+            (None, Some(_)) => return Err("--analytic-scan needs --analytic".into()),
+            (None, None) => None,
+        };
         cfg.validate()?;
         Ok(cfg)
     }
@@ -644,7 +663,8 @@ fn list() -> String {
     s += "  smallbank     SmallBank (H-Store mix; BOHM §4.3): --customers --spin-us; checks that\n";
     s += "                money changes only by committed deposits and checks\n";
     s += "  tpcc          TPC-C 5.11, full mix: --warehouses --mix --np --warehouse-choice\n";
-    s += "                --simplify; checks consistency conditions 1-10 and 12 after each run\n";
+    s += "                --simplify; checks consistency conditions 1-10 and 12 after each run;\n";
+    s += "                --analytic PCT adds ERMIA's read-mostly stock scan (--analytic-scan)\n";
     s += "\nYCSB presets (--preset, theta 0.99 unless --theta is given):\n";
     for p in Preset::value_variants() {
         let name = p.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();

@@ -7,6 +7,14 @@
 //! * [`txns`]: the procedures, their declared access sets and piece templates.
 //! * [`consistency`]: conditions 1-10 and 12, checked after every run.
 //!
+//! Beside the specification, an optional sixth transaction (`--analytic`): the read-mostly
+//! analytic transaction ERMIA's evaluation adds to TPC-E (ERMIA §4.2, Fig. 5), transposed to
+//! TPC-C. It scans a fraction of one warehouse's stock (`--analytic-scan`, 1 % to 60 % in the
+//! paper's sweep), joins the range with the items of one district's last 20 orders (their
+//! prices from ITEM), aggregates, and inserts one row into a table of its own,
+//! `analytic_history`. Its stock reads are the columns NewOrder writes, so its conflicts grow
+//! with the scan, as the paper's grow with the customer group it values.
+//!
 //! Inserts (orders, order lines, new orders, history) and deletes (delivered new orders) are
 //! real, and range scans (customer by last name, a customer's latest order, Delivery's oldest
 //! new order, Stock-Level's last 20 orders) go through the protocols' phantom protection. Two
@@ -54,6 +62,8 @@ pub mod tables {
     pub const CUSTOMER_NAME: TableId = TableId(9);
     /// Secondary index: orders by customer.
     pub const ORDER_CUSTOMER: TableId = TableId(10);
+    /// ANALYTIC_HISTORY (not in TPC-C): exists only with the analytic transaction.
+    pub const ANALYTIC_HISTORY: TableId = TableId(11);
 }
 
 /// The default mix, in percent: NewOrder, Payment, Order-Status, Delivery, Stock-Level.
@@ -97,6 +107,27 @@ pub enum WarehouseChoice {
     Random,
 }
 
+/// The analytic transaction (not in the specification; see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct AnalyticConfig {
+    /// Percent of all transactions that are analytic (1 to 100); the five-way mix shares the
+    /// rest in its proportions, as ERMIA's TPC-E mix does around its 20 % of analytics.
+    pub share: u32,
+    /// Percent of the warehouse's stock each analytic transaction scans (more than 0, at most
+    /// 100; ERMIA's Fig. 5 varies its scan from 1 % to 60 %).
+    pub scan: f64,
+}
+
+impl AnalyticConfig {
+    /// `--analytic-scan`'s default, the scan of ERMIA's Fig. 6.
+    pub const DEFAULT_SCAN: f64 = 20.0;
+
+    /// The stock rows one analytic transaction reads: `scan` percent of a warehouse's items.
+    pub fn items(&self) -> u32 {
+        (f64::from(schema::ITEMS) * self.scan / 100.0).round() as u32
+    }
+}
+
 /// TPC-C's parameters.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct TpccConfig {
@@ -110,6 +141,8 @@ pub struct TpccConfig {
     pub simplifications: Vec<Simplification>,
     /// Seed of the population and of the NURand constants.
     pub seed: u64,
+    /// The analytic transaction, when in the mix (off by default).
+    pub analytic: Option<AnalyticConfig>,
 }
 
 impl TpccConfig {
@@ -121,6 +154,7 @@ impl TpccConfig {
             warehouse_choice: WarehouseChoice::Home,
             simplifications: Vec::new(),
             seed: 1,
+            analytic: None,
         }
     }
 
@@ -156,6 +190,28 @@ impl TpccConfig {
             let m: Vec<String> = self.mix.iter().map(u32::to_string).collect();
             return Err(format!("--mix {} sums to {sum}, not 100", m.join(",")));
         }
+        if let Some(a) = &self.analytic {
+            if !(1..=100).contains(&a.share) {
+                return Err(format!(
+                    "--analytic {} is out of range (1 to 100 percent of the transactions)",
+                    a.share
+                ));
+            }
+            if !(a.scan > 0.0 && a.scan <= 100.0) {
+                return Err(format!(
+                    "--analytic-scan {} is out of range (more than 0, at most 100 percent of a \
+                     warehouse's stock)",
+                    a.scan
+                ));
+            }
+            if a.items() == 0 {
+                return Err(format!(
+                    "--analytic-scan {} scans no stock row (one row is {} percent)",
+                    a.scan,
+                    100.0 / f64::from(schema::ITEMS)
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -177,8 +233,18 @@ impl TpccConfig {
             let s: Vec<&str> = self.simplifications.iter().map(|s| s.name()).collect();
             format!("SIMPLIFIED: {}", s.join(", "))
         };
+        let analytic = match &self.analytic {
+            Some(a) => format!(
+                ", {} % analytic transactions scanning {} % of a warehouse's stock ({} rows), \
+                 the mix sharing the rest",
+                a.share,
+                a.scan,
+                a.items()
+            ),
+            None => String::new(),
+        };
         format!(
-            "TPC-C: {} warehouse(s), {mix}, {} warehouses, {simplified}",
+            "TPC-C: {} warehouse(s), {mix}{analytic}, {} warehouses, {simplified}",
             self.warehouses,
             match self.warehouse_choice {
                 WarehouseChoice::Home => "home",
@@ -203,6 +269,8 @@ pub struct Tpcc {
 const BYTES_PER_NEW_ORDER: u64 = 3 * 128 + 15 * 128 + 19 * 48;
 /// Bytes one committed Payment adds (its history row and index entry).
 const BYTES_PER_PAYMENT: u64 = 128 + 48;
+/// Bytes one committed analytic transaction adds (its analytic-history row and index entry).
+const BYTES_PER_ANALYTIC: u64 = 128 + 48;
 
 /// Rows the growing tables get room for, beyond the loaded ones.
 #[derive(Clone, Copy, Debug)]
@@ -211,9 +279,14 @@ struct Growth {
     orders: u64,
     /// Payments (a history row each).
     payments: u64,
+    /// Analytic transactions (an analytic-history row each); 0 without them.
+    analytics: u64,
 }
 
 impl Growth {
+    /// No room beyond the loaded rows (for memory estimates before creating the workload).
+    const NONE: Growth = Growth { orders: 0, payments: 0, analytics: 0 };
+
     /// Splits `budget` bytes between NewOrder's and Payment's rows in the ratio of `mix`, so a
     /// Payment-heavy mix gets a longer history table rather than order tables it never fills.
     ///
@@ -233,22 +306,38 @@ impl Growth {
             orders =
                 if no > 0 { (budget - floor * BYTES_PER_PAYMENT) / BYTES_PER_NEW_ORDER } else { 0 };
         }
-        const MIN: u64 = 1 << 16;
-        Growth { orders: orders.max(MIN), payments: payments.max(MIN) }
+        Growth { orders: orders.max(Self::MIN), payments: payments.max(Self::MIN), analytics: 0 }
+    }
+
+    /// Rows a growing table gets at least.
+    const MIN: u64 = 1 << 16;
+
+    /// [`Growth::for_mix`] for `cfg`'s mix; with the analytic transaction, its table takes a
+    /// sixteenth of `budget` first (an analytic transaction reads at least a hundred rows per
+    /// row it inserts, so this is room for far longer runs than the order tables allow).
+    fn for_config(budget: u64, cfg: &TpccConfig) -> Self {
+        match cfg.analytic {
+            None => Self::for_mix(budget, &cfg.mix),
+            Some(_) => {
+                let analytic = budget / 16;
+                let rows = (analytic / BYTES_PER_ANALYTIC).max(Self::MIN);
+                Growth { analytics: rows, ..Self::for_mix(budget - analytic, &cfg.mix) }
+            }
+        }
     }
 }
 
 impl Tpcc {
     /// The workload for `cfg` (validated).
     pub fn new(cfg: TpccConfig) -> Self {
-        let loaded: u64 = Self::tables_with(&cfg, Growth { orders: 0, payments: 0 })
+        let loaded: u64 = Self::tables_with(&cfg, Growth::NONE)
             .iter()
             .map(|s| s.estimated_bytes::<[u64; 2]>())
             .sum();
         // Growing tables may use half of the memory left after loading; a run that orders more
         // stops with a clear "table full" error instead of exhausting the machine.
         let avail = crate::storage::available_memory().unwrap_or(8 << 30);
-        let growth = Growth::for_mix(avail.saturating_sub(loaded) / 2, &cfg.mix);
+        let growth = Growth::for_config(avail.saturating_sub(loaded) / 2, &cfg);
         Tpcc {
             nu: NuConstants::draw(cfg.seed),
             cfg,
@@ -264,7 +353,7 @@ impl Tpcc {
 
     /// The tables for `cfg` (for memory checks before creating the workload).
     pub fn tables_for(cfg: &TpccConfig) -> Vec<TableSpec> {
-        Self::tables_with(cfg, Growth { orders: 0, payments: 0 })
+        Self::tables_with(cfg, Growth::NONE)
     }
 
     fn tables_with(cfg: &TpccConfig, growth: Growth) -> Vec<TableSpec> {
@@ -294,7 +383,7 @@ impl Tpcc {
                 .with_capacity(rows.saturating_add(more).saturating_add(SLACK))
                 .with_columns(&cols)
         };
-        vec![
+        let mut tables = vec![
             fixed("warehouse", schema::warehouse::SIZE, w, schema::warehouse::columns()),
             fixed("district", schema::district::SIZE, districts, schema::district::columns()),
             fixed("customer", schema::customer::SIZE, customers, schema::customer::columns()),
@@ -347,7 +436,17 @@ impl Tpcc {
             // Sparse keys (a customer's order ids are scattered): the radix tree.
             .with_index(IndexKind::Ordered)
             .with_phantom_shift(32),
-        ]
+        ];
+        if cfg.analytic.is_some() {
+            tables.push(growing(
+                "analytic_history",
+                schema::analytic_history::SIZE,
+                0,
+                growth.analytics,
+                schema::analytic_history::columns(),
+            ));
+        }
+        tables
     }
 }
 
@@ -364,7 +463,8 @@ impl Workload for Tpcc {
     }
 
     fn txn_types(&self) -> &[TxnType] {
-        &txns::TYPES
+        let n = if self.cfg.analytic.is_some() { 6 } else { 5 };
+        &txns::TYPES[..n]
     }
 
     fn load<P: Protocol>(&self, db: &Database<P>, threads: usize) -> Result<(), Error> {
@@ -394,6 +494,8 @@ impl Workload for Tpcc {
             *t = acc;
         }
         TpccGen {
+            analytic: self.cfg.analytic.map_or((0, 0), |a| (a.share, a.items())),
+            analytic_seq: 0,
             warehouses: w,
             home: match self.cfg.warehouse_choice {
                 WarehouseChoice::Home => Some((worker as u64 % u64::from(w)) as u32 + 1),
@@ -418,12 +520,18 @@ impl Workload for Tpcc {
 
     /// Warehouses, the seed (it draws the loaded NURand constants) and the mix (it splits the
     /// growing tables' room between orders and payments).
+    /// With the analytic transaction, its table too (not its share or scan: the table's room
+    /// does not depend on them).
     fn data_config(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "warehouses": self.cfg.warehouses,
             "seed": self.cfg.seed,
             "mix": self.cfg.mix,
-        })
+        });
+        if self.cfg.analytic.is_some() {
+            v["analytic_history"] = true.into();
+        }
+        v
     }
 
     fn continue_from(&mut self, previous: &Self) {
@@ -454,6 +562,13 @@ impl Workload for Tpcc {
             let m: Vec<String> = self.cfg.mix.iter().map(u32::to_string).collect();
             notes.push(format!("mix {} (not the specification's 45/43/4/4/4)", m.join("/")));
         }
+        if let Some(a) = &self.cfg.analytic {
+            notes.push(format!(
+                "analytic transaction (not in the specification): {} % of the mix, scanning {} % \
+                 of a warehouse's stock",
+                a.share, a.scan
+            ));
+        }
         notes
     }
 }
@@ -476,9 +591,13 @@ pub struct TpccGen {
     by_name: bool,
     rng: TpccRand,
     txn: TpccTxn,
-    /// This generator's number: its history rows are keyed `(source, seq)`.
+    /// This generator's number: its history rows are keyed `(source, seq)`, and its
+    /// analytic-history rows `(source, analytic_seq)`.
     source: u64,
     seq: u64,
+    analytic_seq: u64,
+    /// The analytic transaction's percent of the mix (0: none) and its scan in stock rows.
+    analytic: (u32, u32),
     /// Per (warehouse, district): no new-order row with a lower id exists, because this worker
     /// committed the delivery of the order just below it (new orders only get higher ids, so
     /// once the oldest is delivered no lower one can appear). Delivery's scan starts there
@@ -511,8 +630,15 @@ impl Generator for TpccGen {
     type Proc = TpccTxn;
 
     fn next(&mut self) -> &TpccTxn {
-        let pick = self.rng.uniform(0, 99);
-        let kind = Kind::ALL[self.thresholds.iter().position(|&t| pick < t).unwrap_or(0)];
+        // The analytic share first, the five-way mix in the rest: without analytics the draws
+        // are the specification's, one per transaction.
+        let analytic = self.analytic.0 > 0 && self.rng.uniform(0, 99) < self.analytic.0;
+        let kind = if analytic {
+            Kind::Analytic
+        } else {
+            let pick = self.rng.uniform(0, 99);
+            Kind::ALL[self.thresholds.iter().position(|&t| pick < t).unwrap_or(0)]
+        };
         let w = self.home.unwrap_or_else(|| self.rng.uniform(1, self.warehouses));
         let d = self.rng.uniform(1, schema::DISTRICTS);
         self.txn.kind = kind;
@@ -556,6 +682,14 @@ impl Generator for TpccGen {
                 self.txn.hints.copy_from_slice(&self.hints[base..base + 10]);
             }
             Kind::StockLevel => self.txn.threshold = self.rng.uniform(10, 20),
+            Kind::Analytic => {
+                self.txn.threshold = self.rng.uniform(10, 20);
+                let items = self.analytic.1;
+                self.txn.scan_items = items;
+                self.txn.scan_first = self.rng.uniform(1, schema::ITEMS - items + 1);
+                self.analytic_seq += 1;
+                self.txn.analytic_key = schema::key::history(self.source, self.analytic_seq);
+            }
         }
         &self.txn
     }

@@ -21,6 +21,7 @@
 //! | item | i | 17 |
 //! | stock | w, i | 16, 17 |
 //! | history | loader or generator number, sequence | 24, 40 |
+//! | analytic history | generator number, sequence | 24, 40 |
 //!
 //! Hence at most 65 535 warehouses ([`MAX_WAREHOUSES`]) and 2^32 - 1 orders per district.
 
@@ -208,6 +209,17 @@ layout!(
 );
 
 layout!(
+    /// ANALYTIC_HISTORY: not in TPC-C. One row per committed analytic transaction (the
+    /// read-mostly transaction ERMIA's evaluation adds to TPC-E, here over TPC-C's stock): the
+    /// stock range it scanned, what it found there, and the demand of the district's recent
+    /// orders for the items in that range.
+    analytic_history {
+        AH_W_ID: 4, AH_D_ID: 4, AH_FIRST_I_ID: 4, AH_ITEMS: 4, AH_QUANTITY: 8, AH_YTD: 8,
+        AH_LOW_STOCK: 4, AH_RECENT_QUANTITY: 8, AH_RECENT_VALUE: 8, AH_DATE: 8,
+    }
+);
+
+layout!(
     /// Secondary index CUSTOMER(C_W_ID, C_D_ID, C_LAST, C_ID) carrying C_FIRST, for Payment's and
     /// Order-Status's selection by last name (ordered by first name).
     customer_name { CN_FIRST: 16 }
@@ -294,6 +306,7 @@ mod tests {
         assert_eq!(order_line::SIZE, 68);
         assert_eq!(item::SIZE, 90);
         assert_eq!(stock::SIZE, 318);
+        assert_eq!(analytic_history::SIZE, 60);
         assert_eq!(customer::OFF[customer::C_DATA as usize], 179);
         assert_eq!(stock::C::dist(10), stock::S_DIST_10);
     }
