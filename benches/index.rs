@@ -147,7 +147,12 @@ fn bench(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(2)).warm_up_time(std::time::Duration::from_millis(500));
+    // No plots: criterion's plotting backend needs system fonts, which a fresh machine lacks.
+    config = Criterion::default()
+        .without_plots()
+        .sample_size(20)
+        .measurement_time(std::time::Duration::from_secs(2))
+        .warm_up_time(std::time::Duration::from_millis(500));
     targets = bench
 }
 criterion_main!(benches);

@@ -42,5 +42,10 @@ fn counter(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, counter);
+criterion_group! {
+    name = benches;
+    // No plots: criterion's plotting backend needs system fonts, which a fresh machine lacks.
+    config = Criterion::default().without_plots();
+    targets = counter
+}
 criterion_main!(benches);
