@@ -431,6 +431,17 @@ fn check_quick_passes_for_ermia_ssi() {
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
+/// ERMIA's read optimisation leaves the old versions it reads unmarked and stays serializable:
+/// with every unoverwritten version old, and with a threshold that marks the young ones.
+#[test]
+fn check_quick_passes_for_ermia_ssi_with_unmarked_reads() {
+    for age in ["0", "20"] {
+        let opt = format!("old-version-age={age}");
+        let s = quick_check_passes("ermia-ssi", &["--opt", &opt]);
+        assert!(s.contains("observed no anomaly (serializable)"), "{age}: {s}");
+    }
+}
+
 /// Hekaton validates at its commit timestamp and reads speculatively: no anomaly.
 #[test]
 fn check_quick_passes_for_hekaton() {
@@ -841,6 +852,16 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         &["run", "-p", "tictoc", "--opt", "timestamp-history=yes"],
         2,
         "error: --opt timestamp-history=yes: expected on or off",
+    );
+    fails_with(
+        &["run", "-p", "si,ermia-ssi", "--opt", "old-version-age=0"],
+        2,
+        "error: --opt old-version-age applies to ermia-ssi, not to si (choose protocols with -p)",
+    );
+    fails_with(
+        &["run", "-p", "ermia-ssi", "--opt", "old-version-age=young"],
+        2,
+        "error: --opt old-version-age=young: expected a number from 0 to 1099511627776 or off",
     );
     fails_with(
         &["run", "-p", "silo", "--opt", "validation-lock=maybe"],

@@ -401,6 +401,171 @@ fn ssi_aborts_a_pivot_with_a_running_reader() {
     r.commit().expect("the reader survives");
 }
 
+/// ERMIA's read optimisation with every unoverwritten version old (`old-version-age=0`): the
+/// reads of transactions declared read-mostly leave no reader mark.
+const UNMARKED: &[(&str, &str)] = &[("old-version-age", "0")];
+
+/// A read-mostly transaction: begun with `begin_read_mostly`, reads `keys`, commits.
+fn read_mostly<W: Worker>(w: &mut W, keys: &[u64]) -> Vec<Option<u64>> {
+    w.begin_read_mostly();
+    let seen = keys.iter().map(|&k| w.read(T, k, val).unwrap()).collect();
+    w.commit().expect("the read-mostly transaction commits");
+    seen
+}
+
+/// Write skew between two read-mostly transactions reading unmarked: the second committer
+/// learns its successor from its unmarked read of the first committer's row at pre-commit, and
+/// finds the first committer's worker's last unmarked-reading commit at that successor's
+/// timestamp.
+#[test]
+fn ssi_aborts_write_skew_between_unmarked_readers() {
+    common::with_options(UNMARKED, || {
+        let db = db_of::<ErmiaSsi>();
+        let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+        a.begin_read_mostly();
+        b.begin_read_mostly();
+        for w in [&mut a, &mut b] {
+            assert_eq!(w.read(T, 1, val).unwrap(), Some(1));
+            assert_eq!(w.read(T, 2, val).unwrap(), Some(2));
+        }
+        set(&mut a, 1, 0).unwrap();
+        set(&mut b, 2, 0).unwrap();
+        a.commit().expect("the first committer");
+        assert_eq!(b.commit().unwrap_err().reason, AbortReason::DangerousStructure);
+    });
+}
+
+/// A pivot whose successor committed first aborts while an unmarked reader of what it
+/// overwrites is running (the reader's snapshot is at or below the version's `bstamp`); the
+/// reader then commits.
+#[test]
+fn ssi_aborts_a_pivot_with_a_running_unmarked_reader() {
+    common::with_options(UNMARKED, || {
+        let db = db_of::<ErmiaSsi>();
+        let (mut r, mut p, mut s) =
+            (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+        r.begin_read_mostly();
+        assert_eq!(r.read(T, 2, val).unwrap(), Some(2));
+        p.begin();
+        assert_eq!(p.read(T, 1, val).unwrap(), Some(1));
+        txn(&mut s, |w| set(w, 1, 10));
+        set(&mut p, 2, 20).unwrap();
+        assert_eq!(p.commit().unwrap_err().reason, AbortReason::DangerousStructure);
+        r.commit().expect("the reader survives");
+    });
+}
+
+/// The read-only anomaly with unmarked reads: `r` sees the successor `s` and reads, unmarked,
+/// the old version the pivot `p` then overwrites, and commits at its snapshot before `p`
+/// certifies. `p` finds `r`'s worker's last unmarked-reading commit at or above its
+/// successor's timestamp and aborts: the cycle `r -rw-> p -rw-> s -wr-> r` would close.
+#[test]
+fn ssi_aborts_a_pivot_whose_unmarked_reader_committed_after_its_successor() {
+    common::with_options(UNMARKED, || {
+        let db = db_of::<ErmiaSsi>();
+        let (mut r, mut p, mut s) =
+            (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+        p.begin();
+        assert_eq!(p.read(T, 1, val).unwrap(), Some(1));
+        txn(&mut s, |w| set(w, 1, 10));
+        assert_eq!(read_mostly(&mut r, &[1, 2]), [Some(10), Some(2)], "r sees s, not p");
+        set(&mut p, 2, 20).unwrap();
+        assert_eq!(p.commit().unwrap_err().reason, AbortReason::DangerousStructure);
+    });
+}
+
+/// The structure `t1 -rw-> t2 -rw-> t3` with `t3` first: the pivot `t2` commits (no reader of
+/// what it overwrote is known yet), and `t1`, reading unmarked, aborts at its read of `t2`'s
+/// old version, whose overwriter committed with a successor stamp.
+#[test]
+fn ssi_aborts_the_unmarked_reader_of_a_committed_pivot() {
+    common::with_options(UNMARKED, || {
+        let db = db_of::<ErmiaSsi>();
+        let (mut t1, mut t2, mut t3) =
+            (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+        t2.begin();
+        assert_eq!(t2.read(T, 1, val).unwrap(), Some(1));
+        txn(&mut t3, |w| set(w, 1, 10));
+        t1.begin_read_mostly();
+        assert_eq!(t1.read(T, 1, val).unwrap(), Some(10), "t1 sees t3");
+        set(&mut t2, 2, 20).unwrap();
+        t2.commit().expect("the pivot has no known reader");
+        assert_eq!(t1.read(T, 2, val).unwrap_err().reason, AbortReason::DangerousStructure);
+        t1.abort();
+    });
+}
+
+/// An unmarked reader that committed before the pivot's successor closes no cycle: the pivot
+/// commits, as it does when the read is marked (through `rstamp`).
+fn ssi_commits_a_pivot_whose_reader_finished_before_its_successor() {
+    let db = db_of::<ErmiaSsi>();
+    let (mut r, mut p, mut s) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    p.begin();
+    assert_eq!(p.read(T, 1, val).unwrap(), Some(1));
+    assert_eq!(read_mostly(&mut r, &[2]), [Some(2)]);
+    txn(&mut s, |w| set(w, 1, 10));
+    set(&mut p, 2, 20).unwrap();
+    p.commit().expect("r -rw-> p -rw-> s is serial in that order");
+    assert_eq!(read_mostly(&mut r, &[1, 2]), [Some(10), Some(20)]);
+}
+
+#[test]
+fn ssi_commits_a_pivot_whose_marked_reader_finished_before_its_successor() {
+    ssi_commits_a_pivot_whose_reader_finished_before_its_successor();
+}
+
+#[test]
+fn ssi_commits_a_pivot_whose_unmarked_reader_finished_before_its_successor() {
+    common::with_options(UNMARKED, ssi_commits_a_pivot_whose_reader_finished_before_its_successor);
+}
+
+/// What unmarked reads give up: a pivot knows of an unmarked reader only its snapshot bound
+/// (`bstamp`) and what its worker published about its last unmarked-reading commit. Here `r1`
+/// read row 2 and committed before the pivot's successor, and the same worker's `r2`, which
+/// never read row 2, committed after it: marked, the pivot learns `r1`'s commit timestamp from
+/// row 2 and commits; unmarked, it cannot tell `r1` from `r2` and aborts.
+fn pivot_after_a_workers_two_readers() -> Result<(), Abort> {
+    let db = db_of::<ErmiaSsi>();
+    let (mut r, mut p, mut s) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    p.begin();
+    assert_eq!(p.read(T, 1, val).unwrap(), Some(1));
+    assert_eq!(read_mostly(&mut r, &[2]), [Some(2)]);
+    txn(&mut s, |w| set(w, 1, 10));
+    assert_eq!(read_mostly(&mut r, &[3]), [Some(3)]);
+    set(&mut p, 2, 20).unwrap();
+    p.commit()
+}
+
+#[test]
+fn ssi_tells_unmarked_readers_apart_per_worker_only() {
+    pivot_after_a_workers_two_readers().expect("marked: r1's commit is on row 2");
+    let unmarked = common::with_options(UNMARKED, pivot_after_a_workers_two_readers);
+    assert_eq!(unmarked.unwrap_err().reason, AbortReason::DangerousStructure);
+}
+
+/// Only versions at least `old-version-age` commits old are read unmarked, and only by
+/// transactions declared read-mostly: the pivot commits with a threshold above every version's
+/// age, and with every version old when the readers are not declared read-mostly.
+#[test]
+fn ssi_marks_young_versions_and_the_reads_of_other_transactions() {
+    let young = common::with_options(&[("old-version-age", "1000000")], || {
+        pivot_after_a_workers_two_readers()
+    });
+    young.expect("every version is young: marked");
+    common::with_options(UNMARKED, || {
+        let db = db_of::<ErmiaSsi>();
+        let (mut r, mut p, mut s) =
+            (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+        p.begin();
+        assert_eq!(p.read(T, 1, val).unwrap(), Some(1));
+        assert_eq!(txn(&mut r, |w| w.read(T, 2, val)), Some(2));
+        txn(&mut s, |w| set(w, 1, 10));
+        assert_eq!(txn(&mut r, |w| w.read(T, 3, val)), Some(3));
+        set(&mut p, 2, 20).unwrap();
+        p.commit().expect("r's reads are marked: not read-mostly");
+    });
+}
+
 /// Hekaton validates its reads at its commit timestamp: a version read and replaced by a
 /// transaction that committed first aborts the reader; one replaced after it commits does not.
 #[test]

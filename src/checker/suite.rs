@@ -6,7 +6,8 @@
 
 use super::{check, AnomalyClass, Report};
 use crate::engine::{
-    Checks, Database, DbOptions, Generator, Isolation, Procedure, Protocol, Tx, Worker, Workload,
+    Checks, Database, DbOptions, Generator, Intent, Isolation, Procedure, Protocol, Tx, Worker,
+    Workload,
 };
 use crate::error::{Abort, AbortReason, Error};
 use crate::storage::TableId;
@@ -161,6 +162,10 @@ impl<W: Worker> Worker for Pausing<'_, W> {
 
     fn begin_read_only(&mut self) {
         self.inner.begin_read_only();
+    }
+
+    fn begin_read_mostly(&mut self) {
+        self.inner.begin_read_mostly();
     }
 
     fn read_for_update<T>(
@@ -342,13 +347,20 @@ pub fn run<P: Protocol>(
                     }
                 };
                 let mut rng = Rng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ t);
-                for _ in 0..cfg.txns_per_thread {
+                for i in 0..cfg.txns_per_thread {
                     // The read-only workload picks each transaction's kind before it begins:
-                    // its reports declare themselves read-only.
+                    // every other report declares itself read-only. The others, and every
+                    // other transaction of each workload, declare themselves read-mostly (a
+                    // protocol may read for them differently: ERMIA SSI's read optimisation).
                     let kind = rng.random_range(0..3u32);
-                    let ro = workload == CheckWorkload::ReadOnly && kind == REPORT;
+                    let report = workload == CheckWorkload::ReadOnly && kind == REPORT;
+                    let intent = match (report, i % 2) {
+                        (true, 0) => Intent::ReadOnly,
+                        (_, 1) => Intent::ReadMostly,
+                        _ => Intent::ReadWrite,
+                    };
                     let outcome =
-                        until_done(&mut w, &mut rng, aborted, ro, |w, rng| body(w, rng, kind));
+                        until_done(&mut w, &mut rng, aborted, intent, |w, rng| body(w, rng, kind));
                     let seen = match outcome {
                         Ok(Some(seen)) => seen,
                         Ok(None) => continue,
@@ -398,16 +410,12 @@ fn until_done<W: Worker, T>(
     w: &mut W,
     rng: &mut Rng,
     aborted: &AtomicU64,
-    read_only: bool,
+    intent: Intent,
     mut body: impl FnMut(&mut W, &mut Rng) -> Result<T, Abort>,
 ) -> Result<Option<T>, AbortReason> {
     let mut attempt = 0u32;
     loop {
-        if read_only {
-            w.begin_read_only();
-        } else {
-            w.begin();
-        }
+        intent.begin(w);
         let r = body(w, rng).and_then(|out| w.commit().map(|()| out));
         let abort = match r {
             Ok(out) => return Ok(Some(out)),
@@ -488,7 +496,7 @@ fn run_workload<P: Protocol, W: Workload>(
                             },
                         ))
                     };
-                    match until_done(&mut w, &mut rng, aborted, proc.read_only(), body) {
+                    match until_done(&mut w, &mut rng, aborted, Intent::of(proc), body) {
                         Ok(Some(())) => {
                             committed.fetch_add(1, Ordering::Relaxed);
                             gen.committed();

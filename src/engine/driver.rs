@@ -22,7 +22,7 @@
 //! short, the 5 ms steps take over again.
 
 use super::database::Database;
-use super::procedure::{AccessSet, Checks, Procedure, Tx};
+use super::procedure::{AccessSet, Checks, Intent, Procedure, Tx};
 use super::protocol::{Protocol, Worker};
 use super::stats::WorkerStats;
 use super::workload::{Generator, Workload};
@@ -481,10 +481,9 @@ fn worker_loop<P: Protocol, W: Workload>(
             };
             // A crash test's acknowledgement row is written in the same transaction.
             let read_only = proc.read_only() && cfg.acks.is_none();
-            if read_only {
-                worker.begin_read_only();
-            } else {
-                worker.begin();
+            match Intent::of(proc) {
+                Intent::ReadOnly if !read_only => worker.begin(),
+                intent => intent.begin(&mut worker),
             }
             let checks = Checks { templates: cfg.check_templates, access_set: declared, read_only };
             let mut tx = Tx::new(&mut worker, &types[ty], checks);

@@ -15,8 +15,8 @@ pub use database::{Builder, Database, DbOptions, Loader};
 pub use driver::{Backoff, RunConfig, RunLength};
 pub use options::{NoOptions, OptionSpec, ProtocolOptions};
 pub use procedure::{
-    AccessMode, AccessSet, Checks, Columns, Piece, Procedure, Recon, TableAccess, Tx, TxnType,
-    ALL_COLUMNS,
+    AccessMode, AccessSet, Checks, Columns, Intent, Piece, Procedure, Recon, TableAccess, Tx,
+    TxnType, ALL_COLUMNS,
 };
 pub use protocol::{Capabilities, Isolation, Protocol, Reads, Setup, Worker};
 pub use report::RunReport;

@@ -189,6 +189,14 @@ pub trait Procedure {
         false
     }
 
+    /// Whether this transaction reads much and writes little (ERMIA's read-mostly
+    /// transactions; known before it runs, and unlike [`Procedure::read_only`] it may write).
+    /// The driver then begins it with [`Worker::begin_read_mostly`]. False by default.
+    #[inline]
+    fn read_mostly(&self) -> bool {
+        false
+    }
+
     /// The transaction body. Returning `Err` rolls back; `Err(Abort::user())` is a user abort.
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort>;
     /// What the last run would add to the workload's ledger if it commits (SmallBank: money
@@ -463,5 +471,40 @@ mod tests {
         assert!(!s.covers_range(TableId(1), 100, 201, AccessMode::Read));
         let keys: Vec<_> = s.keys().collect();
         assert_eq!(keys, vec![(t, 5, AccessMode::Read), (t, 9, AccessMode::Write)]);
+    }
+}
+
+/// How a transaction declared itself before it runs, i.e. which `Worker::begin*` starts each of
+/// its attempts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Intent {
+    /// Any transaction: [`Worker::begin`].
+    ReadWrite,
+    /// Reads much, writes little: [`Worker::begin_read_mostly`].
+    ReadMostly,
+    /// Writes nothing: [`Worker::begin_read_only`].
+    ReadOnly,
+}
+
+impl Intent {
+    /// What `procedure` declares ([`Procedure::read_only`] first).
+    pub fn of<P: Procedure>(procedure: &P) -> Self {
+        if procedure.read_only() {
+            Intent::ReadOnly
+        } else if procedure.read_mostly() {
+            Intent::ReadMostly
+        } else {
+            Intent::ReadWrite
+        }
+    }
+
+    /// Begins an attempt on `w` as declared.
+    #[inline]
+    pub fn begin<W: Worker>(self, w: &mut W) {
+        match self {
+            Intent::ReadWrite => w.begin(),
+            Intent::ReadMostly => w.begin_read_mostly(),
+            Intent::ReadOnly => w.begin_read_only(),
+        }
     }
 }

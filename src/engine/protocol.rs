@@ -241,6 +241,16 @@ pub trait Worker {
         self.begin();
     }
 
+    /// Starts a transaction attempt that reads much and writes little (see [`Worker::begin`]
+    /// for attempts and retries): it may write. A protocol may treat its reads differently
+    /// (ERMIA SSI's read optimisation, `protocols::ermia_ssi`); the others run it as any
+    /// transaction (the default). Procedures declare it with
+    /// [`crate::engine::Procedure::read_mostly`].
+    #[inline]
+    fn begin_read_mostly(&mut self) {
+        self.begin();
+    }
+
     /// Reads `key`; `f` sees the row ([`Worker::read_cols`] of every column).
     #[inline]
     fn read<T>(

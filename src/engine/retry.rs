@@ -36,7 +36,7 @@
 //! ```
 
 use super::driver::classify;
-use super::procedure::{Checks, Procedure, Tx, TxnType};
+use super::procedure::{Checks, Intent, Procedure, Tx, TxnType};
 use super::protocol::Worker;
 use crate::error::Abort;
 use rand::{RngExt, SeedableRng};
@@ -92,7 +92,17 @@ impl Retry {
         w: &mut W,
         body: impl FnMut(&mut W) -> Result<T, Abort>,
     ) -> Result<T, Abort> {
-        self.run_as(w, false, body)
+        self.run_as(w, Intent::ReadWrite, body)
+    }
+
+    /// [`Retry::run`] for a transaction that reads much and writes little: every attempt begins
+    /// with [`Worker::begin_read_mostly`].
+    pub fn run_read_mostly<W: Worker, T>(
+        &mut self,
+        w: &mut W,
+        body: impl FnMut(&mut W) -> Result<T, Abort>,
+    ) -> Result<T, Abort> {
+        self.run_as(w, Intent::ReadMostly, body)
     }
 
     /// [`Retry::run`] for a transaction that writes nothing: every attempt begins with
@@ -102,22 +112,18 @@ impl Retry {
         w: &mut W,
         body: impl FnMut(&mut W) -> Result<T, Abort>,
     ) -> Result<T, Abort> {
-        self.run_as(w, true, body)
+        self.run_as(w, Intent::ReadOnly, body)
     }
 
     fn run_as<W: Worker, T>(
         &mut self,
         w: &mut W,
-        read_only: bool,
+        intent: Intent,
         mut body: impl FnMut(&mut W) -> Result<T, Abort>,
     ) -> Result<T, Abort> {
         let mut attempts = 0u32;
         loop {
-            if read_only {
-                w.begin_read_only();
-            } else {
-                w.begin();
-            }
+            intent.begin(w);
             let abort = match body(w) {
                 Ok(out) => match w.commit() {
                     Ok(()) => return Ok(out),
@@ -141,7 +147,8 @@ impl Retry {
 
     /// Runs `procedure` (of transaction type `ty`) until it commits, as [`Retry::run`] does,
     /// with `checks` applied to every attempt (a procedure that declares itself read-only runs
-    /// as one: [`Retry::run_read_only`]).
+    /// as one: [`Retry::run_read_only`]; one that declares itself read-mostly begins so:
+    /// [`Retry::run_read_mostly`]).
     pub fn run_procedure<W: Worker, P: Procedure>(
         &mut self,
         w: &mut W,
@@ -151,7 +158,7 @@ impl Retry {
     ) -> Result<(), Abort> {
         let read_only = procedure.read_only();
         let checks = Checks { read_only, ..checks };
-        self.run_as(w, read_only, |w| procedure.run(&mut Tx::new(w, ty, checks)))
+        self.run_as(w, Intent::of(procedure), |w| procedure.run(&mut Tx::new(w, ty, checks)))
     }
 
     /// Waits a random time below `min(2^attempts µs, max_backoff)`: spinning for short waits

@@ -257,6 +257,12 @@ struct TxnSlot {
     /// When the running transaction began (`MvShared::now_ns`): when its snapshot's state was
     /// the newest, for the staleness of read-only snapshots taken at it.
     began: AtomicU64,
+    /// The last committed transaction of this slot that read versions without tracking them
+    /// (a certifier's read optimisation, e.g. ERMIA SSI's): its commit timestamp and snapshot,
+    /// behind a sequence word (odd while the owner writes them).
+    untracked_seq: AtomicU64,
+    untracked_commit: AtomicU64,
+    untracked_snapshot: AtomicU64,
 }
 
 /// What a reader learns about the owner of a pending version.
@@ -286,6 +292,9 @@ impl TxnTable {
                 snapshot: AtomicU64::new(NO_SNAPSHOT),
                 protected: AtomicBool::new(false),
                 began: AtomicU64::new(0),
+                untracked_seq: AtomicU64::new(0),
+                untracked_commit: AtomicU64::new(0),
+                untracked_snapshot: AtomicU64::new(0),
             })
         };
         TxnTable { slots: (0..workers).map(|_| slot()).collect(), used: AtomicUsize::new(0) }
@@ -301,6 +310,48 @@ impl TxnTable {
     #[inline]
     pub fn current(&self, slot: usize) -> Owner {
         self.state_of(slot, None)
+    }
+
+    /// One more than the highest worker slot ever used.
+    #[inline]
+    pub fn slots_used(&self) -> usize {
+        // SeqCst: a worker raises it before its first transaction begins.
+        self.used.load(Ordering::SeqCst)
+    }
+
+    /// The state of the transaction worker slot `slot` is running now and the snapshot it
+    /// published: the watermark first, then its own (module docs), so the value may be lower
+    /// than the snapshot the transaction reads at, never higher; `u64::MAX` when the slot runs
+    /// none. The snapshot is loaded after the state: if the transaction seen ended meanwhile,
+    /// it belongs to the slot's next transaction, and what the ended one published before it
+    /// ended (e.g. [`TxnTable::untracked`]) is visible to loads after this call.
+    #[inline]
+    pub fn current_snapshot(&self, slot: usize) -> (Owner, u64) {
+        let owner = self.current(slot);
+        // SeqCst: pairs with the owner's snapshot stores (see above).
+        (owner, self.slots[slot].snapshot.load(Ordering::SeqCst))
+    }
+
+    /// What slot `slot` published about its last committed transaction that read without
+    /// tracking ([`MvCtx::untracked_committed`]): (commit timestamp, snapshot), (0, 0) if none.
+    pub fn untracked(&self, slot: usize) -> (u64, u64) {
+        let t = &self.slots[slot];
+        let mut spin = super::SpinWait::default();
+        loop {
+            // Acquire: pairs with the owner's Release of the even sequence (the pair before).
+            let s0 = t.untracked_seq.load(Ordering::Acquire);
+            if s0 & 1 == 0 {
+                let c = t.untracked_commit.load(Ordering::Relaxed);
+                let snap = t.untracked_snapshot.load(Ordering::Relaxed);
+                // Acquire fence: the pair's loads before the sequence is read again (pairs
+                // with the owner's Release fence after it made the sequence odd).
+                std::sync::atomic::fence(Ordering::Acquire);
+                if t.untracked_seq.load(Ordering::Relaxed) == s0 {
+                    return (c, snap);
+                }
+            }
+            spin.spin();
+        }
     }
 
     /// The state of slot `slot`'s transaction `seq` (any, for `None`).
@@ -1003,6 +1054,25 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         t.cstamp.store(c, Ordering::SeqCst);
         self.last_commit = c;
         c
+    }
+
+    /// The running transaction, committed at `c` (its snapshot if it certified nothing), read
+    /// versions without tracking them: publishes `c` and its snapshot for
+    /// [`TxnTable::untracked`]. Call it after the commit and before [`MvCtx::finish`], so that
+    /// whoever sees the transaction ended (or this slot's next transaction) sees the pair.
+    pub fn untracked_committed(&self, c: u64) {
+        let t = &self.shared.txns.slots[self.slot];
+        // Only this worker writes the pair: a sequence lock with odd while writing.
+        let seq = t.untracked_seq.load(Ordering::Relaxed);
+        t.untracked_seq.store(seq + 1, Ordering::Relaxed);
+        // Release fence: the odd sequence before the pair (pairs with the readers' Acquire
+        // fence).
+        std::sync::atomic::fence(Ordering::Release);
+        t.untracked_commit.store(c, Ordering::Relaxed);
+        t.untracked_snapshot.store(self.snapshot, Ordering::Relaxed);
+        // Release: the pair before the even sequence (pairs with the readers' Acquire load),
+        // and before `finish`'s state store.
+        t.untracked_seq.store(seq + 2, Ordering::Release);
     }
 
     /// Ends the transaction (after its versions are stamped or taken off).

@@ -133,8 +133,11 @@ pub trait Certifier: Sized + Send + 'static {
     /// `phantom-validation`).
     const RESCANS: bool = false;
 
-    /// The certifier of the worker in slot `slot`.
-    fn new(slot: usize) -> Self;
+    /// The protocol's options: the substrate's ([`MvOptions`]) and any of the certifier's own.
+    type Options: ProtocolOptions + AsRef<MvOptions>;
+
+    /// The certifier of the worker in slot `slot`, under `options`.
+    fn new(slot: usize, options: &Self::Options) -> Self;
 
     /// The transaction read `v`, another transaction's committed version (a tombstone for a
     /// deleted row). May abort early.
@@ -147,6 +150,13 @@ pub trait Certifier: Sized + Send + 'static {
         mv: &MvCtx<'_, Self::Ext>,
         prev: &Version<Self::Ext>,
     ) -> Result<(), Abort>;
+
+    /// A transaction begins; `read_mostly` if it was declared so
+    /// ([`Worker::begin_read_mostly`]; it is told twice then, `false` first).
+    #[inline(always)]
+    fn begin(&mut self, read_mostly: bool) {
+        let _ = read_mostly;
+    }
 
     /// Whether a transaction that wrote nothing must still certify, with a commit timestamp.
     fn must_certify(&self) -> bool;
@@ -231,10 +241,14 @@ fn is_tombstone<V>(v: &Version<V>) -> bool {
 
 impl<'db, C: Certifier> MvWorker<'db, C> {
     /// A worker on `ctx` sharing `shared`.
-    pub fn new(ctx: WorkerCtx<'db, MvRecord<C::Ext>>, shared: &'db MvShared<C::Ext>) -> Self {
+    pub fn new(
+        ctx: WorkerCtx<'db, MvRecord<C::Ext>>,
+        shared: &'db MvShared<C::Ext>,
+        options: &C::Options,
+    ) -> Self {
         let mv = MvCtx::new(shared, ctx.slot);
         MvWorker {
-            cert: C::new(ctx.slot),
+            cert: C::new(ctx.slot, options),
             ctx,
             mv,
             writes: Vec::new(),
@@ -476,6 +490,7 @@ impl<'db, C: Certifier> MvWorker<'db, C> {
             })
         });
         self.mv.protect(self.too_old);
+        self.cert.begin(false);
         self.untracked = if read_only && C::SAFE_SNAPSHOTS {
             self.mv.begin_read_only(self.ctx.storage)
         } else {
@@ -542,6 +557,12 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
 
     fn begin(&mut self) {
         self.start(false);
+    }
+
+    /// As [`Worker::begin`], telling the certifier ([`Certifier::begin`]).
+    fn begin_read_mostly(&mut self) {
+        self.start(false);
+        self.cert.begin(true);
     }
 
     /// At a safe snapshot without certification when the certifier allows it (see the module
@@ -921,7 +942,7 @@ impl<'db, C: Certifier> ScanSteps<'db, MvRecord<C::Ext>> for MvWorker<'db, C> {
 /// A protocol made of the multi-version worker and certifier `C` (`si`, `ermia-ssn`,
 /// `ermia-ssi`): the substrate's shared state and the options they all take.
 pub struct MvProtocol<C: Certifier> {
-    options: MvOptions,
+    options: C::Options,
     mv: MvShared<C::Ext>,
     _c: PhantomData<fn() -> C>,
 }
@@ -952,8 +973,9 @@ impl Default for MvOptions {
     }
 }
 
-impl ProtocolOptions for MvOptions {
-    const SPECS: &'static [OptionSpec] = &[
+impl MvOptions {
+    /// The substrate's options, for a certifier's options type to list before its own.
+    pub const COMMON_SPECS: [OptionSpec; 4] = [
         OptionSpec {
             name: "gc-interval-us",
             values: "1 to 1000000",
@@ -984,6 +1006,16 @@ impl ProtocolOptions for MvOptions {
                    that a read of a version after it was freed shows as a row no writer wrote",
         },
     ];
+}
+
+impl AsRef<MvOptions> for MvOptions {
+    fn as_ref(&self) -> &MvOptions {
+        self
+    }
+}
+
+impl ProtocolOptions for MvOptions {
+    const SPECS: &'static [OptionSpec] = &MvOptions::COMMON_SPECS;
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         match name {
@@ -1017,9 +1049,9 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
     const BUCKET_CLOCKS: bool = C::PHANTOMS;
     type Record = MvRecord<C::Ext>;
     type Worker<'db> = MvWorker<'db, C>;
-    type Options = MvOptions;
+    type Options = C::Options;
 
-    fn new(options: MvOptions, setup: &Setup<'_>) -> Result<Self, Error> {
+    fn new(options: C::Options, setup: &Setup<'_>) -> Result<Self, Error> {
         let (most, why) = C::MAX_WORKERS;
         if setup.max_workers > most {
             return Err(Error::Config(format!(
@@ -1028,17 +1060,18 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
                 setup.max_workers
             )));
         }
+        let o = options.as_ref();
         let gc = Gc {
-            interval_us: options.gc_interval_us,
-            aggressive_us: options.aggressive_gc_us,
-            alloc: options.version_alloc,
-            poison: options.version_poison,
+            interval_us: o.gc_interval_us,
+            aggressive_us: o.aggressive_gc_us,
+            alloc: o.version_alloc,
+            poison: o.version_poison,
         };
         let mv = MvShared::new(setup.tables, setup.max_workers, gc);
         Ok(MvProtocol { options, mv, _c: PhantomData })
     }
 
-    fn options(&self) -> &MvOptions {
+    fn options(&self) -> &C::Options {
         &self.options
     }
 
@@ -1069,7 +1102,8 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
     }
 
     fn worker(db: &Database<Self>) -> Result<MvWorker<'_, C>, Error> {
-        Ok(MvWorker::new(WorkerCtx::new(db.storage())?, &db.protocol().mv))
+        let p = db.protocol();
+        Ok(MvWorker::new(WorkerCtx::new(db.storage())?, &p.mv, &p.options))
     }
 
     fn versions(&self, db: &Database<Self>) -> Option<VersionReport> {

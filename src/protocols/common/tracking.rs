@@ -193,11 +193,13 @@ impl<E: OverwrittenExt> Overwrites<E> {
 }
 
 /// A transaction's tracked versions: those it read while they had no committed overwriter (its
-/// bit is set in them) and the committed versions it overwrote (their overwriter word holds
-/// its pending stamp).
+/// bit is set in them), those it read without marking them (a certifier's read optimisation:
+/// no bit, nothing published at commit, but still checked for an overwriter at pre-commit) and
+/// the committed versions it overwrote (their overwriter word holds its pending stamp).
 pub struct Tracking<E> {
     bit: ReaderBit,
     reads: Vec<NonNull<Version<E>>>,
+    unmarked: Vec<NonNull<Version<E>>>,
     overwrites: Overwrites<E>,
 }
 
@@ -207,7 +209,30 @@ unsafe impl<E> Send for Tracking<E> {}
 impl<E: TrackedExt> Tracking<E> {
     /// The tracking state of the worker in slot `slot` (below [`MAX_READERS`]).
     pub fn new(slot: usize) -> Self {
-        Tracking { bit: ReaderBit::new(slot), reads: Vec::new(), overwrites: Overwrites::default() }
+        Tracking {
+            bit: ReaderBit::new(slot),
+            reads: Vec::new(),
+            unmarked: Vec::new(),
+            overwrites: Overwrites::default(),
+        }
+    }
+
+    /// Keeps a read of `v` without marking it (see [`Tracking`]): the certifier has published
+    /// the read some other way.
+    #[inline]
+    pub fn read_unmarked(&mut self, v: &Version<E>) {
+        self.unmarked.push(NonNull::from(v));
+    }
+
+    /// Whether a read was kept unmarked.
+    #[inline(always)]
+    pub fn has_unmarked(&self) -> bool {
+        !self.unmarked.is_empty()
+    }
+
+    /// Every read kept: the marked ones, then the unmarked ones.
+    pub fn all_reads(&self) -> impl Iterator<Item = &Version<E>> + '_ {
+        self.reads.iter().chain(&self.unmarked).map(|&p| version(p))
     }
 
     /// Tracks a read of `v`, which had no committed overwriter: sets the reader bit (a bit
@@ -259,6 +284,7 @@ impl<E: TrackedExt> Tracking<E> {
             v.ext.readers().clear(self.bit);
         }
         self.reads.clear();
+        self.unmarked.clear();
         self.overwrites.committed(publish);
     }
 
@@ -269,6 +295,7 @@ impl<E: TrackedExt> Tracking<E> {
             v.ext.readers().clear(self.bit);
         }
         self.reads.clear();
+        self.unmarked.clear();
         self.overwrites.aborted(own);
     }
 }

@@ -22,6 +22,9 @@ pub struct SsiExt {
     pub rstamp: AtomicU64,
     /// The worker slots whose running transaction read the version and has not finished.
     pub readers: Readers,
+    /// The largest snapshot of a transaction that read the version without marking it (ERMIA's
+    /// read optimisation, `old-version-age`; the paper's `bstamp`), 0 for none.
+    pub bstamp: AtomicU64,
 }
 
 // SAFETY: atomics only (zero is "not overwritten, no reader"), no Drop, align 8.
@@ -31,6 +34,7 @@ unsafe impl VersionExt for SsiExt {
         self.sstamp.store(0, Ordering::Relaxed);
         self.s2.store(0, Ordering::Relaxed);
         self.rstamp.store(0, Ordering::Relaxed);
+        self.bstamp.store(0, Ordering::Relaxed);
         self.readers.reset();
     }
 }

@@ -2,6 +2,7 @@
 //! serializable snapshot isolation as its certifier (see the protocol's module docs).
 
 use super::record::SsiExt;
+use super::SsiOptions;
 use crate::engine::Capabilities;
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::mv::{is_pending, MvCtx, Owner};
@@ -18,8 +19,14 @@ pub struct Ssi {
     /// `s1`: the smallest commit timestamp of a transaction that overwrote a version this one
     /// read and committed before it (`u64::MAX`: none).
     s1: u64,
-    /// Versions read while they had no committed overwriter, and versions overwritten.
+    /// Versions read while they had no committed overwriter (marked, or unmarked when old), and
+    /// versions overwritten.
     track: Tracking<SsiExt>,
+    /// `old-version-age` (`u64::MAX`: off).
+    age: u64,
+    /// The age from which the running transaction reads unmarked: `age` if it was declared
+    /// read-mostly, else `u64::MAX`.
+    old: u64,
 }
 
 #[inline(always)]
@@ -48,15 +55,41 @@ impl Certifier for Ssi {
     const DESCRIPTION: &'static str = super::DESCRIPTION;
     const CAPS: Capabilities = super::CAPS;
     const MAX_WORKERS: (usize, &'static str) = TRACKED_WORKERS;
+    type Options = SsiOptions;
 
-    fn new(slot: usize) -> Self {
-        Ssi { s1: u64::MAX, track: Tracking::new(slot) }
+    fn new(slot: usize, options: &SsiOptions) -> Self {
+        Ssi {
+            s1: u64::MAX,
+            track: Tracking::new(slot),
+            age: options.old_version_age.unwrap_or(u64::MAX),
+            old: u64::MAX,
+        }
+    }
+
+    #[inline(always)]
+    fn begin(&mut self, read_mostly: bool) {
+        self.old = if read_mostly { self.age } else { u64::MAX };
     }
 
     #[inline]
-    fn read(&mut self, _: &MvCtx<'_, SsiExt>, v: &V) -> Result<(), Abort> {
+    fn read(&mut self, mv: &MvCtx<'_, SsiExt>, v: &V) -> Result<(), Abort> {
         // SeqCst: pairs with the overwriter's post-commit stores (`s2` before `sstamp`).
-        let s0 = v.ext.sstamp.load(Ordering::SeqCst);
+        let mut s0 = v.ext.sstamp.load(Ordering::SeqCst);
+        // Relaxed stamp: the version is committed and was found visible through its stamp.
+        if s0 == 0 && mv.snapshot.saturating_sub(v.stamp.load(Ordering::Relaxed)) >= self.old {
+            // An old version: publish the read in `bstamp`, then look for an overwriter again.
+            // Both SeqCst, as the overwriter's mark and its pre-commit load of `bstamp`: of
+            // the two, at least one sees the other (see the module docs).
+            let b = &v.ext.bstamp;
+            if b.load(Ordering::SeqCst) < mv.snapshot {
+                b.fetch_max(mv.snapshot, Ordering::SeqCst);
+            }
+            s0 = v.ext.sstamp.load(Ordering::SeqCst);
+            if s0 == 0 {
+                self.track.read_unmarked(v);
+                return Ok(());
+            }
+        }
         if s0 != 0 && !is_pending(s0) {
             return overwritten_read(&mut self.s1, s0, v.ext.s2.load(Ordering::SeqCst));
         }
@@ -87,7 +120,7 @@ impl Certifier for Ssi {
         let rts = abs.observers;
         let own = mv.own();
         let txns = &mv.shared.txns;
-        for v in self.track.reads() {
+        for v in self.track.all_reads() {
             if let Some(s0) = committed_overwriter(txns, &v.ext.sstamp, own, c) {
                 overwritten_read(&mut self.s1, s0, v.ext.s2.load(Ordering::SeqCst))?;
             }
@@ -121,11 +154,20 @@ impl Certifier for Ssi {
             if v.ext.rstamp.load(Ordering::SeqCst) >= self.s1 {
                 return Err(dangerous());
             }
+            // SeqCst: after our mark on `v` (pairs with the unmarked readers' `bstamp`).
+            let b = v.ext.bstamp.load(Ordering::SeqCst);
+            if b != 0 {
+                self.unmarked_readers(mv, b)?;
+            }
         }
         Ok(())
     }
 
     fn committed(&mut self, mv: &MvCtx<'_, SsiExt>, c: u64) {
+        if self.track.has_unmarked() {
+            // Before `finish`: whoever sees this transaction ended sees the pair.
+            mv.untracked_committed(c);
+        }
         let s2 = if self.s1 == u64::MAX { 0 } else { self.s1 };
         if s2 != 0 && c > s2 {
             // A successor committed before us (a read-only commit at its snapshot has `c`
@@ -143,6 +185,40 @@ impl Certifier for Ssi {
     fn aborted(&mut self, mv: &MvCtx<'_, SsiExt>) {
         self.track.aborted(mv.own());
         self.s1 = u64::MAX;
+    }
+}
+
+impl Ssi {
+    /// The pivot check for the readers of a version we overwrote that read it unmarked, whose
+    /// largest snapshot is `b` (see the module docs): with `s1` set, a transaction that may be
+    /// one of them and may commit at or above `s1` aborts us. Every such reader began at or
+    /// below `b`; per worker slot, the one running now is judged by its published snapshot and
+    /// state, the ones that committed by the slot's last unmarked-reading commit.
+    #[cold]
+    fn unmarked_readers(&self, mv: &MvCtx<'_, SsiExt>, b: u64) -> Result<(), Abort> {
+        let txns = &mv.shared.txns;
+        for slot in (0..txns.slots_used()).filter(|&s| s != mv.slot()) {
+            let (owner, snapshot) = txns.current_snapshot(slot);
+            if snapshot <= b {
+                match owner {
+                    Owner::Active => return Err(dangerous()),
+                    Owner::Committing(cr) if cr >= self.s1 => return Err(dangerous()),
+                    Owner::Committing(_) | Owner::Done => {}
+                }
+            }
+            // After the state: a transaction that ended meanwhile published its pair first.
+            let (last_commit, last_snapshot) = txns.untracked(slot);
+            if last_commit == 0 {
+                continue;
+            }
+            // A reader of ours from this slot began at or below `b`. If the slot's last
+            // unmarked-reading transaction began above `b`, ours committed before it began.
+            let bound = if last_snapshot <= b { last_commit } else { last_snapshot };
+            if bound >= self.s1 {
+                return Err(dangerous());
+            }
+        }
+        Ok(())
     }
 }
 

@@ -5,7 +5,7 @@ use super::record::SsnExt;
 use crate::engine::Capabilities;
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::mv::{is_pending, MvCtx, Owner};
-use crate::protocols::common::mvcc::{Absences, Certifier, MvWorker};
+use crate::protocols::common::mvcc::{Absences, Certifier, MvOptions, MvWorker};
 use crate::protocols::common::tracking::{committed_overwriter, Tracking, TRACKED_WORKERS};
 use crate::storage::version::Version;
 use std::sync::atomic::Ordering;
@@ -44,6 +44,7 @@ impl Ssn {
 
 impl Certifier for Ssn {
     type Ext = SsnExt;
+    type Options = MvOptions;
     const PHANTOMS: bool = true;
     const SAFE_SNAPSHOTS: bool = true;
     const NAME: &'static str = super::NAME;
@@ -51,7 +52,7 @@ impl Certifier for Ssn {
     const CAPS: Capabilities = super::CAPS;
     const MAX_WORKERS: (usize, &'static str) = TRACKED_WORKERS;
 
-    fn new(slot: usize) -> Self {
+    fn new(slot: usize, _: &MvOptions) -> Self {
         Ssn { pstamp: 0, sstamp: u64::MAX, track: Tracking::new(slot) }
     }
 

@@ -6,7 +6,7 @@ use super::record::HekatonExt;
 use crate::engine::Capabilities;
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::mv::{is_committed, is_pending, MvCtx, STAMPED_WORKERS};
-use crate::protocols::common::mvcc::{Absences, Certifier, MvWorker};
+use crate::protocols::common::mvcc::{Absences, Certifier, MvOptions, MvWorker};
 use crate::protocols::common::tracking::{committed_overwriter, Overwrites};
 use crate::protocols::common::SpinWait;
 use crate::storage::version::Version;
@@ -69,6 +69,7 @@ impl Hekaton {
 
 impl Certifier for Hekaton {
     type Ext = HekatonExt;
+    type Options = MvOptions;
     const PHANTOMS: bool = false;
     // Every transaction that wrote nothing commits at its snapshot without validation.
     const SAFE_SNAPSHOTS: bool = false;
@@ -79,7 +80,7 @@ impl Certifier for Hekaton {
     const CAPS: Capabilities = super::CAPS;
     const MAX_WORKERS: (usize, &'static str) = STAMPED_WORKERS;
 
-    fn new(_: usize) -> Self {
+    fn new(_: usize, _: &MvOptions) -> Self {
         Hekaton { reads: Vec::new(), depends: Vec::new(), replaced: Overwrites::default() }
     }
 

@@ -5,7 +5,7 @@
 use crate::engine::Capabilities;
 use crate::error::Abort;
 use crate::protocols::common::mv::{MvCtx, STAMPED_WORKERS};
-use crate::protocols::common::mvcc::{Absences, Certifier, MvWorker};
+use crate::protocols::common::mvcc::{Absences, Certifier, MvOptions, MvWorker};
 use crate::storage::version::Version;
 
 /// Snapshot isolation's certifier: every transaction that got its versions installed commits.
@@ -13,6 +13,7 @@ pub struct SiCert;
 
 impl Certifier for SiCert {
     type Ext = ();
+    type Options = MvOptions;
     const PHANTOMS: bool = false;
     // SI certifies nothing: a read-only transaction reads the latest snapshot as any other.
     const SAFE_SNAPSHOTS: bool = false;
@@ -22,7 +23,7 @@ impl Certifier for SiCert {
     const MAX_WORKERS: (usize, &'static str) = STAMPED_WORKERS;
 
     #[inline(always)]
-    fn new(_: usize) -> Self {
+    fn new(_: usize, _: &MvOptions) -> Self {
         SiCert
     }
 
