@@ -316,6 +316,12 @@ impl Procedure for TpccTxn {
         matches!(self.kind, Kind::OrderStatus | Kind::StockLevel)
     }
 
+    /// The analytic transaction, as ERMIA's read-mostly transaction.
+    #[inline]
+    fn read_mostly(&self) -> bool {
+        self.kind == Kind::Analytic
+    }
+
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         match self.kind {
             Kind::NewOrder => self.new_order(tx),
@@ -631,11 +637,7 @@ impl TpccTxn {
 
     fn stock_level<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         let (w, d) = (self.w, self.d);
-        let next = tx
-            .piece(0, |tx| {
-                tx.read_cols(DISTRICT, key::district(w, d), SL_D, |r| di::u32(r, di::D_NEXT_O_ID))
-            })?
-            .must()?;
+        let next = next_order_id(tx, w, d)?;
         let low = tx.piece(1, |tx| {
             let mut items = self.items.borrow_mut();
             items.clear();
@@ -647,18 +649,9 @@ impl TpccTxn {
             items.sort_unstable();
             items.dedup();
             let mut low = 0u64;
-            // Stock rows in batches whose index and record misses overlap.
-            for batch in items.chunks(16) {
-                let mut keys = [(STOCK, 0u64, SL_S); 16];
-                for (k, &i) in keys.iter_mut().zip(batch) {
-                    k.1 = key::stock(w, i);
-                }
-                tx.prefetch_many(&keys[..batch.len()]);
-                for &(_, k, _) in &keys[..batch.len()] {
-                    let q = tx.read_cols(STOCK, k, SL_S, |r| st::u32(r, st::S_QUANTITY))?.must()?;
-                    low += u64::from(q < self.threshold);
-                }
-            }
+            read_stock_rows(tx, w, items.iter().copied(), SL_S, |r| {
+                low += u64::from(st::u32(r, st::S_QUANTITY) < self.threshold);
+            })?;
             Ok(low)
         })?;
         self.emit(low);
@@ -671,11 +664,7 @@ impl TpccTxn {
     /// analytic-history row with the aggregates.
     fn analytic<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         let (w, d) = (self.w, self.d);
-        let next = tx
-            .piece(0, |tx| {
-                tx.read_cols(DISTRICT, key::district(w, d), SL_D, |r| di::u32(r, di::D_NEXT_O_ID))
-            })?
-            .must()?;
+        let next = next_order_id(tx, w, d)?;
         let (first, items) = (self.scan_first, self.scan_items);
         let agg = tx.piece(1, |tx| {
             let mut demand = self.demand.borrow_mut();
@@ -687,26 +676,10 @@ impl TpccTxn {
             })?;
             merge_demand(&mut demand);
             let mut agg = Aggregates::default();
-            let mut keys = [(STOCK, 0u64, AN_S); 16];
-            let mut at = first;
             let end = first + items;
-            // Stock rows in batches whose index and record misses overlap.
-            while at < end {
-                let n = (end - at).min(16);
-                for (k, i) in keys.iter_mut().zip(at..at + n) {
-                    k.1 = key::stock(w, i);
-                }
-                tx.prefetch_many(&keys[..n as usize]);
-                for &(_, k, _) in &keys[..n as usize] {
-                    let (q, ytd) = tx
-                        .read_cols(STOCK, k, AN_S, |r| {
-                            (st::u32(r, st::S_QUANTITY), st::i64(r, st::S_YTD))
-                        })?
-                        .must()?;
-                    agg.stock(q, ytd, self.threshold);
-                }
-                at += n;
-            }
+            read_stock_rows(tx, w, first..end, AN_S, |r| {
+                agg.stock(st::u32(r, st::S_QUANTITY), st::i64(r, st::S_YTD), self.threshold);
+            })?;
             for &(i, q) in in_range(&demand, first, end) {
                 let price =
                     tx.read_cols(ITEM, u64::from(i), AN_I, |r| it::i64(r, it::I_PRICE))?.must()?;
@@ -855,6 +828,41 @@ impl TpccTxn {
             set.read(ITEM, u64::from(i));
         }
         set.write(ANALYTIC_HISTORY, self.analytic_key);
+    }
+}
+
+/// Stock-Level's and the analytic transaction's first piece: the district's D_NEXT_O_ID.
+fn next_order_id<W: Worker>(tx: &mut Tx<'_, W>, w: u32, d: u32) -> Result<u32, Abort> {
+    tx.piece(0, |tx| {
+        tx.read_cols(DISTRICT, key::district(w, d), SL_D, |r| di::u32(r, di::D_NEXT_O_ID))
+    })?
+    .must()
+}
+
+/// Reads columns `cols` of warehouse `w`'s stock rows of `items` (each must exist), handing
+/// each to `f`, in batches of 16 whose index and record misses overlap (`prefetch_many`).
+fn read_stock_rows<W: Worker>(
+    tx: &mut Tx<'_, W>,
+    w: u32,
+    mut items: impl Iterator<Item = u32>,
+    cols: Columns,
+    mut f: impl FnMut(&[u8]),
+) -> Result<(), Abort> {
+    let mut keys = [(STOCK, 0u64, cols); 16];
+    loop {
+        let mut n = 0;
+        // `zip` takes a key slot before an item, so no item is lost when the batch is full.
+        for (k, i) in keys.iter_mut().zip(&mut items) {
+            k.1 = key::stock(w, i);
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        tx.prefetch_many(&keys[..n]);
+        for &(_, k, _) in &keys[..n] {
+            tx.read_cols(STOCK, k, cols, &mut f)?.must()?;
+        }
     }
 }
 
