@@ -431,15 +431,12 @@ fn check_quick_passes_for_ermia_ssi() {
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
-/// ERMIA's read optimisation leaves the old versions it reads unmarked and stays serializable:
-/// with every unoverwritten version old, and with a threshold that marks the young ones.
+/// ERMIA's read optimisation, with every unoverwritten version old, leaves what read-mostly
+/// transactions read unmarked and stays serializable.
 #[test]
 fn check_quick_passes_for_ermia_ssi_with_unmarked_reads() {
-    for age in ["0", "20"] {
-        let opt = format!("old-version-age={age}");
-        let s = quick_check_passes("ermia-ssi", &["--opt", &opt]);
-        assert!(s.contains("observed no anomaly (serializable)"), "{age}: {s}");
-    }
+    let s = quick_check_passes("ermia-ssi", &["--opt", "old-version-age=0"]);
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
 /// Hekaton validates at its commit timestamp and reads speculatively: no anomaly.
