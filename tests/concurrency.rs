@@ -321,7 +321,7 @@ snapshot_suite! {
 
 serializable_suite! {
     ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
-    ermia_ssi_unmarked => txlab::protocols::ermia_ssi::ErmiaSsi [("old-version-age", "0")],
+    ermia_ssi_marked => txlab::protocols::ermia_ssi::ErmiaSsi [("old-version-age", "off")],
     ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
     ermia_ssn_slow_gc => txlab::protocols::ermia_ssn::ErmiaSsn [("gc-interval-us", "100000")],
     ermia_ssn_aggressive_gc => txlab::protocols::ermia_ssn::ErmiaSsn [("aggressive-gc-us", "20")],

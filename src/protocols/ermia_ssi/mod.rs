@@ -34,14 +34,19 @@
 //! no overwriter mark to learn its successor from), and an observer that finds an insert
 //! committed after its snapshot aborts with `phantom-validation`.
 //!
-//! **Read optimisation** (§3.6, `--opt old-version-age=N`, off by default). A transaction
+//! **Read optimisation** (§3.6, `--opt old-version-age=N`, on at `N = 0` by default, `off`
+//! turns it off). A transaction
 //! declared read-mostly ([`crate::engine::Procedure::read_mostly`], ERMIA's read-mostly flag)
 //! reads a version committed at least `N` commits before its snapshot, and not yet overwritten,
 //! *unmarked*: no reader bit, nothing published per version at its commit. It raises the
 //! version's `bstamp` (the largest snapshot of an unmarked reader, the paper's) and then loads
 //! the overwriter word again, both SeqCst, as the overwriter stores its mark and later loads
 //! `bstamp`: of a reader and an overwriter at least one sees the other, and a reader that sees a
-//! mark reads marked after all. What replaces the marks:
+//! mark reads marked after all. A reader whose snapshot is at most 64 commits above `bstamp`
+//! leaves it alone and pivots take `bstamp + 64` as the bound (a departure: a scan that readers
+//! repeat then writes each version's line once per 64 commits instead of at every read, +4 to
+//! 7 % on the analytic mix; the price is pivots aborting for transactions that began up to 64
+//! commits after the last reader that raised the stamp). What replaces the marks:
 //!
 //! * the reader keeps its unmarked reads in a private list and checks them for a committed
 //!   overwriter at pre-commit as marked ones (it learns `s1`, or aborts as a `T1`); a read-mostly
@@ -49,8 +54,8 @@
 //! * each worker slot publishes, at the commit of a transaction that read unmarked, its commit
 //!   timestamp (its snapshot if it certified nothing) and its snapshot (`TxnTable::untracked`,
 //!   a sequence lock);
-//! * a pivot (`s1` set) that overwrote a version with `bstamp = b` assumes it has unmarked
-//!   readers, each begun at or below `b`. Per other slot: the running transaction, if its
+//! * a pivot (`s1` set) that overwrote a version with `bstamp + 64 = b` assumes it has
+//!   unmarked readers, each begun at or below `b`. Per other slot: the running transaction, if its
 //!   snapshot is at or below `b`, aborts the pivot when running or certifying at or above `s1`
 //!   (the paper's check against the TID table); and the slot's last unmarked-reading commit
 //!   `(c, s)` bounds the commit of any committed reader of the slot: `c` if `s <= b`, else `s`
@@ -69,7 +74,11 @@
 //! as the paper's wording allows, would abort a pivot whenever its successor had itself read
 //! anything unmarked and begun at or below `b` (the bound cannot tell it from a reader of the
 //! version); ERMIA's code gates the optimisation on its read-mostly flag, and so does txlab.
-//! The paper leaves the threshold's value open; `N` counts commits.
+//! The paper leaves the threshold's value open; `N` counts commits. The default, 0, takes every
+//! version that has no overwriter as old, as ERMIA's code does with its threshold at 0: on the
+//! TPC-C analytic mix (2 threads, 20 % analytic) it raised ermia-ssi's throughput by 7 to 34 %
+//! over `off` at scans of 5 to 60 % of the stock, and it changes nothing for transactions not
+//! declared read-mostly.
 //!
 //! **Options**: `gc-interval-us`, `aggressive-gc-us`, `version-alloc` and `version-poison` (as
 //! `si`), and `old-version-age` (above). At most 256 workers: one reader bit each.
@@ -103,7 +112,7 @@ const CAPS: Capabilities = Capabilities {
 
 /// `ermia-ssi`'s options: the substrate's, and ERMIA's read optimisation (serialized under
 /// their `--opt` names).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct SsiOptions {
     /// The substrate's options.
@@ -119,6 +128,12 @@ fn age_text<S: serde::Serializer>(age: &Option<u64>, s: S) -> Result<S::Ok, S::E
     match age {
         Some(a) => s.serialize_u64(*a),
         None => s.serialize_str("off"),
+    }
+}
+
+impl Default for SsiOptions {
+    fn default() -> Self {
+        SsiOptions { mv: MvOptions::default(), old_version_age: Some(0) }
     }
 }
 
@@ -140,11 +155,11 @@ impl ProtocolOptions for SsiOptions {
         OptionSpec {
             name: "old-version-age",
             values: "off | 0 to 1099511627776",
-            default: "off",
+            default: "0",
             help: "ERMIA's read optimisation: a version committed at least this many commits \
                    before the reader's snapshot is read without a reader mark (only its largest \
                    reader snapshot is kept, and writers that could be a pivot over it assume \
-                   readers); 0 takes every version with no overwriter as old",
+                   readers); 0 takes every version with no overwriter as old; off marks every read",
         },
     ];
 

@@ -80,8 +80,15 @@ impl Certifier for Ssi {
             // An old version: publish the read in `bstamp`, then look for an overwriter again.
             // Both SeqCst, as the overwriter's mark and its pre-commit load of `bstamp`: of
             // the two, at least one sees the other (see the module docs).
+            // A `bstamp` within `BSTAMP_SLACK` below our snapshot is left as it is: pivots take
+            // `bstamp + BSTAMP_SLACK` as the readers' bound, and a scan that many readers
+            // repeat writes each version's line once per `BSTAMP_SLACK` commits, not per read.
+            // Skipping is sound as the store: the value we load was stored by an earlier
+            // SeqCst `fetch_max`, so an overwriter that missed it stored its mark before it,
+            // and our load of the overwriter word below sees the mark.
             let b = &v.ext.bstamp;
-            if b.load(Ordering::SeqCst) < mv.snapshot {
+            let seen = b.load(Ordering::SeqCst);
+            if seen == 0 || seen.saturating_add(BSTAMP_SLACK) < mv.snapshot {
                 b.fetch_max(mv.snapshot, Ordering::SeqCst);
             }
             s0 = v.ext.sstamp.load(Ordering::SeqCst);
@@ -157,7 +164,7 @@ impl Certifier for Ssi {
             // SeqCst: after our mark on `v` (pairs with the unmarked readers' `bstamp`).
             let b = v.ext.bstamp.load(Ordering::SeqCst);
             if b != 0 {
-                self.unmarked_readers(mv, b)?;
+                self.unmarked_readers(mv, b.saturating_add(BSTAMP_SLACK))?;
             }
         }
         Ok(())
@@ -187,6 +194,10 @@ impl Certifier for Ssi {
         self.s1 = u64::MAX;
     }
 }
+
+/// How far below an unmarked reader's snapshot a version's `bstamp` may stay (in commits):
+/// every unmarked reader of a version began at or below `bstamp + BSTAMP_SLACK`.
+const BSTAMP_SLACK: u64 = 64;
 
 impl Ssi {
     /// The pivot check for the readers of a version we overwrote that read it unmarked, whose
