@@ -793,13 +793,21 @@ impl TpccTxn {
         }
     }
 
-    fn declare_stock_level<R: Recon>(&self, recon: &R, set: &mut AccessSet) {
+    /// Stock-Level's and the analytic transaction's first two reads: the district's
+    /// D_NEXT_O_ID and the order lines of its last 20 orders, as the key range `(lo, hi)`.
+    fn declare_recent_lines<R: Recon>(&self, recon: &R, set: &mut AccessSet) -> (u64, u64) {
         let (w, d) = (self.w, self.d);
         set.read(DISTRICT, key::district(w, d));
         let next =
             recon.peek(DISTRICT, key::district(w, d), |r| di::u32(r, di::D_NEXT_O_ID)).unwrap_or(0);
         let (lo, hi) = stock_level_lines(w, d, next);
         set.range(ORDER_LINE, lo, hi, AccessMode::Read);
+        (lo, hi)
+    }
+
+    fn declare_stock_level<R: Recon>(&self, recon: &R, set: &mut AccessSet) {
+        let w = self.w;
+        let (lo, hi) = self.declare_recent_lines(recon, set);
         recon.scan(ORDER_LINE, lo, hi, usize::MAX, |_, r| {
             set.read(STOCK, key::stock(w, ol::u32(r, ol::OL_I_ID)));
             ControlFlow::Continue(())
@@ -807,12 +815,8 @@ impl TpccTxn {
     }
 
     fn declare_analytic<R: Recon>(&self, recon: &R, set: &mut AccessSet) {
-        let (w, d) = (self.w, self.d);
-        set.read(DISTRICT, key::district(w, d));
-        let next =
-            recon.peek(DISTRICT, key::district(w, d), |r| di::u32(r, di::D_NEXT_O_ID)).unwrap_or(0);
-        let (lo, hi) = stock_level_lines(w, d, next);
-        set.range(ORDER_LINE, lo, hi, AccessMode::Read);
+        let w = self.w;
+        let (lo, hi) = self.declare_recent_lines(recon, set);
         let (first, end) = (self.scan_first, self.scan_first + self.scan_items);
         for i in first..end {
             set.read(STOCK, key::stock(w, i));
