@@ -35,8 +35,7 @@
 //! committed after its snapshot aborts with `phantom-validation`.
 //!
 //! **Read optimisation** (§3.6, `--opt old-version-age=N`, on at `N = 0` by default, `off`
-//! turns it off). A transaction
-//! declared read-mostly ([`crate::engine::Procedure::read_mostly`], ERMIA's read-mostly flag)
+//! turns it off). A transaction declared read-mostly ([`crate::engine::Procedure::read_mostly`], ERMIA's read-mostly flag)
 //! reads a version committed at least `N` commits before its snapshot, and not yet overwritten,
 //! *unmarked*: no reader bit, nothing published per version at its commit. It raises the
 //! version's `bstamp` (the largest snapshot of an unmarked reader, the paper's) and then loads
@@ -54,8 +53,8 @@
 //! * each worker slot publishes, at the commit of a transaction that read unmarked, its commit
 //!   timestamp (its snapshot if it certified nothing) and its snapshot (`TxnTable::untracked`,
 //!   a sequence lock);
-//! * a pivot (`s1` set) that overwrote a version with `bstamp + 64 = b` assumes it has
-//!   unmarked readers, each begun at or below `b`. Per other slot: the running transaction, if its
+//! * a pivot (`s1` set) that overwrote a version with a `bstamp` assumes it has unmarked
+//!   readers, each begun at or below `b = bstamp + 64`. Per other slot: the running transaction, if its
 //!   snapshot is at or below `b`, aborts the pivot when running or certifying at or above `s1`
 //!   (the paper's check against the TID table); and the slot's last unmarked-reading commit
 //!   `(c, s)` bounds the commit of any committed reader of the slot: `c` if `s <= b`, else `s`
