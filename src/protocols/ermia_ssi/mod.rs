@@ -35,11 +35,12 @@
 //! committed after its snapshot aborts with `phantom-validation`.
 //!
 //! **Read optimisation** (§3.6, `--opt old-version-age=N`, on at `N = 0` by default, `off`
-//! turns it off). A transaction declared read-mostly ([`crate::engine::Procedure::read_mostly`], ERMIA's read-mostly flag)
-//! reads a version committed at least `N` commits before its snapshot, and not yet overwritten,
-//! *unmarked*: no reader bit, nothing published per version at its commit. It raises the
-//! version's `bstamp` (the largest snapshot of an unmarked reader, the paper's) and then loads
-//! the overwriter word again, both SeqCst, as the overwriter stores its mark and later loads
+//! turns it off). A transaction declared read-mostly
+//! ([`crate::engine::Procedure::read_mostly`], ERMIA's read-mostly flag) reads a version
+//! committed at least `N` commits before its snapshot, and not yet overwritten, *unmarked*: no
+//! reader bit, nothing published per version at its commit. It raises the version's `bstamp`
+//! (the largest snapshot of an unmarked reader, the paper's) and then loads the overwriter word
+//! again, both SeqCst, as the overwriter stores its mark and later loads
 //! `bstamp`: of a reader and an overwriter at least one sees the other, and a reader that sees a
 //! mark reads marked after all. A reader whose snapshot is at most 64 commits above `bstamp`
 //! leaves it alone and pivots take `bstamp + 64` as the bound (a departure: a scan that readers
@@ -54,11 +55,12 @@
 //!   timestamp (its snapshot if it certified nothing) and its snapshot (`TxnTable::untracked`,
 //!   a sequence lock);
 //! * a pivot (`s1` set) that overwrote a version with a `bstamp` assumes it has unmarked
-//!   readers, each begun at or below `b = bstamp + 64`. Per other slot: the running transaction, if its
-//!   snapshot is at or below `b`, aborts the pivot when running or certifying at or above `s1`
-//!   (the paper's check against the TID table); and the slot's last unmarked-reading commit
-//!   `(c, s)` bounds the commit of any committed reader of the slot: `c` if `s <= b`, else `s`
-//!   (such a reader finished before that transaction began); a bound at or above `s1` aborts.
+//!   readers, each begun at or below `b = bstamp + 64`. Per other slot: the running
+//!   transaction, if its snapshot is at or below `b`, aborts the pivot when running or
+//!   certifying at or above `s1` (the paper's check against the TID table); and the slot's
+//!   last unmarked-reading commit `(c, s)` bounds the commit of any committed reader of the
+//!   slot: `c` if `s <= b`, else `s` (such a reader finished before that transaction began); a
+//!   bound at or above `s1` aborts.
 //!
 //! **Where this departs from the paper.** Algorithm 1 aborts a pivot on any in-flight reader;
 //! here a reader certifying with a timestamp below `s1` commits before `T3` and is no hazard
