@@ -826,19 +826,21 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         &["run", "-p", "silo,2pl-nowait", "--opt", "validation-lock=nowait"],
         2,
         "error: --opt validation-lock applies to silo, tictoc and mocc, not to 2pl-nowait (choose \
-         protocols with -p)",
+         protocols with -p, or name one: --opt silo:validation-lock=nowait)",
     );
     // Without -p every protocol runs, and the option applies to only some of them.
     fails_with(
         &["run", "--opt", "validation-lock=nowait"],
         2,
         "error: --opt validation-lock applies to silo, tictoc and mocc, not to nocc, 2pl-nowait, \
-         2pl-waitdie, si, ermia-ssn, ermia-ssi and hekaton (choose protocols with -p)",
+         2pl-waitdie, si, ermia-ssn, ermia-ssi and hekaton (choose protocols with -p, or name one: \
+         --opt silo:validation-lock=nowait)",
     );
     fails_with(
         &["run", "-p", "silo,tictoc", "--opt", "preemptive-abort=off"],
         2,
-        "error: --opt preemptive-abort applies to tictoc, not to silo (choose protocols with -p)",
+        "error: --opt preemptive-abort applies to tictoc, not to silo (choose protocols with -p, \
+         or name one: --opt tictoc:preemptive-abort=off)",
     );
     fails_with(
         &["run", "-p", "silo,tictoc", "--opt", "read-phase-extension=5000000"],
@@ -853,7 +855,8 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     fails_with(
         &["run", "-p", "si,ermia-ssi", "--opt", "old-version-age=0"],
         2,
-        "error: --opt old-version-age applies to ermia-ssi, not to si (choose protocols with -p)",
+        "error: --opt old-version-age applies to ermia-ssi, not to si (choose protocols with -p, \
+         or name one: --opt ermia-ssi:old-version-age=0)",
     );
     fails_with(
         &["run", "-p", "ermia-ssi", "--opt", "old-version-age=young"],
@@ -896,6 +899,42 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         2,
         "error: --opt validation-lock applies to silo, tictoc and mocc, not to 2pl-nowait (choose \
          protocols with -p)",
+    );
+    // PROTOCOL:NAME=VALUE applies to that protocol only.
+    fails_with(
+        &["run", "-p", "silo,si", "--opt", "sillo:validation-lock=nowait"],
+        2,
+        "error: --opt sillo:validation-lock: sillo is not a protocol (txlab list shows them)",
+    );
+    fails_with(
+        &["run", "-p", "silo,si", "--opt", "tictoc:validation-lock=nowait"],
+        2,
+        "error: --opt tictoc:validation-lock: tictoc is not among the protocols run (choose \
+         protocols with -p)",
+    );
+    fails_with(
+        &["run", "-p", "silo,si", "--opt", "si:validation-lock=nowait"],
+        2,
+        "error: --opt si:validation-lock: si has no option validation-lock (txlab list shows each \
+         protocol's)",
+    );
+    fails_with(
+        &["run", "-p", "silo,si", "--opt", "silo:validation-lock=maybe"],
+        2,
+        "error: --opt validation-lock=maybe: expected wait or nowait or nowaittt",
+    );
+    fails_with(
+        &[
+            "run",
+            "-p",
+            "silo",
+            "--opt",
+            "silo:validation-lock=wait",
+            "--opt",
+            "silo:validation-lock=nowait",
+        ],
+        2,
+        "error: --opt silo:validation-lock is given twice",
     );
     let list = String::from_utf8_lossy(&txlab(&["list"]).stdout).into_owned();
     assert!(list.contains("--opt validation-lock=wait|nowait|nowaittt (default wait)"), "{list}");
@@ -942,6 +981,43 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         serde_json::json!({"validation-lock": "nowait", "read-phase-extension": 0})
     );
     assert_eq!(v["commits"], 6000);
+    // Scoped options: each protocol gets its own, and another's are not its business.
+    let out = txlab(&[
+        "run",
+        "-p",
+        "silo,ermia-ssi",
+        "--opt",
+        "ermia-ssi:old-version-age=off",
+        "--opt",
+        "silo:validation-lock=nowait",
+        "--opt",
+        "ermia-ssi:gc-interval-us=20",
+        "--records",
+        "1000",
+        "--threads",
+        "2",
+        "--txns",
+        "500",
+        "--repeat",
+        "1",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let header = |p: &str| {
+        let prefix = format!("{p} on ycsb | ");
+        stdout.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{stdout}"))
+    };
+    assert!(
+        header("silo").ends_with(" | read-phase-extension=0 validation-lock=nowait"),
+        "{stdout}"
+    );
+    assert!(
+        header("ermia-ssi").ends_with(
+            " | aggressive-gc-us=0 gc-interval-us=20 old-version-age=off version-alloc=pool \
+             version-poison=off"
+        ),
+        "{stdout}"
+    );
 }
 
 /// TicToc under each option value that changes its commit path: the defaults (nowait,

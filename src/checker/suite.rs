@@ -96,7 +96,8 @@ pub struct CheckConfig {
 /// `P`'s options as `cfg` sets them.
 fn protocol_options<P: Protocol>(cfg: &CheckConfig) -> Result<P::Options, Error> {
     use crate::engine::ProtocolOptions;
-    P::Options::from_pairs(&cfg.options).map_err(Error::Config)
+    P::Options::from_pairs(&crate::engine::options::pairs_for(&cfg.options, P::NAME))
+        .map_err(Error::Config)
 }
 
 /// What one workload run showed.

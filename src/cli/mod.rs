@@ -160,7 +160,8 @@ struct CheckArgs {
     /// Hold every protocol to this isolation level instead of the one it promises
     #[arg(long, value_enum)]
     isolation: Option<crate::engine::Isolation>,
-    /// A protocol option, NAME=VALUE (repeatable; see txlab list)
+    /// A protocol option, NAME=VALUE, or PROTOCOL:NAME=VALUE for one protocol only (repeatable;
+    /// see txlab list)
     #[arg(long = "opt", value_name = "NAME=VALUE")]
     opt: Vec<String>,
     /// Write the verdicts as JSON to this file
@@ -268,8 +269,8 @@ pub(crate) struct RunArgs {
     /// Maximum backoff for --backoff fixed, in microseconds, 0 to 1000000
     #[arg(long, default_value_t = 100.0)]
     backoff_us: f64,
-    /// A protocol option, NAME=VALUE (repeatable; `txlab list` shows each protocol's options,
-    /// their values and defaults)
+    /// A protocol option, NAME=VALUE for every protocol run, or PROTOCOL:NAME=VALUE for one
+    /// (repeatable; `txlab list` shows each protocol's options, their values and defaults)
     #[arg(long = "opt", value_name = "NAME=VALUE")]
     opt: Vec<String>,
     /// Random seed (every worker derives its own)
@@ -432,20 +433,44 @@ impl TpccArgs {
     }
 }
 
-/// Parses `--opt NAME=VALUE` flags and checks each against every protocol in `protocols`.
+/// Parses `--opt` flags and checks each against the protocols in `protocols` it applies to:
+/// `NAME=VALUE` applies to every one of them, `PROTOCOL:NAME=VALUE` to that one only (kept as
+/// the pair `("PROTOCOL:NAME", VALUE)`; [`crate::engine::options::pairs_for`] selects a
+/// protocol's pairs).
 fn protocol_options(
     opts: &[String],
     protocols: &[ProtocolKind],
 ) -> Result<Vec<(String, String)>, String> {
     let mut pairs: Vec<(String, String)> = Vec::new();
     for o in opts {
-        let (name, value) =
+        let (key, value) =
             o.split_once('=').ok_or_else(|| format!("--opt {o}: expected NAME=VALUE"))?;
-        let (name, value) = (name.trim().to_string(), value.trim().to_string());
-        if pairs.iter().any(|(n, _)| *n == name) {
-            return Err(format!("--opt {name} is given twice"));
+        let (scope, name) = match key.split_once(':') {
+            Some((p, n)) => (Some(p.trim()), n.trim()),
+            None => (None, key.trim()),
+        };
+        let key = scope.map_or_else(|| name.to_string(), |p| format!("{p}:{name}"));
+        if pairs.iter().any(|(k, _)| *k == key) {
+            return Err(format!("--opt {key} is given twice"));
         }
         let has = |k: &ProtocolKind| k.option_specs().iter().any(|s| s.name == name);
+        if let Some(p) = scope {
+            let Some(kind) = ProtocolKind::ALL.iter().find(|k| k.name() == p) else {
+                return Err(format!("--opt {key}: {p} is not a protocol (txlab list shows them)"));
+            };
+            if !protocols.contains(kind) {
+                return Err(format!(
+                    "--opt {key}: {p} is not among the protocols run (choose protocols with -p)"
+                ));
+            }
+            if !has(kind) {
+                return Err(format!(
+                    "--opt {key}: {p} has no option {name} (txlab list shows each protocol's)"
+                ));
+            }
+            pairs.push((key, value.trim().to_string()));
+            continue;
+        }
         let takers: Vec<&str> =
             ProtocolKind::ALL.iter().filter(|k| has(k)).map(|k| k.name()).collect();
         if takers.is_empty() {
@@ -455,16 +480,21 @@ fn protocol_options(
         }
         let without: Vec<&str> = protocols.iter().filter(|k| !has(k)).map(|k| k.name()).collect();
         if !without.is_empty() {
+            // A chosen protocol that takes it can be named instead.
+            let hint = match protocols.iter().find(|k| has(k)) {
+                Some(k) => format!(", or name one: --opt {}:{name}={}", k.name(), value.trim()),
+                None => String::new(),
+            };
             return Err(format!(
-                "--opt {name} applies to {}, not to {} (choose protocols with -p)",
+                "--opt {name} applies to {}, not to {} (choose protocols with -p{hint})",
                 and_list(&takers),
-                and_list(&without)
+                and_list(&without),
             ));
         }
-        pairs.push((name, value));
+        pairs.push((key, value.trim().to_string()));
     }
     for p in protocols {
-        p.check_options(&pairs)?;
+        p.check_options(&crate::engine::options::pairs_for(&pairs, p.name()))?;
     }
     Ok(pairs)
 }

@@ -116,7 +116,10 @@ fn recover_as<P: Protocol, W: FromSpec>(
         tables.push(super::run::ack_table());
     }
     let db = Database::<P>::builder(&tables)
-        .protocol_options(P::Options::from_pairs(&plan.opts).map_err(Error::Config)?)
+        .protocol_options(
+            P::Options::from_pairs(&crate::engine::options::pairs_for(&plan.opts, P::NAME))
+                .map_err(Error::Config)?,
+        )
         .txn_types(workload.txn_types())
         .build()?;
     let report = recover(&db, dir)?;

@@ -743,13 +743,14 @@ fn load_as<P: Protocol + 'static, W: FromSpec>(plan: &Plan) -> Result<Box<dyn Se
     if let Some(log) = &mut opts.log {
         log.dir = log.dir.join(P::NAME);
     }
+    let opts_for = crate::engine::options::pairs_for(&plan.opts, P::NAME);
     let mut tables = workload.tables();
     if plan.run_cfg.acks.is_some() {
         tables.push(ack_table());
     }
     let db = Database::<P>::builder(&tables)
         .options(opts)
-        .protocol_options(P::Options::from_pairs(&plan.opts).map_err(Error::Config)?)
+        .protocol_options(P::Options::from_pairs(&opts_for).map_err(Error::Config)?)
         .txn_types(workload.txn_types())
         .build()?;
     workload.load(&db, plan.cores)?;
@@ -759,7 +760,7 @@ fn load_as<P: Protocol + 'static, W: FromSpec>(plan: &Plan) -> Result<Box<dyn Se
         let manifest = serde_json::json!({
             "format": 1,
             "protocol": P::NAME,
-            "options": &plan.opts,
+            "options": &opts_for,
             "command": &plan.argv,
         });
         let path = log.options().dir.join(RUN_MANIFEST);

@@ -43,6 +43,20 @@ pub trait ProtocolOptions: Clone + Default + Debug + Serialize + Send + Sync + '
     }
 }
 
+/// Of `--opt` pairs, those that apply to `protocol`: the pairs for every protocol (`NAME`), and
+/// those scoped to it (`PROTOCOL:NAME`) with the scope removed, in their order (a scoped pair
+/// after an unscoped one of the same name overrides it).
+pub fn pairs_for(pairs: &[(String, String)], protocol: &str) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .filter_map(|(name, value)| match name.split_once(':') {
+            None => Some((name.clone(), value.clone())),
+            Some((scope, name)) if scope == protocol => Some((name.to_string(), value.clone())),
+            Some(_) => None,
+        })
+        .collect()
+}
+
 /// The options of a protocol that has none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct NoOptions {}
