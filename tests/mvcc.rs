@@ -41,6 +41,11 @@ fn row(v: u64) -> [u8; 16] {
 
 /// The row's value, checking that its two halves belong together (a torn or recycled version
 /// shows up here).
+/// `N` workers of `db`, each in its own slot.
+fn workers<const N: usize, P: Protocol>(db: &Database<P>) -> [P::Worker<'_>; N] {
+    std::array::from_fn(|_| db.worker().unwrap())
+}
+
 fn val(r: &[u8]) -> u64 {
     let v = u64::from_le_bytes(r[..8].try_into().unwrap());
     assert_eq!(u64::from_le_bytes(r[8..].try_into().unwrap()), !v, "a row's halves disagree");
@@ -222,7 +227,7 @@ fn ssn_aborts_write_skew_through_absent_keys() {
 #[test]
 fn ssn_learns_the_deleter_of_an_unlinked_row() {
     let db = db_of::<ErmiaSsn>();
-    let (mut t3, mut d, mut r) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    let [mut t3, mut d, mut r] = workers(&db);
     t3.begin();
     assert_eq!(t3.read(T, 5, val).unwrap(), Some(5));
     assert!(txn(&mut d, |w| w.delete(T, 5)));
@@ -372,8 +377,7 @@ fn ssi_aborts_write_skew_as_a_dangerous_structure() {
 #[test]
 fn ssi_aborts_the_reader_of_a_committed_pivot() {
     let db = db_of::<ErmiaSsi>();
-    let (mut t1, mut t2, mut t3) =
-        (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    let [mut t1, mut t2, mut t3] = workers(&db);
     t2.begin();
     assert_eq!(t2.read(T, 1, val).unwrap(), Some(1));
     txn(&mut t3, |w| set(w, 1, 10));
@@ -390,7 +394,7 @@ fn ssi_aborts_the_reader_of_a_committed_pivot() {
 #[test]
 fn ssi_aborts_a_pivot_with_a_running_reader() {
     let db = db_of::<ErmiaSsi>();
-    let (mut r, mut p, mut s) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    let [mut r, mut p, mut s] = workers(&db);
     r.begin();
     assert_eq!(r.read(T, 2, val).unwrap(), Some(2));
     p.begin();
@@ -445,8 +449,7 @@ fn ssi_aborts_write_skew_between_unmarked_readers() {
 fn ssi_aborts_a_pivot_with_a_running_unmarked_reader() {
     common::with_options(UNMARKED, || {
         let db = db_of::<ErmiaSsi>();
-        let (mut r, mut p, mut s) =
-            (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+        let [mut r, mut p, mut s] = workers(&db);
         r.begin_read_mostly();
         assert_eq!(r.read(T, 2, val).unwrap(), Some(2));
         p.begin();
@@ -464,8 +467,8 @@ fn ssi_aborts_a_pivot_with_a_running_unmarked_reader() {
 fn ssi_aborts_a_pivot_with_a_running_reader_that_left_bstamp_alone() {
     common::with_options(UNMARKED, || {
         let db = db_of::<ErmiaSsi>();
-        let mut w: Vec<_> = (0..4).map(|_| db.worker().unwrap()).collect();
-        let [r1, r2, p, s] = &mut w[..] else { unreachable!() };
+        let [mut r1, mut r2, mut p, mut s] = workers(&db);
+        let (r1, r2, p, s) = (&mut r1, &mut r2, &mut p, &mut s);
         assert_eq!(read_mostly(r1, &[2]), [Some(2)], "bstamp: r1's snapshot");
         for v in 0..3 {
             txn(s, |w| set(w, 3, 30 + v));
@@ -489,8 +492,7 @@ fn ssi_aborts_a_pivot_with_a_running_reader_that_left_bstamp_alone() {
 fn ssi_aborts_a_pivot_whose_unmarked_reader_committed_after_its_successor() {
     common::with_options(UNMARKED, || {
         let db = db_of::<ErmiaSsi>();
-        let (mut r, mut p, mut s) =
-            (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+        let [mut r, mut p, mut s] = workers(&db);
         p.begin();
         assert_eq!(p.read(T, 1, val).unwrap(), Some(1));
         txn(&mut s, |w| set(w, 1, 10));
@@ -507,8 +509,7 @@ fn ssi_aborts_a_pivot_whose_unmarked_reader_committed_after_its_successor() {
 fn ssi_aborts_the_unmarked_reader_of_a_committed_pivot() {
     common::with_options(UNMARKED, || {
         let db = db_of::<ErmiaSsi>();
-        let (mut t1, mut t2, mut t3) =
-            (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+        let [mut t1, mut t2, mut t3] = workers(&db);
         t2.begin();
         assert_eq!(t2.read(T, 1, val).unwrap(), Some(1));
         txn(&mut t3, |w| set(w, 1, 10));
@@ -525,7 +526,7 @@ fn ssi_aborts_the_unmarked_reader_of_a_committed_pivot() {
 /// commits, as it does when the read is marked (through `rstamp`).
 fn ssi_commits_a_pivot_whose_reader_finished_before_its_successor() {
     let db = db_of::<ErmiaSsi>();
-    let (mut r, mut p, mut s) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    let [mut r, mut p, mut s] = workers(&db);
     p.begin();
     assert_eq!(p.read(T, 1, val).unwrap(), Some(1));
     assert_eq!(read_mostly(&mut r, &[2]), [Some(2)]);
@@ -552,7 +553,7 @@ fn ssi_commits_a_pivot_whose_unmarked_reader_finished_before_its_successor() {
 /// row 2 and commits; unmarked, it cannot tell `r1` from `r2` and aborts.
 fn pivot_after_a_workers_two_readers() -> Result<(), Abort> {
     let db = db_of::<ErmiaSsi>();
-    let (mut r, mut p, mut s) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    let [mut r, mut p, mut s] = workers(&db);
     p.begin();
     assert_eq!(p.read(T, 1, val).unwrap(), Some(1));
     assert_eq!(read_mostly(&mut r, &[2]), [Some(2)]);
@@ -581,8 +582,7 @@ fn ssi_marks_young_versions_and_the_reads_of_other_transactions() {
     young.expect("every version is young: marked");
     common::with_options(UNMARKED, || {
         let db = db_of::<ErmiaSsi>();
-        let (mut r, mut p, mut s) =
-            (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+        let [mut r, mut p, mut s] = workers(&db);
         p.begin();
         assert_eq!(p.read(T, 1, val).unwrap(), Some(1));
         assert_eq!(txn(&mut r, |w| w.read(T, 2, val)), Some(2));
@@ -1066,7 +1066,7 @@ fn a_departed_workers_garbage_is_collected_by_the_others() {
 fn read_only_staleness_is_reported() {
     let db = db_of::<ErmiaSsn>();
     let versions = || db.protocol().versions(&db).expect("ermia-ssn keeps versions");
-    let (mut r, mut x, mut w) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    let [mut r, mut x, mut w] = workers(&db);
     r.begin();
     assert_eq!(r.read(T, 1, val).unwrap(), Some(1));
     // r's snapshot holds the watermark, and is no longer the newest state once w commits: it
