@@ -107,6 +107,9 @@ pub struct TxnRecord {
 pub struct History {
     txns: Vec<TxnRecord>,
     events: Vec<Event>,
+    /// The protocol orders each key's versions by their stamps (Cicada: a version may be
+    /// installed below newer ones, so `prev` is only where it went in when it did).
+    stamp_ordered: bool,
 }
 
 impl History {
@@ -142,8 +145,20 @@ impl History {
         self.txns.push(TxnRecord { id, outcome, ts, read_ts: ts, first, len: events.len() });
     }
 
+    /// Whether each key's committed versions are ordered by their stamps rather than by the
+    /// writes' `prev` (see [`Recorder::order_by_stamps`]).
+    pub fn stamp_ordered(&self) -> bool {
+        self.stamp_ordered
+    }
+
+    /// Declares that each key's committed versions are ordered by their stamps.
+    pub fn set_stamp_ordered(&mut self) {
+        self.stamp_ordered = true;
+    }
+
     /// Moves every transaction of `other` into `self`.
     pub fn append(&mut self, other: &mut History) {
+        self.stamp_ordered |= other.stamp_ordered;
         let base = self.events.len();
         self.events.append(&mut other.events);
         self.txns.extend(other.txns.drain(..).map(|t| TxnRecord { first: t.first + base, ..t }));
@@ -240,6 +255,16 @@ impl Recorder {
     #[inline]
     pub fn write(&mut self, table: u32, key: u64, stamp: Stamp, prev: Stamp, present: bool) {
         self.history.events.push(Event::Write { table, key, stamp, prev, present });
+    }
+
+    /// Declares that this protocol orders each key's committed versions by their stamps, not
+    /// by install order: a version may go in below newer ones (Cicada installs versions by
+    /// write timestamp anywhere in a chain). Its writes still name as `prev` the version they
+    /// went in after, the state they overwrote when they were installed, and the checker places
+    /// them by stamp among the key's committed versions (the first keeps its `prev`: the loaded
+    /// version, or none).
+    pub fn order_by_stamps(&mut self) {
+        self.history.stamp_ordered = true;
     }
 
     /// Records a predicate read of `[lo, hi]`.

@@ -21,7 +21,7 @@ fn an_unknown_protocol_is_refused_with_the_valid_names() {
     fails_with(
         &["run", "--protocol", "foo"],
         2,
-        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc, si, ermia-ssn, ermia-ssi, hekaton)",
+        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, silo, tictoc, mocc, si, ermia-ssn, ermia-ssi, hekaton, cicada)",
     );
 }
 
@@ -446,6 +446,33 @@ fn check_quick_passes_for_hekaton() {
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
+/// Cicada serializes in timestamp order, installing versions anywhere in a chain: no anomaly,
+/// with its optimisations on and with them off (and aborting on pending versions instead of
+/// waiting).
+#[test]
+fn check_quick_passes_for_cicada() {
+    let s = quick_check_passes("cicada", &[]);
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+    let off = [
+        "--opt",
+        "sort=off",
+        "--opt",
+        "precheck=off",
+        "--opt",
+        "adaptive=off",
+        "--opt",
+        "inlining=off",
+        "--opt",
+        "early-abort=off",
+        "--opt",
+        "write-latest-only=off",
+        "--opt",
+        "wait=off",
+    ];
+    let s = quick_check_passes("cicada", &off);
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+}
+
 /// `nocc` promises nothing, so it passes, but the check must see it lose updates and read
 /// aborted data (the positive control).
 #[test]
@@ -833,7 +860,8 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         &["run", "--opt", "validation-lock=nowait"],
         2,
         "error: --opt validation-lock applies to silo, tictoc and mocc, not to nocc, 2pl-nowait, \
-         2pl-waitdie, si, ermia-ssn, ermia-ssi and hekaton (choose protocols with -p, or name one: \
+         2pl-waitdie, si, ermia-ssn, ermia-ssi, hekaton and cicada (choose protocols with -p, or \
+         name one: \
          --opt silo:validation-lock=nowait)",
     );
     fails_with(

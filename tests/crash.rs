@@ -340,6 +340,11 @@ fn crashes_lose_nothing_acknowledged_hekaton() {
 }
 
 #[test]
+fn crashes_lose_nothing_acknowledged_cicada() {
+    crashes("cicada");
+}
+
+#[test]
 fn crashes_lose_nothing_acknowledged_nocc() {
     crashes("nocc");
 }

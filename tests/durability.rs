@@ -255,6 +255,11 @@ fn hekaton_round_trips() {
 }
 
 #[test]
+fn cicada_round_trips() {
+    round_trips::<txlab::protocols::cicada::Cicada>(6);
+}
+
+#[test]
 fn mocc_round_trips() {
     common::with_options(&[("temperature-threshold", "1")], || {
         round_trips::<txlab::protocols::mocc::Mocc>(6)
@@ -429,6 +434,7 @@ fn deleted_and_reinserted_keys_recover_right() {
     delete_and_reinsert::<txlab::protocols::ermia_ssn::ErmiaSsn>();
     delete_and_reinsert::<txlab::protocols::ermia_ssi::ErmiaSsi>();
     delete_and_reinsert::<txlab::protocols::hekaton::Hekaton>();
+    delete_and_reinsert::<txlab::protocols::cicada::Cicada>();
 }
 
 /// A log that cannot be written (its directory removed, so the next segment cannot be created)
@@ -541,6 +547,7 @@ fn open_recovers_and_continues_logging() {
     reopens::<txlab::protocols::ermia_ssn::ErmiaSsn>(LogKind::PerWorker, 10);
     reopens::<txlab::protocols::ermia_ssi::ErmiaSsi>(LogKind::Central, 11);
     reopens::<txlab::protocols::hekaton::Hekaton>(LogKind::PerWorker, 12);
+    reopens::<txlab::protocols::cicada::Cicada>(LogKind::Central, 13);
 }
 
 /// An open that crashed leaves either an unfinished next generation (before its pointer was
@@ -748,6 +755,7 @@ fn updates_log_the_columns_they_write() {
             column_round_trip::<txlab::protocols::ermia_ssn::ErmiaSsn>(5, kind, seed + 70),
             column_round_trip::<txlab::protocols::ermia_ssi::ErmiaSsi>(5, kind, seed + 80),
             column_round_trip::<txlab::protocols::hekaton::Hekaton>(5, kind, seed + 90),
+            column_round_trip::<txlab::protocols::cicada::Cicada>(5, kind, seed + 100),
         ] {
             assert!(r.column_records > 100, "{r:?}");
         }

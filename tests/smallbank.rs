@@ -90,6 +90,11 @@ fn hekaton_conserves_money() {
 }
 
 #[test]
+fn cicada_conserves_money() {
+    conserves::<txlab::protocols::cicada::Cicada>();
+}
+
+#[test]
 fn nocc_is_caught_creating_or_destroying_money() {
     // Many transactions: nocc breaks the invariant only when two of them overlap on a row,
     // which on a loaded machine takes a while of both cores running workers.

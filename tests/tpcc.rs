@@ -198,6 +198,17 @@ fn hekaton_keeps_the_consistency_conditions() {
     contended::<txlab::protocols::hekaton::Hekaton>(8);
 }
 
+#[test]
+fn cicada_keeps_the_consistency_conditions() {
+    contended::<txlab::protocols::cicada::Cicada>(9);
+}
+
+#[test]
+fn cicada_without_its_optimisations_keeps_the_consistency_conditions() {
+    let off = [("sort", "off"), ("precheck", "off"), ("adaptive", "off"), ("inlining", "off")];
+    common::with_options(&off, || contended::<txlab::protocols::cicada::Cicada>(10));
+}
+
 fn with_analytics(share: u32, scan: f64) -> TpccConfig {
     TpccConfig { analytic: Some(AnalyticConfig { share, scan }), ..TpccConfig::new(1) }
 }
@@ -277,6 +288,11 @@ fn ermia_ssi_keeps_the_conditions_with_marked_analytics() {
 #[test]
 fn hekaton_keeps_the_conditions_with_analytics() {
     contended_with_analytics::<txlab::protocols::hekaton::Hekaton>(16);
+}
+
+#[test]
+fn cicada_keeps_the_conditions_with_analytics() {
+    contended_with_analytics::<txlab::protocols::cicada::Cicada>(18);
 }
 
 /// One analytic transaction after a short run (so that stock has sold and recent orders vary)
@@ -368,6 +384,11 @@ fn analytic_aggregates_are_exact_under_si() {
 #[test]
 fn analytic_aggregates_are_exact_under_hekaton() {
     analytic_aggregates_are_exact::<txlab::protocols::hekaton::Hekaton>();
+}
+
+#[test]
+fn analytic_aggregates_are_exact_under_cicada() {
+    analytic_aggregates_are_exact::<txlab::protocols::cicada::Cicada>();
 }
 
 /// Changes one row of a loaded database with `f`, in a committed transaction.

@@ -19,7 +19,8 @@
 //! | G2 | phantom | a cycle that needs a predicate anti-dependency |
 //! | invented | | a read of a version nobody wrote, or of an absent state a key never had |
 //!
-//! Versions of a key are ordered by each write's `prev`; the incarnations of a key (deleted,
+//! Versions of a key are ordered by each write's `prev` (by their stamps for a protocol that
+//! orders them so: `History::stamp_ordered`, Cicada); the incarnations of a key (deleted,
 //! unlinked, inserted again as a new row) and the absent state a range read observed are placed
 //! by the transactions' serialization timestamps (see [`crate::history`]).
 
@@ -251,6 +252,25 @@ pub fn check(history: &History) -> Report {
                     },
                     Vec::new(),
                 );
+            }
+        }
+    }
+
+    // A protocol that orders versions by stamp: each committed version follows the key's
+    // committed version with the next smaller stamp (the smallest keeps its recorded `prev`).
+    if history.stamp_ordered() {
+        let mut by_key: HashMap<Key, Vec<Stamp>> = HashMap::default();
+        for (&(table, key, stamp), v) in &vers {
+            if v.committed {
+                by_key.entry((table, key)).or_default().push(stamp);
+            }
+        }
+        for ((table, key), mut stamps) in by_key {
+            stamps.sort_unstable();
+            for w in stamps.windows(2) {
+                if let Some(v) = vers.get_mut(&(table, key, w[1])) {
+                    v.prev = w[0];
+                }
             }
         }
     }

@@ -3,6 +3,7 @@
 //! Protocols never import each other; [`ProtocolKind`] is the one place that names them all, and
 //! [`with_protocol!`](crate::with_protocol) turns a runtime choice into a monomorphised call.
 
+pub mod cicada;
 pub mod common;
 pub mod ermia_ssi;
 pub mod ermia_ssn;
@@ -59,11 +60,15 @@ pub enum ProtocolKind {
     #[value(name = "hekaton")]
     #[serde(rename = "hekaton")]
     Hekaton,
+    /// Cicada's optimistic multi-version timestamp ordering (serializable).
+    #[value(name = "cicada")]
+    #[serde(rename = "cicada")]
+    Cicada,
 }
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 10] = [
+    pub const ALL: [ProtocolKind; 11] = [
         ProtocolKind::Nocc,
         ProtocolKind::TwoPlNoWait,
         ProtocolKind::TwoPlWaitDie,
@@ -74,6 +79,7 @@ impl ProtocolKind {
         ProtocolKind::ErmiaSsn,
         ProtocolKind::ErmiaSsi,
         ProtocolKind::Hekaton,
+        ProtocolKind::Cicada,
     ];
 
     /// The command-line name.
@@ -90,6 +96,7 @@ impl ProtocolKind {
             ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::NAME,
             ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::NAME,
             ProtocolKind::Hekaton => hekaton::Hekaton::NAME,
+            ProtocolKind::Cicada => cicada::Cicada::NAME,
         }
     }
 
@@ -107,6 +114,7 @@ impl ProtocolKind {
             ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::DESCRIPTION,
             ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::DESCRIPTION,
             ProtocolKind::Hekaton => hekaton::Hekaton::DESCRIPTION,
+            ProtocolKind::Cicada => cicada::Cicada::DESCRIPTION,
         }
     }
 
@@ -142,6 +150,7 @@ impl ProtocolKind {
             ProtocolKind::ErmiaSsn => ermia_ssn::ErmiaSsn::CAPS,
             ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::CAPS,
             ProtocolKind::Hekaton => hekaton::Hekaton::CAPS,
+            ProtocolKind::Cicada => cicada::Cicada::CAPS,
         }
     }
 }
@@ -197,6 +206,10 @@ macro_rules! with_protocol {
             }
             $crate::protocols::ProtocolKind::Hekaton => {
                 type $P = $crate::protocols::hekaton::Hekaton;
+                $body
+            }
+            $crate::protocols::ProtocolKind::Cicada => {
+                type $P = $crate::protocols::cicada::Cicada;
                 $body
             }
         }

@@ -46,12 +46,18 @@ use crossbeam_utils::CachePadded;
 /// made only of atomics and integers), (2) `Self` needs no `Drop` (slots are freed without
 /// dropping), and (3) `align_of::<Self>() <= 64`.
 pub unsafe trait RecordHeader: Send + Sync + 'static {
-    /// Whether the slot holds the row's payload after the header. Multi-version protocols keep
-    /// every image in versions outside the slot (`storage::version`) and set this to `false`:
-    /// their slots are the header alone, and a [`RowRef`] of such a slot has no payload words
-    /// (its copies copy nothing), so everything that reads or loads rows goes through the
-    /// protocol (`Protocol::read_latest`, `Protocol::load`).
-    const SLOT_PAYLOAD: bool = true;
+    /// Whether the slots of a table with rows of `row_size` bytes hold the row's payload after
+    /// the header (decided per table, when its store is created). Multi-version protocols that
+    /// keep every image in versions outside the slot (`storage::version`) answer `false`: their
+    /// slots are the header alone, and a [`RowRef`] of such a slot has no payload words (its
+    /// copies copy nothing), so everything that reads or loads rows goes through the protocol
+    /// (`Protocol::read_latest`, `Protocol::load`). Cicada keeps a payload in the slot for
+    /// small rows only: the payload of the version inlined in its head (§3.3).
+    #[inline]
+    fn slot_payload(row_size: usize) -> bool {
+        let _ = row_size;
+        true
+    }
 }
 
 /// Identifies a slot in one table's [`RowStore`].
@@ -335,7 +341,7 @@ impl<R: RecordHeader> RowStore<R> {
             return Err(Error::Config("row size must be at least 1 byte".into()));
         }
         let header_size = std::mem::size_of::<R>().next_multiple_of(8);
-        let words = if R::SLOT_PAYLOAD { row_size.div_ceil(8) } else { 0 };
+        let words = if R::slot_payload(row_size) { row_size.div_ceil(8) } else { 0 };
         let slot_size = (header_size + words * 8).next_multiple_of(CACHE_LINE);
         let slots_per_seg = (SEGMENT_BYTES / slot_size).max(1).next_power_of_two();
         let seg_shift = slots_per_seg.trailing_zeros();

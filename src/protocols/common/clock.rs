@@ -22,12 +22,25 @@
 //! written with relaxed ordering.
 //!
 //! **`min_wts` and `min_rts`.** Each thread publishes `thread.wts`, its latest timestamp, and
-//! `thread.rts`, the read timestamp it took at its latest begin (`min_wts - 1`). The leader's
-//! [`Clocks::refresh`] sets `min_wts` and `min_rts` to their minimum over the threads that have
-//! joined, never lowering them. A thread's timestamps only rise, so a published value is a lower
-//! bound of every timestamp the thread will still use, whichever older value the leader happens
-//! to read: a read-only transaction at `min_wts - 1` can miss no read-write transaction, and
-//! versions that no timestamp at or above `min_rts` can reach are garbage. A thread joins
+//! `thread.rts`, the timestamp its current transaction reads at: `min_wts - 1` for a read-only
+//! transaction (the paper's `thread.rts`), its `wts` for a read-write one. The leader's
+//! [`Clocks::refresh`] sets `min_wts` to the minimum `wts` over the threads that have joined and
+//! `min_rts` to the minimum `rts`, at most the new `min_wts - 1`, never lowering either. A
+//! thread's timestamps only rise, so a published `wts` is a lower bound of every timestamp the
+//! thread will still use, whichever older value the leader happens to read: a read-only
+//! transaction at `min_wts - 1` can miss no read-write transaction. Versions that no timestamp at
+//! or above `min_rts` can reach are garbage. (The paper has every thread publish `min_wts - 1` as
+//! its `rts` at every begin; a read-write transaction then holds `min_rts` below the `min_wts`
+//! of its begin for as long as it runs, although it reads at its own, larger, timestamp.)
+//!
+//! A read-only begin must not fall below a `min_rts` that a refresh computes from the slot's
+//! previous value (a `wts`, possibly above the new `rts`): the refresh raises a flag before it
+//! reads the slots and lowers it after publishing; the thread stores its `rts`, then checks
+//! (all SeqCst) that no refresh is under way and that `min_rts` is not above its `rts`, and
+//! otherwise tries again. A refresh whose read missed the store raised its flag first, so the
+//! thread sees the flag, or the finished refresh's `min_rts`.
+//!
+//! A thread joins
 //! ([`Clocks::join`]) with its clock above every published clock and above `min_wts`, and leaves
 //! when its `ThreadClock` is dropped (its slot then holds nothing back); joining, leaving and
 //! refreshing exclude each other through one mutex, taken only there, never on a transaction's
@@ -41,7 +54,7 @@
 //! synchronization; a run of the CLI lasts at most a day.
 
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Bits of a timestamp that hold the thread id.
@@ -149,6 +162,8 @@ pub struct Clocks {
     min_rts: CachePadded<AtomicU64>,
     /// Taken to join, to leave and to refresh (see the module docs).
     members: Mutex<()>,
+    /// A refresh is reading the slots (see the module docs: read-only begins).
+    refreshing: AtomicBool,
     params: ClockParams,
 }
 
@@ -175,6 +190,7 @@ impl Clocks {
             min_wts: CachePadded::new(AtomicU64::new(first)),
             min_rts: CachePadded::new(AtomicU64::new(first.saturating_sub(1))),
             members: Mutex::new(()),
+            refreshing: AtomicBool::new(false),
             params,
         })
     }
@@ -232,19 +248,40 @@ impl Clocks {
     /// The leader's step: `min_wts` and `min_rts` rise to the minimum of the joined threads'
     /// `wts` and `rts` (unchanged while none has joined).
     pub fn refresh(&self) {
-        let _members = self.lock();
+        let members = self.lock();
+        self.recompute(members);
+    }
+
+    /// [`Clocks::refresh`] unless a thread is joining, leaving or refreshing right now (then
+    /// nothing, at once): the step of a worker that finds a refresh due, which must not wait.
+    /// Whether it refreshed.
+    pub fn try_refresh(&self) -> bool {
+        match self.members.try_lock() {
+            Ok(members) => self.recompute(members),
+            Err(std::sync::TryLockError::Poisoned(e)) => self.recompute(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        }
+        true
+    }
+
+    /// The minimum over the slots, published (the caller holds the members' lock).
+    fn recompute(&self, _members: std::sync::MutexGuard<'_, ()>) {
+        // SeqCst: the flag is raised before the slots are read (see the module docs).
+        self.refreshing.store(true, Ordering::SeqCst);
         let (mut wts, mut rts) = (VACANT, VACANT);
         for s in self.slots.iter() {
-            // Acquire: pairs with the threads' release stores, made after their previous
+            // SeqCst: after the flag; pairs with the threads' stores, made after their previous
             // transactions' commits.
-            wts = wts.min(s.wts.load(Ordering::Acquire));
-            rts = rts.min(s.rts.load(Ordering::Acquire));
+            wts = wts.min(s.wts.load(Ordering::SeqCst));
+            rts = rts.min(s.rts.load(Ordering::SeqCst));
         }
         if wts != VACANT {
-            // Release: pairs with `min_wts`'s acquire. Under the lock: no lost update.
-            self.min_wts.store(self.min_wts.load(Ordering::Relaxed).max(wts), Ordering::Release);
-            self.min_rts.store(self.min_rts.load(Ordering::Relaxed).max(rts), Ordering::Release);
+            // Under the lock: no lost update. SeqCst: before the flag is lowered.
+            self.min_wts.store(self.min_wts.load(Ordering::Relaxed).max(wts), Ordering::SeqCst);
+            let rts = rts.min(wts - 1);
+            self.min_rts.store(self.min_rts.load(Ordering::Relaxed).max(rts), Ordering::SeqCst);
         }
+        self.refreshing.store(false, Ordering::SeqCst);
     }
 }
 
@@ -280,14 +317,7 @@ impl<S: TimeSource> ThreadClock<'_, S> {
     /// above every earlier one of this thread; publishes it and the thread's read timestamp.
     #[inline]
     pub fn next_wts(&mut self) -> Result<u64, ClockExhausted> {
-        let params = &self.clocks.params;
-        let step = self.source.elapsed_ns().min(params.max_increment_ns);
-        self.local = self.local.saturating_add(step);
-        self.since_sync += step;
-        if self.since_sync >= params.sync_interval_ns {
-            self.since_sync = 0;
-            self.synchronize();
-        }
+        self.advance();
         let adjusted = self.local.saturating_add(self.boost).max(self.last + 1);
         if adjusted > CLOCK_LIMIT {
             return Err(ClockExhausted);
@@ -297,20 +327,66 @@ impl<S: TimeSource> ThreadClock<'_, S> {
         // Relaxed: a hint for the others' synchronization (see the module docs).
         slot.clock.store(self.local, Ordering::Relaxed);
         let wts = adjusted << ID_BITS | self.id as u64;
-        // Release: pairs with `refresh`'s acquire; after this thread's previous commit.
+        // Release: pairs with `refresh`'s loads; after this thread's previous commit. A
+        // read-write transaction reads at its `wts`.
         slot.wts.store(wts, Ordering::Release);
-        slot.rts.store(self.clocks.min_wts().saturating_sub(1), Ordering::Release);
+        slot.rts.store(wts, Ordering::Release);
         Ok(wts)
     }
 
+    /// Advances the local clock by the time measured since the last step (and synchronizes
+    /// when due) without allocating a timestamp; returns it (nanoseconds, the clock part of a
+    /// timestamp).
+    #[inline]
+    pub fn advance(&mut self) -> u64 {
+        let params = &self.clocks.params;
+        let step = self.source.elapsed_ns().min(params.max_increment_ns);
+        self.local = self.local.saturating_add(step);
+        self.since_sync += step;
+        if self.since_sync >= params.sync_interval_ns {
+            self.since_sync = 0;
+            self.synchronize();
+        }
+        self.local
+    }
+
     /// A timestamp for a read-only transaction (`thread.rts = min_wts - 1`): every read-write
-    /// transaction at or below it has committed. Published for `min_rts`.
+    /// transaction at or below it has committed. Published for `min_rts`, at or above it (see
+    /// the module docs).
     #[inline]
     pub fn next_rts(&mut self) -> u64 {
-        let rts = self.clocks.min_wts().saturating_sub(1);
-        // Release: pairs with `refresh`'s acquire.
-        self.clocks.slots[self.id].rts.store(rts, Ordering::Release);
-        rts
+        let c = self.clocks;
+        let slot = &c.slots[self.id];
+        loop {
+            // SeqCst throughout: the store, then the flag and `min_rts` (see the module docs).
+            let rts = c.min_wts.load(Ordering::SeqCst).saturating_sub(1);
+            slot.rts.store(rts, Ordering::SeqCst);
+            if !c.refreshing.load(Ordering::SeqCst) && c.min_rts.load(Ordering::SeqCst) <= rts {
+                return rts;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Raises the local clock above every timestamp any thread has drawn (the published
+    /// `thread.wts`, boost included), so that this thread's next timestamp follows every
+    /// transaction that began before the call: a commit that returned before it is ordered
+    /// before the next transaction (external consistency, the option §3.1 discusses). It reads
+    /// every thread's slot, so it costs what loosely synchronized clocks save.
+    #[inline]
+    pub fn catch_up(&mut self) {
+        // Acquire: pairs with the peers' Release stores of their `wts`; a store that happened
+        // before this call (a transaction that began and committed before it) is seen.
+        let top = self
+            .clocks
+            .slots
+            .iter()
+            .map(|s| s.wts.load(Ordering::Acquire))
+            .filter(|&w| w != VACANT)
+            .max();
+        if let Some(w) = top {
+            self.local = self.local.max(clock_of(w) + 1);
+        }
     }
 
     /// After an abort: the adjusted clock runs `boost_ns` ahead until [`ThreadClock::committed`].
@@ -529,10 +605,16 @@ mod tests {
         assert!(wb < wa);
         clocks.refresh();
         assert_eq!(clocks.min_wts(), wb);
+        assert_eq!(clocks.min_rts(), wb - 1, "min_rts is below min_wts");
         assert_eq!(a.next_rts(), wb - 1, "a read-only transaction reads below every writer");
-        assert_eq!(b.next_rts(), wb - 1);
         clocks.refresh();
         assert_eq!(clocks.min_rts(), wb - 1);
+        // b's read-write transaction reads at its timestamp, and holds `min_rts` back no
+        // further than `min_wts - 1` once a is a writer again.
+        let wa = a.next_wts().unwrap();
+        clocks.refresh();
+        assert_eq!(clocks.min_rts(), wb - 1);
+        assert!(wa > wb);
         let mut early = clocks.join(2, Manual::default());
         let we = early.next_wts().unwrap();
         assert!(clock_of(we) > a.local(), "a thread joins above every clock, not only min_wts");

@@ -151,7 +151,10 @@ pub struct MvRecord<V> {
 // SAFETY: two atomic words; zero is "no version, not unlinked, not locked, never pruned"; no
 // Drop; align 8.
 unsafe impl<V: VersionExt> RecordHeader for MvRecord<V> {
-    const SLOT_PAYLOAD: bool = false;
+    #[inline]
+    fn slot_payload(_: usize) -> bool {
+        false
+    }
 }
 
 impl<V: VersionExt> MvRecord<V> {

@@ -1,0 +1,537 @@
+//! `cicada`: optimistic multi-version concurrency control with loosely synchronized clocks
+//! (Lim, Kaminsky, Andersen, "Cicada: Dependably Fast Multi-Core In-Memory Transactions",
+//! SIGMOD 2017, `../shared/papers/cicada-sigmod17.txt` §3).
+//!
+//! **Timestamps (§3.1).** A read-write transaction takes its timestamp `ts` at begin from its
+//! thread's clock (`protocols::common::clock`: per-thread software clocks advanced by the TSC,
+//! one-sided synchronization every 100 µs, a 1 µs boost after an abort, the thread id below
+//! the clock). Transactions serialize in timestamp order, not commit order. `min_wts` and
+//! `min_rts` are refreshed every `gc-interval-us` by whichever worker begins first once it is
+//! due (non-blocking: a worker that finds another refreshing goes on).
+//!
+//! **External consistency.** Loosely synchronized clocks let a transaction that begins after
+//! another's commit returned take a smaller timestamp and miss it (the paper says so, §3.1,
+//! and offers remedies). txlab's contract is that a commit is visible to every transaction
+//! that begins after it returns, so by default (`external-consistency=on`) a begin first
+//! raises its clock above every thread's published `wts` (reading each thread's slot: with 2
+//! threads one remote cache line per begin), and read-only transactions take fresh timestamps
+//! and are validated like the others. `external-consistency=off` is the paper's behaviour:
+//! no catching up, read-only transactions at `thread.rts = min_wts - 1` without tracking or
+//! validation (what the reproductions of its figures use).
+//!
+//! **Versions (§3.2).** A record's versions hang off its head, newest write timestamp first;
+//! a version has `wts` (its stamp), `rts` ([`CicadaExt`]) and a status (PENDING, COMMITTED,
+//! ABORTED, DELETED; UNUSED for a free inlined version). A transaction sees the newest version
+//! with `wts < ts` that is committed, waiting while it finds one pending (its writer has a
+//! smaller timestamp and is validating; with `wait=off`, the factor analysis's no-wait, it
+//! aborts instead) and skipping aborted ones. Writes build the new version privately in the
+//! read phase; validation installs it. Reads of the transaction's own writes find them in the
+//! write set. Early aborts: a write whose visible version's `rts` is above `ts` aborts at once
+//! (validation would), as does a read-modify-write of a record with a committed or pending
+//! version above `ts` (write-latest-version-only).
+//!
+//! **Best-effort inlining (§3.3).** The head holds one version in place
+//! ([`record::CicadaRecord`]), for rows of at most [`record::INLINE_MAX`] bytes: a writer claims
+//! it by CAS (UNUSED to PENDING) and falls back to a pooled version (`storage::version`'s
+//! per-worker pools) when it is taken. Loaded rows live there. Promotion of a hot non-inlined
+//! version into the inline slot is not built yet.
+//!
+//! **Validation (§3.4-3.5).** (0) Unless five transactions in a row committed (adaptive
+//! skipping): the write set is partially sorted, the 8 records whose newest version is newest
+//! first (contention-aware), and the early consistency check runs. (1) Each pending version is
+//! installed by CAS in `wts` order wherever it belongs in its chain; the version it goes in
+//! above must be what the write expects (present, or absent for an insert) with `rts <= ts`.
+//! Pending installation is deadlock-free: a transaction waits only for pending versions of
+//! smaller timestamps. (2) The read timestamps of the versions read are raised to `ts`
+//! (conditionally: only when lower). (3) The version consistency check: every read's visible
+//! version is still the one visible now, found by searching again from the version just above
+//! `ts` (incremental search), so that *no version appeared anywhere in the visible range*
+//! (CCBench §3.3 found that the paper's check of the version read alone misses this, and fixed
+//! it; so do we); and every installed version still goes in above an expected version read at
+//! or below `ts` only. A SeqCst fence separates (1) from (2) and (2) from (3): an installer and
+//! a reader of the same version each store (the version, the `rts`) then load (the `rts`, the
+//! chain), so one of them sees the other. Then the writes are logged at `ts` (Cicada's commit
+//! stamp is its `wts`, §3.7) and their status set: COMMITTED, or DELETED for a deletion.
+//!
+//! **Phantoms.** Cicada's multi-version index is not built: the shared single-version index
+//! with txlab's phantom buckets protects ranges and absent keys, ordered by timestamp as TicToc
+//! orders them (`storage::phantom`'s clocks). A transaction that found a key absent (not in the
+//! index, or nothing visible in its record) or scanned a range records the buckets' versions;
+//! at validation it raises their `rts` to `ts`, fences and checks that the versions did not
+//! move. A transaction whose version makes a key appear where nothing was bumps the bucket,
+//! fences and checks that its `rts` is not above `ts`. A new key's record enters the index at
+//! insert time (with no version until validation, so others see the key absent): index updates
+//! are not deferred yet.
+//!
+//! **A blind write reads.** A write of a present row (`Worker::write`) depends on the row being
+//! present, so its visible version is validated and its `rts` raised like a read's: a deletion
+//! at a smaller timestamp installed later would otherwise leave the write overwriting a row
+//! that did not exist at its timestamp. The paper's write-only operations skip this, which is
+//! sound only for writes that do not depend on presence.
+//!
+//! **Read-only transactions (§3.1)** run at `thread.rts` with `external-consistency=off`
+//! (their count and staleness are in the version report), else as any transaction.
+//!
+//! **Inserts in flight.** A new key's record enters the index with no version until its
+//! inserter validates; another insert of the key that finds such a record aborts at once
+//! (`insert-conflict`, an early abort: the first inserter is likely to commit), and a reader
+//! sees the key absent. An inserter that aborts before installing marks the record abandoned,
+//! and the key's next insert installs its version there.
+//!
+//! **Garbage collection (§3.8).** A committed version is queued with its `wts`; once `min_rts`
+//! passes it, its thread takes the record's GC lock (skipping the item if another thread holds
+//! it) and, if `wts` is above `record.min_wts`, cuts the chain below it and raises
+//! `record.min_wts`. The cut versions are freed to the worker's pools (inlined ones become
+//! UNUSED) after two storage-epoch grace periods, not after the paper's 10 µs quiescence: the
+//! chains are short at once, but freed memory is reused later than in the paper. A deleted
+//! record is unlinked (its index entry removed, its slot freed, through `storage::reclaim`)
+//! when its deletion is its newest version and below `min_rts`; `record.min_wts` is then left
+//! at the deletion's `wts`, so a stale GC item of the old record never acts on a reused slot.
+//!
+//! **Departures and what is missing.** Listed above: the multi-version index and deferred
+//! index updates, promotion into the inline slot, the quiescence-based freeing. The centralized
+//! timestamp option and Cicada-SV are not built yet; durability uses the shared per-worker log
+//! (recovery takes each key's record with the largest stamp, which applies deletes as §3.7
+//! requires).
+//!
+//! **Options**: `gc-interval-us` (10), `external-consistency` (on), and the factor analysis's
+//! switches, all on by default: `inlining`, `sort` (contention-aware write-set sorting),
+//! `precheck` (the early consistency check), `adaptive` (skipping both after 5 commits in a
+//! row), `wait` (wait for pending versions; off aborts), `early-abort`, `write-latest-only`.
+
+mod record;
+mod worker;
+
+pub use record::{CicadaExt, CicadaRecord, INLINE_MAX};
+pub use worker::CicadaWorker;
+
+use crate::engine::options::{number, switch};
+use crate::engine::report::VersionReport;
+use crate::engine::{
+    Capabilities, Database, Isolation, OptionSpec, Protocol, ProtocolOptions, Reads, Setup,
+};
+use crate::error::Error;
+use crate::protocols::common::clock::{ClockParams, Clocks, MAX_CLOCKS};
+use crate::storage::context::WorkerCtx;
+use crate::storage::reclaim::Unlink;
+use crate::storage::version::{VersionPool, VersionStore};
+use crate::storage::{RowRef, Storage, TableId};
+use crossbeam_utils::CachePadded;
+use record::{init_version, next, row_of, set_status, status, wts, CVersion, COMMITTED, DELETED};
+use std::collections::VecDeque;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Cicada's options (serialized under their `--opt` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CicadaOptions {
+    /// Microseconds between refreshes of `min_wts` and `min_rts`.
+    pub gc_interval_us: u64,
+    /// Best-effort inlining (§3.3).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub inlining: bool,
+    /// Contention-aware write-set sorting (§3.5 (1)).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub sort: bool,
+    /// The early version consistency check (§3.5 (2)).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub precheck: bool,
+    /// Skipping sort and precheck after 5 commits in a row (§3.5).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub adaptive: bool,
+    /// Waiting for pending versions (off: aborting).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub wait: bool,
+    /// Early aborts on a visible version's read timestamp (§3.2).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub early_abort: bool,
+    /// The write-latest-version-only rule for read-modify-writes (§3.2).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub write_latest_only: bool,
+    /// A transaction's timestamp is above every timestamp drawn before it began (§3.1's
+    /// external consistency), and read-only transactions take fresh timestamps.
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub external_consistency: bool,
+}
+
+impl Default for CicadaOptions {
+    fn default() -> Self {
+        CicadaOptions {
+            gc_interval_us: 10,
+            inlining: true,
+            sort: true,
+            precheck: true,
+            adaptive: true,
+            wait: true,
+            early_abort: true,
+            write_latest_only: true,
+            external_consistency: true,
+        }
+    }
+}
+
+const fn on_off(name: &'static str, help: &'static str) -> OptionSpec {
+    OptionSpec { name, values: "on | off", default: "on", help }
+}
+
+impl ProtocolOptions for CicadaOptions {
+    const SPECS: &'static [OptionSpec] = &[
+        OptionSpec {
+            name: "gc-interval-us",
+            values: "1 to 1000000",
+            default: "10",
+            help: "microseconds between refreshes of min_wts and min_rts, which the GC and \
+                   read-only transactions follow (Fig. 9 varies it)",
+        },
+        on_off("inlining", "best-effort inlining of a small version in the record head (§3.3)"),
+        on_off("sort", "contention-aware sorting of the write set before validation (§3.5)"),
+        on_off("precheck", "the early version consistency check before installation (§3.5)"),
+        on_off("adaptive", "skip sorting and the early check after 5 commits in a row (§3.5)"),
+        on_off("wait", "wait for a pending version below the timestamp; off aborts instead"),
+        on_off("early-abort", "abort a write whose visible version was read later (§3.2)"),
+        on_off(
+            "write-latest-only",
+            "abort a read-modify-write of a record with a newer committed or pending version",
+        ),
+        on_off(
+            "external-consistency",
+            "order every transaction after all that began before it (each begin reads every \
+             thread's clock), read-only ones at fresh timestamps; off is the paper's default: \
+             loosely synchronized clocks, read-only transactions at min_wts - 1",
+        ),
+    ];
+
+    fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        match name {
+            "gc-interval-us" => self.gc_interval_us = number(name, value, 1, 1_000_000)?,
+            "inlining" => self.inlining = switch(name, value)?,
+            "sort" => self.sort = switch(name, value)?,
+            "precheck" => self.precheck = switch(name, value)?,
+            "adaptive" => self.adaptive = switch(name, value)?,
+            "wait" => self.wait = switch(name, value)?,
+            "early-abort" => self.early_abort = switch(name, value)?,
+            "write-latest-only" => self.write_latest_only = switch(name, value)?,
+            "external-consistency" => self.external_consistency = switch(name, value)?,
+            _ => return Err(format!("--opt {name}: not an option of this protocol")),
+        }
+        Ok(())
+    }
+}
+
+/// What departed workers left: GC items and versions waiting for their grace periods.
+#[derive(Default)]
+struct Orphans {
+    gc: Vec<worker::GcItem>,
+    dead: Vec<(TableId, NonNull<CVersion>, u64)>,
+}
+
+// SAFETY: the pointers name record slots of the database's tables and versions of its stores,
+// alive as long as the protocol, and are dereferenced only under the GC's rules.
+unsafe impl Send for Orphans {}
+
+/// Statistics workers hand over when they leave.
+#[derive(Default)]
+struct Stats {
+    ro_safe: AtomicU64,
+    ro_fresh: AtomicU64,
+    ro_sum_ns: AtomicU64,
+    ro_max_ns: AtomicU64,
+    lag_count: AtomicU64,
+    lag_sum_ns: AtomicU64,
+    lag_max_ns: AtomicU64,
+}
+
+/// The cicada protocol.
+pub struct Cicada {
+    options: CicadaOptions,
+    clocks: Clocks,
+    tsc: quanta::Clock,
+    stores: Vec<VersionStore<CicadaExt>>,
+    /// Per table: whether its heads inline versions.
+    inline: Vec<bool>,
+    row_sizes: Vec<usize>,
+    /// When the next refresh of `min_wts`/`min_rts` is due (raw TSC ticks).
+    next_refresh: CachePadded<AtomicU64>,
+    interval_ticks: u64,
+    orphans: Mutex<Orphans>,
+    orphaned: AtomicBool,
+    stats: Stats,
+}
+
+impl Cicada {
+    /// Refreshes `min_wts` and `min_rts` if `gc-interval-us` passed since the last refresh.
+    #[inline]
+    fn maybe_refresh(&self) {
+        let now = self.tsc.raw();
+        // Relaxed: a schedule; the clocks order what the refresh reads.
+        let due = self.next_refresh.load(Ordering::Relaxed);
+        if now < due {
+            return;
+        }
+        if self
+            .next_refresh
+            .compare_exchange(due, now + self.interval_ticks, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.clocks.try_refresh();
+        }
+    }
+
+    /// The reclaimer's unlink step for a retired row (a deletion, or an insert that aborted):
+    /// unlinks `rec` if its newest version is a deletion below `min_rts` or it has no version,
+    /// and queues its versions for freeing.
+    ///
+    /// A row whose newest version is an aborted one is left alone (`Revived`: the reclaimer
+    /// forgets it): a writer may be linking a version below that one right now, by a CAS on
+    /// its `next` that no head-word CAS can exclude. Such a row stays in the index with nothing
+    /// visible, which every transaction reads as the key's absence, and the key's next insert
+    /// installs its version in it; its slot is not reused until then.
+    fn unlink(
+        &self,
+        storage: &Storage<CicadaRecord>,
+        t: TableId,
+        rec: &CicadaRecord,
+        dead: &mut VecDeque<(TableId, NonNull<CVersion>, u64)>,
+    ) -> Unlink {
+        if !rec.try_lock_gc() {
+            return Unlink::Busy;
+        }
+        let verdict = loop {
+            let head = match rec.newest() {
+                Ok(h) => h,
+                Err(_) => break Unlink::Gone,
+            };
+            match head.map(status) {
+                None => {}
+                Some(DELETED) if head.map_or(0, wts) < self.clocks.min_rts() => {}
+                Some(COMMITTED) | Some(record::ABORTED) => break Unlink::Revived,
+                // Pending (it may commit), or a deletion some transaction may still read
+                // below.
+                Some(_) => break Unlink::Busy,
+            }
+            // Every writer from now on has a timestamp above `min_rts`, so it would install
+            // at the head, which this CAS excludes.
+            if rec.unlink(head) {
+                if let Some(h) = head {
+                    // Stale GC items of this record (at or below its newest `wts`) never act
+                    // on the slot again, whatever it holds next.
+                    rec.raise_min_wts(wts(h));
+                    let e = storage.epochs().retire_stamp();
+                    worker::retire_chain(dead, t, NonNull::from(h), e);
+                }
+                break Unlink::Unlinked;
+            }
+            // A version went in at the head meanwhile: decide again.
+        };
+        rec.unlock_gc();
+        verdict
+    }
+
+    /// A departing worker's pools go back to the stores, its queues to the next worker that
+    /// maintains, its statistics here.
+    fn leave(
+        &self,
+        pools: &mut [VersionPool<CicadaExt>],
+        gc: &mut VecDeque<worker::GcItem>,
+        dead: &mut VecDeque<(TableId, NonNull<CVersion>, u64)>,
+        ro: (u64, u64, u64, u64),
+        lag: (u64, u64, u64),
+    ) {
+        for (pool, store) in pools.iter_mut().zip(&self.stores) {
+            pool.release(store);
+        }
+        if !gc.is_empty() || !dead.is_empty() {
+            let mut o = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
+            o.gc.extend(gc.drain(..));
+            o.dead.extend(dead.drain(..));
+            self.orphaned.store(true, Ordering::Relaxed);
+        }
+        // Relaxed: statistics, read when no worker runs.
+        let s = &self.stats;
+        s.ro_safe.fetch_add(ro.0, Ordering::Relaxed);
+        s.ro_fresh.fetch_add(ro.1, Ordering::Relaxed);
+        s.ro_sum_ns.fetch_add(ro.2, Ordering::Relaxed);
+        s.ro_max_ns.fetch_max(ro.3, Ordering::Relaxed);
+        s.lag_count.fetch_add(lag.0, Ordering::Relaxed);
+        s.lag_sum_ns.fetch_add(lag.1, Ordering::Relaxed);
+        s.lag_max_ns.fetch_max(lag.2, Ordering::Relaxed);
+    }
+
+    /// Takes over what departed workers left.
+    #[cold]
+    fn adopt(
+        &self,
+        gc: &mut VecDeque<worker::GcItem>,
+        dead: &mut VecDeque<(TableId, NonNull<CVersion>, u64)>,
+    ) {
+        let mut o = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
+        gc.extend(o.gc.drain(..));
+        dead.extend(o.dead.drain(..));
+        self.orphaned.store(false, Ordering::Relaxed);
+    }
+
+    /// The newest committed version of `rec` (checkpoints, checks after a run).
+    fn latest_committed<'a>(&self, rec: &'a CicadaRecord) -> Option<&'a CVersion> {
+        let mut v = rec.newest().ok()?;
+        while let Some(x) = v {
+            if matches!(status(x), COMMITTED | DELETED) {
+                return Some(x);
+            }
+            v = next(x);
+        }
+        None
+    }
+}
+
+impl Protocol for Cicada {
+    const NAME: &'static str = "cicada";
+    const DESCRIPTION: &'static str =
+        "optimistic multi-version timestamp ordering with per-thread clocks (Cicada)";
+    const CAPS: Capabilities = Capabilities {
+        isolation: Isolation::Serializable,
+        inserts: true,
+        scans: true,
+        needs_access_set: false,
+        snapshot_reads: true,
+        reads: Reads::InvisibleUntilValidation,
+    };
+    const BUCKET_CLOCKS: bool = true;
+    type Record = CicadaRecord;
+    type Worker<'db> = CicadaWorker<'db>;
+    type Options = CicadaOptions;
+
+    fn new(options: CicadaOptions, setup: &Setup<'_>) -> Result<Self, Error> {
+        if setup.max_workers > MAX_CLOCKS {
+            return Err(Error::Config(format!(
+                "cicada takes at most {MAX_CLOCKS} workers (a timestamp names its thread in 10 \
+                 bits); this database was asked for {}",
+                setup.max_workers
+            )));
+        }
+        let clocks = Clocks::new(setup.max_workers.max(1), 1, ClockParams::default())
+            .map_err(Error::Config)?;
+        let tsc = quanta::Clock::new();
+        let ticks_per_us = {
+            // The TSC's rate, from quanta's calibration: raw ticks over a known span.
+            let (a, b) = (tsc.raw(), tsc.raw());
+            let ns = tsc.delta_as_nanos(a, b.max(a) + 1_000_000).max(1);
+            1_000_000_000 / ns.max(1)
+        };
+        Ok(Cicada {
+            clocks,
+            stores: setup.tables.iter().map(|t| VersionStore::new(t.row_size)).collect(),
+            inline: setup
+                .tables
+                .iter()
+                .map(|t| options.inlining && t.row_size <= INLINE_MAX)
+                .collect(),
+            row_sizes: setup.tables.iter().map(|t| t.row_size).collect(),
+            next_refresh: CachePadded::new(AtomicU64::new(0)),
+            interval_ticks: options.gc_interval_us * ticks_per_us.max(1),
+            tsc,
+            orphans: Mutex::new(Orphans::default()),
+            orphaned: AtomicBool::new(false),
+            stats: Stats::default(),
+            options,
+        })
+    }
+
+    fn options(&self) -> &CicadaOptions {
+        &self.options
+    }
+
+    /// A loaded row is its record's only version, at `wts` 0 (below every timestamp): the
+    /// inlined one when the table inlines.
+    fn load(&self, table: TableId, row: RowRef<'_, CicadaRecord>, payload: &[u8]) {
+        let rec = row.header;
+        let (v, inline) = match rec.claim_inline().filter(|_| self.inline[table.index()]) {
+            Some(v) => (v, true),
+            None => (self.stores[table.index()].alloc_shared(), false),
+        };
+        // SAFETY: a version nobody else holds: the fresh slot's inlined one, or fresh from the
+        // store.
+        let ver = unsafe { v.as_ref() };
+        init_version(ver, record::LOADED, inline);
+        ver.ext.rts.store(0, Ordering::Relaxed);
+        // SAFETY: a version of this table (see `CicadaWorker::row`).
+        unsafe { row_of(ver, self.row_sizes[table.index()]) }.write_from(payload);
+        set_status(ver, COMMITTED);
+        rec.init(Some(v));
+    }
+
+    fn is_present(&self, rec: &CicadaRecord) -> bool {
+        self.latest_committed(rec).is_some_and(|v| status(v) == COMMITTED)
+    }
+
+    fn read_latest(&self, table: TableId, row: RowRef<'_, CicadaRecord>, buf: &mut [u8]) -> bool {
+        self.read_committed(table, row, buf).is_some()
+    }
+
+    fn read_committed(
+        &self,
+        table: TableId,
+        row: RowRef<'_, CicadaRecord>,
+        buf: &mut [u8],
+    ) -> Option<u64> {
+        let v = self.latest_committed(row.header).filter(|v| status(v) == COMMITTED)?;
+        // SAFETY: a version of this table (see `CicadaWorker::row`); the caller keeps an epoch.
+        unsafe { row_of(v, self.row_sizes[table.index()]) }.read_into(buf);
+        Some(wts(v).max(1))
+    }
+
+    fn worker(db: &Database<Self>) -> Result<CicadaWorker<'_>, Error> {
+        Ok(CicadaWorker::new(WorkerCtx::new(db.storage())?, db.protocol()))
+    }
+
+    fn versions(&self, db: &Database<Self>) -> Option<VersionReport> {
+        let mut r = VersionReport::default();
+        let mut g = crate::storage::index::pin();
+        for (t, store) in db.storage().tables().iter().zip(&self.stores) {
+            let size = store.version_bytes() as u64;
+            t.index.for_each_part(
+                0,
+                1,
+                &mut g,
+                || {},
+                |_, rid| {
+                    let mut n = 0;
+                    let mut v = t.rows.get(rid).header.newest().ok().flatten();
+                    while let Some(x) = v {
+                        n += 1;
+                        v = next(x);
+                    }
+                    r.rows += 1;
+                    r.alive += n;
+                    r.alive_bytes += n * size;
+                    r.longest_chain = r.longest_chain.max(n);
+                },
+            );
+            r.carved += store.carved();
+            r.carved_bytes += store.carved() * size;
+        }
+        // Relaxed: handed over by workers that have been joined.
+        let s = &self.stats;
+        let count = s.lag_count.swap(0, Ordering::Relaxed);
+        let sum = s.lag_sum_ns.swap(0, Ordering::Relaxed);
+        r.gc_lag_mean_us = if count == 0 { 0.0 } else { sum as f64 / count as f64 / 1e3 };
+        r.gc_lag_max_us = s.lag_max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
+        r.read_only_safe = s.ro_safe.swap(0, Ordering::Relaxed);
+        r.read_only_fresh = s.ro_fresh.swap(0, Ordering::Relaxed);
+        let sum = s.ro_sum_ns.swap(0, Ordering::Relaxed) as f64;
+        r.read_only_staleness_mean_us =
+            if r.read_only_safe == 0 { 0.0 } else { sum / r.read_only_safe as f64 / 1e3 };
+        r.read_only_staleness_max_us = s.ro_max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
+        Some(r)
+    }
+
+    /// A version per row for the rows a table grows by: a new row's first version comes from
+    /// the pools when the table does not inline.
+    fn prefault(&self, table: TableId, rows: u64, budget: usize) -> usize {
+        if self.inline[table.index()] {
+            return 0;
+        }
+        self.stores[table.index()].prefault(rows, budget)
+    }
+}

@@ -1,0 +1,1223 @@
+//! The `cicada` worker: the read phase, validation, the write phase and the maintenance of one
+//! thread (see the module docs of `protocols::cicada` for the protocol and why it is correct).
+
+use super::record::{
+    init_version, is_inline, next, row_of, set_status, status, wts, CVersion, CicadaExt,
+    CicadaRecord, Link, Unlinked, ABORTED, COMMITTED, DELETED, INLINE, LOADED, PENDING, UNUSED,
+};
+use super::Cicada;
+use crate::engine::procedure::ALL_COLUMNS;
+use crate::engine::Worker;
+use crate::error::{Abort, AbortReason};
+use crate::history::{Stamp, INITIAL, UNBORN};
+use crate::protocols::common::clock::{clock_of, ThreadClock, Tsc};
+use crate::protocols::common::scan::{self, ScanSteps};
+use crate::protocols::common::{apply_update, check_len, table, Scratch, SpinWait};
+use crate::storage::context::WorkerCtx;
+use crate::storage::phantom::Batch;
+use crate::storage::projection::Columns;
+use crate::storage::version::VersionPool;
+use crate::storage::{RowId, Table, TableId};
+use std::collections::VecDeque;
+use std::ops::ControlFlow;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, Ordering};
+
+/// How many of the most contended writes validation puts first (the paper's k = 8).
+const SORT_TOP: usize = 8;
+/// Commits in a row after which sorting and the early consistency check are skipped (§3.5).
+const SKIP_AFTER: u32 = 5;
+/// GC items processed per begin while the queue is short.
+const GC_BUDGET: usize = 64;
+/// A queue longer than this is worked off whole.
+const GC_BACKLOG: usize = 4096;
+
+/// A version read: the record and the version visible at the transaction's timestamp (`None`:
+/// nothing visible, the key was absent), and where the search can resume (`later`, the version
+/// just above the timestamp: incremental version search, §3.5).
+#[derive(Clone, Copy)]
+struct Read {
+    rec: NonNull<CicadaRecord>,
+    seen: Option<NonNull<CVersion>>,
+    later: Option<NonNull<CVersion>>,
+}
+
+/// A write: its new version (the transaction's own until installed), and what it needs at
+/// validation.
+#[derive(Clone, Copy)]
+struct Write {
+    table: TableId,
+    key: u64,
+    rid: RowId,
+    rec: NonNull<CicadaRecord>,
+    version: NonNull<CVersion>,
+    later: Option<NonNull<CVersion>>,
+    /// The row was present at our timestamp (an update or deletion) rather than absent (an
+    /// insert): validation checks that the version it goes in above agrees.
+    over_present: bool,
+    /// The new version is a deletion.
+    tombstone: bool,
+    /// The record is new: this transaction created it and put it in the index.
+    created: bool,
+    /// The columns written (for the log; every column for an insert).
+    cols: Columns,
+    /// Installed in the chain (then rolled back by marking it ABORTED).
+    installed: bool,
+    /// The stamp of the version it went in above, for the history.
+    prev: Stamp,
+    /// The newest version's write timestamp when validation began (the contention sort).
+    heat: u64,
+}
+
+/// A phantom bucket observed: (table, bucket word, its version then).
+#[derive(Clone, Copy)]
+struct Observed {
+    table: TableId,
+    slot: u32,
+    version: u64,
+}
+
+/// A committed version whose older versions become garbage once `min_rts` passes its `wts`.
+#[derive(Clone, Copy)]
+pub(super) struct GcItem {
+    rec: NonNull<CicadaRecord>,
+    version: NonNull<CVersion>,
+    wts: u64,
+    table: TableId,
+}
+
+/// What the search for a record's visible version found.
+struct Found<'a> {
+    seen: Option<&'a CVersion>,
+    later: Option<&'a CVersion>,
+    /// A version above the timestamp is committed or pending (the write-latest-only rule).
+    newer: bool,
+}
+
+/// A `cicada` worker.
+pub struct CicadaWorker<'db> {
+    // Dropped first: its clock slot is vacated before `ctx` gives the worker slot (and so the
+    // clock id) back.
+    clock: ThreadClock<'db, Tsc>,
+    ctx: WorkerCtx<'db, CicadaRecord>,
+    p: &'db Cicada,
+    pools: Vec<VersionPool<CicadaExt>>,
+    /// The running transaction's timestamp.
+    ts: u64,
+    active: bool,
+    /// Declared read-only: writes are refused.
+    read_only: bool,
+    /// Runs at `thread.rts`: nothing is tracked or validated.
+    untracked: bool,
+    reads: Vec<Read>,
+    writes: Vec<Write>,
+    /// Tables written (bit `t % 64`), so a read skips the write-set search when it can.
+    written: u64,
+    observed: Vec<Observed>,
+    scratch: Scratch,
+    /// Commits in a row (§3.5's adaptive skipping).
+    streak: u32,
+    /// The clock could not give a timestamp: every commit fails (see `ClockExhausted`).
+    exhausted: bool,
+    gc: VecDeque<GcItem>,
+    /// Versions cut off, freed to their pools (or, inlined, marked UNUSED) once the storage
+    /// epochs pass the one recorded.
+    dead: VecDeque<(TableId, NonNull<CVersion>, u64)>,
+    /// Read-only transactions at `thread.rts`, those that could not use it, and their
+    /// staleness (sum and largest, ns).
+    ro: (u64, u64, u64, u64),
+    /// Versions cut and their lag (count, sum ns, max ns) from the superseding commit.
+    lag: (u64, u64, u64),
+    /// Called with the timestamp once a transaction validated, before its versions are
+    /// committed (scripted tests hold it there, its versions pending).
+    validated: Option<Box<dyn FnMut(u64) + Send + 'db>>,
+}
+
+/// The version visible at `ts` in the chain starting at `from` (versions above `ts` skipped,
+/// pending ones waited for or, with `wait` off, an abort; aborted ones skipped).
+#[inline(always)]
+fn search<'a>(mut cur: Option<&'a CVersion>, ts: u64, wait: bool) -> Result<Found<'a>, Abort> {
+    let mut found = Found { seen: None, later: None, newer: false };
+    while let Some(v) = cur {
+        if wts(v) >= ts {
+            // Above the timestamp, or this transaction's own pending version (equal stamp).
+            if wts(v) > ts {
+                found.later = Some(v);
+                found.newer |= matches!(status(v), PENDING | COMMITTED | DELETED);
+            }
+            cur = next(v);
+            continue;
+        }
+        let mut spin = SpinWait::default();
+        loop {
+            match status(v) {
+                PENDING if wait => spin.spin(),
+                PENDING => return Err(Abort::new(AbortReason::WriteConflict)),
+                COMMITTED | DELETED => {
+                    found.seen = Some(v);
+                    return Ok(found);
+                }
+                // ABORTED; UNUSED cannot be on a chain a walker reaches inside its epoch.
+                _ => break,
+            }
+        }
+        cur = next(v);
+    }
+    Ok(found)
+}
+
+/// The history's name of a version (the loaded one is `INITIAL`).
+#[inline(always)]
+fn stamp_of(v: Option<&CVersion>) -> Stamp {
+    match v {
+        None => UNBORN,
+        Some(v) if wts(v) == LOADED => INITIAL,
+        Some(v) => u128::from(wts(v)),
+    }
+}
+
+#[inline(always)]
+fn ptr(v: &CVersion) -> NonNull<CVersion> {
+    NonNull::from(v)
+}
+
+#[inline(always)]
+fn as_ref<'a, T>(p: NonNull<T>) -> &'a T {
+    // SAFETY: every pointer a worker keeps names a record slot (alive as long as its table) or
+    // a version it reached inside its storage epoch, which is not freed before the epoch ends
+    // (cut versions wait two grace periods), and the worker clears them at the end of each
+    // transaction.
+    unsafe { p.as_ref() }
+}
+
+impl<'db> CicadaWorker<'db> {
+    /// A worker on `ctx` of protocol `p`.
+    pub(super) fn new(ctx: WorkerCtx<'db, CicadaRecord>, p: &'db Cicada) -> Self {
+        let clock = p.clocks.join(ctx.slot, Tsc::new(&p.tsc));
+        let mut ctx = ctx;
+        if let Some(h) = &mut ctx.history {
+            h.order_by_stamps();
+        }
+        CicadaWorker {
+            clock,
+            pools: (0..p.stores.len()).map(|_| VersionPool::default()).collect(),
+            ctx,
+            p,
+            ts: 0,
+            active: false,
+            read_only: false,
+            untracked: false,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            written: 0,
+            observed: Vec::new(),
+            scratch: Scratch::default(),
+            streak: 0,
+            exhausted: false,
+            gc: VecDeque::new(),
+            dead: VecDeque::new(),
+            ro: (0, 0, 0, 0),
+            lag: (0, 0, 0),
+            validated: None,
+        }
+    }
+
+    /// Runs `f` with the timestamp whenever a transaction of this worker has validated, before
+    /// its versions are committed: a test stops the worker there to script an interleaving
+    /// (others then find its versions pending).
+    #[doc(hidden)]
+    pub fn on_validated(&mut self, f: impl FnMut(u64) + Send + 'db) {
+        self.validated = Some(Box::new(f));
+    }
+
+    /// The running transaction's timestamp (tests).
+    #[doc(hidden)]
+    pub fn timestamp(&self) -> u64 {
+        self.ts
+    }
+
+    // ---- begin and maintenance -----------------------------------------------------------------
+
+    fn start(&mut self, read_only: bool) {
+        if self.active {
+            self.rollback();
+        }
+        let (p, storage) = (self.p, self.ctx.storage);
+        let dead = &mut self.dead;
+        self.ctx.enter(|tbl, _key, rec, _safe| p.unlink(storage, tbl.id, rec, dead));
+        self.maintain();
+        let p = self.p;
+        self.read_only = read_only;
+        self.untracked = false;
+        self.exhausted = false;
+        if read_only && !p.options.external_consistency {
+            // At `thread.rts`: every transaction at or below it has committed (§3.1).
+            self.untracked = true;
+            self.ts = self.clock.next_rts();
+            let now = self.clock.advance();
+            let stale = now.saturating_sub(clock_of(self.ts));
+            self.ro.0 += 1;
+            self.ro.2 += stale;
+            self.ro.3 = self.ro.3.max(stale);
+        } else {
+            if read_only {
+                // `thread.rts` would miss recent commits: a fresh timestamp, validated.
+                self.ro.1 += 1;
+            }
+            if p.options.external_consistency {
+                self.clock.catch_up();
+            }
+            match self.clock.next_wts() {
+                Ok(ts) => self.ts = ts,
+                Err(_) => {
+                    self.exhausted = true;
+                    self.ts = u64::MAX >> 1;
+                }
+            }
+        }
+        if let Some(h) = &mut self.ctx.history {
+            h.serial_point_at(self.ts);
+        }
+        self.active = true;
+    }
+
+    /// Refreshes `min_wts`/`min_rts` when due, cuts the chains the GC queue allows and frees
+    /// what the storage epochs allow (§3.8). Inside the storage epoch.
+    fn maintain(&mut self) {
+        let p = self.p;
+        p.maybe_refresh();
+        if p.orphaned.load(Ordering::Relaxed) {
+            p.adopt(&mut self.gc, &mut self.dead);
+        }
+        let min_rts = p.clocks.min_rts();
+        let mut budget = if self.gc.len() > GC_BACKLOG { usize::MAX } else { GC_BUDGET };
+        let mut epoch = None;
+        let now = clock_of(self.ts);
+        while let Some(&item) = self.gc.front() {
+            if item.wts >= min_rts || budget == 0 {
+                break;
+            }
+            budget -= 1;
+            self.gc.pop_front();
+            let rec = as_ref(item.rec);
+            if !rec.try_lock_gc() {
+                // Contended: another thread collects this record (the paper discards the item).
+                continue;
+            }
+            if item.wts > rec.min_wts() {
+                // `item.version` is still on the chain (nobody cut at or above it) and every
+                // transaction now or to come sees it or a newer version.
+                let cut = as_ref(item.version).next.swap(std::ptr::null_mut(), Ordering::AcqRel);
+                rec.raise_min_wts(item.wts);
+                rec.unlock_gc();
+                if let Some(first) = NonNull::new(cut) {
+                    let e = *epoch.get_or_insert_with(|| self.ctx.storage.epochs().retire_stamp());
+                    let n = retire_chain(&mut self.dead, item.table, first, e);
+                    let lag = now.saturating_sub(clock_of(item.wts));
+                    self.lag = (self.lag.0 + n, self.lag.1 + lag * n, self.lag.2.max(lag));
+                }
+            } else {
+                rec.unlock_gc();
+            }
+        }
+        let safe = self.ctx.storage.epochs().min_active();
+        while let Some(&(t, v, e)) = self.dead.front() {
+            if e >= safe {
+                break;
+            }
+            self.dead.pop_front();
+            free_version(&mut self.pools[t.index()], &p.stores[t.index()], v);
+        }
+    }
+
+    // ---- the read phase ------------------------------------------------------------------------
+
+    #[inline(always)]
+    fn find_write(&self, t: TableId, rid: RowId) -> Option<usize> {
+        if self.written & (1 << (t.0 % 64)) == 0 {
+            return None;
+        }
+        self.writes.iter().rposition(|w| w.rid == rid && w.table == t)
+    }
+
+    /// The row of `key`, if the index maps it to a linked record; on a miss the phantom bucket
+    /// is observed (its version read before a second lookup, so that an insert racing with the
+    /// first one is not missed).
+    #[inline]
+    fn lookup(&mut self, tbl: &'db Table<CicadaRecord>, key: u64) -> Option<RowId> {
+        if let Some(rid) = self.ctx.lookup(tbl, key) {
+            if !tbl.rows.get(rid).header.is_unlinked() {
+                return Some(rid);
+            }
+            self.ctx.forget(tbl.id, key);
+        }
+        let slot = tbl.buckets.slot_of(key);
+        let version = tbl.buckets.version(slot);
+        match tbl.index.get(key, &self.ctx.guard) {
+            Some(rid) if !tbl.rows.get(rid).header.is_unlinked() => Some(rid),
+            _ => {
+                self.observe(tbl, key, slot, version);
+                None
+            }
+        }
+    }
+
+    /// Notes that `key` was found absent: its bucket's version (phantom validation) and the
+    /// history's range read.
+    #[inline(always)]
+    fn observe(&mut self, tbl: &Table<CicadaRecord>, key: u64, slot: usize, version: u64) {
+        if !self.untracked {
+            self.observed.push(Observed { table: tbl.id, slot: slot as u32, version });
+        }
+        if let Some(h) = &mut self.ctx.history {
+            h.range(tbl.id.0, key, key);
+        }
+    }
+
+    /// The version of `rec` visible to this transaction, recorded as read (with the history);
+    /// `None` when nothing is visible (the bucket is then observed too).
+    #[inline]
+    fn read_version(
+        &mut self,
+        tbl: &'db Table<CicadaRecord>,
+        key: u64,
+        rec: &'db CicadaRecord,
+    ) -> Result<Result<Found<'db>, Unlinked>, Abort> {
+        let slot = tbl.buckets.slot_of(key);
+        let version = tbl.buckets.version(slot);
+        let head = match rec.newest() {
+            Ok(h) => h,
+            Err(u) => return Ok(Err(u)),
+        };
+        let found = search(head, self.ts, self.p.options.wait)?;
+        if !self.untracked {
+            self.reads.push(Read {
+                rec: NonNull::from(rec),
+                seen: found.seen.map(ptr),
+                later: found.later.map(ptr),
+            });
+        }
+        match found.seen {
+            None => self.observe(tbl, key, slot, version),
+            Some(v) => {
+                if status(v) == DELETED && !self.untracked {
+                    // The row may be unlinked and the key inserted again as a new record,
+                    // whose versions go in above no version of this one: the bucket stands for
+                    // the absence too.
+                    self.observed.push(Observed { table: tbl.id, slot: slot as u32, version });
+                }
+                if let Some(h) = &mut self.ctx.history {
+                    h.read(tbl.id.0, key, stamp_of(Some(v)));
+                }
+            }
+        }
+        Ok(Ok(found))
+    }
+
+    /// Finds what this transaction sees of `key`: its own write, a record's visible version
+    /// (read, recorded), or nothing.
+    #[inline]
+    fn locate(&mut self, tbl: &'db Table<CicadaRecord>, key: u64) -> Result<Located<'db>, Abort> {
+        loop {
+            let Some(rid) = self.lookup(tbl, key) else { return Ok(Located::Absent) };
+            if let Some(i) = self.find_write(tbl.id, rid) {
+                return Ok(Located::Own(i));
+            }
+            let rec = tbl.rows.get(rid).header;
+            match self.read_version(tbl, key, rec)? {
+                Ok(found) => return Ok(Located::Row { rid, rec, found }),
+                // Unlinked meanwhile: the key may live in another row now.
+                Err(Unlinked) => self.ctx.forget(tbl.id, key),
+            }
+        }
+    }
+
+    /// Refuses a write in a transaction declared read-only.
+    #[inline(always)]
+    fn writable(&self) -> Result<(), Abort> {
+        if self.read_only {
+            return Err(Abort::new(AbortReason::ReadOnlyWrite));
+        }
+        Ok(())
+    }
+
+    /// Early abort (§3.2): a write over `v` whose read timestamp is above ours would fail
+    /// validation; so would a read-modify-write with a newer version committed or pending
+    /// (write-latest-version-only).
+    #[inline(always)]
+    fn early_abort(&self, found: &Found<'_>, rmw: bool) -> Result<(), Abort> {
+        let o = &self.p.options;
+        if let Some(v) = found.seen {
+            if o.early_abort && v.ext.rts.load(Ordering::Relaxed) > self.ts {
+                return Err(Abort::new(AbortReason::WriteConflict));
+            }
+        }
+        if rmw && o.write_latest_only && found.newer {
+            return Err(Abort::new(AbortReason::WriteConflict));
+        }
+        Ok(())
+    }
+
+    /// A new version of `rec` for this transaction: the record's inlined one if it is free and
+    /// the table inlines (§3.3), else one from the worker's pool.
+    #[inline]
+    fn new_version(&mut self, t: TableId, rec: &CicadaRecord) -> NonNull<CVersion> {
+        if self.p.inline[t.index()] {
+            if let Some(v) = rec.claim_inline() {
+                init_version(as_ref(v), self.ts, true);
+                return v;
+            }
+        }
+        let v = self.pools[t.index()].alloc(&self.p.stores[t.index()]);
+        init_version(as_ref(v), self.ts, false);
+        v
+    }
+
+    /// The row of a version of table `t`.
+    #[inline(always)]
+    fn row(&self, t: TableId, v: &'db CVersion) -> crate::storage::RowRef<'db, CVersion> {
+        // SAFETY: `v` is a version of table `t`: pooled from its store, or the inlined version
+        // of one of its records, which is used only when the table's slots hold a payload.
+        unsafe { row_of(v, self.p.row_sizes[t.index()]) }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn push_write(
+        &mut self,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+        rec: &CicadaRecord,
+        version: NonNull<CVersion>,
+        later: Option<&CVersion>,
+        over_present: bool,
+        cols: Columns,
+    ) {
+        self.written |= 1 << (t.0 % 64);
+        self.writes.push(Write {
+            table: t,
+            key,
+            rid,
+            rec: NonNull::from(rec),
+            version,
+            later: later.map(ptr),
+            over_present,
+            tombstone: false,
+            created: false,
+            cols,
+            installed: false,
+            prev: UNBORN,
+            heat: 0,
+        });
+    }
+
+    /// Gives back a version this transaction never installed.
+    #[inline]
+    fn unused(&mut self, t: TableId, v: NonNull<CVersion>) {
+        let r = as_ref(v);
+        if is_inline(r) {
+            // Release: pairs with the next claimer's Acquire.
+            r.flags.store(UNUSED, Ordering::Release);
+        } else {
+            self.pools[t.index()].free(&self.p.stores[t.index()], v);
+        }
+    }
+
+    // ---- validation ----------------------------------------------------------------------------
+
+    /// Puts the most contended writes first (§3.5): partial sort of the top `SORT_TOP` by the
+    /// write timestamp of their record's newest version.
+    fn sort_writes(&mut self) {
+        for w in &mut self.writes {
+            let rec = as_ref(w.rec);
+            w.heat = match rec.newest() {
+                Ok(Some(v)) => wts(v),
+                _ => 0,
+            };
+        }
+        let n = self.writes.len();
+        if n > SORT_TOP {
+            self.writes.select_nth_unstable_by(SORT_TOP - 1, |a, b| b.heat.cmp(&a.heat));
+            self.writes[..SORT_TOP].sort_unstable_by_key(|w| std::cmp::Reverse(w.heat));
+        } else {
+            self.writes.sort_unstable_by_key(|w| std::cmp::Reverse(w.heat));
+        }
+    }
+
+    /// The version visible to this transaction in `rec` now, searching from `later` when the
+    /// read phase found one (incremental version search, §3.5).
+    #[inline(always)]
+    fn visible_now(
+        &self,
+        rec: &'db CicadaRecord,
+        later: Option<NonNull<CVersion>>,
+    ) -> Result<Option<&'db CVersion>, Abort> {
+        let start = match later {
+            // `later` is above our timestamp, so above `min_rts`: never cut off while we run.
+            Some(l) => next(as_ref(l)),
+            None => match rec.newest() {
+                Ok(h) => h,
+                Err(Unlinked) => return Err(Abort::new(AbortReason::ReadValidation)),
+            },
+        };
+        Ok(search(start, self.ts, self.p.options.wait)?.seen)
+    }
+
+    /// The version consistency check of the reads (§3.4 (3a), with CCBench's fix): the
+    /// version visible now is the one read, so no version appeared between it and the
+    /// timestamp (the search walks the whole visible range, not just the version read).
+    fn reads_consistent(&self) -> Result<(), Abort> {
+        for r in &self.reads {
+            let now = self.visible_now(as_ref(r.rec), r.later)?;
+            if now.map(ptr) != r.seen {
+                return Err(Abort::new(AbortReason::ReadValidation));
+            }
+        }
+        Ok(())
+    }
+
+    /// The early version consistency check (§3.5 (2)): the reads, and the writes' visible
+    /// versions' read timestamps, before anything is installed.
+    fn precheck(&self) -> Result<(), Abort> {
+        self.reads_consistent()?;
+        for w in &self.writes {
+            if let Some(v) = self.visible_now(as_ref(w.rec), w.later)? {
+                if v.ext.rts.load(Ordering::Relaxed) > self.ts {
+                    return Err(Abort::new(AbortReason::WriteConflict));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Installs write `i`'s pending version in wts order (§3.4 (1)), or aborts: the version it
+    /// goes in above must be what the write expects (present for an update or deletion, absent
+    /// or deleted for an insert) with a read timestamp at or below ours.
+    fn install(&mut self, i: usize) -> Result<(), Abort> {
+        let w = self.writes[i];
+        let rec = as_ref(w.rec);
+        let nv = as_ref(w.version);
+        let wait = self.p.options.wait;
+        loop {
+            // From `later` (above our timestamp, so never cut off) or the head: skip the
+            // versions above our timestamp.
+            let (mut link, mut cur) = match w.later {
+                Some(l) => (Link::Next(as_ref(l)), next(as_ref(l))),
+                None => match rec.newest() {
+                    Ok(h) => (Link::Head(rec), h),
+                    Err(Unlinked) => return Err(Abort::new(AbortReason::InsertConflict)),
+                },
+            };
+            while let Some(v) = cur.filter(|v| wts(v) > self.ts) {
+                link = Link::Next(v);
+                cur = next(v);
+            }
+            let below = search(cur, self.ts, wait)?.seen;
+            expect(&w, below)?;
+            if below.is_some_and(|v| v.ext.rts.load(Ordering::SeqCst) > self.ts) {
+                return Err(Abort::new(AbortReason::WriteConflict));
+            }
+            // Relaxed: the Release CAS below publishes it.
+            nv.next.store(
+                cur.map_or(std::ptr::null_mut(), |v| v as *const CVersion as *mut CVersion),
+                Ordering::Relaxed,
+            );
+            if link.swap_in(cur, w.version) {
+                let wr = &mut self.writes[i];
+                wr.installed = true;
+                wr.prev = stamp_of(below);
+                if below.is_none() {
+                    // The key becomes present where no version was: absence readers above our
+                    // timestamp must be told (the bucket's version, then its `rts` is checked).
+                    let tbl = self.ctx.storage.table(w.table);
+                    let (slot, _) = tbl.buckets.bump(w.key);
+                    self.observed.push(Observed {
+                        table: w.table,
+                        slot: slot as u32,
+                        version: u64::MAX,
+                    });
+                }
+                return Ok(());
+            }
+            // A version went in at our place meanwhile: search again.
+        }
+    }
+
+    /// The read timestamp updates (§3.4 (2)), conditional: only a lower `rts` is raised.
+    /// SeqCst: one side of the store-then-load pairs with installers (see the module docs).
+    fn update_rts(&self) {
+        for r in &self.reads {
+            if let Some(v) = r.seen {
+                let rts = &as_ref(v).ext.rts;
+                if rts.load(Ordering::SeqCst) < self.ts {
+                    rts.fetch_max(self.ts, Ordering::SeqCst);
+                }
+            }
+        }
+        let storage = self.ctx.storage;
+        for o in &self.observed {
+            storage.table(o.table).buckets.extend_rts(o.slot as usize, self.ts);
+        }
+    }
+
+    /// The phantom half of the consistency check: every bucket observed absent still has the
+    /// version read (plus this transaction's own inserts into it), and no reader above our
+    /// timestamp observed absent a bucket we made a key appear in.
+    fn buckets_consistent(&self) -> Result<(), Abort> {
+        let storage = self.ctx.storage;
+        for o in &self.observed {
+            let b = &storage.table(o.table).buckets;
+            if o.version == u64::MAX {
+                // Our insert: the largest absence read's timestamp must be ours or below.
+                if b.clock(o.slot as usize).1 > self.ts {
+                    return Err(Abort::new(AbortReason::PhantomValidation));
+                }
+                continue;
+            }
+            let own = self
+                .observed
+                .iter()
+                .filter(|x| x.version == u64::MAX && x.table == o.table && x.slot == o.slot)
+                .count() as u64;
+            if b.version(o.slot as usize) != o.version + own {
+                return Err(Abort::new(AbortReason::PhantomValidation));
+            }
+        }
+        Ok(())
+    }
+
+    /// The write half of the consistency check (§3.4 (3b)): the version each pending version
+    /// went in above was read at or below our timestamp only.
+    fn writes_consistent(&self) -> Result<(), Abort> {
+        for w in &self.writes {
+            let below = search(next(as_ref(w.version)), self.ts, self.p.options.wait)?.seen;
+            expect(w, below)?;
+            if below.is_some_and(|v| v.ext.rts.load(Ordering::SeqCst) > self.ts) {
+                return Err(Abort::new(AbortReason::WriteConflict));
+            }
+        }
+        Ok(())
+    }
+
+    /// Validation (§3.4-3.5); on `Err` nothing of this transaction stays visible.
+    fn validate(&mut self) -> Result<(), Abort> {
+        let o = self.p.options;
+        let skip = o.adaptive && self.streak >= SKIP_AFTER;
+        if o.sort && !skip && self.writes.len() > 1 {
+            self.sort_writes();
+        }
+        if o.precheck && !skip {
+            self.precheck()?;
+        }
+        for i in 0..self.writes.len() {
+            self.install(i)?;
+        }
+        // Installations (and bucket bumps) before the read timestamps are loaded below.
+        fence(Ordering::SeqCst);
+        self.update_rts();
+        // Our read timestamps before the chains are searched again.
+        fence(Ordering::SeqCst);
+        self.reads_consistent()?;
+        self.buckets_consistent()?;
+        self.writes_consistent()
+    }
+
+    // ---- the end of a transaction --------------------------------------------------------------
+
+    fn finish(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+        self.observed.clear();
+        self.written = 0;
+        self.active = false;
+        self.read_only = false;
+        self.untracked = false;
+        self.ctx.exit();
+    }
+
+    /// Rolls back: installed versions become ABORTED (the GC cuts them off with the chain
+    /// below a newer committed version, or unlinks the row), the others go back at once;
+    /// records this transaction created are retired.
+    fn rollback(&mut self) {
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            if w.installed {
+                set_status(as_ref(w.version), ABORTED);
+            } else {
+                self.unused(w.table, w.version);
+                if w.created {
+                    // Not an insert in flight any more: the key's next insert may take it.
+                    as_ref(w.rec).abandon();
+                }
+            }
+            if !w.over_present {
+                // Its row may be a new record nothing else made present: the GC unlinks it
+                // once no version of it can be seen.
+                self.ctx.retire(w.table, w.key, w.rid);
+            }
+        }
+        self.streak = 0;
+        self.clock.boost();
+        self.finish();
+    }
+
+    /// Logs the writes at our timestamp (Cicada's commit stamp is its wts, §3.7), before any
+    /// becomes COMMITTED.
+    fn log(&mut self) {
+        let storage = self.ctx.storage;
+        let Some(log) = self.ctx.log.as_mut().filter(|_| !self.writes.is_empty()) else { return };
+        log.begin(self.ts, self.writes.len() as u32);
+        for w in &self.writes {
+            let tbl = storage.table(w.table);
+            if w.tombstone {
+                log.delete(w.table.0, self.ts, w.key);
+            } else {
+                // SAFETY: as `row`.
+                let row = unsafe { row_of(as_ref(w.version), tbl.spec.row_size) };
+                let cols = if w.over_present { w.cols } else { ALL_COLUMNS };
+                log.put_row(w.table.0, self.ts, w.key, row, &tbl.projection, cols);
+            }
+        }
+        self.ctx.log_epoch = log.end();
+    }
+}
+
+/// Whether the version `w` goes in above (`below`) is what the write expects: the row present
+/// for an update or deletion, absent (nothing, or a deletion) for an insert.
+#[inline(always)]
+fn expect(w: &Write, below: Option<&CVersion>) -> Result<(), Abort> {
+    let present = below.is_some_and(|v| status(v) == COMMITTED);
+    match (w.over_present, present) {
+        (false, true) => Err(Abort::new(AbortReason::InsertConflict)),
+        (true, false) => Err(Abort::new(AbortReason::WriteConflict)),
+        _ => Ok(()),
+    }
+}
+
+/// What [`CicadaWorker::locate`] found.
+enum Located<'a> {
+    /// No linked record for the key.
+    Absent,
+    /// This transaction's own write, at this index of the write set.
+    Own(usize),
+    /// A record and what is visible in it.
+    Row { rid: RowId, rec: &'a CicadaRecord, found: Found<'a> },
+}
+
+/// Queues every version from `first` on for freeing after the grace periods of epoch `e`;
+/// returns how many.
+pub(super) fn retire_chain(
+    dead: &mut VecDeque<(TableId, NonNull<CVersion>, u64)>,
+    t: TableId,
+    first: NonNull<CVersion>,
+    e: u64,
+) -> u64 {
+    let mut v = Some(first);
+    let mut n = 0;
+    while let Some(p) = v {
+        let nx = as_ref(p).next.load(Ordering::Acquire);
+        dead.push_back((t, p, e));
+        v = NonNull::new(nx);
+        n += 1;
+    }
+    n
+}
+
+/// Frees a version cut off two grace periods ago: to the pool, or, inlined, back to UNUSED.
+#[inline]
+pub(super) fn free_version(
+    pool: &mut VersionPool<CicadaExt>,
+    store: &crate::storage::version::VersionStore<CicadaExt>,
+    v: NonNull<CVersion>,
+) {
+    let r = as_ref(v);
+    if r.flags.load(Ordering::Relaxed) & INLINE != 0 {
+        // Release: pairs with the next claimer's Acquire.
+        r.flags.store(UNUSED, Ordering::Release);
+    } else {
+        pool.free(store, v);
+    }
+}
+
+impl Drop for CicadaWorker<'_> {
+    fn drop(&mut self) {
+        self.abort();
+        let p = self.p;
+        p.leave(&mut self.pools, &mut self.gc, &mut self.dead, self.ro, self.lag);
+    }
+}
+
+impl Worker for CicadaWorker<'_> {
+    fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        self.ctx.pinned(f)
+    }
+
+    fn begin(&mut self) {
+        self.start(false);
+    }
+
+    /// At `thread.rts` without tracking or validation (§3.1) when external consistency is off,
+    /// else at a fresh timestamp, validated; writes fail with `read-only-write`.
+    fn begin_read_only(&mut self) {
+        self.start(true);
+    }
+
+    #[inline]
+    fn read_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let v = match self.locate(tbl, key)? {
+            Located::Absent => return Ok(None),
+            Located::Own(i) => {
+                let w = self.writes[i];
+                if w.tombstone {
+                    return Ok(None);
+                }
+                as_ref(w.version)
+            }
+            Located::Row { found, .. } => match found.seen {
+                Some(v) if status(v) == COMMITTED => v,
+                _ => return Ok(None),
+            },
+        };
+        let row = self.row(t, v);
+        let buf = self.scratch.get(tbl.spec.row_size);
+        row.read_cols_into(buf, &tbl.projection, cols);
+        Ok(Some(f(buf)))
+    }
+
+    #[inline]
+    fn read_for_update<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        self.read(t, key, f)
+    }
+
+    /// A blind write. Its check that the row is present is a read of the visible version
+    /// (validated, its read timestamp raised): a deletion below our timestamp must not be
+    /// overwritten as if the row were there.
+    fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        self.writable()?;
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        match self.locate(tbl, key)? {
+            Located::Absent => Ok(false),
+            Located::Own(i) => {
+                let w = self.writes[i];
+                if w.tombstone {
+                    return Ok(false);
+                }
+                self.row(t, as_ref(w.version)).write_from(value);
+                self.writes[i].cols = ALL_COLUMNS;
+                Ok(true)
+            }
+            Located::Row { rid, rec, found } => {
+                if found.seen.is_none_or(|v| status(v) != COMMITTED) {
+                    return Ok(false);
+                }
+                self.early_abort(&found, false)?;
+                let nv = self.new_version(t, rec);
+                self.row(t, as_ref(nv)).write_from(value);
+                self.push_write(t, key, rid, rec, nv, found.later, true, ALL_COLUMNS);
+                Ok(true)
+            }
+        }
+    }
+
+    #[inline]
+    fn update_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        reads: Columns,
+        writes: Columns,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        self.writable()?;
+        let tbl = table(self.ctx.storage, t)?;
+        let (p, len) = (&tbl.projection, tbl.spec.row_size);
+        match self.locate(tbl, key)? {
+            Located::Absent => Ok(None),
+            Located::Own(i) => {
+                let w = self.writes[i];
+                if w.tombstone {
+                    return Ok(None);
+                }
+                // Our own version, not installed: written in place.
+                let row = self.row(t, as_ref(w.version));
+                let buf = self.scratch.get(len);
+                row.read_cols_into(buf, p, reads | writes);
+                let out = apply_update(p, writes, buf, f)?;
+                row.write_cols_from(buf, p, writes);
+                self.writes[i].cols |= writes;
+                Ok(Some(out))
+            }
+            Located::Row { rid, rec, found } => {
+                let Some(old) = found.seen.filter(|v| status(v) == COMMITTED) else {
+                    return Ok(None);
+                };
+                self.early_abort(&found, true)?;
+                let old = self.row(t, old);
+                let nv = self.new_version(t, rec);
+                let new = self.row(t, as_ref(nv));
+                let buf = self.scratch.get(len);
+                old.read_cols_into(buf, p, reads | writes);
+                let out = match apply_update(p, writes, buf, f) {
+                    Ok(out) => out,
+                    Err(a) => {
+                        self.unused(t, nv);
+                        return Err(a);
+                    }
+                };
+                new.copy_from(&old);
+                new.write_cols_from(buf, p, writes);
+                self.push_write(t, key, rid, rec, nv, found.later, true, writes);
+                Ok(Some(out))
+            }
+        }
+    }
+
+    fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        self.writable()?;
+        let tbl = table(self.ctx.storage, t)?;
+        check_len(tbl, value)?;
+        let mut spin = SpinWait::default();
+        loop {
+            // A new record first (one index traversal when the key is new, the common case).
+            // Its head stays empty until validation installs our version: others find the
+            // key with nothing visible, which they read as absence.
+            let fresh = self.ctx.alloc(t)?;
+            let frec = tbl.rows.get(fresh).header;
+            frec.init(None);
+            let existing = match tbl.index.insert_if_absent(key, fresh, &self.ctx.guard) {
+                Ok(()) => {
+                    let nv = self.new_version(t, frec);
+                    self.row(t, as_ref(nv)).write_from(value);
+                    self.push_write(t, key, fresh, frec, nv, None, false, ALL_COLUMNS);
+                    self.writes.last_mut().expect("just pushed").created = true;
+                    if let Some(h) = &mut self.ctx.history {
+                        h.range(t.0, key, key);
+                    }
+                    return Ok(true);
+                }
+                Err(existing) => {
+                    self.ctx.caches[t.index()].release(fresh);
+                    existing
+                }
+            };
+            let rec = tbl.rows.get(existing).header;
+            if rec.is_unlinked() {
+                // The GC is removing the old record's index entry.
+                spin.spin();
+                continue;
+            }
+            if let Some(i) = self.find_write(t, existing) {
+                let w = self.writes[i];
+                if !w.tombstone {
+                    return Ok(false);
+                }
+                // We deleted it: our version becomes the row again.
+                self.row(t, as_ref(w.version)).write_from(value);
+                let e = &mut self.writes[i];
+                (e.tombstone, e.cols) = (false, ALL_COLUMNS);
+                return Ok(true);
+            }
+            if rec.in_flight() {
+                // A record with no version at all: another transaction's insert of the key is
+                // in flight (or aborted, and its row not yet unlinked). It is likely to commit
+                // and make this insert fail or abort one of the two at validation: abort early.
+                return Err(Abort::new(AbortReason::InsertConflict));
+            }
+            let found = match self.read_version(tbl, key, rec)? {
+                Ok(found) => found,
+                Err(Unlinked) => continue,
+            };
+            if found.seen.is_some_and(|v| status(v) == COMMITTED) {
+                return Ok(false);
+            }
+            self.early_abort(&found, false)?;
+            let nv = self.new_version(t, rec);
+            self.row(t, as_ref(nv)).write_from(value);
+            self.push_write(t, key, existing, rec, nv, found.later, false, ALL_COLUMNS);
+            return Ok(true);
+        }
+    }
+
+    fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+        self.writable()?;
+        let tbl = table(self.ctx.storage, t)?;
+        match self.locate(tbl, key)? {
+            Located::Absent => Ok(false),
+            Located::Own(i) => {
+                let w = self.writes[i];
+                if w.tombstone {
+                    return Ok(false);
+                }
+                // A row this transaction inserted or updated: its version becomes a deletion
+                // (over nothing, for an insert: the key stays absent).
+                self.writes[i].tombstone = true;
+                Ok(true)
+            }
+            Located::Row { rid, rec, found } => {
+                if found.seen.is_none_or(|v| status(v) != COMMITTED) {
+                    return Ok(false);
+                }
+                self.early_abort(&found, true)?;
+                let nv = self.new_version(t, rec);
+                self.push_write(t, key, rid, rec, nv, found.later, true, ALL_COLUMNS);
+                self.writes.last_mut().expect("just pushed").tombstone = true;
+                Ok(true)
+            }
+        }
+    }
+
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, Abort> {
+        let storage = self.ctx.storage;
+        scan::scan(self, storage, t, lo, hi, limit, f)
+    }
+
+    #[inline]
+    fn prefetch(&mut self, t: TableId, key: u64) {
+        self.ctx.prefetch(t, key);
+    }
+
+    #[inline]
+    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
+        self.ctx.prefetch_many(keys);
+    }
+
+    fn reads_still_valid(&mut self) -> bool {
+        self.untracked || self.reads_consistent().is_ok()
+    }
+
+    #[inline]
+    fn log_epoch(&self) -> u64 {
+        self.ctx.log_epoch
+    }
+
+    fn commit(&mut self) -> Result<(), Abort> {
+        if !self.active {
+            return Ok(());
+        }
+        if self.exhausted {
+            self.rollback();
+            return Err(Abort::new(AbortReason::Unsupported));
+        }
+        if self.untracked {
+            if let Some(h) = &mut self.ctx.history {
+                h.committed();
+            }
+            self.finish();
+            return Ok(());
+        }
+        if let Err(a) = self.validate() {
+            self.rollback();
+            return Err(a);
+        }
+        if let Some(f) = &mut self.validated {
+            f(self.ts);
+        }
+        self.log();
+        let ts = self.ts;
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            let v = as_ref(w.version);
+            let present = !w.tombstone;
+            set_status(v, if present { COMMITTED } else { DELETED });
+            if let Some(h) = &mut self.ctx.history {
+                h.write(w.table.0, w.key, u128::from(ts), w.prev, present);
+            }
+            self.gc.push_back(GcItem { rec: w.rec, version: w.version, wts: ts, table: w.table });
+            if !present {
+                self.ctx.retire(w.table, w.key, w.rid);
+            }
+        }
+        if let Some(h) = &mut self.ctx.history {
+            h.committed();
+        }
+        self.streak = self.streak.saturating_add(1);
+        self.clock.committed();
+        self.finish();
+        self.ctx.commit_returning();
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+}
+
+impl<'db> ScanSteps<'db, CicadaRecord> for CicadaWorker<'db> {
+    #[inline]
+    fn ctx(&mut self) -> &mut WorkerCtx<'db, CicadaRecord> {
+        &mut self.ctx
+    }
+
+    /// Observes the batch's buckets (their versions, checked at validation, and their `rts`
+    /// raised to our timestamp) before its entries are read from the index.
+    #[inline]
+    fn cover(
+        &mut self,
+        tbl: &'db Table<CicadaRecord>,
+        t: TableId,
+        batch: &Batch,
+    ) -> Result<(), Abort> {
+        if !self.untracked {
+            for slot in tbl.buckets.batch_slots(batch) {
+                let version = tbl.buckets.version(slot);
+                self.observed.push(Observed { table: t, slot: slot as u32, version });
+            }
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn entry(
+        &mut self,
+        tbl: &'db Table<CicadaRecord>,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+    ) -> Result<Option<&[u8]>, Abort> {
+        let v = if let Some(i) = self.find_write(t, rid) {
+            let w = self.writes[i];
+            if w.tombstone {
+                return Ok(None);
+            }
+            as_ref(w.version)
+        } else {
+            let rec = tbl.rows.get(rid).header;
+            let found = match self.read_version(tbl, key, rec)? {
+                Ok(found) => found,
+                // Unlinked: its deletion is below `min_rts`, so below our timestamp.
+                Err(Unlinked) => return Ok(None),
+            };
+            match found.seen {
+                Some(v) if status(v) == COMMITTED => v,
+                _ => return Ok(None),
+            }
+        };
+        let row = self.row(t, v);
+        let data = self.scratch.get(tbl.spec.row_size);
+        row.read_into(data);
+        Ok(Some(data))
+    }
+}
