@@ -224,7 +224,7 @@ impl ProtocolOptions for CicadaOptions {
 #[derive(Default)]
 struct Orphans {
     gc: Vec<worker::GcItem>,
-    dead: Vec<(TableId, NonNull<CVersion>, u64)>,
+    dead: Vec<worker::Dead>,
 }
 
 // SAFETY: the pointers name record slots of the database's tables and versions of its stores,
@@ -293,7 +293,7 @@ impl Cicada {
         storage: &Storage<CicadaRecord>,
         t: TableId,
         rec: &CicadaRecord,
-        dead: &mut VecDeque<(TableId, NonNull<CVersion>, u64)>,
+        dead: &mut VecDeque<worker::Dead>,
     ) -> Unlink {
         if !rec.try_lock_gc() {
             return Unlink::Busy;
@@ -335,7 +335,7 @@ impl Cicada {
         &self,
         pools: &mut [VersionPool<CicadaExt>],
         gc: &mut VecDeque<worker::GcItem>,
-        dead: &mut VecDeque<(TableId, NonNull<CVersion>, u64)>,
+        dead: &mut VecDeque<worker::Dead>,
         ro: (u64, u64, u64, u64),
         lag: (u64, u64, u64),
     ) {
@@ -361,11 +361,7 @@ impl Cicada {
 
     /// Takes over what departed workers left.
     #[cold]
-    fn adopt(
-        &self,
-        gc: &mut VecDeque<worker::GcItem>,
-        dead: &mut VecDeque<(TableId, NonNull<CVersion>, u64)>,
-    ) {
+    fn adopt(&self, gc: &mut VecDeque<worker::GcItem>, dead: &mut VecDeque<worker::Dead>) {
         let mut o = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
         gc.extend(o.gc.drain(..));
         dead.extend(o.dead.drain(..));

@@ -3,7 +3,7 @@
 
 use super::record::{
     init_version, is_inline, next, row_of, set_status, status, wts, CVersion, CicadaExt,
-    CicadaRecord, Link, Unlinked, ABORTED, COMMITTED, DELETED, INLINE, LOADED, PENDING, UNUSED,
+    CicadaRecord, Link, Unlinked, ABORTED, COMMITTED, DELETED, LOADED, PENDING, UNUSED,
 };
 use super::Cicada;
 use crate::engine::procedure::ALL_COLUMNS;
@@ -77,6 +77,17 @@ struct Observed {
     version: u64,
 }
 
+/// A version cut off a chain, waiting for the storage epochs to pass `epoch`. Whether it is an
+/// inlined one is noted when it is cut (its line is in the cache then), so that freeing it does
+/// not touch it.
+#[derive(Clone, Copy)]
+pub(super) struct Dead {
+    table: TableId,
+    inline: bool,
+    version: NonNull<CVersion>,
+    epoch: u64,
+}
+
 /// A committed version whose older versions become garbage once `min_rts` passes its `wts`.
 #[derive(Clone, Copy)]
 pub(super) struct GcItem {
@@ -122,7 +133,7 @@ pub struct CicadaWorker<'db> {
     gc: VecDeque<GcItem>,
     /// Versions cut off, freed to their pools (or, inlined, marked UNUSED) once the storage
     /// epochs pass the one recorded.
-    dead: VecDeque<(TableId, NonNull<CVersion>, u64)>,
+    dead: VecDeque<Dead>,
     /// Read-only transactions at `thread.rts`, those that could not use it, and their
     /// staleness (sum and largest, ns).
     ro: (u64, u64, u64, u64),
@@ -321,12 +332,13 @@ impl<'db> CicadaWorker<'db> {
             }
         }
         let safe = self.ctx.storage.epochs().min_active();
-        while let Some(&(t, v, e)) = self.dead.front() {
-            if e >= safe {
+        while let Some(&d) = self.dead.front() {
+            if d.epoch >= safe {
                 break;
             }
             self.dead.pop_front();
-            free_version(&mut self.pools[t.index()], &p.stores[t.index()], v);
+            let t = d.table.index();
+            free_version(&mut self.pools[t], &p.stores[t], d);
         }
     }
 
@@ -383,13 +395,26 @@ impl<'db> CicadaWorker<'db> {
         key: u64,
         rec: &'db CicadaRecord,
     ) -> Result<Result<Found<'db>, Unlinked>, Abort> {
-        let slot = tbl.buckets.slot_of(key);
-        let version = tbl.buckets.version(slot);
+        let wait = self.p.options.wait;
         let head = match rec.newest() {
             Ok(h) => h,
             Err(u) => return Ok(Err(u)),
         };
-        let found = search(head, self.ts, self.p.options.wait)?;
+        let mut found = search(head, self.ts, wait)?;
+        // The key is absent at our timestamp (nothing visible, or a deletion): its bucket's
+        // version is needed, read before a search (an insert racing with it must bump it
+        // later), so the chain is searched again after reading it. The common case, a present
+        // row, reads no bucket.
+        let mut bucket = None;
+        if found.seen.is_none_or(|v| status(v) == DELETED) {
+            let slot = tbl.buckets.slot_of(key);
+            bucket = Some((slot, tbl.buckets.version(slot)));
+            let head = match rec.newest() {
+                Ok(h) => h,
+                Err(u) => return Ok(Err(u)),
+            };
+            found = search(head, self.ts, wait)?;
+        }
         if !self.untracked {
             self.reads.push(Read {
                 rec: NonNull::from(rec),
@@ -397,14 +422,21 @@ impl<'db> CicadaWorker<'db> {
                 later: found.later.map(ptr),
             });
         }
-        match found.seen {
-            None => self.observe(tbl, key, slot, version),
-            Some(v) => {
-                if status(v) == DELETED && !self.untracked {
+        match (found.seen, bucket) {
+            // (A search that saw nothing always read the bucket.)
+            (None, bucket) => {
+                if let Some((slot, version)) = bucket {
+                    self.observe(tbl, key, slot, version);
+                }
+            }
+            (Some(v), bucket) => {
+                if let Some((slot, version)) = bucket.filter(|_| status(v) == DELETED) {
                     // The row may be unlinked and the key inserted again as a new record,
                     // whose versions go in above no version of this one: the bucket stands for
                     // the absence too.
-                    self.observed.push(Observed { table: tbl.id, slot: slot as u32, version });
+                    if !self.untracked {
+                        self.observed.push(Observed { table: tbl.id, slot: slot as u32, version });
+                    }
                 }
                 if let Some(h) = &mut self.ctx.history {
                     h.read(tbl.id.0, key, stamp_of(Some(v)));
@@ -808,7 +840,7 @@ enum Located<'a> {
 /// Queues every version from `first` on for freeing after the grace periods of epoch `e`;
 /// returns how many.
 pub(super) fn retire_chain(
-    dead: &mut VecDeque<(TableId, NonNull<CVersion>, u64)>,
+    dead: &mut VecDeque<Dead>,
     t: TableId,
     first: NonNull<CVersion>,
     e: u64,
@@ -817,7 +849,8 @@ pub(super) fn retire_chain(
     let mut n = 0;
     while let Some(p) = v {
         let nx = as_ref(p).next.load(Ordering::Acquire);
-        dead.push_back((t, p, e));
+        let inline = is_inline(as_ref(p));
+        dead.push_back(Dead { table: t, inline, version: p, epoch: e });
         v = NonNull::new(nx);
         n += 1;
     }
@@ -829,14 +862,13 @@ pub(super) fn retire_chain(
 pub(super) fn free_version(
     pool: &mut VersionPool<CicadaExt>,
     store: &crate::storage::version::VersionStore<CicadaExt>,
-    v: NonNull<CVersion>,
+    d: Dead,
 ) {
-    let r = as_ref(v);
-    if r.flags.load(Ordering::Relaxed) & INLINE != 0 {
+    if d.inline {
         // Release: pairs with the next claimer's Acquire.
-        r.flags.store(UNUSED, Ordering::Release);
+        as_ref(d.version).flags.store(UNUSED, Ordering::Release);
     } else {
-        pool.free(store, v);
+        pool.free(store, d.version);
     }
 }
 
