@@ -442,7 +442,8 @@ impl Protocol for Cicada {
     /// inlined one when the table inlines.
     fn load(&self, table: TableId, row: RowRef<'_, CicadaRecord>, payload: &[u8]) {
         let rec = row.header;
-        let (v, inline) = match rec.claim_inline().filter(|_| self.inline[table.index()]) {
+        let claimed = if self.inline[table.index()] { rec.claim_inline() } else { None };
+        let (v, inline) = match claimed {
             Some(v) => (v, true),
             None => (self.stores[table.index()].alloc_shared(), false),
         };

@@ -54,7 +54,7 @@
 //! synchronization; a run of the CLI lasts at most a day.
 
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Bits of a timestamp that hold the thread id.
@@ -164,6 +164,9 @@ pub struct Clocks {
     members: Mutex<()>,
     /// A refresh is reading the slots (see the module docs: read-only begins).
     refreshing: AtomicBool,
+    /// One above the highest slot ever joined: the slots above it hold nothing, so loops over
+    /// the threads stop there (a database sized for 256 workers run by 2 reads 2 slots).
+    used: AtomicUsize,
     params: ClockParams,
 }
 
@@ -191,8 +194,16 @@ impl Clocks {
             min_rts: CachePadded::new(AtomicU64::new(first.saturating_sub(1))),
             members: Mutex::new(()),
             refreshing: AtomicBool::new(false),
+            used: AtomicUsize::new(0),
             params,
         })
+    }
+
+    /// The slots of the threads that have joined so far (and of some that left). Acquire:
+    /// pairs with `join`'s Release, which comes before the joined thread's first timestamp.
+    #[inline(always)]
+    fn used(&self) -> &[CachePadded<Slot>] {
+        &self.slots[..self.used.load(Ordering::Acquire)]
     }
 
     /// How many threads the clocks serve.
@@ -226,7 +237,8 @@ impl Clocks {
         let _members = self.lock();
         let slot = &self.slots[id];
         assert_eq!(slot.wts.load(Ordering::Relaxed), VACANT, "clock {id} joined twice");
-        let peers = self.slots.iter().map(|s| s.clock.load(Ordering::Relaxed)).max();
+        self.used.fetch_max(id + 1, Ordering::Release);
+        let peers = self.used().iter().map(|s| s.clock.load(Ordering::Relaxed)).max();
         let local = peers.unwrap_or(0).max(clock_of(self.min_wts())) + 1;
         slot.clock.store(local, Ordering::Relaxed);
         // Under the lock: the next refresh sees these, and every later timestamp of this
@@ -269,7 +281,7 @@ impl Clocks {
         // SeqCst: the flag is raised before the slots are read (see the module docs).
         self.refreshing.store(true, Ordering::SeqCst);
         let (mut wts, mut rts) = (VACANT, VACANT);
-        for s in self.slots.iter() {
+        for s in self.used() {
             // SeqCst: after the flag; pairs with the threads' stores, made after their previous
             // transactions' commits.
             wts = wts.min(s.wts.load(Ordering::SeqCst));
@@ -379,7 +391,7 @@ impl<S: TimeSource> ThreadClock<'_, S> {
         // before this call (a transaction that began and committed before it) is seen.
         let top = self
             .clocks
-            .slots
+            .used()
             .iter()
             .map(|s| s.wts.load(Ordering::Acquire))
             .filter(|&w| w != VACANT)
@@ -404,8 +416,8 @@ impl<S: TimeSource> ThreadClock<'_, S> {
     /// One-sided synchronization with the next thread in round-robin order.
     #[cold]
     fn synchronize(&mut self) {
-        let slots = &self.clocks.slots;
-        if slots.len() == 1 {
+        let slots = self.clocks.used();
+        if slots.len() <= 1 {
             return;
         }
         self.peer = (self.peer + 1) % slots.len();
