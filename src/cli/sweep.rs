@@ -108,9 +108,17 @@ impl Sweep {
             tokens(&a.name, &a.values[0])?;
         }
         let given = super::parse_run(&base).map_err(usage)?.1;
+        let run = super::run_command();
         for a in &grid {
             let id = a.name.replace('-', "_");
-            if given.value_source(&id) == Some(clap::parser::ValueSource::CommandLine) {
+            // A repeatable flag (`--opt`) adds the varied value to those given.
+            let repeatable = run.get_arguments().any(|r| {
+                r.get_long() == Some(a.name.as_str())
+                    && matches!(r.get_action(), clap::ArgAction::Append)
+            });
+            if !repeatable
+                && given.value_source(&id) == Some(clap::parser::ValueSource::CommandLine)
+            {
                 return Err(usage(format!(
                     "--{} is given both as a flag and in --vary; give it once",
                     a.name
@@ -466,6 +474,30 @@ mod tests {
         assert!(s.plans.iter().all(|p| p.data_key == s.plans[0].data_key));
         let r = Sweep::new(strings(&[]), &strings(&["records=1000,2000"])).ok().unwrap();
         assert_ne!(r.plans[0].data_key, r.plans[1].data_key);
+    }
+
+    /// A varied `--opt` adds to the options given as flags (a preset's fixed options plus the
+    /// one its factor analysis turns off); the same option in both is an error of `run`'s.
+    #[test]
+    fn a_varied_option_adds_to_the_options_given() {
+        let base = strings(&["-p", "cicada", "--opt", "cicada:external-consistency=off"]);
+        let s = Sweep::new(base.clone(), &strings(&["opt=cicada:sort=off,cicada:wait=off"]))
+            .ok()
+            .unwrap();
+        let opts: Vec<Vec<(String, String)>> = s.plans.iter().map(|p| p.opts.clone()).collect();
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(
+            opts,
+            [
+                vec![pair("cicada:external-consistency", "off"), pair("cicada:sort", "off")],
+                vec![pair("cicada:external-consistency", "off"), pair("cicada:wait", "off")],
+            ]
+        );
+        assert_eq!(
+            error(Sweep::new(base, &strings(&["opt=cicada:external-consistency=on"]))),
+            "--vary opt=cicada:external-consistency=on: --opt cicada:external-consistency is \
+             given twice"
+        );
     }
 
     #[test]

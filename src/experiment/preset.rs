@@ -134,6 +134,11 @@ pub struct Claim {
     /// The points considered: values per parameter (others: all).
     #[serde(default)]
     pub at: BTreeMap<String, Vec<String>>,
+    /// Ratio claim: B is taken at A's point with these parameters set to these values (a
+    /// factor analysis: `ratio = ["cicada", "cicada"]`, `at = { opt = ["cicada:sort=off"] }`,
+    /// `baseline = { opt = "cicada:sort=on" }`); without it, at A's point.
+    #[serde(default)]
+    pub baseline: BTreeMap<String, String>,
     /// Cores the effect needs to show.
     #[serde(default)]
     pub needs_cores: usize,
@@ -203,6 +208,15 @@ pub fn parse(name: &str, text: &str) -> Result<Preset, String> {
         if trend && (c.protocol.is_none() || c.along.is_none()) {
             return Err(format!(
                 "preset {name}: trend claim `{}` needs protocol and along",
+                c.text
+            ));
+        }
+        if !c.baseline.is_empty() && !ratio {
+            return Err(format!("preset {name}: claim `{}` has a baseline but no ratio", c.text));
+        }
+        if let Some(unknown) = c.baseline.keys().find(|k| !p.vary.iter().any(|(n, _)| n == *k)) {
+            return Err(format!(
+                "preset {name}: claim `{}` sets baseline {unknown}, which the preset does not vary",
                 c.text
             ));
         }
@@ -297,7 +311,11 @@ fn check_ratio(claim: &Claim, a: &str, b: &str, records: &[Record]) -> Verdict {
         if p != a || !selected(claim, vals) {
             continue;
         }
-        let Some((_, _, vb)) = m.iter().find(|(q, w, _)| q == b && w == vals) else { continue };
+        let base: Values = vals
+            .iter()
+            .map(|(n, v)| (n.clone(), claim.baseline.get(n).unwrap_or(v).clone()))
+            .collect();
+        let Some((_, _, vb)) = m.iter().find(|(q, w, _)| q == b && *w == base) else { continue };
         let r = if *vb == 0.0 { f64::INFINITY } else { va / vb };
         let good = claim.min.is_none_or(|lo| r >= lo) && claim.max.is_none_or(|hi| r <= hi);
         ok &= good;
@@ -311,6 +329,12 @@ fn check_ratio(claim: &Claim, a: &str, b: &str, records: &[Record]) -> Verdict {
         (Some(lo), None) => format!("at least {lo}"),
         (None, Some(hi)) => format!("at most {hi}"),
         (None, None) => String::new(),
+    };
+    let b = if claim.baseline.is_empty() {
+        b.to_string()
+    } else {
+        let at: Vec<String> = claim.baseline.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        format!("{b} at {}", at.join(" "))
     };
     let d = format!("{a} / {b} {}: {} (needed: {bound})", claim.metric, seen.join(", "));
     if ok {
@@ -509,7 +533,13 @@ mod tests {
                     }
                     (None, None) => 1.0,
                 };
-                return if p == a { 1000.0 * target } else { 1000.0 };
+                // With a baseline, A's points other than the baseline's are the numerators.
+                let at_baseline = !claim.baseline.is_empty()
+                    && claim
+                        .baseline
+                        .iter()
+                        .all(|(k, v)| point.iter().any(|(n, w)| n == k && w == v));
+                return if p == a && !at_baseline { 1000.0 * target } else { 1000.0 };
             }
             let along = claim.along.as_deref().unwrap_or("");
             let x = point.iter().find(|(n, _)| n == along).map(|(_, v)| v.as_str()).unwrap_or("");
@@ -600,6 +630,48 @@ along = "theta"
         assert_eq!(
             check(&p.claims[1], &rs, 2),
             Verdict::Holds("silo throughput: 2.00M at theta=0 → 1.31M at theta=0.99".into())
+        );
+        let f = parse(
+            "f",
+            r#"
+title = "T"
+source = "S"
+about = "A"
+flags = ["-p", "cicada"]
+vary = [["opt", "cicada:sort=on,cicada:sort=off"]]
+[[claim]]
+text = "sorting pays"
+ratio = ["cicada", "cicada"]
+at = { opt = ["cicada:sort=off"] }
+baseline = { opt = "cicada:sort=on" }
+max = 1.0
+"#,
+        )
+        .unwrap();
+        let rs = synthetic(&f, &|_, pt| if pt[0].1.ends_with("on") { 1e6 } else { 0.9e6 });
+        assert_eq!(
+            check(&f.claims[0], &rs, 2),
+            Verdict::Holds(
+                "cicada / cicada at opt=cicada:sort=on throughput: 0.90x at opt=cicada:sort=off \
+                 (needed: at most 1)"
+                    .into()
+            )
+        );
+        let text = r#"
+title = "T"
+source = "S"
+about = "A"
+flags = ["-p", "cicada"]
+vary = [["theta", "0,0.9"]]
+[[claim]]
+text = "x"
+ratio = ["cicada", "cicada"]
+baseline = { opt = "cicada:sort=on" }
+max = 1.0
+"#;
+        assert_eq!(
+            parse("u", text).err().unwrap(),
+            "preset u: claim `x` sets baseline opt, which the preset does not vary"
         );
         let bad = parse("b", "title = 1").err().unwrap();
         assert!(bad.starts_with("preset b:"), "{bad}");
