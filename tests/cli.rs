@@ -255,6 +255,45 @@ fn a_multi_version_run_reports_its_versions() {
     assert_eq!(col("aborts.snapshot-too-old"), "0");
 }
 
+/// Cicada runs with its own contention regulation unless the run names a backoff, and records
+/// the policy it ran with; with the central counter its read-only snapshots have no staleness
+/// in time (the JSON says null, the CSV leaves the cells empty, the text says why).
+#[test]
+fn cicada_backs_off_adaptively_by_default_and_counter_timestamps_tell_no_staleness() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv) = (dir.path().join("out.json"), dir.path().join("out.csv"));
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "-p", "cicada", "-t", "2", "--txns", "2000"];
+        args.extend(["--records", "1000", "--no-prefault", "--read-ratio", "0.9"]);
+        args.extend(["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()]);
+        args.extend(extra);
+        let out = txlab(&args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (err, v)
+    };
+    let (err, v) = run(&[]);
+    assert!(err.contains("adaptive backoff for cicada, none for the others"), "{err}");
+    assert_eq!(v["config"]["run"]["backoff"]["kind"], "adaptive");
+    assert!(v["versions"]["read_only_staleness_mean_us"].is_number(), "{}", v["versions"]);
+    let (err, v) = run(&["--backoff", "none"]);
+    assert!(err.contains("no backoff"), "{err}");
+    assert_eq!(v["config"]["run"]["backoff"]["kind"], "none");
+    let counter = ["--opt", "timestamps=counter", "--opt", "external-consistency=off"];
+    let (_, v) = run(&counter);
+    assert_eq!(v["options"]["timestamps"], "counter");
+    assert!(v["versions"]["read_only_safe"].as_u64().unwrap() > 0, "{}", v["versions"]);
+    assert!(v["versions"]["read_only_staleness_mean_us"].is_null(), "{}", v["versions"]);
+    let mut reader = csv::Reader::from_path(&csv).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let row = reader.records().next().unwrap().unwrap();
+    let col = |name: &str| row[header.iter().position(|h| h == name).unwrap()].to_string();
+    assert_eq!(col("versions.read_only_staleness_mean_us"), "");
+    assert!(col("options").contains("timestamps=counter"), "{}", col("options"));
+}
+
 #[test]
 fn running_every_protocol_prints_a_comparison_against_nocc() {
     let out = txlab(&[

@@ -234,6 +234,9 @@ pub enum BackoffArg {
     Fixed,
     /// Cicada's globally coordinated hill climbing (§3.9).
     Adaptive,
+    /// Each protocol's own: adaptive for cicada (its paper's contention regulation), none for
+    /// the others.
+    Protocol,
 }
 
 #[derive(clap::Args, Debug, serde::Serialize)]
@@ -264,7 +267,7 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     repeat: Option<u32>,
     /// Backoff after an abort
-    #[arg(long, value_enum, default_value = "none")]
+    #[arg(long, value_enum, default_value = "protocol")]
     backoff: BackoffArg,
     /// Maximum backoff for --backoff fixed, in microseconds, 0 to 1000000
     #[arg(long, default_value_t = 100.0)]
@@ -683,7 +686,9 @@ fn list() -> String {
         }
     }
     s += "\nRun options (all protocols):\n";
-    s += "  --backoff none|fixed|adaptive   retry policy after an abort (adaptive: Cicada §3.9)\n";
+    s +=
+        "  --backoff none|fixed|adaptive|protocol  retry policy after an abort (adaptive: Cicada\n";
+    s += "                                  §3.9; protocol, the default: cicada's adaptive, else none)\n";
     s += "  --backoff-us US                 maximum random backoff for --backoff fixed\n";
     s += "  --epoch-ms MS                   epoch length (Silo commit epochs, GC grace periods)\n";
     s += "\nWorkloads (--workload):\n";

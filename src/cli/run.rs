@@ -145,6 +145,7 @@ impl Plan {
                 BackoffArg::None => Backoff::None,
                 BackoffArg::Fixed => Backoff::Fixed { max_us: args.backoff_us },
                 BackoffArg::Adaptive => Backoff::Adaptive,
+                BackoffArg::Protocol => Backoff::Protocol,
             },
             pin: !args.no_pin,
             seed: args.seed,
@@ -288,6 +289,17 @@ impl Plan {
             Backoff::None => "no backoff".to_string(),
             Backoff::Fixed { max_us } => format!("random backoff up to {max_us} us"),
             Backoff::Adaptive => "adaptive backoff".to_string(),
+            Backoff::Protocol => {
+                let adaptive: Vec<&str> = (self.protocols.iter())
+                    .filter(|p| p.default_backoff() == Backoff::Adaptive)
+                    .map(|p| p.name())
+                    .collect();
+                if adaptive.is_empty() {
+                    "no backoff".to_string()
+                } else {
+                    format!("adaptive backoff for {}, none for the others", adaptive.join(", "))
+                }
+            }
         };
         if !self.opts.is_empty() {
             let o: Vec<String> = self.opts.iter().map(|(n, v)| format!("{n}={v}")).collect();
@@ -805,6 +817,9 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
         });
         let mut config = plan.config.clone();
         config["workload"] = workload.config();
+        // The policy this protocol ran with, not `protocol`.
+        config["run"]["backoff"] =
+            serde_json::to_value(cfg.backoff.of::<P>()).expect("serializable");
         let mut report =
             RunReport::new(P::NAME, workload.name(), &names, &total, cfg.threads, seconds, config);
         report.options = serde_json::to_value(db.protocol().options()).expect("serializable");

@@ -49,6 +49,19 @@ pub enum Backoff {
     },
     /// Cicada's globally coordinated hill climbing of the maximum backoff (§3.9).
     Adaptive,
+    /// The protocol's own default ([`Protocol::DEFAULT_BACKOFF`]): adaptive for Cicada, none
+    /// for the others.
+    Protocol,
+}
+
+impl Backoff {
+    /// The policy protocol `P` runs with: this one, or `P`'s default for [`Backoff::Protocol`].
+    pub fn of<P: Protocol>(self) -> Backoff {
+        match self {
+            Backoff::Protocol => P::DEFAULT_BACKOFF,
+            b => b,
+        }
+    }
 }
 
 /// How long a run lasts.
@@ -114,7 +127,7 @@ pub struct RunConfig {
     pub threads: usize,
     /// How long the run lasts: a timed window, or a number of transactions per worker.
     pub length: RunLength,
-    /// Backoff policy.
+    /// Backoff policy (by default each protocol's own, [`Backoff::Protocol`]).
     pub backoff: Backoff,
     /// Pin worker `i` to core `i mod cores`.
     pub pin: bool,
@@ -136,7 +149,7 @@ impl Default for RunConfig {
         RunConfig {
             threads: 1,
             length: RunLength::timed(Duration::from_millis(500), Duration::from_secs(2)),
-            backoff: Backoff::None,
+            backoff: Backoff::Protocol,
             pin: true,
             seed: 1,
             check_templates: cfg!(debug_assertions),
@@ -208,6 +221,14 @@ pub fn run_interactive<P: Protocol, W: Workload>(
     if cfg.threads == 0 {
         return Err(Error::Config("--threads must be at least 1".into()));
     }
+    let resolved;
+    let cfg = match cfg.backoff {
+        Backoff::Protocol => {
+            resolved = RunConfig { backoff: cfg.backoff.of::<P>(), ..cfg.clone() };
+            &resolved
+        }
+        _ => cfg,
+    };
     let first_phase = match cfg.length {
         RunLength::Timed { .. } => WARMUP,
         RunLength::Transactions { .. } => MEASURE,

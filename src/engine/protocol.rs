@@ -18,7 +18,7 @@
 //!   closure sees a consistent image (a validated copy under optimistic protocols).
 
 use super::database::Database;
-use super::driver::{self, RunConfig};
+use super::driver::{self, Backoff, RunConfig};
 use super::options::ProtocolOptions;
 use super::procedure::TxnType;
 use super::procedure::ALL_COLUMNS;
@@ -144,6 +144,9 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     /// data-driven timestamps, such as TicToc, need absence to have timestamps too; see
     /// `storage::phantom`).
     const BUCKET_CLOCKS: bool = false;
+    /// The backoff a run uses unless it names one ([`Backoff::Protocol`]): the protocol's own
+    /// contention control where its paper has one (Cicada's regulation, §3.9), else none.
+    const DEFAULT_BACKOFF: Backoff = Backoff::None;
 
     /// Sets the protocol up for a new database.
     fn new(options: Self::Options, setup: &Setup<'_>) -> Result<Self, Error>;

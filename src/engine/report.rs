@@ -223,10 +223,11 @@ pub struct VersionReport {
     pub read_only_fresh: u64,
     /// How old the safe snapshots were at begin: from when their state was the newest (the
     /// refresh that set the watermark, or the begin of the transaction whose snapshot it is) to
-    /// the begin, in microseconds, mean and largest (Cicada §4 reports this staleness).
-    pub read_only_staleness_mean_us: f64,
+    /// the begin, in microseconds, mean and largest (Cicada §4 reports this staleness); `None`
+    /// where timestamps do not tell time (Cicada's central counter).
+    pub read_only_staleness_mean_us: Option<f64>,
     /// See `read_only_staleness_mean_us`.
-    pub read_only_staleness_max_us: f64,
+    pub read_only_staleness_max_us: Option<f64>,
 }
 
 /// What logging cost and did during a run.
@@ -450,14 +451,17 @@ impl RunReport {
                 v.gc_lag_max_us
             );
             if v.read_only_safe > 0 {
+                let staleness = match (v.read_only_staleness_mean_us, v.read_only_staleness_max_us)
+                {
+                    (Some(mean), Some(max)) => {
+                        format!("staleness mean {mean:.0} us, max {max:.0} us")
+                    }
+                    _ => "staleness not measured: the timestamps do not tell time".into(),
+                };
                 let _ = writeln!(
                     s,
-                    "  read-only   {} at safe snapshots (staleness mean {:.0} us, max {:.0} us), \
-                     {} at fresh ones",
-                    v.read_only_safe,
-                    v.read_only_staleness_mean_us,
-                    v.read_only_staleness_max_us,
-                    v.read_only_fresh
+                    "  read-only   {} at safe snapshots ({staleness}), {} at fresh ones",
+                    v.read_only_safe, v.read_only_fresh
                 );
             }
         }
@@ -628,8 +632,8 @@ impl RunReport {
                 format!("{:.1}", v.gc_lag_max_us),
                 v.read_only_safe.to_string(),
                 v.read_only_fresh.to_string(),
-                format!("{:.1}", v.read_only_staleness_mean_us),
-                format!("{:.1}", v.read_only_staleness_max_us),
+                v.read_only_staleness_mean_us.map_or(String::new(), |x| format!("{x:.1}")),
+                v.read_only_staleness_max_us.map_or(String::new(), |x| format!("{x:.1}")),
             ]),
             // A protocol without versions.
             None => r.extend(VERSION_COLUMNS.iter().map(|_| String::new())),

@@ -136,6 +136,15 @@ impl ProtocolKind {
         crate::with_protocol!(self, P => check::<P>(pairs))
     }
 
+    /// The backoff the protocol runs with unless a run names one.
+    pub fn default_backoff(self) -> crate::engine::Backoff {
+        use crate::engine::Protocol;
+        fn of<P: Protocol>() -> crate::engine::Backoff {
+            P::DEFAULT_BACKOFF
+        }
+        crate::with_protocol!(self, P => of::<P>())
+    }
+
     /// What the protocol supports.
     pub fn caps(self) -> crate::engine::Capabilities {
         use crate::engine::Protocol;

@@ -105,10 +105,10 @@ mod worker;
 pub use record::{CicadaExt, CicadaRecord, INLINE_MAX};
 pub use worker::CicadaWorker;
 
-use crate::engine::options::{number, switch};
+use crate::engine::options::{choice, number, switch};
 use crate::engine::report::VersionReport;
 use crate::engine::{
-    Capabilities, Database, Isolation, OptionSpec, Protocol, ProtocolOptions, Reads, Setup,
+    Backoff, Capabilities, Database, Isolation, OptionSpec, Protocol, ProtocolOptions, Reads, Setup,
 };
 use crate::error::Error;
 use crate::protocols::common::clock::{ClockParams, Clocks, MAX_CLOCKS};
@@ -154,6 +154,18 @@ pub struct CicadaOptions {
     /// external consistency), and read-only transactions take fresh timestamps.
     #[serde(serialize_with = "crate::engine::options::serialize_switch")]
     pub external_consistency: bool,
+    /// Where timestamps come from.
+    pub timestamps: Timestamps,
+}
+
+/// Cicada's timestamp allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Timestamps {
+    /// Loosely synchronized per-thread clocks (§3.1).
+    Clocks,
+    /// One shared counter, fetch-and-add per transaction (§4.6's baseline).
+    Counter,
 }
 
 impl Default for CicadaOptions {
@@ -168,6 +180,7 @@ impl Default for CicadaOptions {
             early_abort: true,
             write_latest_only: true,
             external_consistency: true,
+            timestamps: Timestamps::Clocks,
         }
     }
 }
@@ -201,6 +214,13 @@ impl ProtocolOptions for CicadaOptions {
              thread's clock), read-only ones at fresh timestamps; off is the paper's default: \
              loosely synchronized clocks, read-only transactions at min_wts - 1",
         ),
+        OptionSpec {
+            name: "timestamps",
+            values: "clocks | counter",
+            default: "clocks",
+            help: "per-thread loosely synchronized clocks (§3.1), or one shared counter with a \
+                   fetch-and-add per transaction (§4.6's comparison)",
+        },
     ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
@@ -214,6 +234,13 @@ impl ProtocolOptions for CicadaOptions {
             "early-abort" => self.early_abort = switch(name, value)?,
             "write-latest-only" => self.write_latest_only = switch(name, value)?,
             "external-consistency" => self.external_consistency = switch(name, value)?,
+            "timestamps" => {
+                self.timestamps = choice(
+                    name,
+                    value,
+                    &[("clocks", Timestamps::Clocks), ("counter", Timestamps::Counter)],
+                )?;
+            }
             _ => return Err(format!("--opt {name}: not an option of this protocol")),
         }
         Ok(())
@@ -394,6 +421,7 @@ impl Protocol for Cicada {
         reads: Reads::InvisibleUntilValidation,
     };
     const BUCKET_CLOCKS: bool = true;
+    const DEFAULT_BACKOFF: Backoff = Backoff::Adaptive;
     type Record = CicadaRecord;
     type Worker<'db> = CicadaWorker<'db>;
     type Options = CicadaOptions;
@@ -406,8 +434,11 @@ impl Protocol for Cicada {
                 setup.max_workers
             )));
         }
-        let clocks = Clocks::new(setup.max_workers.max(1), 1, ClockParams::default())
-            .map_err(Error::Config)?;
+        let params = ClockParams {
+            central: options.timestamps == Timestamps::Counter,
+            ..ClockParams::default()
+        };
+        let clocks = Clocks::new(setup.max_workers.max(1), 1, params).map_err(Error::Config)?;
         let tsc = quanta::Clock::new();
         let ticks_per_us = {
             // The TSC's rate, from quanta's calibration: raw ticks over a known span.
@@ -517,9 +548,13 @@ impl Protocol for Cicada {
         r.read_only_safe = s.ro_safe.swap(0, Ordering::Relaxed);
         r.read_only_fresh = s.ro_fresh.swap(0, Ordering::Relaxed);
         let sum = s.ro_sum_ns.swap(0, Ordering::Relaxed) as f64;
-        r.read_only_staleness_mean_us =
-            if r.read_only_safe == 0 { 0.0 } else { sum / r.read_only_safe as f64 / 1e3 };
-        r.read_only_staleness_max_us = s.ro_max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
+        let max = s.ro_max_ns.swap(0, Ordering::Relaxed) as f64;
+        if !self.clocks.central() {
+            // A counter's timestamps count, so a snapshot's age in time is not known.
+            r.read_only_staleness_mean_us =
+                Some(if r.read_only_safe == 0 { 0.0 } else { sum / r.read_only_safe as f64 / 1e3 });
+            r.read_only_staleness_max_us = Some(max / 1e3);
+        }
         Some(r)
     }
 

@@ -265,17 +265,20 @@ impl<'db> CicadaWorker<'db> {
             // At `thread.rts`: every transaction at or below it has committed (§3.1).
             self.untracked = true;
             self.ts = self.clock.next_rts();
-            let now = self.clock.advance();
-            let stale = now.saturating_sub(clock_of(self.ts));
             self.ro.0 += 1;
-            self.ro.2 += stale;
-            self.ro.3 = self.ro.3.max(stale);
+            if !p.clocks.central() {
+                let now = self.clock.advance();
+                let stale = now.saturating_sub(clock_of(self.ts));
+                self.ro.2 += stale;
+                self.ro.3 = self.ro.3.max(stale);
+            }
         } else {
             if read_only {
                 // `thread.rts` would miss recent commits: a fresh timestamp, validated.
                 self.ro.1 += 1;
             }
             if p.options.external_consistency {
+                // Nothing to do with the central counter (see `ThreadClock::catch_up`).
                 self.clock.catch_up();
             }
             match self.clock.next_wts() {

@@ -47,6 +47,15 @@
 //! path, so that a refresh cannot compute a minimum above the first timestamp of a thread that
 //! joins during it.
 //!
+//! **Central counter.** With [`ClockParams::central`] a timestamp's clock part comes from one
+//! shared counter by fetch-and-add instead (Cicada §4.6's baseline: "traditional timestamp
+//! allocation with atomic fetch-and-add on a shared counter"): every begin writes the same cache
+//! line. Synchronization, boost and the TSC are unused; the thread id stays below the count,
+//! `min_wts` and `min_rts` work as above, and a transaction that begins after another's
+//! `next_wts` returned gets a larger timestamp (the counter's modification order), so
+//! [`ThreadClock::catch_up`] has nothing to do. The clock part then counts timestamps, not
+//! nanoseconds.
+//!
 //! **Wraparound.** The paper reinserts versions whose timestamps are about to expire. txlab
 //! bounds the clock instead: [`CLOCK_LIMIT`] is 2^54 - 1 ns, about 208 days of clock time from
 //! the database's first timestamp, and an allocation beyond it fails with [`ClockExhausted`]
@@ -90,6 +99,8 @@ pub struct ClockParams {
     pub sync_latency_ns: u64,
     /// The boost after an abort (the paper: 1 µs).
     pub boost_ns: u64,
+    /// Timestamps from one shared counter instead of the clocks (see the module docs).
+    pub central: bool,
 }
 
 impl Default for ClockParams {
@@ -99,6 +110,7 @@ impl Default for ClockParams {
             sync_interval_ns: 100_000,
             sync_latency_ns: 100,
             boost_ns: 1_000,
+            central: false,
         }
     }
 }
@@ -167,6 +179,8 @@ pub struct Clocks {
     /// One above the highest slot ever joined: the slots above it hold nothing, so loops over
     /// the threads stop there (a database sized for 256 workers run by 2 reads 2 slots).
     used: AtomicUsize,
+    /// The last count handed out, with [`ClockParams::central`].
+    counter: CachePadded<AtomicU64>,
     params: ClockParams,
 }
 
@@ -195,6 +209,7 @@ impl Clocks {
             members: Mutex::new(()),
             refreshing: AtomicBool::new(false),
             used: AtomicUsize::new(0),
+            counter: CachePadded::new(AtomicU64::new(start)),
             params,
         })
     }
@@ -204,6 +219,12 @@ impl Clocks {
     #[inline(always)]
     fn used(&self) -> &[CachePadded<Slot>] {
         &self.slots[..self.used.load(Ordering::Acquire)]
+    }
+
+    /// Whether timestamps come from the shared counter ([`ClockParams::central`]).
+    #[inline(always)]
+    pub fn central(&self) -> bool {
+        self.params.central
     }
 
     /// How many threads the clocks serve.
@@ -238,8 +259,14 @@ impl Clocks {
         let slot = &self.slots[id];
         assert_eq!(slot.wts.load(Ordering::Relaxed), VACANT, "clock {id} joined twice");
         self.used.fetch_max(id + 1, Ordering::Release);
-        let peers = self.used().iter().map(|s| s.clock.load(Ordering::Relaxed)).max();
-        let local = peers.unwrap_or(0).max(clock_of(self.min_wts())) + 1;
+        let local = if self.params.central {
+            // Relaxed: the thread's first count is drawn after this load (its own later
+            // fetch-and-add on the counter), so it is above what is published here.
+            self.counter.load(Ordering::Relaxed)
+        } else {
+            let peers = self.used().iter().map(|s| s.clock.load(Ordering::Relaxed)).max();
+            peers.unwrap_or(0).max(clock_of(self.min_wts())) + 1
+        };
         slot.clock.store(local, Ordering::Relaxed);
         // Under the lock: the next refresh sees these, and every later timestamp of this
         // thread is above them.
@@ -329,8 +356,16 @@ impl<S: TimeSource> ThreadClock<'_, S> {
     /// above every earlier one of this thread; publishes it and the thread's read timestamp.
     #[inline]
     pub fn next_wts(&mut self) -> Result<u64, ClockExhausted> {
-        self.advance();
-        let adjusted = self.local.saturating_add(self.boost).max(self.last + 1);
+        let adjusted = if self.clocks.params.central {
+            // Relaxed: uniqueness and order come from the counter's modification order, in
+            // which this thread's later draws, and every draw that begins after this one
+            // returned, come later.
+            self.local = self.clocks.counter.fetch_add(1, Ordering::Relaxed) + 1;
+            self.local
+        } else {
+            self.advance();
+            self.local.saturating_add(self.boost).max(self.last + 1)
+        };
         if adjusted > CLOCK_LIMIT {
             return Err(ClockExhausted);
         }
@@ -387,6 +422,9 @@ impl<S: TimeSource> ThreadClock<'_, S> {
     /// every thread's slot, so it costs what loosely synchronized clocks save.
     #[inline]
     pub fn catch_up(&mut self) {
+        if self.clocks.params.central {
+            return;
+        }
         // Acquire: pairs with the peers' Release stores of their `wts`; a store that happened
         // before this call (a transaction that began and committed before it) is seen.
         let top = self
@@ -641,6 +679,54 @@ mod tests {
         assert!(clock_of(wc) > clock_of(m) && clock_of(wc) > a.local(), "joins above all");
         clocks.refresh();
         assert_eq!(clocks.min_wts(), m, "a's timestamp is still the smallest");
+    }
+
+    /// With the central counter, more threads than cores draw timestamps that are unique, rise
+    /// per thread, and are exactly the counts from the start onwards (one fetch-and-add each);
+    /// a thread that joins later starts above every count drawn, and `min_wts` follows the
+    /// slowest thread as with clocks.
+    #[test]
+    fn the_central_counter_hands_out_each_count_once() {
+        const THREADS: usize = 8;
+        const EACH: u64 = 20_000;
+        let params = ClockParams { central: true, ..ClockParams::default() };
+        let clocks = Clocks::new(THREADS + 1, 1_000, params).unwrap();
+        assert!(clocks.central());
+        let all: Vec<u64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|id| {
+                    let clocks = &clocks;
+                    s.spawn(move || {
+                        let mut c = clocks.join(id, Manual::default());
+                        let mut mine = Vec::with_capacity(EACH as usize);
+                        for i in 0..EACH {
+                            if i % 7 == 0 {
+                                c.boost();
+                                c.catch_up();
+                            }
+                            let ts = c.next_wts().unwrap();
+                            assert_eq!(thread_of(ts), id);
+                            assert!(mine.last().is_none_or(|&l| l < ts), "rises per thread");
+                            mine.push(ts);
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let mut counts: Vec<u64> = all.iter().map(|&t| clock_of(t)).collect();
+        counts.sort_unstable();
+        let expected: Vec<u64> = (1_001..=1_000 + THREADS as u64 * EACH).collect();
+        assert_eq!(counts, expected, "every count once, none skipped: no boost, no clock");
+        let mut late = clocks.join(THREADS, Manual::default());
+        let first = late.next_wts().unwrap();
+        assert_eq!(clock_of(first), 1_001 + THREADS as u64 * EACH);
+        clocks.refresh();
+        assert_eq!(clocks.min_wts(), first, "the only joined thread holds min_wts");
+        late.next_wts().unwrap();
+        clocks.refresh();
+        assert!(clocks.min_wts() > first);
     }
 
     /// At the limit an allocation fails instead of wrapping; bad sizes are refused.

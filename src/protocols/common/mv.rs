@@ -544,8 +544,8 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         r.read_only_fresh = ro.fresh.swap(0, Ordering::Relaxed);
         let sum = ro.sum_ns.swap(0, Ordering::Relaxed) as f64;
         r.read_only_staleness_mean_us =
-            if r.read_only_safe == 0 { 0.0 } else { sum / r.read_only_safe as f64 / 1e3 };
-        r.read_only_staleness_max_us = ro.max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
+            Some(if r.read_only_safe == 0 { 0.0 } else { sum / r.read_only_safe as f64 / 1e3 });
+        r.read_only_staleness_max_us = Some(ro.max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3);
         r
     }
 
