@@ -648,8 +648,14 @@ impl Bench {
             e => Failure::Run(e.to_string()),
         };
         self.slots.retain(|s| s.data_key == plan.data_key || self.keep.contains(&s.data_key));
-        let at = match self.slots.iter().position(|s| s.kind == kind && s.data_key == plan.data_key)
-        {
+        let mut at = self.slots.iter().position(|s| s.kind == kind && s.data_key == plan.data_key);
+        if let Some(i) = at.filter(|&i| !self.slots[i].session.room_for_another()) {
+            // Another run like the last could fill a table: a fresh database instead.
+            log(format!("[{}] tables nearly full: loading afresh", kind.name()));
+            self.slots.remove(i);
+            at = None;
+        }
+        let at = match at {
             Some(at) => at,
             None => {
                 if let Some(log) = &plan.db_opts.log {
@@ -703,6 +709,11 @@ pub(super) const RUN_MANIFEST: &str = "run.json";
 trait Session {
     /// Measures one run as `plan` says.
     fn measure(&mut self, plan: &Plan) -> Result<RunReport, Error>;
+
+    /// Whether every table has room left for half as much again as the last run added to it
+    /// (a table that fills up stops a run with `table-full`; a sweep's runs add up on a reused
+    /// database).
+    fn room_for_another(&self) -> bool;
 }
 
 /// A workload built from its validated configuration.
@@ -780,12 +791,21 @@ fn load_as<P: Protocol + 'static, W: FromSpec>(plan: &Plan) -> Result<Box<dyn Se
             .map_err(|e| Error::Durability(format!("{}: {e}", path.display())))?;
         db.checkpoint()?;
     }
-    Ok(Box::new(Loaded { db, workload }))
+    Ok(Box::new(Loaded { db, workload, grown: Vec::new() }))
 }
 
 struct Loaded<P: Protocol, W: Workload> {
     db: Database<P>,
     workload: W,
+    /// Rows each table added during the last run (empty before the first).
+    grown: Vec<u64>,
+}
+
+impl<P: Protocol, W: Workload> Loaded<P, W> {
+    /// Rows each table has handed out.
+    fn allocated(&self) -> Vec<u64> {
+        self.db.storage().tables().iter().map(|t| t.rows.allocated()).collect()
+    }
 }
 
 impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
@@ -798,9 +818,11 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
         let (db, workload, cfg) = (&self.db, &self.workload, &plan.run_cfg);
         let names: Vec<&'static str> = workload.txn_types().iter().map(|t| t.name).collect();
         let log_before = db.log().map(|l| l.stats());
+        let before = self.allocated();
         let t_run = Instant::now();
         let (per_worker, checkpoints) = drive_checkpointing(db, workload, cfg, plan)?;
         let run_s = t_run.elapsed().as_secs_f64();
+        self.grown = self.allocated().iter().zip(&before).map(|(a, b)| a - b).collect();
         // A serializable protocol must keep the workload's invariant; others are only reported.
         let broken = workload.check(db).err();
         if let (Some(m), Isolation::Serializable) = (&broken, P::CAPS.isolation) {
@@ -867,6 +889,13 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
             });
         }
         Ok(report)
+    }
+
+    fn room_for_another(&self) -> bool {
+        let tables = self.db.storage().tables();
+        tables.iter().zip(&self.grown).all(|(t, &g)| {
+            t.rows.capacity().saturating_sub(t.rows.allocated()) >= g.saturating_add(g / 2)
+        })
     }
 }
 
