@@ -208,6 +208,9 @@ pub struct VersionReport {
     pub carved_bytes: u64,
     /// Rows walked.
     pub rows: u64,
+    /// Versions beyond one per row, as a fraction of the rows (Cicada §4.6's space overhead:
+    /// the version count over the record count, minus one); set by [`VersionReport::finish`].
+    pub space_overhead: f64,
     /// The longest chain.
     pub longest_chain: u64,
     /// From the begin of a transaction that superseded versions until the GC cut them off
@@ -228,6 +231,16 @@ pub struct VersionReport {
     pub read_only_staleness_mean_us: Option<f64>,
     /// See `read_only_staleness_mean_us`.
     pub read_only_staleness_max_us: Option<f64>,
+}
+
+impl VersionReport {
+    /// Derives what the counts imply ([`VersionReport::space_overhead`]); a protocol's
+    /// `versions` calls it last.
+    pub fn finish(mut self) -> Self {
+        self.space_overhead =
+            if self.rows == 0 { 0.0 } else { self.alive as f64 / self.rows as f64 - 1.0 };
+        self
+    }
 }
 
 /// What logging cost and did during a run.
@@ -272,9 +285,10 @@ pub struct HistoryCheck {
 
 /// The CSV columns of a [`VersionReport`] (`versions.NAME`; empty for a protocol without
 /// versions), in its fields' order.
-const VERSION_COLUMNS: [&str; 11] = [
+const VERSION_COLUMNS: [&str; 12] = [
     "alive",
     "alive_bytes",
+    "space_overhead",
     "carved",
     "carved_bytes",
     "longest_chain",
@@ -439,11 +453,12 @@ impl RunReport {
         if let Some(v) = &self.versions {
             let _ = writeln!(
                 s,
-                "  versions    {} alive ({:.1} MB) on {} rows, longest chain {}   {} carved ({:.1} MB)   \
-                 GC lag mean {:.0} us, max {:.0} us",
+                "  versions    {} alive ({:.1} MB) on {} rows ({:+.2} %), longest chain {}   {} carved \
+                 ({:.1} MB)   GC lag mean {:.0} us, max {:.0} us",
                 v.alive,
                 v.alive_bytes as f64 / 1e6,
                 v.rows,
+                v.space_overhead * 100.0,
                 v.longest_chain,
                 v.carved,
                 v.carved_bytes as f64 / 1e6,
@@ -625,6 +640,7 @@ impl RunReport {
             Some(v) => r.extend([
                 v.alive.to_string(),
                 v.alive_bytes.to_string(),
+                format!("{:.4}", v.space_overhead),
                 v.carved.to_string(),
                 v.carved_bytes.to_string(),
                 v.longest_chain.to_string(),

@@ -546,7 +546,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         r.read_only_staleness_mean_us =
             Some(if r.read_only_safe == 0 { 0.0 } else { sum / r.read_only_safe as f64 / 1e3 });
         r.read_only_staleness_max_us = Some(ro.max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3);
-        r
+        r.finish()
     }
 
     /// Frees every version left when the database drops: the rows' chains and the versions
