@@ -2,7 +2,8 @@
 //! consistency on, the default, a transaction that begins later has the larger timestamp), so
 //! every outcome is exact. The version consistency check with CCBench's fix, waiting for pending
 //! versions (and aborting instead with `wait=off`), early aborts and write-latest-version-only,
-//! best-effort inlining, garbage collection, and read-only transactions at `min_wts - 1`.
+//! best-effort inlining and promotion, garbage collection, and read-only transactions at
+//! `min_wts - 1`.
 
 mod common;
 
@@ -207,18 +208,8 @@ fn a_hot_row_keeps_a_short_chain_and_reuses_its_versions() {
         }
     };
     round(&mut w, 0, 50_000);
-    // Empty transactions until the storage epoch moved on by three: the cut versions' grace
-    // periods are over and the worker's begins have freed them.
-    let epochs = db.storage().epochs();
-    let (start, e0) = (std::time::Instant::now(), epochs.global());
-    while epochs.global() < e0 + 3 {
-        assert!(start.elapsed() < LIVENESS, "the epoch never advanced (deadlock detector)");
-        txn(&mut w, |_| Ok(()));
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    for _ in 0..100 {
-        txn(&mut w, |_| Ok(()));
-    }
+    // The cut versions' grace periods are over and the worker's begins have freed them.
+    pass_grace_periods(&db, &mut w);
     // Measured with the worker still there (its departure hands the rest of its chunk over,
     // which counts as carved).
     let first = db.protocol().versions(&db).unwrap();
@@ -261,6 +252,71 @@ fn deleted_and_aborted_rows_come_back_as_new_ones() {
     let seen = txn(&mut w, |w| (0..10).map(|k| w.read(T, k, val)).collect::<Result<Vec<_>, _>>());
     assert_eq!(seen, (0..10).map(|k| Some(k + 49)).collect::<Vec<_>>());
     assert_eq!(txn(&mut w, |w| w.read(T, 500, val)), Some(501));
+}
+
+/// Runs empty transactions on `w` until the storage epoch has moved on by three: every version
+/// cut before has been freed (an inlined one is free for a claim again).
+fn pass_grace_periods(db: &Database<Cicada>, w: &mut CicadaWorker<'_>) {
+    let epochs = db.storage().epochs();
+    let (start, e0) = (std::time::Instant::now(), epochs.global());
+    while epochs.global() < e0 + 3 {
+        assert!(start.elapsed() < LIVENESS, "the epoch never advanced (deadlock detector)");
+        txn(w, |_| Ok(()));
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    for _ in 0..100 {
+        txn(w, |_| Ok(()));
+    }
+}
+
+/// Promotion (§3.3): an update puts a row's newest version in the pool (its inlined version
+/// holds the loaded one); once the GC has cut and freed that, a read of the old pooled version
+/// copies it into the inlined one, which is then the newest; a second read changes nothing.
+/// With `promotion=off` the newest version stays pooled.
+#[test]
+fn a_read_promotes_an_old_version_into_the_free_inlined_one() {
+    for promotion in ["on", "off"] {
+        let db = common::with_options(&[("promotion", promotion)], fresh);
+        let mut w = db.worker().unwrap();
+        txn(&mut w, |w| set(w, 3, 33));
+        let inlined = || db.protocol().newest_inlined(&db, T, 3);
+        assert_eq!(inlined(), Some(false), "the update took a pooled version");
+        pass_grace_periods(&db, &mut w);
+        assert_eq!(inlined(), Some(false), "the GC alone moves nothing");
+        assert_eq!(txn(&mut w, |w| w.read(T, 3, val)), Some(33));
+        assert_eq!(inlined(), Some(promotion == "on"), "promotion={promotion}");
+        assert_eq!(txn(&mut w, |w| w.read(T, 3, val)), Some(33));
+        assert_eq!(inlined(), Some(promotion == "on"));
+        drop(w);
+        let longest = db.protocol().versions(&db).unwrap().longest_chain;
+        assert!(longest <= 2, "a promotion is one more version at most: {longest}");
+    }
+}
+
+/// A promotion that cannot be installed is dropped, not its transaction: a reader promotes a
+/// row's old version, a writer with a larger timestamp updates the row and commits first
+/// (raising the old version's read timestamp above the reader's), and the reader still commits
+/// what it read; the row keeps the writer's value, in a pooled version (the reader held the
+/// inlined one), and the inlined version is free again: the next read promotes the writer's.
+#[test]
+fn a_failed_promotion_does_not_abort_its_reader() {
+    let db = fresh();
+    let (mut r, mut w) = (db.worker().unwrap(), db.worker().unwrap());
+    txn(&mut w, |w| set(w, 3, 33));
+    // The reader's clock first (an idle worker holds `min_rts` back), then the writer's GC
+    // cuts and frees the loaded version.
+    pass_grace_periods(&db, &mut r);
+    pass_grace_periods(&db, &mut w);
+    r.begin();
+    assert_eq!(r.read(T, 3, val).unwrap(), Some(33));
+    txn(&mut w, |w| set(w, 3, 44));
+    r.commit().expect("the promotion is dropped, the read is still valid");
+    let inlined = || db.protocol().newest_inlined(&db, T, 3);
+    assert_eq!(inlined(), Some(false), "the writer's version is pooled");
+    pass_grace_periods(&db, &mut w);
+    pass_grace_periods(&db, &mut r);
+    assert_eq!(txn(&mut r, |r| r.read(T, 3, val)), Some(44));
+    assert_eq!(inlined(), Some(true), "the inlined version was given back and promoted into");
 }
 
 /// With external consistency off (the paper's default), a read-only transaction reads at

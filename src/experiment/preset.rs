@@ -19,7 +19,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The presets shipped with txlab: (file name, contents).
-pub const SHIPPED: [(&str, &str); 14] = [
+pub const SHIPPED: [(&str, &str); 21] = [
     ("ccbench-skew", include_str!("../../presets/ccbench-skew.toml")),
     ("ccbench-read-ratio", include_str!("../../presets/ccbench-read-ratio.toml")),
     ("ccbench-payload", include_str!("../../presets/ccbench-payload.toml")),
@@ -34,6 +34,13 @@ pub const SHIPPED: [(&str, &str); 14] = [
     ("ccbench-aggressive-gc", include_str!("../../presets/ccbench-aggressive-gc.toml")),
     ("ccbench-mvcc-skew", include_str!("../../presets/ccbench-mvcc-skew.toml")),
     ("ermia-analytic", include_str!("../../presets/ermia-analytic.toml")),
+    ("cicada-ycsb-contended", include_str!("../../presets/cicada-ycsb-contended.toml")),
+    ("cicada-ycsb-skew", include_str!("../../presets/cicada-ycsb-skew.toml")),
+    ("cicada-ycsb-1op", include_str!("../../presets/cicada-ycsb-1op.toml")),
+    ("cicada-timestamps", include_str!("../../presets/cicada-timestamps.toml")),
+    ("cicada-factors", include_str!("../../presets/cicada-factors.toml")),
+    ("cicada-gc-interval", include_str!("../../presets/cicada-gc-interval.toml")),
+    ("cicada-backoff", include_str!("../../presets/cicada-backoff.toml")),
 ];
 
 /// One experiment.

@@ -7,7 +7,11 @@
 //! one-sided synchronization every 100 µs, a 1 µs boost after an abort, the thread id below
 //! the clock). Transactions serialize in timestamp order, not commit order. `min_wts` and
 //! `min_rts` are refreshed every `gc-interval-us` by whichever worker begins first once it is
-//! due (non-blocking: a worker that finds another refreshing goes on).
+//! due (non-blocking: a worker that finds another refreshing goes on). `timestamps=counter`
+//! takes the clock part from one shared counter by fetch-and-add instead (§4.6's baseline).
+//!
+//! **Contention regulation (§3.9)** is the driver's adaptive backoff, Cicada's default
+//! (`Protocol::DEFAULT_BACKOFF`): a run that names no backoff gets it.
 //!
 //! **External consistency.** Loosely synchronized clocks let a transaction that begins after
 //! another's commit returned take a smaller timestamp and miss it (the paper says so, §3.1,
@@ -33,8 +37,16 @@
 //! **Best-effort inlining (§3.3).** The head holds one version in place
 //! ([`record::CicadaRecord`]), for rows of at most [`record::INLINE_MAX`] bytes: a writer claims
 //! it by CAS (UNUSED to PENDING) and falls back to a pooled version (`storage::version`'s
-//! per-worker pools) when it is taken. Loaded rows live there. Promotion of a hot non-inlined
-//! version into the inline slot is not built yet.
+//! per-worker pools) when it is taken. Loaded rows live there. *Promotion*: a read (not in a
+//! transaction declared read-only, not in a scan) of a committed version that is not inlined,
+//! below `min_rts`, with nothing newer and the inlined version free, claims the inlined version
+//! and writes the same data into it, as a read-modify-write; so the newest version of a record
+//! that is read and no longer written ends up inlined. The paper lets a failed promotion abort
+//! its transaction like any write ("the promotion may fail if there is a concurrent write");
+//! here a promotion that cannot be installed, or fails the write check, is dropped (its
+//! version marked ABORTED, or freed) and the transaction goes on: the data it would have
+//! written is the data it read, which the read check validates anyway. A later write of the
+//! key by the same transaction makes it an ordinary write.
 //!
 //! **Validation (§3.4-3.5).** (0) Unless five transactions in a row committed (adaptive
 //! skipping): the write set is partially sorted, the 8 records whose newest version is newest
@@ -89,15 +101,16 @@
 //! at the deletion's `wts`, so a stale GC item of the old record never acts on a reused slot.
 //!
 //! **Departures and what is missing.** Listed above: the multi-version index and deferred
-//! index updates, promotion into the inline slot, the quiescence-based freeing. The centralized
-//! timestamp option and Cicada-SV are not built yet; durability uses the shared per-worker log
+//! index updates, the quiescence-based freeing. Cicada-SV is not built yet; durability uses
+//! the shared per-worker log
 //! (recovery takes each key's record with the largest stamp, which applies deletes as §3.7
 //! requires).
 //!
 //! **Options**: `gc-interval-us` (10), `external-consistency` (on), and the factor analysis's
-//! switches, all on by default: `inlining`, `sort` (contention-aware write-set sorting),
-//! `precheck` (the early consistency check), `adaptive` (skipping both after 5 commits in a
-//! row), `wait` (wait for pending versions; off aborts), `early-abort`, `write-latest-only`.
+//! switches, all on by default: `inlining`, `promotion`, `sort` (contention-aware write-set
+//! sorting), `precheck` (the early consistency check), `adaptive` (skipping both after 5
+//! commits in a row), `wait` (wait for pending versions; off aborts), `early-abort`,
+//! `write-latest-only`; and `timestamps` (`clocks`, or `counter`).
 
 mod record;
 mod worker;
@@ -132,6 +145,9 @@ pub struct CicadaOptions {
     /// Best-effort inlining (§3.3).
     #[serde(serialize_with = "crate::engine::options::serialize_switch")]
     pub inlining: bool,
+    /// Promotion of a visible old version into a free inlined version (§3.3).
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub promotion: bool,
     /// Contention-aware write-set sorting (§3.5 (1)).
     #[serde(serialize_with = "crate::engine::options::serialize_switch")]
     pub sort: bool,
@@ -173,6 +189,7 @@ impl Default for CicadaOptions {
         CicadaOptions {
             gc_interval_us: 10,
             inlining: true,
+            promotion: true,
             sort: true,
             precheck: true,
             adaptive: true,
@@ -199,6 +216,10 @@ impl ProtocolOptions for CicadaOptions {
                    read-only transactions follow (Fig. 9 varies it)",
         },
         on_off("inlining", "best-effort inlining of a small version in the record head (§3.3)"),
+        on_off(
+            "promotion",
+            "a read of an old non-inlined version copies it into the free inlined version (§3.3)",
+        ),
         on_off("sort", "contention-aware sorting of the write set before validation (§3.5)"),
         on_off("precheck", "the early version consistency check before installation (§3.5)"),
         on_off("adaptive", "skip sorting and the early check after 5 commits in a row (§3.5)"),
@@ -227,6 +248,7 @@ impl ProtocolOptions for CicadaOptions {
         match name {
             "gc-interval-us" => self.gc_interval_us = number(name, value, 1, 1_000_000)?,
             "inlining" => self.inlining = switch(name, value)?,
+            "promotion" => self.promotion = switch(name, value)?,
             "sort" => self.sort = switch(name, value)?,
             "precheck" => self.precheck = switch(name, value)?,
             "adaptive" => self.adaptive = switch(name, value)?,
@@ -278,6 +300,8 @@ pub struct Cicada {
     stores: Vec<VersionStore<CicadaExt>>,
     /// Per table: whether its heads inline versions.
     inline: Vec<bool>,
+    /// Per table: whether reads promote versions into the heads (inlining and promotion on).
+    pub(super) promote: Vec<bool>,
     row_sizes: Vec<usize>,
     /// When the next refresh of `min_wts`/`min_rts` is due (raw TSC ticks).
     next_refresh: CachePadded<AtomicU64>,
@@ -288,6 +312,17 @@ pub struct Cicada {
 }
 
 impl Cicada {
+    /// Whether the newest version of `key`'s row in table `t` is its record's inlined one
+    /// (`None`: no row, or no version): how inlining and promotion placed it (§3.3). For tests
+    /// and diagnostics, while no worker runs.
+    pub fn newest_inlined(&self, db: &Database<Self>, t: TableId, key: u64) -> Option<bool> {
+        let tbl = db.storage().table(t);
+        let g = crate::storage::index::pin();
+        let rid = tbl.index.get(key, &g)?;
+        let v = tbl.rows.get(rid).header.newest().ok().flatten()?;
+        Some(record::is_inline(v))
+    }
+
     /// Refreshes `min_wts` and `min_rts` if `gc-interval-us` passed since the last refresh.
     #[inline]
     fn maybe_refresh(&self) {
@@ -454,6 +489,11 @@ impl Protocol for Cicada {
                 .iter()
                 .map(|t| options.inlining && t.row_size <= INLINE_MAX)
                 .collect(),
+            promote: setup
+                .tables
+                .iter()
+                .map(|t| options.inlining && options.promotion && t.row_size <= INLINE_MAX)
+                .collect(),
             row_sizes: setup.tables.iter().map(|t| t.row_size).collect(),
             next_refresh: CachePadded::new(AtomicU64::new(0)),
             interval_ticks: options.gc_interval_us * ticks_per_us.max(1),
@@ -555,7 +595,7 @@ impl Protocol for Cicada {
                 Some(if r.read_only_safe == 0 { 0.0 } else { sum / r.read_only_safe as f64 / 1e3 });
             r.read_only_staleness_max_us = Some(max / 1e3);
         }
-        Some(r)
+        Some(r.finish())
     }
 
     /// A version per row for the rows a table grows by: a new row's first version comes from

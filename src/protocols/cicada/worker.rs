@@ -67,6 +67,12 @@ struct Write {
     prev: Stamp,
     /// The newest version's write timestamp when validation began (the contention sort).
     heat: u64,
+    /// A promotion (§3.3): the visible version's data copied into the record's inlined
+    /// version. Optional: if it cannot be installed or validated it is dropped, not the
+    /// transaction. A later write of the key by this transaction makes it a write like others.
+    promotion: bool,
+    /// A promotion given up at validation (its version rolled back already).
+    dropped: bool,
 }
 
 /// A phantom bucket observed: (table, bucket word, its version then).
@@ -544,7 +550,53 @@ impl<'db> CicadaWorker<'db> {
             installed: false,
             prev: UNBORN,
             heat: 0,
+            promotion: false,
+            dropped: false,
         });
+    }
+
+    /// Promotes `v`, the visible version of `rec` that this transaction read, into the
+    /// record's inlined version when the paper's conditions hold (§3.3): `v` is not inlined,
+    /// is below `min_rts` (so a concurrent write is unlikely), nothing newer is committed or
+    /// pending, and the inlined version is free. The read becomes a read-modify-write writing
+    /// the same data; if the promotion fails at validation it is dropped, not the transaction.
+    #[inline(always)]
+    fn maybe_promote(
+        &mut self,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+        rec: &'db CicadaRecord,
+        found: &Found<'db>,
+    ) {
+        let Some(v) = found.seen else { return };
+        if is_inline(v) || self.read_only || !self.p.promote[t.index()] || found.newer {
+            return;
+        }
+        // Relaxed: a hint; the claim below is the CAS that decides.
+        if rec.inline().flags.load(Ordering::Relaxed) != UNUSED
+            || wts(v) >= self.p.clocks.min_rts()
+            || v.ext.rts.load(Ordering::Relaxed) > self.ts
+        {
+            return;
+        }
+        let Some(nv) = rec.claim_inline() else { return };
+        init_version(as_ref(nv), self.ts, true);
+        self.row(t, as_ref(nv)).copy_from(&self.row(t, v));
+        self.push_write(t, key, rid, rec, nv, found.later, true, ALL_COLUMNS);
+        self.writes.last_mut().expect("just pushed").promotion = true;
+    }
+
+    /// Gives up promotion `i` at validation: its version is rolled back (marked ABORTED if
+    /// installed, which readers skip; else freed) and it is neither logged nor committed.
+    fn drop_promotion(&mut self, i: usize) {
+        let w = self.writes[i];
+        if w.installed {
+            set_status(as_ref(w.version), ABORTED);
+        } else {
+            self.unused(w.table, w.version);
+        }
+        self.writes[i].dropped = true;
     }
 
     /// Gives back a version this transaction never installed.
@@ -616,7 +668,7 @@ impl<'db> CicadaWorker<'db> {
     /// versions' read timestamps, before anything is installed.
     fn precheck(&self) -> Result<(), Abort> {
         self.reads_consistent()?;
-        for w in &self.writes {
+        for w in self.writes.iter().filter(|w| !w.promotion) {
             if let Some(v) = self.visible_now(as_ref(w.rec), w.later)? {
                 if v.ext.rts.load(Ordering::Relaxed) > self.ts {
                     return Err(Abort::new(AbortReason::WriteConflict));
@@ -728,12 +780,24 @@ impl<'db> CicadaWorker<'db> {
 
     /// The write half of the consistency check (§3.4 (3b)): the version each pending version
     /// went in above was read at or below our timestamp only.
-    fn writes_consistent(&self) -> Result<(), Abort> {
-        for w in &self.writes {
-            let below = search(next(as_ref(w.version)), self.ts, self.p.options.wait)?.seen;
-            expect(w, below)?;
-            if below.is_some_and(|v| v.ext.rts.load(Ordering::SeqCst) > self.ts) {
-                return Err(Abort::new(AbortReason::WriteConflict));
+    fn writes_consistent(&mut self) -> Result<(), Abort> {
+        for i in 0..self.writes.len() {
+            let w = self.writes[i];
+            if w.dropped {
+                continue;
+            }
+            let below = search(next(as_ref(w.version)), self.ts, self.p.options.wait)
+                .and_then(|f| expect(&w, f.seen).map(|()| f.seen));
+            let ok = match below {
+                Ok(b) => !b.is_some_and(|v| v.ext.rts.load(Ordering::SeqCst) > self.ts),
+                Err(_) => false,
+            };
+            if !ok {
+                if w.promotion {
+                    self.drop_promotion(i);
+                    continue;
+                }
+                return Err(below.err().unwrap_or(Abort::new(AbortReason::WriteConflict)));
             }
         }
         Ok(())
@@ -750,7 +814,11 @@ impl<'db> CicadaWorker<'db> {
             self.precheck()?;
         }
         for i in 0..self.writes.len() {
-            self.install(i)?;
+            match self.install(i) {
+                Ok(()) => {}
+                Err(_) if self.writes[i].promotion => self.drop_promotion(i),
+                Err(a) => return Err(a),
+            }
         }
         // Installations (and bucket bumps) before the read timestamps are loaded below.
         fence(Ordering::SeqCst);
@@ -781,6 +849,9 @@ impl<'db> CicadaWorker<'db> {
     fn rollback(&mut self) {
         for i in 0..self.writes.len() {
             let w = self.writes[i];
+            if w.dropped {
+                continue;
+            }
             if w.installed {
                 set_status(as_ref(w.version), ABORTED);
             } else {
@@ -805,9 +876,10 @@ impl<'db> CicadaWorker<'db> {
     /// becomes COMMITTED.
     fn log(&mut self) {
         let storage = self.ctx.storage;
-        let Some(log) = self.ctx.log.as_mut().filter(|_| !self.writes.is_empty()) else { return };
-        log.begin(self.ts, self.writes.len() as u32);
-        for w in &self.writes {
+        let n = self.writes.iter().filter(|w| !w.dropped).count();
+        let Some(log) = self.ctx.log.as_mut().filter(|_| n > 0) else { return };
+        log.begin(self.ts, n as u32);
+        for w in self.writes.iter().filter(|w| !w.dropped) {
             let tbl = storage.table(w.table);
             if w.tombstone {
                 log.delete(w.table.0, self.ts, w.key);
@@ -920,8 +992,11 @@ impl Worker for CicadaWorker<'_> {
                 }
                 as_ref(w.version)
             }
-            Located::Row { found, .. } => match found.seen {
-                Some(v) if status(v) == COMMITTED => v,
+            Located::Row { rid, rec, found } => match found.seen {
+                Some(v) if status(v) == COMMITTED => {
+                    self.maybe_promote(t, key, rid, rec, &found);
+                    v
+                }
                 _ => return Ok(None),
             },
         };
@@ -957,6 +1032,7 @@ impl Worker for CicadaWorker<'_> {
                 }
                 self.row(t, as_ref(w.version)).write_from(value);
                 self.writes[i].cols = ALL_COLUMNS;
+                self.writes[i].promotion = false;
                 Ok(true)
             }
             Located::Row { rid, rec, found } => {
@@ -998,6 +1074,7 @@ impl Worker for CicadaWorker<'_> {
                 let out = apply_update(p, writes, buf, f)?;
                 row.write_cols_from(buf, p, writes);
                 self.writes[i].cols |= writes;
+                self.writes[i].promotion = false;
                 Ok(Some(out))
             }
             Located::Row { rid, rec, found } => {
@@ -1104,6 +1181,7 @@ impl Worker for CicadaWorker<'_> {
                 // A row this transaction inserted or updated: its version becomes a deletion
                 // (over nothing, for an insert: the key stays absent).
                 self.writes[i].tombstone = true;
+                self.writes[i].promotion = false;
                 Ok(true)
             }
             Located::Row { rid, rec, found } => {
@@ -1176,6 +1254,9 @@ impl Worker for CicadaWorker<'_> {
         let ts = self.ts;
         for i in 0..self.writes.len() {
             let w = self.writes[i];
+            if w.dropped {
+                continue;
+            }
             let v = as_ref(w.version);
             let present = !w.tombstone;
             set_status(v, if present { COMMITTED } else { DELETED });
