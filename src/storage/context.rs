@@ -201,6 +201,13 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         }
     }
 
+    /// The row this attempt's hint names for `key` (see [`WorkerCtx::prefetch_cols`]), without
+    /// searching the index when there is none.
+    #[inline]
+    pub fn hinted(&self, table: &Table<R>, key: u64) -> Option<RowId> {
+        self.hint(table.id.0, key).map(|i| RowId(self.hints[i].rid))
+    }
+
     /// The hint table slot holding this attempt's hint for `key`, if any.
     #[inline]
     fn hint(&self, table: u32, key: u64) -> Option<usize> {

@@ -264,10 +264,13 @@ impl CicadaRecord {
         self.min_wts.load(Ordering::Relaxed)
     }
 
-    /// Raises `record.min_wts` (under the GC lock).
+    /// Raises `record.min_wts` (under the GC lock, which every writer of it holds: a plain
+    /// load and store, no read-modify-write).
     #[inline]
     pub fn raise_min_wts(&self, wts: u64) {
-        self.min_wts.fetch_max(wts, Ordering::Relaxed);
+        if wts > self.min_wts.load(Ordering::Relaxed) {
+            self.min_wts.store(wts, Ordering::Relaxed);
+        }
     }
 
     /// Marks the record unlinked if its head is still `head`; the chain is then the caller's.

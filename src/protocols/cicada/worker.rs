@@ -326,8 +326,17 @@ impl<'db> CicadaWorker<'db> {
             }
             if item.wts > rec.min_wts() {
                 // `item.version` is still on the chain (nobody cut at or above it) and every
-                // transaction now or to come sees it or a newer version.
-                let cut = as_ref(item.version).next.swap(std::ptr::null_mut(), Ordering::AcqRel);
+                // transaction now or to come sees it or a newer version. Nobody else writes its
+                // `next`: a version goes in below it only at a timestamp below its `wts`, so
+                // below `min_rts`, which no running transaction has; and cutting takes the GC
+                // lock. So a load and a store, not a swap (a full barrier on x86).
+                let next = &as_ref(item.version).next;
+                // Acquire: pairs with the Release CAS that linked the version below.
+                let cut = next.load(Ordering::Acquire);
+                // Relaxed: readers that still reach the cut versions are inside storage epochs
+                // that the versions outlive; the GC lock's release publishes it to the next
+                // collector.
+                next.store(std::ptr::null_mut(), Ordering::Relaxed);
                 rec.raise_min_wts(item.wts);
                 rec.unlock_gc();
                 if let Some(first) = NonNull::new(cut) {
@@ -469,6 +478,23 @@ impl<'db> CicadaWorker<'db> {
                 Ok(found) => return Ok(Located::Row { rid, rec, found }),
                 // Unlinked meanwhile: the key may live in another row now.
                 Err(Unlinked) => self.ctx.forget(tbl.id, key),
+            }
+        }
+    }
+
+    /// Prefetches the lines of `key`'s newest version (its header and the columns `cols`)
+    /// when it is not the record's inlined one, whose lines the record's prefetch covered: a
+    /// row updated since it was loaded lives in a pooled version, one pointer away from its
+    /// record, and a read would otherwise miss on each in turn. Reads the record's head word
+    /// (its line was prefetched first); a hint, so a key without a row hint is skipped.
+    #[inline]
+    fn prefetch_version(&self, t: TableId, key: u64, cols: Columns) {
+        let Some(tbl) = self.ctx.storage.try_table(t) else { return };
+        let Some(rid) = self.ctx.hinted(tbl, key) else { return };
+        let rec = tbl.rows.get(rid).header;
+        if let Ok(Some(v)) = rec.newest() {
+            if !std::ptr::eq(v, rec.inline()) {
+                self.row(t, v).prefetch(&tbl.projection, cols);
             }
         }
     }
@@ -743,7 +769,9 @@ impl<'db> CicadaWorker<'db> {
             }
         }
         let storage = self.ctx.storage;
-        for o in &self.observed {
+        // Our inserts' entries (`u64::MAX`, the tail) read no absence: raising their buckets'
+        // `rts` would only abort inserters below our timestamp for nothing.
+        for o in self.observed.iter().filter(|o| o.version != u64::MAX) {
             storage.table(o.table).buckets.extend_rts(o.slot as usize, self.ts);
         }
     }
@@ -1212,11 +1240,16 @@ impl Worker for CicadaWorker<'_> {
     #[inline]
     fn prefetch(&mut self, t: TableId, key: u64) {
         self.ctx.prefetch(t, key);
+        self.prefetch_version(t, key, ALL_COLUMNS);
     }
 
     #[inline]
     fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
         self.ctx.prefetch_many(keys);
+        // The second level, once every record's lines are on their way.
+        for &(t, key, cols) in keys {
+            self.prefetch_version(t, key, cols);
+        }
     }
 
     fn reads_still_valid(&mut self) -> bool {
