@@ -817,7 +817,7 @@ impl<'db> CicadaWorker<'db> {
             let below = search(next(as_ref(w.version)), self.ts, self.p.options.wait)
                 .and_then(|f| expect(&w, f.seen).map(|()| f.seen));
             let ok = match below {
-                Ok(b) => !b.is_some_and(|v| v.ext.rts.load(Ordering::SeqCst) > self.ts),
+                Ok(b) => b.is_none_or(|v| v.ext.rts.load(Ordering::SeqCst) <= self.ts),
                 Err(_) => false,
             };
             if !ok {
