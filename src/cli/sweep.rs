@@ -158,11 +158,18 @@ impl Sweep {
         Ok(Sweep { def, plans })
     }
 
-    /// The runs to make, in order: points grouped by the data they load (first appearance
-    /// first), and within a group, rounds of repeats in which the protocols take turns when all
-    /// of their databases fit in memory at once, else each protocol's points back to back.
-    fn order(&self, only: Option<usize>) -> Vec<(usize, usize, u32)> {
-        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    /// The runs to make, in order, and for each point the data keys whose databases stay
+    /// loaded while it runs.
+    ///
+    /// Points are grouped by the data they load (first appearance first); within a group,
+    /// rounds of repeats in which the protocols take turns when all of their databases fit in
+    /// memory at once, else each protocol's points back to back. Groups whose data differs
+    /// only in the protocol options (a sweep over `--opt`: each option set builds its own
+    /// database) form a family: when all of the family's databases fit side by side, its
+    /// points take turns round by round too, so that an option's effect is not confounded with
+    /// the machine's drift between points run one after another.
+    fn schedule(&self, only: Option<usize>) -> (Vec<Run>, Vec<Vec<String>>) {
+        let mut groups: Vec<Group> = Vec::new();
         for (i, p) in self.plans.iter().enumerate() {
             if only.is_some_and(|o| o != i) {
                 continue;
@@ -172,28 +179,70 @@ impl Sweep {
                 None => groups.push((p.data_key.clone(), vec![i])),
             }
         }
+        let mut families: Vec<(String, Vec<Group>)> = Vec::new();
+        for g in groups {
+            let f = family_of(&g.0);
+            match families.iter_mut().find(|(k, _)| *k == f) {
+                Some((_, gs)) => gs.push(g),
+                None => families.push((f, vec![g])),
+            }
+        }
         let mut order = Vec::new();
-        for (_, points) in groups {
-            let first = &self.plans[points[0]];
+        let mut keep = vec![Vec::new(); self.plans.len()];
+        for (_, groups) in families {
+            let first = &self.plans[groups[0].1[0]];
             let n = first.protocols.len();
-            if first.fits_side_by_side(n) {
+            if groups.len() > 1 && first.fits_side_by_side(n * groups.len()) {
+                let keys: Vec<String> = groups.iter().map(|(k, _)| k.clone()).collect();
+                let mut points: Vec<usize> = groups.iter().flat_map(|(_, p)| p.clone()).collect();
+                points.sort_unstable();
                 for &pt in &points {
-                    for round in 0..first.repeat {
+                    keep[pt] = keys.clone();
+                }
+                for round in 0..first.repeat {
+                    for &pt in &points {
                         for k in 0..n {
                             order.push((pt, (round as usize + k) % n, round));
                         }
                     }
                 }
-            } else {
-                for proto in 0..n {
+                continue;
+            }
+            for (_, points) in groups {
+                if first.fits_side_by_side(n) {
                     for &pt in &points {
-                        order.extend((0..first.repeat).map(|round| (pt, proto, round)));
+                        for round in 0..first.repeat {
+                            for k in 0..n {
+                                order.push((pt, (round as usize + k) % n, round));
+                            }
+                        }
+                    }
+                } else {
+                    for proto in 0..n {
+                        for &pt in &points {
+                            order.extend((0..first.repeat).map(|round| (pt, proto, round)));
+                        }
                     }
                 }
             }
         }
-        order
+        (order, keep)
     }
+}
+
+/// One run of a sweep: (point, protocol index, repeat).
+type Run = (usize, usize, u32);
+/// Points that load the same data: (data key, points).
+type Group = (String, Vec<usize>);
+
+/// A data key without its protocol options: the points of one family load the same rows and
+/// differ only in the options their databases are built with.
+fn family_of(data_key: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(data_key).expect("a data key is JSON");
+    if let Some(o) = v.as_object_mut() {
+        o.remove("protocol_options");
+    }
+    v.to_string()
 }
 
 pub(super) fn sweep(args: &SweepArgs, raw: &[String]) -> Result<(), Failure> {
@@ -267,8 +316,8 @@ pub(super) fn execute(
     } else {
         create_output("--out", out)?
     };
-    let order: Vec<(usize, usize, u32)> = sweep
-        .order(only)
+    let (order, keep) = sweep.schedule(only);
+    let order: Vec<Run> = order
         .into_iter()
         .filter(|&(pt, k, round)| {
             !done.contains(&(pt, sweep.plans[pt].protocols[k].name().to_string(), round))
@@ -329,6 +378,8 @@ pub(super) fn execute(
             format!("  ETA {}", clock((order.len() - n) as f64 * per))
         };
         bar.set_message(format!("point {}/{points} {here} {}{eta}", pt + 1, kind.name()));
+        // The family's databases stay while its points take turns.
+        bench.keep(keep[pt].clone());
         let mut report = bench.measure(plan, kind, &log)?;
         report.repeat = round;
         let pos = SweepPos { def: sweep.def.clone(), point: pt, values };
@@ -474,6 +525,28 @@ mod tests {
         assert!(s.plans.iter().all(|p| p.data_key == s.plans[0].data_key));
         let r = Sweep::new(strings(&[]), &strings(&["records=1000,2000"])).ok().unwrap();
         assert_ne!(r.plans[0].data_key, r.plans[1].data_key);
+    }
+
+    /// A sweep over one protocol's options takes turns between the options round by round
+    /// (each option set has its own database, all kept loaded), so that drift between points
+    /// does not pass for an option's effect; other varied parameters of the same data keep
+    /// their order, and a sweep of other data runs group by group.
+    #[test]
+    fn option_points_take_turns_round_by_round() {
+        let base = strings(&["-p", "cicada", "--records", "1000", "--repeat", "2"]);
+        let s = Sweep::new(base.clone(), &strings(&["opt=cicada:sort=on,cicada:sort=off"]));
+        let s = s.map_err(|e| error(Err::<(), _>(e))).unwrap();
+        let (order, keep) = s.schedule(None);
+        assert_eq!(order, [(0, 0, 0), (1, 0, 0), (0, 0, 1), (1, 0, 1)]);
+        assert_eq!(keep[0].len(), 2, "both option sets' databases stay");
+        assert_eq!(keep[0], keep[1]);
+        let (one, keep) = s.schedule(Some(1));
+        assert_eq!((one, keep[1].len()), (vec![(1, 0, 0), (1, 0, 1)], 0));
+        let base = strings(&["-p", "cicada", "--repeat", "2"]);
+        let r = Sweep::new(base, &strings(&["records=1000,2000"])).ok().unwrap();
+        let (order, keep) = r.schedule(None);
+        assert_eq!(order, [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1)], "other data: in turn");
+        assert!(keep.iter().all(Vec::is_empty));
     }
 
     /// A varied `--opt` adds to the options given as flags (a preset's fixed options plus the
