@@ -341,3 +341,84 @@ fn read_only_transactions_at_min_wts_are_not_validated() {
     assert_eq!(r.write(T, 7, &row(0)).unwrap_err().reason, AbortReason::ReadOnlyWrite);
     r.abort();
 }
+
+/// The keys (and values) a scan of `[lo, hi]` hands over, in order.
+fn scan_all<W: Worker>(w: &mut W, lo: u64, hi: u64) -> Result<Vec<(u64, u64)>, Abort> {
+    let mut out = Vec::new();
+    w.scan(T, lo, hi, 100, |k, r| {
+        out.push((k, val(r)));
+        std::ops::ControlFlow::Continue(())
+    })?;
+    Ok(out)
+}
+
+/// Deferred index updates (§3.6): an insert's new record enters the index only when its
+/// transaction validates. Until then its inserter reads, scans (merged in key order with the
+/// index's rows), updates, deletes and inserts it again through its write set; another
+/// transaction finds the key absent without meeting the record; an aborted insert leaves the
+/// index untouched; and of two inserts of one key the one that validates second aborts. With
+/// `deferred-index=off` the record is in the index from the insert on, and the second insert
+/// aborts at once.
+#[test]
+fn inserts_enter_the_index_when_their_transaction_validates() {
+    for deferred in [true, false] {
+        let db =
+            common::with_options(&[("deferred-index", if deferred { "on" } else { "off" })], fresh);
+        let indexed =
+            |k| db.storage().tables()[0].index.get(k, &txlab::storage::index::pin()).is_some();
+        let (mut r, mut w) = (db.worker().unwrap(), db.worker().unwrap());
+        r.begin();
+        w.begin();
+        assert!(w.insert(T, 12, &row(12)).unwrap());
+        assert!(w.insert(T, 11, &row(11)).unwrap());
+        assert!(!w.insert(T, 12, &row(0)).unwrap(), "the key is present for its inserter");
+        assert_eq!(indexed(12), !deferred, "deferred={deferred}");
+        assert_eq!(r.read(T, 12, val).unwrap(), None, "another transaction finds it absent");
+        r.commit().expect("the reader's smaller timestamp orders it first");
+        assert_eq!(
+            scan_all(&mut w, 8, 14).unwrap(),
+            [(8, 8), (9, 9), (11, 11), (12, 12)],
+            "own inserts among the index's rows, in key order"
+        );
+        set(&mut w, 12, 120).unwrap().expect("present");
+        assert!(w.delete(T, 11).unwrap());
+        assert_eq!(w.read(T, 11, val).unwrap(), None);
+        assert_eq!(scan_all(&mut w, 8, 14).unwrap(), [(8, 8), (9, 9), (12, 120)]);
+        assert!(w.insert(T, 11, &row(111)).unwrap(), "deleted by us: present again");
+        assert_eq!(w.scan(T, 10, 20, 1, |_, _| std::ops::ControlFlow::Continue(())).unwrap(), 1);
+        w.commit().expect("nothing conflicts");
+        assert!(indexed(11) && indexed(12));
+        let mut c = db.worker().unwrap();
+        assert_eq!(
+            txn(&mut c, |c| scan_all(c, 10, 14)),
+            [(11, 111), (12, 120)],
+            "deferred={deferred}"
+        );
+        w.begin();
+        assert!(w.insert(T, 13, &row(13)).unwrap());
+        w.abort();
+        if deferred {
+            assert!(!indexed(13), "an aborted insert never reached the index");
+        }
+        assert_eq!(txn(&mut c, |c| c.read(T, 13, val)), None);
+        // Two inserts of one key: the second to reach the index loses.
+        w.begin();
+        assert!(w.insert(T, 14, &row(14)).unwrap());
+        r.begin();
+        match r.insert(T, 14, &row(41)) {
+            Ok(inserted) => {
+                assert!(deferred && inserted, "deferred={deferred}");
+                r.commit().expect("the first to validate inserts");
+                assert_eq!(reason(w.commit()), AbortReason::InsertConflict);
+            }
+            Err(a) => {
+                assert!(!deferred, "only an insert in flight in the index is seen");
+                assert_eq!(a.reason, AbortReason::InsertConflict);
+                r.abort();
+                w.commit().expect("the first inserter commits");
+            }
+        }
+        let expect = if deferred { 41 } else { 14 };
+        assert_eq!(txn(&mut c, |c| c.read(T, 14, val)), Some(expect));
+    }
+}

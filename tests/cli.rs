@@ -507,6 +507,8 @@ fn check_quick_passes_for_cicada() {
         "write-latest-only=off",
         "--opt",
         "wait=off",
+        "--opt",
+        "deferred-index=off",
     ];
     let s = quick_check_passes("cicada", &off);
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");

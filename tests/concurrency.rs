@@ -327,7 +327,7 @@ serializable_suite! {
     ermia_ssn_aggressive_gc => txlab::protocols::ermia_ssn::ErmiaSsn [("aggressive-gc-us", "20")],
     hekaton => txlab::protocols::hekaton::Hekaton,
     cicada => txlab::protocols::cicada::Cicada,
-    cicada_plain => txlab::protocols::cicada::Cicada [("sort", "off"), ("precheck", "off"), ("adaptive", "off"), ("early-abort", "off"), ("write-latest-only", "off"), ("inlining", "off")],
+    cicada_plain => txlab::protocols::cicada::Cicada [("sort", "off"), ("precheck", "off"), ("adaptive", "off"), ("early-abort", "off"), ("write-latest-only", "off"), ("inlining", "off"), ("deferred-index", "off")],
     cicada_nowait => txlab::protocols::cicada::Cicada [("wait", "off"), ("gc-interval-us", "100000"), ("timestamps", "counter")],
     hekaton_slow_gc => txlab::protocols::hekaton::Hekaton [("gc-interval-us", "100000")],
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,

@@ -205,7 +205,13 @@ fn cicada_keeps_the_consistency_conditions() {
 
 #[test]
 fn cicada_without_its_optimisations_keeps_the_consistency_conditions() {
-    let off = [("sort", "off"), ("precheck", "off"), ("adaptive", "off"), ("inlining", "off")];
+    let off = [
+        ("sort", "off"),
+        ("precheck", "off"),
+        ("adaptive", "off"),
+        ("inlining", "off"),
+        ("deferred-index", "off"),
+    ];
     common::with_options(&off, || contended::<txlab::protocols::cicada::Cicada>(10));
 }
 

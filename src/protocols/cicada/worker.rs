@@ -57,8 +57,11 @@ struct Write {
     over_present: bool,
     /// The new version is a deletion.
     tombstone: bool,
-    /// The record is new: this transaction created it and put it in the index.
+    /// The record is new: this transaction created it (and put it in the index).
     created: bool,
+    /// The record is new and not in the index yet (deferred index updates, §3.6): validation
+    /// puts it there before installing its version; until then only this transaction finds it.
+    unindexed: bool,
     /// The columns written (for the log; every column for an insert).
     cols: Columns,
     /// Installed in the chain (then rolled back by marking it ABORTED).
@@ -130,6 +133,9 @@ pub struct CicadaWorker<'db> {
     writes: Vec<Write>,
     /// Tables written (bit `t % 64`), so a read skips the write-set search when it can.
     written: u64,
+    /// Tables with inserts not in the index yet (bit `t % 64`), so a lookup skips the search
+    /// for them when it can.
+    unindexed: u64,
     observed: Vec<Observed>,
     scratch: Scratch,
     /// Commits in a row (§3.5's adaptive skipping).
@@ -227,6 +233,7 @@ impl<'db> CicadaWorker<'db> {
             reads: Vec::new(),
             writes: Vec::new(),
             written: 0,
+            unindexed: 0,
             observed: Vec::new(),
             scratch: Scratch::default(),
             streak: 0,
@@ -370,6 +377,15 @@ impl<'db> CicadaWorker<'db> {
         self.writes.iter().rposition(|w| w.rid == rid && w.table == t)
     }
 
+    /// This transaction's insert of `key` into table `t` that is not in the index yet.
+    #[inline(always)]
+    fn find_unindexed(&self, t: TableId, key: u64) -> Option<usize> {
+        if self.unindexed & (1 << (t.0 % 64)) == 0 {
+            return None;
+        }
+        self.writes.iter().rposition(|w| w.unindexed && w.key == key && w.table == t)
+    }
+
     /// The row of `key`, if the index maps it to a linked record; on a miss the phantom bucket
     /// is observed (its version read before a second lookup, so that an insert racing with the
     /// first one is not missed).
@@ -468,6 +484,9 @@ impl<'db> CicadaWorker<'db> {
     /// (read, recorded), or nothing.
     #[inline]
     fn locate(&mut self, tbl: &'db Table<CicadaRecord>, key: u64) -> Result<Located<'db>, Abort> {
+        if let Some(i) = self.find_unindexed(tbl.id, key) {
+            return Ok(Located::Own(i));
+        }
         loop {
             let Some(rid) = self.lookup(tbl, key) else { return Ok(Located::Absent) };
             if let Some(i) = self.find_write(tbl.id, rid) {
@@ -572,6 +591,7 @@ impl<'db> CicadaWorker<'db> {
             over_present,
             tombstone: false,
             created: false,
+            unindexed: false,
             cols,
             installed: false,
             prev: UNBORN,
@@ -579,6 +599,33 @@ impl<'db> CicadaWorker<'db> {
             promotion: false,
             dropped: false,
         });
+    }
+
+    /// Starts the insert of `key` as the new record at `rid` (initialised, with no version):
+    /// a version holding `value`, which validation installs.
+    fn push_new(&mut self, tbl: &'db Table<CicadaRecord>, key: u64, rid: RowId, value: &[u8]) {
+        let t = tbl.id;
+        let rec = tbl.rows.get(rid).header;
+        let nv = self.new_version(t, rec);
+        self.row(t, as_ref(nv)).write_from(value);
+        self.push_write(t, key, rid, rec, nv, None, false, ALL_COLUMNS);
+        self.writes.last_mut().expect("just pushed").created = true;
+        if let Some(h) = &mut self.ctx.history {
+            h.range(t.0, key, key);
+        }
+    }
+
+    /// An insert of a key this transaction wrote already (write `i`): it fails, unless the
+    /// transaction deleted the row, whose version then becomes the row again.
+    fn insert_again(&mut self, i: usize, value: &[u8]) -> bool {
+        let w = self.writes[i];
+        if !w.tombstone {
+            return false;
+        }
+        self.row(w.table, as_ref(w.version)).write_from(value);
+        let e = &mut self.writes[i];
+        (e.tombstone, e.cols) = (false, ALL_COLUMNS);
+        true
     }
 
     /// Promotes `v`, the visible version of `rec` that this transaction read, into the
@@ -708,6 +755,9 @@ impl<'db> CicadaWorker<'db> {
     /// goes in above must be what the write expects (present for an update or deletion, absent
     /// or deleted for an insert) with a read timestamp at or below ours.
     fn install(&mut self, i: usize) -> Result<(), Abort> {
+        if self.writes[i].unindexed {
+            self.index_insert(i)?;
+        }
         let w = self.writes[i];
         let rec = as_ref(w.rec);
         let nv = as_ref(w.version);
@@ -755,6 +805,25 @@ impl<'db> CicadaWorker<'db> {
             }
             // A version went in at our place meanwhile: search again.
         }
+    }
+
+    /// Puts write `i`'s new record in the index (its deferred update, §3.6), or aborts if the
+    /// key entered it since the read phase found it absent: another transaction inserted it,
+    /// and this insert would at best fail. An entry whose record is being unlinked (a deletion
+    /// below `min_rts`, so below our timestamp) is waited out: the GC removes it at once.
+    fn index_insert(&mut self, i: usize) -> Result<(), Abort> {
+        let w = self.writes[i];
+        let tbl = self.ctx.storage.table(w.table);
+        let mut spin = SpinWait::default();
+        loop {
+            match tbl.index.insert_if_absent(w.key, w.rid, &self.ctx.guard) {
+                Ok(()) => break,
+                Err(existing) if tbl.rows.get(existing).header.is_unlinked() => spin.spin(),
+                Err(_) => return Err(Abort::new(AbortReason::InsertConflict)),
+            }
+        }
+        self.writes[i].unindexed = false;
+        Ok(())
     }
 
     /// The read timestamp updates (§3.4 (2)), conditional: only a lower `rts` is raised.
@@ -865,6 +934,7 @@ impl<'db> CicadaWorker<'db> {
         self.writes.clear();
         self.observed.clear();
         self.written = 0;
+        self.unindexed = 0;
         self.active = false;
         self.read_only = false;
         self.untracked = false;
@@ -878,6 +948,12 @@ impl<'db> CicadaWorker<'db> {
         for i in 0..self.writes.len() {
             let w = self.writes[i];
             if w.dropped {
+                continue;
+            }
+            if w.unindexed {
+                // Never published: its version and slot go back at once.
+                self.unused(w.table, w.version);
+                self.ctx.caches[w.table.index()].release(w.rid);
                 continue;
             }
             if w.installed {
@@ -1134,28 +1210,49 @@ impl Worker for CicadaWorker<'_> {
         self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
+        let deferred = self.p.options.deferred_index;
+        if deferred {
+            if let Some(i) = self.find_unindexed(t, key) {
+                return Ok(self.insert_again(i, value));
+            }
+        }
         let mut spin = SpinWait::default();
         loop {
-            // A new record first (one index traversal when the key is new, the common case).
-            // Its head stays empty until validation installs our version: others find the
-            // key with nothing visible, which they read as absence.
-            let fresh = self.ctx.alloc(t)?;
-            let frec = tbl.rows.get(fresh).header;
-            frec.init(None);
-            let existing = match tbl.index.insert_if_absent(key, fresh, &self.ctx.guard) {
-                Ok(()) => {
-                    let nv = self.new_version(t, frec);
-                    self.row(t, as_ref(nv)).write_from(value);
-                    self.push_write(t, key, fresh, frec, nv, None, false, ALL_COLUMNS);
-                    self.writes.last_mut().expect("just pushed").created = true;
-                    if let Some(h) = &mut self.ctx.history {
-                        h.range(t.0, key, key);
+            let existing = if deferred {
+                // The key's record, if the index has a linked one; else a new record that
+                // enters the index at validation (§3.6).
+                match self.ctx.lookup(tbl, key) {
+                    Some(rid) if !tbl.rows.get(rid).header.is_unlinked() => rid,
+                    found => {
+                        if found.is_some() {
+                            // Its deletion is below `min_rts`, so below our timestamp: the key
+                            // is absent, and the GC is removing the entry.
+                            self.ctx.forget(t, key);
+                        }
+                        let fresh = self.ctx.alloc(t)?;
+                        tbl.rows.get(fresh).header.init(None);
+                        self.push_new(tbl, key, fresh, value);
+                        let w = self.writes.last_mut().expect("just pushed");
+                        w.unindexed = true;
+                        self.unindexed |= 1 << (t.0 % 64);
+                        return Ok(true);
                     }
-                    return Ok(true);
                 }
-                Err(existing) => {
-                    self.ctx.caches[t.index()].release(fresh);
-                    existing
+            } else {
+                // A new record first (one index traversal when the key is new, the common
+                // case). Its head stays empty until validation installs our version: others
+                // find the key with nothing visible, which they read as absence.
+                let fresh = self.ctx.alloc(t)?;
+                tbl.rows.get(fresh).header.init(None);
+                match tbl.index.insert_if_absent(key, fresh, &self.ctx.guard) {
+                    Ok(()) => {
+                        self.push_new(tbl, key, fresh, value);
+                        return Ok(true);
+                    }
+                    Err(existing) => {
+                        self.ctx.caches[t.index()].release(fresh);
+                        existing
+                    }
                 }
             };
             let rec = tbl.rows.get(existing).header;
@@ -1165,15 +1262,7 @@ impl Worker for CicadaWorker<'_> {
                 continue;
             }
             if let Some(i) = self.find_write(t, existing) {
-                let w = self.writes[i];
-                if !w.tombstone {
-                    return Ok(false);
-                }
-                // We deleted it: our version becomes the row again.
-                self.row(t, as_ref(w.version)).write_from(value);
-                let e = &mut self.writes[i];
-                (e.tombstone, e.cols) = (false, ALL_COLUMNS);
-                return Ok(true);
+                return Ok(self.insert_again(i, value));
             }
             if rec.in_flight() {
                 // A record with no version at all: another transaction's insert of the key is
@@ -1372,5 +1461,28 @@ impl<'db> ScanSteps<'db, CicadaRecord> for CicadaWorker<'db> {
         let data = self.scratch.get(tbl.spec.row_size);
         row.read_into(data);
         Ok(Some(data))
+    }
+
+    #[inline(always)]
+    fn next_unindexed(&mut self, t: TableId, from: u64, hi: u64) -> Option<u64> {
+        if self.unindexed & (1 << (t.0 % 64)) == 0 {
+            return None;
+        }
+        self.writes
+            .iter()
+            .filter(|w| w.unindexed && w.table == t && (from..=hi).contains(&w.key))
+            .map(|w| w.key)
+            .min()
+    }
+
+    fn unindexed_entry(&mut self, t: TableId, key: u64) -> Option<&[u8]> {
+        let w = self.writes[self.find_unindexed(t, key)?];
+        if w.tombstone {
+            return None;
+        }
+        let row = self.row(t, as_ref(w.version));
+        let data = self.scratch.get(self.p.row_sizes[t.index()]);
+        row.read_into(data);
+        Some(data)
     }
 }

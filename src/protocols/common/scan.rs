@@ -39,6 +39,22 @@ pub trait ScanSteps<'db, R: RecordHeader> {
         key: u64,
         rid: RowId,
     ) -> Result<Option<&[u8]>, Abort>;
+
+    /// The smallest key of `t` in `[from, hi]` that this transaction inserted and has not put in
+    /// the index yet (a protocol that defers index updates to validation); the scan merges
+    /// these keys with the index's, in key order, and reads them through
+    /// [`ScanSteps::unindexed_entry`]. Where the index holds the same key (another
+    /// transaction's record), the transaction's own row is the one it sees.
+    #[inline(always)]
+    fn next_unindexed(&mut self, _t: TableId, _from: u64, _hi: u64) -> Option<u64> {
+        None
+    }
+
+    /// The row of a key [`ScanSteps::next_unindexed`] returned, as `entry` reads a row: `None`
+    /// when the transaction deleted it again.
+    fn unindexed_entry(&mut self, _t: TableId, _key: u64) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// Scans `[lo, hi]` of table `t` in key order, handing at most `limit` present rows to `f`
@@ -62,11 +78,27 @@ pub fn scan<'db, R: RecordHeader, S: ScanSteps<'db, R>>(
     let mut n = 0;
     // The last key the scan covered: `hi`, or where the limit or the caller stopped it.
     let mut stop = hi;
+    // The transaction's next own key not in the index yet, handed out before the index's
+    // entries above it (its batch is covered by then: entries come batch by batch, each
+    // covered first) or once the index has no more.
+    let mut own = if lo <= hi { steps.next_unindexed(t, lo, hi) } else { None };
     let result = 'outer: loop {
         let step = cursor.next(tbl, limit - n, &mut buf, &steps.ctx().guard);
         match step {
             Err(a) => break Err(a),
-            Ok(None) => break Ok(n),
+            Ok(None) => {
+                while let Some(d) = own {
+                    own = d.checked_add(1).and_then(|next| steps.next_unindexed(t, next, hi));
+                    if let Some(row) = steps.unindexed_entry(t, d) {
+                        n += 1;
+                        if f(d, row).is_break() || n == limit {
+                            stop = d;
+                            break 'outer Ok(n);
+                        }
+                    }
+                }
+                break Ok(n);
+            }
             Ok(Some(Step::Cover(batch))) => {
                 if let Err(a) = steps.cover(tbl, t, &batch) {
                     break Err(a);
@@ -74,6 +106,21 @@ pub fn scan<'db, R: RecordHeader, S: ScanSteps<'db, R>>(
             }
             Ok(Some(Step::Entries)) => {
                 for (k, rid) in buf.entries() {
+                    let mut shadowed = false;
+                    while let Some(d) = own.filter(|&d| d <= k) {
+                        shadowed |= d == k;
+                        own = d.checked_add(1).and_then(|next| steps.next_unindexed(t, next, hi));
+                        if let Some(row) = steps.unindexed_entry(t, d) {
+                            n += 1;
+                            if f(d, row).is_break() || n == limit {
+                                stop = d;
+                                break 'outer Ok(n);
+                            }
+                        }
+                    }
+                    if shadowed {
+                        continue;
+                    }
                     match steps.entry(tbl, t, k, rid) {
                         Err(a) => break 'outer Err(a),
                         Ok(None) => {}
