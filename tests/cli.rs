@@ -294,6 +294,49 @@ fn cicada_backs_off_adaptively_by_default_and_counter_timestamps_tell_no_stalene
     assert!(col("options").contains("timestamps=counter"), "{}", col("options"));
 }
 
+/// `--breakdown` times each phase of the measured transactions: the JSON's parts (microseconds
+/// per commit) are never negative, reads, writes and commits took time, and the parts add up to
+/// the total, the rest being `other`; the text and the CSV show them; a run without the flag has
+/// no breakdown (the CSV's cells are empty).
+#[test]
+fn a_breakdown_accounts_for_the_time_per_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv) = (dir.path().join("out.json"), dir.path().join("out.csv"));
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "-p", "silo", "-t", "3", "--txns", "3000", "--records", "1000"];
+        args.extend(["--no-prefault", "--read-ratio", "0.5"]);
+        args.extend(["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()]);
+        args.extend(extra);
+        let out = txlab(&args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let mut reader = csv::Reader::from_path(&csv).unwrap();
+        let header = reader.headers().unwrap().clone();
+        let row = reader.records().next().unwrap().unwrap();
+        let i = header.iter().position(|h| h == "breakdown.read_us").expect("a breakdown column");
+        (String::from_utf8_lossy(&out.stdout).to_string(), v, row[i].to_string())
+    };
+    let (text, v, cell) = run(&["--breakdown"]);
+    let b = &v["breakdown"];
+    let part = |n: &str| b[format!("{n}_us")].as_f64().unwrap_or_else(|| panic!("{n}: {b}"));
+    let names = ["begin", "prefetch", "read", "write", "commit", "abort", "backoff", "other"];
+    assert!(names.iter().all(|n| part(n) >= 0.0), "{b}");
+    for n in ["prefetch", "read", "write", "commit", "other"] {
+        assert!(part(n) > 0.0, "{n} took no time: {b}");
+    }
+    let (sum, total) = (names.iter().map(|n| part(n)).sum::<f64>(), part("total"));
+    assert!((sum - total).abs() <= 1e-9 * total, "the parts add up to {sum}, not {total}");
+    assert!(text.contains("  breakdown   us per commit: begin "), "{text}");
+    assert!(cell.parse::<f64>().unwrap() > 0.0, "{cell}");
+    assert_eq!(v["config"]["run"]["breakdown"], true);
+    let (text, v, cell) = run(&[]);
+    assert!(v.get("breakdown").is_none(), "{v}");
+    assert!(!text.contains("breakdown"), "{text}");
+    assert_eq!(cell, "");
+}
+
 #[test]
 fn running_every_protocol_prints_a_comparison_against_nocc() {
     let out = txlab(&[

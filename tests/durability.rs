@@ -319,6 +319,7 @@ fn workload_round_trip<P: Protocol, W: txlab::engine::Workload>(
         check_templates: false,
         check_access_sets: false,
         prefault: true,
+        breakdown: false,
         acks: None,
     };
     let stats = P::drive(&db, workload, &cfg).unwrap();
@@ -460,6 +461,7 @@ fn a_failing_log_stops_the_run_with_its_error() {
         check_templates: false,
         check_access_sets: false,
         prefault: false,
+        breakdown: false,
         acks: None,
     };
     let err = txlab::engine::Protocol::drive(&db, &sb, &cfg).unwrap_err().to_string();

@@ -33,6 +33,7 @@ fn run<P: Protocol>(customers: u64, seed: u64, per_worker: u64) -> (Result<(), S
         check_access_sets: true,
         // The leader faults memory in while workers allocate (racing them for new segments).
         prefault: true,
+        breakdown: false,
         acks: None,
     };
     let stats = P::drive(&db, &sb, &cfg).unwrap();

@@ -134,6 +134,7 @@ fn run_config(threads: usize, per_worker: u64, seed: u64) -> RunConfig {
         check_access_sets: true,
         // The leader faults memory in while workers allocate (racing them for new segments).
         prefault: true,
+        breakdown: false,
         acks: None,
     }
 }

@@ -287,6 +287,12 @@ pub(crate) struct RunArgs {
     /// engines fault their whole memory in before measuring)
     #[arg(long)]
     no_prefault: bool,
+    /// Time each phase of the measured transactions and report where their time went: begin
+    /// (timestamps, a multi-version protocol's GC), prefetches, reads, writes, commit
+    /// (validation and write phase), abort, backoff and the rest (CCBench Fig. 12's latency
+    /// breakdown); costs a little throughput (two clock reads per operation)
+    #[arg(long)]
+    breakdown: bool,
     /// Epoch length in milliseconds (Silo's epochs; GC grace periods), 1 to 10000
     #[arg(long, default_value_t = 40)]
     epoch_ms: u64,

@@ -152,6 +152,7 @@ impl Plan {
             check_templates: args.check_templates || cfg!(debug_assertions),
             check_access_sets: args.check_access_sets,
             prefault: !args.no_prefault,
+            breakdown: args.breakdown,
             acks: None,
         };
         let (log, logs) = log_options(args, &protocols)?;
@@ -866,6 +867,9 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
             );
         }
         report.versions = db.protocol().versions(db);
+        if cfg.breakdown {
+            report.breakdown = crate::engine::report::Breakdown::of(&total);
+        }
         report.set_headline(workload.headline(), &total, seconds);
         report.notes = workload.notes();
         let missing = total.aborts[AbortReason::MissingRow as usize];

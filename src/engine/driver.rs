@@ -24,7 +24,7 @@
 use super::database::Database;
 use super::procedure::{AccessSet, Checks, Intent, Procedure, Tx};
 use super::protocol::{Protocol, Worker};
-use super::stats::WorkerStats;
+use super::stats::{Phase, WorkerStats};
 use super::workload::{Generator, Workload};
 use crate::error::{Abort, AbortReason, Error};
 use crate::storage::Prefaulter;
@@ -139,6 +139,10 @@ pub struct RunConfig {
     pub check_access_sets: bool,
     /// Let the leader fault memory in ahead of growing tables (see the module docs).
     pub prefault: bool,
+    /// Time each phase of the measured transactions (begin, prefetches, reads, writes, commit,
+    /// abort: [`crate::engine::stats::Phase`]) for the report's breakdown. Off by default: two
+    /// clock reads per operation cost a little throughput.
+    pub breakdown: bool,
     /// Durable acknowledgements for crash tests (needs a database that logs).
     #[serde(skip)]
     pub acks: Option<Acks>,
@@ -155,6 +159,7 @@ impl Default for RunConfig {
             check_templates: cfg!(debug_assertions),
             check_access_sets: false,
             prefault: true,
+            breakdown: false,
             acks: None,
         }
     }
@@ -478,6 +483,9 @@ fn worker_loop<P: Protocol, W: Workload>(
         let ty = proc.txn_type();
         let mut retries = 0u32;
         let t0 = clock.raw();
+        let timing = measuring && cfg.breakdown;
+        // A phase's start on the clock, read only when phases are timed.
+        let start = || if timing { clock.raw() } else { 0 };
         loop {
             let declared = if declare {
                 set.clear();
@@ -502,19 +510,30 @@ fn worker_loop<P: Protocol, W: Workload>(
             };
             // A crash test's acknowledgement row is written in the same transaction.
             let read_only = proc.read_only() && cfg.acks.is_none();
+            let s = start();
             match Intent::of(proc) {
                 Intent::ReadOnly if !read_only => worker.begin(),
                 intent => intent.begin(&mut worker),
             }
+            if timing {
+                stats.phase_ticks.add(&clock, Phase::Begin, s);
+            }
             let checks = Checks { templates: cfg.check_templates, access_set: declared, read_only };
             let mut tx = Tx::new(&mut worker, &types[ty], checks);
+            if timing {
+                tx = tx.timed(&clock, &mut stats.phase_ticks);
+            }
             let result = proc.run(&mut tx).and_then(|()| match &cfg.acks {
                 Some(a) => {
                     write_ack(&mut worker, a.table, i, committed + 1, ledger + proc.ledger())
                 }
                 None => Ok(()),
             });
+            let s = start();
             let result = result.and_then(|()| worker.commit());
+            if timing {
+                stats.phase_ticks.add(&clock, Phase::Commit, s);
+            }
             match result {
                 Ok(()) => {
                     committed += 1;
@@ -536,7 +555,11 @@ fn worker_loop<P: Protocol, W: Workload>(
                 }
                 Err(abort) => {
                     let reason = classify(&mut worker, abort);
+                    let s = start();
                     worker.abort();
+                    if timing {
+                        stats.phase_ticks.add(&clock, Phase::Abort, s);
+                    }
                     if measuring {
                         stats.aborts[reason as usize] += 1;
                     }
@@ -661,6 +684,9 @@ fn window(mut stats: WorkerStats, clock: &quanta::Clock, from: Option<u64>) -> W
     if let Some(from) = from {
         stats.window_ns = clock.delta_as_nanos(from, clock.raw());
         stats.windows = 1;
+    }
+    for (ns, &ticks) in stats.phase_ns.iter_mut().zip(&stats.phase_ticks.0) {
+        *ns = clock.delta_as_nanos(0, ticks);
     }
     stats
 }

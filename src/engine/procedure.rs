@@ -14,6 +14,7 @@
 //!   current piece's declaration aborts with `TemplateViolation` (a procedure bug that stops a run).
 
 use super::protocol::Worker;
+use super::stats::{Phase, PhaseTicks};
 use crate::error::{Abort, AbortReason};
 use crate::storage::TableId;
 use std::ops::ControlFlow;
@@ -237,13 +238,37 @@ pub struct Tx<'a, W: Worker> {
     declared: Option<&'a AccessSet>,
     check_templates: bool,
     read_only: bool,
+    /// Where reads and writes add their time, when the run times phases.
+    timing: Option<(&'a quanta::Clock, &'a mut PhaseTicks)>,
 }
 
 impl<'a, W: Worker> Tx<'a, W> {
     /// Wraps `worker` for a transaction of type `ty`, applying `checks`.
     pub fn new(worker: &'a mut W, ty: &'a TxnType, checks: Checks<'a>) -> Self {
         let (declared, check_templates) = (checks.access_set, checks.templates);
-        Tx { worker, ty, piece: None, declared, check_templates, read_only: checks.read_only }
+        let read_only = checks.read_only;
+        Tx { worker, ty, piece: None, declared, check_templates, read_only, timing: None }
+    }
+
+    /// Adds the time of each read and write operation to `ticks` (read on `clock`): the
+    /// driver's phase breakdown ([`Phase`]).
+    pub fn timed(mut self, clock: &'a quanta::Clock, ticks: &'a mut PhaseTicks) -> Self {
+        self.timing = Some((clock, ticks));
+        self
+    }
+
+    /// Runs `op` on the worker, its time added to `phase` when the run times phases.
+    #[inline(always)]
+    fn op<T>(&mut self, phase: Phase, op: impl FnOnce(&mut W) -> T) -> T {
+        match &mut self.timing {
+            None => op(self.worker),
+            Some((clock, ticks)) => {
+                let start = clock.raw();
+                let out = op(self.worker);
+                ticks.add(clock, phase, start);
+                out
+            }
+        }
     }
 
     /// The underlying worker (for protocol-specific extensions).
@@ -340,7 +365,7 @@ impl<'a, W: Worker> Tx<'a, W> {
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         self.check(table, key, false, cols, 0)?;
-        self.worker.read_cols(table, key, cols, f)
+        self.op(Phase::Read, |w| w.read_cols(table, key, cols, f))
     }
 
     /// See [`Worker::read_for_update`].
@@ -352,7 +377,7 @@ impl<'a, W: Worker> Tx<'a, W> {
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         self.check(table, key, true, ALL_COLUMNS, ALL_COLUMNS)?;
-        self.worker.read_for_update(table, key, f)
+        self.op(Phase::Read, |w| w.read_for_update(table, key, f))
     }
 
     /// See [`Worker::write`].
@@ -360,7 +385,7 @@ impl<'a, W: Worker> Tx<'a, W> {
     #[must_use = "`Ok(false)` means the key is absent and nothing was written"]
     pub fn write(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
         self.check(table, key, true, 0, ALL_COLUMNS)?;
-        self.worker.write(table, key, value)
+        self.op(Phase::Write, |w| w.write(table, key, value))
     }
 
     /// See [`Worker::update`].
@@ -389,7 +414,7 @@ impl<'a, W: Worker> Tx<'a, W> {
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         self.check(table, key, true, reads, writes)?;
-        self.worker.update_cols(table, key, reads, writes, f)
+        self.op(Phase::Write, |w| w.update_cols(table, key, reads, writes, f))
     }
 
     /// See [`Worker::insert`].
@@ -397,7 +422,7 @@ impl<'a, W: Worker> Tx<'a, W> {
     #[must_use = "`Ok(false)` means the key is present already and nothing was inserted"]
     pub fn insert(&mut self, table: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
         self.check(table, key, true, 0, ALL_COLUMNS)?;
-        self.worker.insert(table, key, value)
+        self.op(Phase::Write, |w| w.insert(table, key, value))
     }
 
     /// See [`Worker::delete`].
@@ -405,7 +430,7 @@ impl<'a, W: Worker> Tx<'a, W> {
     #[must_use = "`Ok(false)` means the key is absent and nothing was deleted"]
     pub fn delete(&mut self, table: TableId, key: u64) -> Result<bool, Abort> {
         self.check(table, key, true, 0, ALL_COLUMNS)?;
-        self.worker.delete(table, key)
+        self.op(Phase::Write, |w| w.delete(table, key))
     }
 
     /// See [`Worker::scan`].
@@ -426,19 +451,19 @@ impl<'a, W: Worker> Tx<'a, W> {
         if self.check_templates {
             self.check_template(table, ALL_COLUMNS, 0)?;
         }
-        self.worker.scan(table, lo, hi, limit, f)
+        self.op(Phase::Read, |w| w.scan(table, lo, hi, limit, f))
     }
 
     /// See [`Worker::prefetch`]: a hint, never checked against templates or access sets.
     #[inline]
     pub fn prefetch(&mut self, table: TableId, key: u64) {
-        self.worker.prefetch(table, key);
+        self.op(Phase::Prefetch, |w| w.prefetch(table, key));
     }
 
     /// See [`Worker::prefetch_many`]: a hint, never checked.
     #[inline]
     pub fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
-        self.worker.prefetch_many(keys);
+        self.op(Phase::Prefetch, |w| w.prefetch_many(keys));
     }
 
     /// Aborts on purpose: `return tx.user_abort()`.

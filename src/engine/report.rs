@@ -1,7 +1,7 @@
 //! Results: a readable table, JSON and CSV, carrying the configuration, the txlab version and
 //! git revision, and the machine, so that any result can be reproduced.
 
-use super::stats::WorkerStats;
+use super::stats::{Phase, WorkerStats};
 use crate::error::AbortReason;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -191,6 +191,84 @@ pub struct RunReport {
     /// The versions a multi-version protocol keeps, at the end of the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub versions: Option<VersionReport>,
+    /// Where the transactions' time went, when the run timed its phases (`--breakdown`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<Breakdown>,
+}
+
+/// Where the measured transactions' time went (`RunConfig::breakdown`), in microseconds per
+/// committed transaction: every attempt's time counts, so the time of aborted attempts is
+/// charged to the commits that followed them (CCBench Fig. 12-13 break latency down so).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Breakdown {
+    /// In `Worker::begin`: timestamps, and the maintenance a protocol does there (Cicada's and
+    /// the multi-version protocols' garbage collection).
+    pub begin_us: f64,
+    /// In prefetching: the index lookups and cache-line prefetches issued ahead of the
+    /// operations (which then find their lines closer).
+    pub prefetch_us: f64,
+    /// In reads and scans.
+    pub read_us: f64,
+    /// In writes, updates (read-modify-writes), inserts and deletes.
+    pub write_us: f64,
+    /// In `Worker::commit`: validation, the write phase and logging, committed or not.
+    pub commit_us: f64,
+    /// In rolling aborted attempts back.
+    pub abort_us: f64,
+    /// In backoff after aborts.
+    pub backoff_us: f64,
+    /// The rest: generating transactions, the procedures' own code, the driver, and timing
+    /// itself.
+    pub other_us: f64,
+    /// All of it: the workers' measured time over the commits.
+    pub total_us: f64,
+}
+
+impl Breakdown {
+    /// The breakdown of merged statistics (`None` without commits).
+    pub fn of(stats: &WorkerStats) -> Option<Self> {
+        let commits = stats.total_commits();
+        if commits == 0 {
+            return None;
+        }
+        let per = |ns: u64| ns as f64 / commits as f64 / 1e3;
+        let phase = |p: Phase| per(stats.phase_ns[p as usize]);
+        let total = per(stats.window_ns);
+        let mut b = Breakdown {
+            begin_us: phase(Phase::Begin),
+            prefetch_us: phase(Phase::Prefetch),
+            read_us: phase(Phase::Read),
+            write_us: phase(Phase::Write),
+            commit_us: phase(Phase::Commit),
+            abort_us: phase(Phase::Abort),
+            backoff_us: per(stats.backoff_ns),
+            other_us: 0.0,
+            total_us: total,
+        };
+        let timed = b.begin_us
+            + b.prefetch_us
+            + b.read_us
+            + b.write_us
+            + b.commit_us
+            + b.abort_us
+            + b.backoff_us;
+        b.other_us = (total - timed).max(0.0);
+        Some(b)
+    }
+
+    /// The parts in report order, with their names.
+    pub fn parts(&self) -> [(&'static str, f64); 8] {
+        [
+            ("begin", self.begin_us),
+            ("prefetch", self.prefetch_us),
+            ("read", self.read_us),
+            ("write", self.write_us),
+            ("commit", self.commit_us),
+            ("abort", self.abort_us),
+            ("backoff", self.backoff_us),
+            ("other", self.other_us),
+        ]
+    }
 }
 
 /// What a multi-version protocol's versions hold at the end of a run, and how far its garbage
@@ -300,6 +378,19 @@ const VERSION_COLUMNS: [&str; 12] = [
     "read_only_staleness_max_us",
 ];
 
+/// The breakdown's CSV columns (after `breakdown.`), in [`Breakdown::parts`] order and the total.
+const BREAKDOWN_COLUMNS: &[&str] = &[
+    "begin_us",
+    "prefetch_us",
+    "read_us",
+    "write_us",
+    "commit_us",
+    "abort_us",
+    "backoff_us",
+    "other_us",
+    "total_us",
+];
+
 impl RunReport {
     /// Builds the report from merged statistics.
     pub fn new(
@@ -368,6 +459,7 @@ impl RunReport {
             notes: Vec::new(),
             durability: None,
             versions: None,
+            breakdown: None,
         }
     }
 
@@ -429,6 +521,17 @@ impl RunReport {
         if !self.aborts.is_empty() {
             let list: Vec<_> = self.aborts.iter().map(|(k, v)| format!("{k} {v}")).collect();
             let _ = writeln!(s, "  aborts      {}", list.join(", "));
+        }
+        if let Some(b) = &self.breakdown {
+            let share = |x: f64| if b.total_us > 0.0 { x / b.total_us * 100.0 } else { 0.0 };
+            let parts: Vec<_> =
+                b.parts().iter().map(|(n, x)| format!("{n} {x:.2} ({:.0} %)", share(*x))).collect();
+            let _ = writeln!(
+                s,
+                "  breakdown   us per commit: {}   total {:.2}",
+                parts.join(", "),
+                b.total_us
+            );
         }
         if let Some(d) = &self.durability {
             let _ = writeln!(
@@ -582,6 +685,7 @@ impl RunReport {
         .collect();
         h.extend(AbortReason::ALL.iter().map(|r| format!("aborts.{}", r.name())));
         h.extend(VERSION_COLUMNS.iter().map(|c| format!("versions.{c}")));
+        h.extend(BREAKDOWN_COLUMNS.iter().map(|c| format!("breakdown.{c}")));
         h.extend(["invariant", "backoff", "seed", "length"].iter().map(|s| s.to_string()));
         h.extend(flatten(&config["workload"]).into_iter().map(|(k, _)| format!("workload.{k}")));
         h.extend(
@@ -654,6 +758,14 @@ impl RunReport {
             // A protocol without versions.
             None => r.extend(VERSION_COLUMNS.iter().map(|_| String::new())),
         }
+        match &self.breakdown {
+            Some(b) => {
+                r.extend(b.parts().iter().map(|(_, x)| format!("{x:.3}")));
+                r.push(format!("{:.3}", b.total_us));
+            }
+            // Phases not timed.
+            None => r.extend(BREAKDOWN_COLUMNS.iter().map(|_| String::new())),
+        }
         r.push(match &self.invariant_violation {
             None => "held".into(),
             Some(m) => format!("broken: {m}"),
@@ -703,4 +815,37 @@ fn flatten(v: &serde_json::Value) -> Vec<(String, String)> {
         walk("", v, &mut out);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The breakdown divides each phase's time by the commits; `other` is what the phases and
+    /// backoff leave of the workers' window; without commits there is none.
+    #[test]
+    fn a_breakdown_is_time_per_commit_and_other_is_the_rest() {
+        let mut s = WorkerStats::new(2);
+        assert_eq!(Breakdown::of(&s), None);
+        s.commits = vec![3, 1];
+        s.window_ns = 40_000;
+        s.backoff_ns = 2_000;
+        s.phase_ns = [1_000, 2_000, 6_000, 4_000, 12_000, 1_000];
+        let b = Breakdown::of(&s).unwrap();
+        let expect = Breakdown {
+            begin_us: 0.25,
+            prefetch_us: 0.5,
+            read_us: 1.5,
+            write_us: 1.0,
+            commit_us: 3.0,
+            abort_us: 0.25,
+            backoff_us: 0.5,
+            other_us: 3.0,
+            total_us: 10.0,
+        };
+        assert_eq!(b, expect);
+        // Phases timed beyond the window (clock skew between cores): `other` is 0, not negative.
+        s.window_ns = 20_000;
+        assert_eq!(Breakdown::of(&s).unwrap().other_us, 0.0);
+    }
 }

@@ -41,6 +41,67 @@ pub struct WorkerStats {
     /// With logging: from a transaction's first attempt to the moment its worker saw it
     /// durable (its group synced), in nanoseconds.
     pub durable_latency: Histogram<u64>,
+    /// With `RunConfig::breakdown`: nanoseconds spent in each [`Phase`] (indexed by
+    /// `Phase as usize`), over the window's attempts, committed or not.
+    pub phase_ns: [u64; Phase::COUNT],
+    /// The same in raw clock ticks while the worker runs; converted into `phase_ns` when it
+    /// leaves (not merged).
+    pub phase_ticks: PhaseTicks,
+}
+
+/// The parts of a transaction's life the driver times when a run asks for a breakdown
+/// (`RunConfig::breakdown`; CCBench Fig. 12's latency breakdown). Whatever is in none of them
+/// (generating the transaction, the procedure's own code, declaring access sets, the driver's
+/// bookkeeping) is the report's `other`; backoff is counted apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// `Worker::begin`: timestamps, and the protocol's maintenance there (Cicada's and the
+    /// multi-version protocols' garbage collection).
+    Begin,
+    /// `prefetch` and `prefetch_many`: the index lookups and cache-line prefetches a procedure
+    /// issues ahead of its operations (YCSB's and TPC-C's batches).
+    Prefetch,
+    /// Reads: `read`, `read_cols`, `read_for_update`, `scan`.
+    Read,
+    /// Writes: `write`, `update`, `update_cols`, `insert`, `delete`.
+    Write,
+    /// `Worker::commit`: validation and the write phase (and logging), successful or not.
+    Commit,
+    /// `Worker::abort`: rolling an attempt back.
+    Abort,
+}
+
+impl Phase {
+    /// How many phases there are.
+    pub const COUNT: usize = 6;
+    /// Every phase, in index order.
+    pub const ALL: [Phase; Phase::COUNT] =
+        [Phase::Begin, Phase::Prefetch, Phase::Read, Phase::Write, Phase::Commit, Phase::Abort];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Begin => "begin",
+            Phase::Prefetch => "prefetch",
+            Phase::Read => "read",
+            Phase::Write => "write",
+            Phase::Commit => "commit",
+            Phase::Abort => "abort",
+        }
+    }
+}
+
+/// Clock ticks per [`Phase`], accumulated by the driver and the [`crate::engine::Tx`] it hands
+/// a procedure when a run times phases.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PhaseTicks(pub [u64; Phase::COUNT]);
+
+impl PhaseTicks {
+    /// Adds the ticks from `start` to now to `phase`.
+    #[inline(always)]
+    pub fn add(&mut self, clock: &quanta::Clock, phase: Phase, start: u64) {
+        self.0[phase as usize] += clock.raw().saturating_sub(start);
+    }
 }
 
 impl WorkerStats {
@@ -58,6 +119,8 @@ impl WorkerStats {
             stall_ns: 0,
             durable_commits: 0,
             durable_latency: new_histogram(),
+            phase_ns: [0; Phase::COUNT],
+            phase_ticks: PhaseTicks::default(),
         }
     }
 
@@ -84,6 +147,9 @@ impl WorkerStats {
         self.stall_ns = self.stall_ns.max(other.stall_ns);
         self.durable_commits += other.durable_commits;
         self.durable_latency.add(&other.durable_latency).expect("same histogram bounds");
+        for (a, b) in self.phase_ns.iter_mut().zip(&other.phase_ns) {
+            *a += b;
+        }
     }
 
     /// The measurement window in seconds as the workers timed it (their mean), or `planned`
