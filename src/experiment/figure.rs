@@ -118,6 +118,9 @@ pub fn metric_label(name: &str, records: &[&Record]) -> String {
         if a == "aborts" {
             return format!("{b} aborts");
         }
+        if let Some(part) = b.strip_suffix("_us").filter(|_| a == "breakdown") {
+            return format!("{part} time per commit (µs)");
+        }
         if b == "throughput" {
             return format!("{a} throughput (txn/s)");
         }
@@ -413,5 +416,27 @@ pub(crate) mod tests {
         assert_eq!(f.series[0].points.iter().map(|p| p.x).collect::<Vec<_>>(), [0.0, 1.0]);
         let log = FigureSpec { log_x: true, ..spec("backoff", "throughput") };
         assert!(figure(&rs, &log).is_err());
+    }
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::metric_label;
+
+    /// Statistics are labelled with their units, the breakdown's parts as time per commit.
+    #[test]
+    fn statistics_are_labelled_with_their_units() {
+        let cases = [
+            ("throughput", "throughput (txn/s)"),
+            ("p99_us", "p99 latency (µs)"),
+            ("NewOrder.p99_us", "NewOrder p99 latency (µs)"),
+            ("aborts.read-validation", "read-validation aborts"),
+            ("breakdown.read_us", "read time per commit (µs)"),
+            ("breakdown.total_us", "total time per commit (µs)"),
+            ("versions.alive", "versions.alive"),
+        ];
+        for (name, label) in cases {
+            assert_eq!(metric_label(name, &[]), label, "{name}");
+        }
     }
 }
