@@ -86,15 +86,15 @@ struct Observed {
     version: u64,
 }
 
-/// A version cut off a chain, waiting for the storage epochs to pass `epoch`. Whether it is an
-/// inlined one is noted when it is cut (its line is in the cache then), so that freeing it does
-/// not touch it.
+/// A version cut off a chain, waiting for the grace period of its quiescence generation
+/// `retired` to pass. Whether it is an inlined one is noted when it is cut (its line is in the
+/// cache then), so that freeing it does not touch it.
 #[derive(Clone, Copy)]
 pub(super) struct Dead {
     table: TableId,
     inline: bool,
     version: NonNull<CVersion>,
-    epoch: u64,
+    retired: u64,
 }
 
 /// A committed version whose older versions become garbage once `min_rts` passes its `wts`.
@@ -266,9 +266,11 @@ impl<'db> CicadaWorker<'db> {
         if self.active {
             self.rollback();
         }
-        let (p, storage) = (self.p, self.ctx.storage);
+        // From here on this worker may hold pointers to versions until `finish`.
+        self.p.quiescence.enter(self.ctx.slot);
+        let p = self.p;
         let dead = &mut self.dead;
-        self.ctx.enter(|tbl, _key, rec, _safe| p.unlink(storage, tbl.id, rec, dead));
+        self.ctx.enter(|tbl, _key, rec, _safe| p.unlink(tbl.id, rec, dead));
         self.maintain();
         let p = self.p;
         self.read_only = read_only;
@@ -318,7 +320,7 @@ impl<'db> CicadaWorker<'db> {
         }
         let min_rts = p.clocks.min_rts();
         let mut budget = if self.gc.len() > GC_BACKLOG { usize::MAX } else { GC_BUDGET };
-        let mut epoch = None;
+        let mut retired = None;
         let now = clock_of(self.ts);
         while let Some(&item) = self.gc.front() {
             if item.wts >= min_rts || budget == 0 {
@@ -340,15 +342,15 @@ impl<'db> CicadaWorker<'db> {
                 let next = &as_ref(item.version).next;
                 // Acquire: pairs with the Release CAS that linked the version below.
                 let cut = next.load(Ordering::Acquire);
-                // Relaxed: readers that still reach the cut versions are inside storage epochs
-                // that the versions outlive; the GC lock's release publishes it to the next
-                // collector.
+                // Relaxed: readers that still reach the cut versions are inside transactions
+                // that the versions' grace period outlasts (the stamp's fence orders this store
+                // before it); the GC lock's release publishes it to the next collector.
                 next.store(std::ptr::null_mut(), Ordering::Relaxed);
                 rec.raise_min_wts(item.wts);
                 rec.unlock_gc();
                 if let Some(first) = NonNull::new(cut) {
-                    let e = *epoch.get_or_insert_with(|| self.ctx.storage.epochs().retire_stamp());
-                    let n = retire_chain(&mut self.dead, item.table, first, e);
+                    let g = *retired.get_or_insert_with(|| p.quiescence.retire_stamp());
+                    let n = retire_chain(&mut self.dead, item.table, first, g);
                     let lag = now.saturating_sub(clock_of(item.wts));
                     self.lag = (self.lag.0 + n, self.lag.1 + lag * n, self.lag.2.max(lag));
                 }
@@ -356,9 +358,8 @@ impl<'db> CicadaWorker<'db> {
                 rec.unlock_gc();
             }
         }
-        let safe = self.ctx.storage.epochs().min_active();
         while let Some(&d) = self.dead.front() {
-            if d.epoch >= safe {
+            if !p.quiescence.safe(d.retired) {
                 break;
             }
             self.dead.pop_front();
@@ -939,6 +940,7 @@ impl<'db> CicadaWorker<'db> {
         self.read_only = false;
         self.untracked = false;
         self.ctx.exit();
+        self.p.quiescence.exit(self.ctx.slot);
     }
 
     /// Rolls back: installed versions become ABORTED (the GC cuts them off with the chain
@@ -1026,14 +1028,14 @@ pub(super) fn retire_chain(
     dead: &mut VecDeque<Dead>,
     t: TableId,
     first: NonNull<CVersion>,
-    e: u64,
+    retired: u64,
 ) -> u64 {
     let mut v = Some(first);
     let mut n = 0;
     while let Some(p) = v {
         let nx = as_ref(p).next.load(Ordering::Acquire);
         let inline = is_inline(as_ref(p));
-        dead.push_back(Dead { table: t, inline, version: p, epoch: e });
+        dead.push_back(Dead { table: t, inline, version: p, retired });
         v = NonNull::new(nx);
         n += 1;
     }
@@ -1065,7 +1067,12 @@ impl Drop for CicadaWorker<'_> {
 
 impl Worker for CicadaWorker<'_> {
     fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
-        self.ctx.pinned(f)
+        // Reconnaissance reads versions too.
+        let (q, slot) = (&self.p.quiescence, self.ctx.slot);
+        q.enter(slot);
+        let out = self.ctx.pinned(f);
+        q.exit(slot);
+        out
     }
 
     fn begin(&mut self) {

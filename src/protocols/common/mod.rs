@@ -6,6 +6,7 @@ pub mod mql;
 pub mod mv;
 pub mod mvcc;
 pub mod occ;
+pub mod quiescence;
 pub mod scan;
 pub mod state;
 pub mod tid;
