@@ -255,6 +255,25 @@ fn a_multi_version_run_reports_its_versions() {
     assert_eq!(col("aborts.snapshot-too-old"), "0");
 }
 
+/// A `run` with `args` writing its JSON to `json` and its CSV to `csv`, which must succeed:
+/// (stdout, stderr, the JSON record, the CSV's header and first row).
+fn run_recorded(
+    args: &[&str],
+    json: &std::path::Path,
+    csv: &std::path::Path,
+) -> (String, String, serde_json::Value, csv::StringRecord, csv::StringRecord) {
+    let mut all = args.to_vec();
+    all.extend(["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()]);
+    let out = txlab(&all);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let mut reader = csv::Reader::from_path(csv).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let row = reader.records().next().unwrap().unwrap();
+    (String::from_utf8_lossy(&out.stdout).to_string(), err, v, header, row)
+}
+
 /// Cicada runs with its own contention regulation unless the run names a backoff, and records
 /// the policy it ran with; with the central counter its read-only snapshots have no staleness
 /// in time (the JSON says null, the CSV leaves the cells empty, the text says why).
@@ -265,30 +284,22 @@ fn cicada_backs_off_adaptively_by_default_and_counter_timestamps_tell_no_stalene
     let run = |extra: &[&str]| {
         let mut args = vec!["run", "-p", "cicada", "-t", "2", "--txns", "2000"];
         args.extend(["--records", "1000", "--no-prefault", "--read-ratio", "0.9"]);
-        args.extend(["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()]);
         args.extend(extra);
-        let out = txlab(&args);
-        let err = String::from_utf8_lossy(&out.stderr).to_string();
-        assert_eq!(out.status.code(), Some(0), "{err}");
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        (err, v)
+        let (_, err, v, header, row) = run_recorded(&args, &json, &csv);
+        (err, v, header, row)
     };
-    let (err, v) = run(&[]);
+    let (err, v, _, _) = run(&[]);
     assert!(err.contains("adaptive backoff for cicada, none for the others"), "{err}");
     assert_eq!(v["config"]["run"]["backoff"]["kind"], "adaptive");
     assert!(v["versions"]["read_only_staleness_mean_us"].is_number(), "{}", v["versions"]);
-    let (err, v) = run(&["--backoff", "none"]);
+    let (err, v, _, _) = run(&["--backoff", "none"]);
     assert!(err.contains("no backoff"), "{err}");
     assert_eq!(v["config"]["run"]["backoff"]["kind"], "none");
     let counter = ["--opt", "timestamps=counter", "--opt", "external-consistency=off"];
-    let (_, v) = run(&counter);
+    let (_, v, header, row) = run(&counter);
     assert_eq!(v["options"]["timestamps"], "counter");
     assert!(v["versions"]["read_only_safe"].as_u64().unwrap() > 0, "{}", v["versions"]);
     assert!(v["versions"]["read_only_staleness_mean_us"].is_null(), "{}", v["versions"]);
-    let mut reader = csv::Reader::from_path(&csv).unwrap();
-    let header = reader.headers().unwrap().clone();
-    let row = reader.records().next().unwrap().unwrap();
     let col = |name: &str| row[header.iter().position(|h| h == name).unwrap()].to_string();
     assert_eq!(col("versions.read_only_staleness_mean_us"), "");
     assert!(col("options").contains("timestamps=counter"), "{}", col("options"));
@@ -305,18 +316,10 @@ fn a_breakdown_accounts_for_the_time_per_commit() {
     let run = |extra: &[&str]| {
         let mut args = vec!["run", "-p", "silo", "-t", "3", "--txns", "3000", "--records", "1000"];
         args.extend(["--no-prefault", "--read-ratio", "0.5"]);
-        args.extend(["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()]);
         args.extend(extra);
-        let out = txlab(&args);
-        let err = String::from_utf8_lossy(&out.stderr).to_string();
-        assert_eq!(out.status.code(), Some(0), "{err}");
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        let mut reader = csv::Reader::from_path(&csv).unwrap();
-        let header = reader.headers().unwrap().clone();
-        let row = reader.records().next().unwrap().unwrap();
+        let (text, _, v, header, row) = run_recorded(&args, &json, &csv);
         let i = header.iter().position(|h| h == "breakdown.read_us").expect("a breakdown column");
-        (String::from_utf8_lossy(&out.stdout).to_string(), v, row[i].to_string())
+        (text, v, row[i].to_string())
     };
     let (text, v, cell) = run(&["--breakdown"]);
     let b = &v["breakdown"];

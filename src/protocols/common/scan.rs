@@ -87,15 +87,10 @@ pub fn scan<'db, R: RecordHeader, S: ScanSteps<'db, R>>(
         match step {
             Err(a) => break Err(a),
             Ok(None) => {
-                while let Some(d) = own {
-                    own = d.checked_add(1).and_then(|next| steps.next_unindexed(t, next, hi));
-                    if let Some(row) = steps.unindexed_entry(t, d) {
-                        n += 1;
-                        if f(d, row).is_break() || n == limit {
-                            stop = d;
-                            break 'outer Ok(n);
-                        }
-                    }
+                if let ControlFlow::Break(d) =
+                    hand_own(steps, t, hi, hi, &mut own, &mut n, limit, &mut f)
+                {
+                    stop = d;
                 }
                 break Ok(n);
             }
@@ -106,20 +101,14 @@ pub fn scan<'db, R: RecordHeader, S: ScanSteps<'db, R>>(
             }
             Ok(Some(Step::Entries)) => {
                 for (k, rid) in buf.entries() {
-                    let mut shadowed = false;
-                    while let Some(d) = own.filter(|&d| d <= k) {
-                        shadowed |= d == k;
-                        own = d.checked_add(1).and_then(|next| steps.next_unindexed(t, next, hi));
-                        if let Some(row) = steps.unindexed_entry(t, d) {
-                            n += 1;
-                            if f(d, row).is_break() || n == limit {
-                                stop = d;
-                                break 'outer Ok(n);
-                            }
+                    match hand_own(steps, t, hi, k, &mut own, &mut n, limit, &mut f) {
+                        ControlFlow::Break(d) => {
+                            stop = d;
+                            break 'outer Ok(n);
                         }
-                    }
-                    if shadowed {
-                        continue;
+                        // The transaction's own row of `k` shadows the index's entry.
+                        ControlFlow::Continue(true) => continue,
+                        ControlFlow::Continue(false) => {}
                     }
                     match steps.entry(tbl, t, k, rid) {
                         Err(a) => break 'outer Err(a),
@@ -141,6 +130,36 @@ pub fn scan<'db, R: RecordHeader, S: ScanSteps<'db, R>>(
         steps.covered(t, lo, stop);
     }
     result
+}
+
+/// Hands `f` the transaction's own unindexed keys from `own` up to `upto` in order (see
+/// [`ScanSteps::next_unindexed`]), moving `own` on and counting what `f` got in `n`: `Break`
+/// with the key the scan stops at (the caller broke, or the limit was reached), else
+/// `Continue(true)` if `upto` itself was one of them.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn hand_own<'db, R: RecordHeader, S: ScanSteps<'db, R>>(
+    steps: &mut S,
+    t: TableId,
+    hi: u64,
+    upto: u64,
+    own: &mut Option<u64>,
+    n: &mut usize,
+    limit: usize,
+    f: &mut impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+) -> ControlFlow<u64, bool> {
+    let mut at_upto = false;
+    while let Some(d) = own.filter(|&d| d <= upto) {
+        at_upto |= d == upto;
+        *own = d.checked_add(1).and_then(|next| steps.next_unindexed(t, next, hi));
+        if let Some(row) = steps.unindexed_entry(t, d) {
+            *n += 1;
+            if f(d, row).is_break() || *n == limit {
+                return ControlFlow::Break(d);
+            }
+        }
+    }
+    ControlFlow::Continue(at_upto)
 }
 
 /// What the caller does next.
