@@ -81,8 +81,8 @@ pub fn wts(v: &CVersion) -> u64 {
 /// it, or with the store of a pending version's `next` before its own installation.
 #[inline(always)]
 pub fn next(v: &CVersion) -> Option<&CVersion> {
-    // SAFETY: as `deref`: chain members live until two storage grace periods after they are
-    // cut off, and every walker is inside a storage epoch.
+    // SAFETY: chain members live until a quiescence grace period after they are
+    // cut off, and every walker is inside a transaction (or reconnaissance) that marks it.
     unsafe { v.next.load(Ordering::Acquire).as_ref() }
 }
 

@@ -207,9 +207,9 @@ fn ptr(v: &CVersion) -> NonNull<CVersion> {
 #[inline(always)]
 fn as_ref<'a, T>(p: NonNull<T>) -> &'a T {
     // SAFETY: every pointer a worker keeps names a record slot (alive as long as its table) or
-    // a version it reached inside its storage epoch, which is not freed before the epoch ends
-    // (cut versions wait two grace periods), and the worker clears them at the end of each
-    // transaction.
+    // a version it reached inside its transaction, which is not freed before the transaction
+    // ends (cut versions wait for a quiescence grace period: `Quiescence`), and the worker
+    // clears them at the end of each transaction.
     unsafe { p.as_ref() }
 }
 
@@ -310,8 +310,9 @@ impl<'db> CicadaWorker<'db> {
         self.active = true;
     }
 
-    /// Refreshes `min_wts`/`min_rts` when due, cuts the chains the GC queue allows and frees
-    /// what the storage epochs allow (§3.8). Inside the storage epoch.
+    /// Refreshes `min_wts`/`min_rts` (and advances the quiescence generation) when due, cuts
+    /// the chains the GC queue allows and frees what the grace periods allow (§3.8). Inside the
+    /// transaction's quiescence mark and storage epoch.
     fn maintain(&mut self) {
         let p = self.p;
         p.maybe_refresh();
@@ -1022,8 +1023,8 @@ enum Located<'a> {
     Row { rid: RowId, rec: &'a CicadaRecord, found: Found<'a> },
 }
 
-/// Queues every version from `first` on for freeing after the grace periods of epoch `e`;
-/// returns how many.
+/// Queues every version from `first` on for freeing after the grace period of quiescence
+/// generation `retired`; returns how many.
 pub(super) fn retire_chain(
     dead: &mut VecDeque<Dead>,
     t: TableId,
@@ -1042,7 +1043,7 @@ pub(super) fn retire_chain(
     n
 }
 
-/// Frees a version cut off two grace periods ago: to the pool, or, inlined, back to UNUSED.
+/// Frees a version whose grace period has passed: to the pool, or, inlined, back to UNUSED.
 #[inline]
 pub(super) fn free_version(
     pool: &mut VersionPool<CicadaExt>,
