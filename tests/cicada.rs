@@ -254,8 +254,12 @@ fn deleted_and_aborted_rows_come_back_as_new_ones() {
     assert_eq!(txn(&mut w, |w| w.read(T, 500, val)), Some(501));
 }
 
-/// Runs empty transactions on `w` until the storage epoch has moved on by three: every version
-/// cut before has been freed (an inlined one is free for a claim again).
+/// Runs empty transactions on `w` until the storage epoch has moved on by three (deleted rows
+/// unlinked) and then twenty more, each begun 200 µs after the last, far more than the
+/// `gc-interval-us` of 10 µs: each begin refreshes `min_rts` and, the other workers being
+/// between transactions, advances the quiescence generation, so every version superseded
+/// before has been cut (two begins) and freed (two generations later): an inlined one is free
+/// for a claim again. (Counted begins, not elapsed time: the sleeps only space them out.)
 fn pass_grace_periods(db: &Database<Cicada>, w: &mut CicadaWorker<'_>) {
     let epochs = db.storage().epochs();
     let (start, e0) = (std::time::Instant::now(), epochs.global());
@@ -264,7 +268,8 @@ fn pass_grace_periods(db: &Database<Cicada>, w: &mut CicadaWorker<'_>) {
         txn(w, |_| Ok(()));
         std::thread::sleep(Duration::from_micros(200));
     }
-    for _ in 0..100 {
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_micros(200));
         txn(w, |_| Ok(()));
     }
 }
