@@ -293,8 +293,11 @@ fn a_read_promotes_an_old_version_into_the_free_inlined_one() {
         assert_eq!(txn(&mut w, |w| w.read(T, 3, val)), Some(33));
         assert_eq!(inlined(), Some(promotion == "on"));
         drop(w);
-        let longest = db.protocol().versions(&db).unwrap().longest_chain;
+        let report = db.protocol().versions(&db).unwrap();
+        let longest = report.longest_chain;
         assert!(longest <= 2, "a promotion is one more version at most: {longest}");
+        let promoted = u64::from(promotion == "on");
+        assert_eq!((report.promoted, report.promotions_dropped), (promoted, 0), "{promotion}");
     }
 }
 
@@ -322,6 +325,9 @@ fn a_failed_promotion_does_not_abort_its_reader() {
     pass_grace_periods(&db, &mut r);
     assert_eq!(txn(&mut r, |r| r.read(T, 3, val)), Some(44));
     assert_eq!(inlined(), Some(true), "the inlined version was given back and promoted into");
+    drop((r, w));
+    let report = db.protocol().versions(&db).unwrap();
+    assert_eq!((report.promoted, report.promotions_dropped), (1, 1), "one given up, one made");
 }
 
 /// With external consistency off (the paper's default), a read-only transaction reads at

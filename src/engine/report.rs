@@ -309,6 +309,11 @@ pub struct VersionReport {
     pub read_only_staleness_mean_us: Option<f64>,
     /// See `read_only_staleness_mean_us`.
     pub read_only_staleness_max_us: Option<f64>,
+    /// Versions a read copied into its record's inlined version and committed (Cicada's
+    /// promotion, §3.3).
+    pub promoted: u64,
+    /// Promotions given up at validation (a concurrent write), their transactions unharmed.
+    pub promotions_dropped: u64,
 }
 
 impl VersionReport {
@@ -363,7 +368,7 @@ pub struct HistoryCheck {
 
 /// The CSV columns of a [`VersionReport`] (`versions.NAME`; empty for a protocol without
 /// versions), in its fields' order.
-const VERSION_COLUMNS: [&str; 12] = [
+const VERSION_COLUMNS: [&str; 14] = [
     "alive",
     "alive_bytes",
     "space_overhead",
@@ -376,6 +381,8 @@ const VERSION_COLUMNS: [&str; 12] = [
     "read_only_fresh",
     "read_only_staleness_mean_us",
     "read_only_staleness_max_us",
+    "promoted",
+    "promotions_dropped",
 ];
 
 /// The breakdown's CSV columns (after `breakdown.`), in [`Breakdown::parts`] order and the total.
@@ -582,6 +589,13 @@ impl RunReport {
                     v.read_only_safe, v.read_only_fresh
                 );
             }
+            if v.promoted + v.promotions_dropped > 0 {
+                let _ = writeln!(
+                    s,
+                    "  promotion   {} versions promoted into their heads, {} given up",
+                    v.promoted, v.promotions_dropped
+                );
+            }
         }
         for w in &self.warnings {
             let _ = writeln!(s, "  warning     {w}");
@@ -754,6 +768,8 @@ impl RunReport {
                 v.read_only_fresh.to_string(),
                 v.read_only_staleness_mean_us.map_or(String::new(), |x| format!("{x:.1}")),
                 v.read_only_staleness_max_us.map_or(String::new(), |x| format!("{x:.1}")),
+                v.promoted.to_string(),
+                v.promotions_dropped.to_string(),
             ]),
             // A protocol without versions.
             None => r.extend(VERSION_COLUMNS.iter().map(|_| String::new())),

@@ -319,6 +319,17 @@ struct Stats {
     lag_count: AtomicU64,
     lag_sum_ns: AtomicU64,
     lag_max_ns: AtomicU64,
+    promoted: AtomicU64,
+    promotions_dropped: AtomicU64,
+}
+
+/// A departing worker's statistics: read-only transactions at `thread.rts`, those that took
+/// fresh timestamps, and their staleness (sum, largest, ns); versions cut and their lag (count,
+/// sum ns, largest ns); promotions committed and given up.
+struct Tally {
+    ro: (u64, u64, u64, u64),
+    lag: (u64, u64, u64),
+    promotions: (u64, u64),
 }
 
 /// The cicada protocol.
@@ -424,9 +435,9 @@ impl Cicada {
         pools: &mut [VersionPool<CicadaExt>],
         gc: &mut VecDeque<worker::GcItem>,
         dead: &mut VecDeque<worker::Dead>,
-        ro: (u64, u64, u64, u64),
-        lag: (u64, u64, u64),
+        t: Tally,
     ) {
+        let (ro, lag) = (t.ro, t.lag);
         for (pool, store) in pools.iter_mut().zip(&self.stores) {
             pool.release(store);
         }
@@ -445,6 +456,8 @@ impl Cicada {
         s.lag_count.fetch_add(lag.0, Ordering::Relaxed);
         s.lag_sum_ns.fetch_add(lag.1, Ordering::Relaxed);
         s.lag_max_ns.fetch_max(lag.2, Ordering::Relaxed);
+        s.promoted.fetch_add(t.promotions.0, Ordering::Relaxed);
+        s.promotions_dropped.fetch_add(t.promotions.1, Ordering::Relaxed);
     }
 
     /// Takes over what departed workers left.
@@ -614,6 +627,8 @@ impl Protocol for Cicada {
         r.gc_lag_max_us = s.lag_max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
         r.read_only_safe = s.ro_safe.swap(0, Ordering::Relaxed);
         r.read_only_fresh = s.ro_fresh.swap(0, Ordering::Relaxed);
+        r.promoted = s.promoted.swap(0, Ordering::Relaxed);
+        r.promotions_dropped = s.promotions_dropped.swap(0, Ordering::Relaxed);
         let sum = s.ro_sum_ns.swap(0, Ordering::Relaxed) as f64;
         let max = s.ro_max_ns.swap(0, Ordering::Relaxed) as f64;
         if !self.clocks.central() {

@@ -151,6 +151,8 @@ pub struct CicadaWorker<'db> {
     ro: (u64, u64, u64, u64),
     /// Versions cut and their lag (count, sum ns, max ns) from the superseding commit.
     lag: (u64, u64, u64),
+    /// Promotions committed, and given up.
+    promotions: (u64, u64),
     /// Called with the timestamp once a transaction validated, before its versions are
     /// committed (scripted tests hold it there, its versions pending).
     validated: Option<Box<dyn FnMut(u64) + Send + 'db>>,
@@ -242,6 +244,7 @@ impl<'db> CicadaWorker<'db> {
             dead: VecDeque::new(),
             ro: (0, 0, 0, 0),
             lag: (0, 0, 0),
+            promotions: (0, 0),
             validated: None,
         }
     }
@@ -672,6 +675,7 @@ impl<'db> CicadaWorker<'db> {
             self.unused(w.table, w.version);
         }
         self.writes[i].dropped = true;
+        self.promotions.1 += 1;
     }
 
     /// Gives back a version this transaction never installed.
@@ -1062,7 +1066,8 @@ impl Drop for CicadaWorker<'_> {
     fn drop(&mut self) {
         self.abort();
         let p = self.p;
-        p.leave(&mut self.pools, &mut self.gc, &mut self.dead, self.ro, self.lag);
+        let tally = super::Tally { ro: self.ro, lag: self.lag, promotions: self.promotions };
+        p.leave(&mut self.pools, &mut self.gc, &mut self.dead, tally);
     }
 }
 
@@ -1390,6 +1395,7 @@ impl Worker for CicadaWorker<'_> {
             let v = as_ref(w.version);
             let present = !w.tombstone;
             set_status(v, if present { COMMITTED } else { DELETED });
+            self.promotions.0 += u64::from(w.promotion);
             if let Some(h) = &mut self.ctx.history {
                 h.write(w.table.0, w.key, u128::from(ts), w.prev, present);
             }
