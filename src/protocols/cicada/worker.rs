@@ -324,7 +324,9 @@ impl<'db> CicadaWorker<'db> {
         }
         let min_rts = p.clocks.min_rts();
         let mut budget = if self.gc.len() > GC_BACKLOG { usize::MAX } else { GC_BUDGET };
-        let mut retired = None;
+        // The versions cut below are stamped after the last cut (`retire_stamp` must follow
+        // every unlinking store it covers); until then they carry `u64::MAX`.
+        let cut_from = self.dead.len();
         let now = clock_of(self.ts);
         while let Some(&item) = self.gc.front() {
             if item.wts >= min_rts || budget == 0 {
@@ -353,13 +355,18 @@ impl<'db> CicadaWorker<'db> {
                 rec.raise_min_wts(item.wts);
                 rec.unlock_gc();
                 if let Some(first) = NonNull::new(cut) {
-                    let g = *retired.get_or_insert_with(|| p.quiescence.retire_stamp());
-                    let n = retire_chain(&mut self.dead, item.table, first, g);
+                    let n = retire_chain(&mut self.dead, item.table, first, u64::MAX);
                     let lag = now.saturating_sub(clock_of(item.wts));
                     self.lag = (self.lag.0 + n, self.lag.1 + lag * n, self.lag.2.max(lag));
                 }
             } else {
                 rec.unlock_gc();
+            }
+        }
+        if self.dead.len() > cut_from {
+            let g = p.quiescence.retire_stamp();
+            for d in self.dead.range_mut(cut_from..) {
+                d.retired = g;
             }
         }
         while let Some(&d) = self.dead.front() {

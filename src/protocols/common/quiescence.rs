@@ -73,8 +73,10 @@ impl Quiescence {
         s.store(v + 1, Ordering::Release);
     }
 
-    /// The generation to stamp memory with that the caller has just made unreachable. The
-    /// SeqCst fence orders the unlinking stores before the load: a worker whose `enter` comes
+    /// The generation to stamp memory with that the caller has just made unreachable: taken
+    /// after every store that unlinked it (a stamp read before an unlinking store does not
+    /// cover it: a worker could enter in between, read the old link, and miss the next
+    /// snapshot). The SeqCst fence orders the unlinking stores before the load: a worker whose `enter` comes
     /// later in the single total order sees the memory unreachable, and one that entered
     /// earlier is in the snapshot of the next advance (or gone by then).
     #[inline]
@@ -88,7 +90,7 @@ impl Quiescence {
     /// the memory end.
     #[inline]
     pub fn safe(&self, retired: u64) -> bool {
-        self.gen.load(Ordering::Acquire) >= retired + 2
+        self.gen.load(Ordering::Acquire) >= retired.saturating_add(2)
     }
 
     /// Advances the generation if every slot has been quiescent since the last advance; a no-op
