@@ -74,21 +74,6 @@ pub enum Phase {
 impl Phase {
     /// How many phases there are.
     pub const COUNT: usize = 6;
-    /// Every phase, in index order.
-    pub const ALL: [Phase; Phase::COUNT] =
-        [Phase::Begin, Phase::Prefetch, Phase::Read, Phase::Write, Phase::Commit, Phase::Abort];
-
-    /// Its name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Begin => "begin",
-            Phase::Prefetch => "prefetch",
-            Phase::Read => "read",
-            Phase::Write => "write",
-            Phase::Commit => "commit",
-            Phase::Abort => "abort",
-        }
-    }
 }
 
 /// Clock ticks per [`Phase`], accumulated by the driver and the [`crate::engine::Tx`] it hands
