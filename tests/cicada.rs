@@ -8,6 +8,7 @@
 mod common;
 
 use std::time::Duration;
+use txlab::engine::ProtocolOptions;
 use txlab::prelude::*;
 use txlab::protocols::cicada::{Cicada, CicadaWorker};
 
@@ -432,4 +433,99 @@ fn inserts_enter_the_index_when_their_transaction_validates() {
         let expect = if deferred { 41 } else { 14 };
         assert_eq!(txn(&mut c, |c| c.read(T, 14, val)), Some(expect));
     }
+}
+
+/// Cicada-SV (CCBench §7.1, `single-version=on`): each record keeps one version, its inlined
+/// one, which commits overwrite in place. A thousand updates of one row, a deletion and its
+/// re-insert, and new rows leave one version per row. A transaction whose version was
+/// overwritten by a later timestamp's commit aborts (`snapshot-too-old`: there is no older
+/// version), where multi-version Cicada reads the old version and commits.
+#[test]
+fn single_version_overwrites_the_inlined_version_in_place() {
+    let sv = [("single-version", "on")];
+    let db = common::with_options(&sv, fresh);
+    let mut w = db.worker().unwrap();
+    for i in 0..1_000 {
+        txn(&mut w, |w| set(w, 4, i));
+    }
+    txn(&mut w, |w| w.delete(T, 5).map(|ok| assert!(ok)));
+    txn(&mut w, |w| w.insert(T, 5, &row(55)).map(|ok| assert!(ok)));
+    for k in 100..110 {
+        txn(&mut w, |w| w.insert(T, k, &row(k)).map(|ok| assert!(ok)));
+    }
+    let r = db.protocol().versions(&db).unwrap();
+    assert_eq!((r.longest_chain, r.alive), (1, r.rows), "one version per row: {r:?}");
+    assert_eq!(r.rows, 20, "{r:?}");
+    for k in [4, 5, 100] {
+        assert_eq!(db.protocol().newest_inlined(&db, T, k), Some(true), "key {k}");
+    }
+    assert_eq!(txn(&mut w, |w| w.read(T, 4, val)), Some(999));
+    assert_eq!(txn(&mut w, |w| w.read(T, 5, val)), Some(55));
+    drop(w);
+    let overwritten = |opts: &[(&str, &str)]| {
+        let db = common::with_options(opts, fresh);
+        let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+        a.begin();
+        b.begin();
+        set(&mut b, 3, 30).unwrap();
+        b.commit().unwrap();
+        let seen = a.read(T, 3, val).map_err(|e| e.reason);
+        let out = seen.and_then(|s| a.commit().map(|()| s).map_err(|e| e.reason));
+        a.abort();
+        out
+    };
+    assert_eq!(overwritten(&sv), Err(AbortReason::SnapshotTooOld));
+    assert_eq!(overwritten(&[]), Ok(Some(3)), "multi-version: the old version");
+}
+
+/// Cicada-SV: a transaction holding a record's write lock (validated, not yet written) is about
+/// to overwrite the version a reader with a larger timestamp should see: the reader waits and
+/// reads what it wrote; with `wait=off` it aborts instead and the writer is unaffected.
+#[test]
+fn single_version_readers_wait_for_a_smaller_lock_holder() {
+    let db = common::with_options(&[("single-version", "on")], fresh);
+    std::thread::scope(|s| {
+        let (tw, go) = pending(s, &db);
+        let reader = s.spawn(|| {
+            let mut r = db.worker().unwrap();
+            r.begin();
+            let seen = r.read(T, 1, val);
+            r.commit().map(|()| seen)
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        go.send(()).unwrap();
+        tw.join().unwrap().expect("the writer commits");
+        let seen = reader.join().unwrap().expect("the reader commits");
+        assert_eq!(seen.unwrap(), Some(100), "the reader saw the overwrite");
+    });
+    let db = common::with_options(&[("single-version", "on"), ("wait", "off")], fresh);
+    std::thread::scope(|s| {
+        let (tw, go) = pending(s, &db);
+        let mut r = db.worker().unwrap();
+        r.begin();
+        assert_eq!(r.read(T, 1, val).unwrap_err().reason, AbortReason::WriteConflict);
+        r.abort();
+        go.send(()).unwrap();
+        tw.join().unwrap().expect("the writer commits");
+    });
+}
+
+/// Cicada-SV keeps rows in their heads: it needs inlining, and rows that fit (216 bytes).
+#[test]
+fn single_version_refuses_what_it_cannot_hold() {
+    let build = |opts: &[(&str, &str)], row_size: usize| {
+        let pairs: Vec<(String, String)> =
+            opts.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        let options = <Cicada as Protocol>::Options::from_pairs(&pairs).unwrap();
+        let tables = [TableSpec::new("narrow", 16, 100), TableSpec::new("wide", row_size, 100)];
+        Database::<Cicada>::builder(&tables).protocol_options(options).build().map(drop)
+    };
+    let e = build(&[("single-version", "on")], 217).unwrap_err().to_string();
+    assert!(
+        e.contains("at most 216 bytes; table `wide` has rows of 217 bytes"),
+        "the message names the table and its size: {e}"
+    );
+    build(&[("single-version", "on")], 216).expect("216-byte rows fit");
+    let e = build(&[("single-version", "on"), ("inlining", "off")], 16).unwrap_err().to_string();
+    assert!(e.contains("single-version=on") && e.contains("inlining=on"), "{e}");
 }

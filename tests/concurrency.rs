@@ -329,6 +329,8 @@ serializable_suite! {
     cicada => txlab::protocols::cicada::Cicada,
     cicada_plain => txlab::protocols::cicada::Cicada [("sort", "off"), ("precheck", "off"), ("adaptive", "off"), ("early-abort", "off"), ("write-latest-only", "off"), ("inlining", "off"), ("deferred-index", "off")],
     cicada_nowait => txlab::protocols::cicada::Cicada [("wait", "off"), ("gc-interval-us", "100000"), ("timestamps", "counter")],
+    cicada_sv => txlab::protocols::cicada::Cicada [("single-version", "on")],
+    cicada_sv_nowait => txlab::protocols::cicada::Cicada [("single-version", "on"), ("wait", "off"), ("deferred-index", "off"), ("timestamps", "counter")],
     hekaton_slow_gc => txlab::protocols::hekaton::Hekaton [("gc-interval-us", "100000")],
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,

@@ -117,17 +117,41 @@
 //! when its deletion is its newest version and below `min_rts`; `record.min_wts` is then left
 //! at the deletion's `wts`, so a stale GC item of the old record never acts on a reused slot.
 //!
-//! **Departures and what is missing.** Listed above: the multi-version index. Cicada-SV is not
-//! built yet; durability uses
-//! the shared per-worker log
-//! (recovery takes each key's record with the largest stamp, which applies deletes as §3.7
-//! requires).
+//! **Cicada-SV (`single-version=on`, CCBench §7.1).** CCBench built a single-version Cicada
+//! that overwrites the inlined version, to show that Cicada's overhead in its Fig. 12 is the
+//! version chains; it ran it only on a partitioned workload because it "does not cope well with
+//! contention". Its code is not described, so this one is built to be serializable under any
+//! contention. Each record keeps one version, its inlined one (every table must inline: rows
+//! of at most [`INLINE_MAX`] bytes). Writes build a private copy (a pooled version) in the read
+//! phase. Validation takes each written record's *write lock* (the GC lock word, holding the
+//! writer's timestamp; a holder with a smaller timestamp is waited for, so waits go one way,
+//! as pending installation's do; a larger one aborts), then checks the version below our
+//! timestamp, present or absent as the write expects, and its `rts` not above ours. Reads are
+//! seqlock-style: the stamp (Acquire) before the copy, again after it; a stamp above the
+//! timestamp means the version the transaction should see was overwritten, and it aborts
+//! (`snapshot-too-old`); a lock held by a smaller timestamp is waited out (that writer is about
+//! to overwrite below us), like a pending version. The consistency check of a read is then:
+//! same stamp (stamps are unique), and no smaller timestamp holding the lock (the lock-then-
+//! `rts` and `rts`-then-lock pairs, SeqCst, make either the writer see our `rts` or us see its
+//! lock). The write phase overwrites the inlined version in place (stamp `WRITING`, payload,
+//! status, `rts`, then the stamp: a seqlock) and releases the lock. A record's first version
+//! (an insert into a fresh record) is installed as in Cicada. Read-only transactions take fresh
+//! timestamps and are validated (there is no older version for `thread.rts` to read), so the
+//! protocol's `snapshot_reads` capability does not hold with this option: a read whose version
+//! was overwritten aborts. No GC work is queued; deleted records are unlinked as usual (the
+//! reclaimer's GC lock excludes writers).
+//!
+//! **Departures and what is missing.** Listed above: the multi-version index. Durability uses
+//! the shared per-worker log (recovery takes each key's record with the largest stamp, which
+//! applies deletes as §3.7 requires). A checkpoint reads rows while workers run through a
+//! quiescence reader slot, so the versions it walks are not reused under it.
 //!
 //! **Options**: `gc-interval-us` (10), `external-consistency` (on), and the factor analysis's
 //! switches, all on by default: `inlining`, `promotion`, `sort` (contention-aware write-set
 //! sorting), `precheck` (the early consistency check), `adaptive` (skipping both after 5
 //! commits in a row), `wait` (wait for pending versions; off aborts), `early-abort`,
-//! `write-latest-only`, `deferred-index`; and `timestamps` (`clocks`, or `counter`).
+//! `write-latest-only`, `deferred-index`; `timestamps` (`clocks`, or `counter`); and
+//! `single-version` (off).
 
 mod record;
 mod worker;
@@ -194,6 +218,9 @@ pub struct CicadaOptions {
     /// only once its transaction validates.
     #[serde(serialize_with = "crate::engine::options::serialize_switch")]
     pub deferred_index: bool,
+    /// Cicada-SV (CCBench §7.1): one version per record, the inlined one, overwritten in place.
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub single_version: bool,
 }
 
 /// Cicada's timestamp allocation.
@@ -221,6 +248,7 @@ impl Default for CicadaOptions {
             external_consistency: true,
             timestamps: Timestamps::Clocks,
             deferred_index: true,
+            single_version: false,
         }
     }
 }
@@ -270,6 +298,15 @@ impl ProtocolOptions for CicadaOptions {
             "an insert's new record enters the index when its transaction validates (§3.6); \
              off puts it there at once (others then find the key with nothing visible)",
         ),
+        OptionSpec {
+            name: "single-version",
+            values: "on | off",
+            default: "off",
+            help: "Cicada-SV (CCBench §7.1): each record keeps one version, its inlined one, \
+                   which commits overwrite in place under a per-record write lock; a \
+                   transaction whose version was overwritten aborts. Needs inlining=on and \
+                   rows of at most 216 bytes",
+        },
     ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
@@ -285,6 +322,7 @@ impl ProtocolOptions for CicadaOptions {
             "write-latest-only" => self.write_latest_only = switch(name, value)?,
             "external-consistency" => self.external_consistency = switch(name, value)?,
             "deferred-index" => self.deferred_index = switch(name, value)?,
+            "single-version" => self.single_version = switch(name, value)?,
             "timestamps" => {
                 self.timestamps = choice(
                     name,
@@ -469,6 +507,32 @@ impl Cicada {
         self.orphaned.store(false, Ordering::Relaxed);
     }
 
+    /// Copies the newest committed row of `rec` (of `table`) into `buf` and returns its stamp;
+    /// `None` if the row is deleted or has none. The caller is inside a quiescence mark (a
+    /// worker's, or a reader slot), or no worker runs.
+    fn copy_committed(&self, table: TableId, rec: &CicadaRecord, buf: &mut [u8]) -> Option<u64> {
+        let mut spin = crate::protocols::common::SpinWait::default();
+        loop {
+            let v = self.latest_committed(rec)?;
+            // A stable copy: Cicada-SV overwrites versions in place (a version's stamp never
+            // changes otherwise).
+            let stamp = record::stable_wts(v);
+            if stamp == record::WRITING {
+                spin.spin();
+                continue;
+            }
+            if status(v) != COMMITTED {
+                return None;
+            }
+            // SAFETY: a version of this table (see `CicadaWorker::row`), not reused while the
+            // caller is inside its quiescence mark.
+            unsafe { row_of(v, self.row_sizes[table.index()]) }.read_into(buf);
+            if record::still(v, stamp) {
+                return Some(stamp.max(1));
+            }
+        }
+    }
+
     /// The newest committed version of `rec` (checkpoints, checks after a run).
     fn latest_committed<'a>(&self, rec: &'a CicadaRecord) -> Option<&'a CVersion> {
         let mut v = rec.newest().ok()?;
@@ -508,6 +572,22 @@ impl Protocol for Cicada {
                 setup.max_workers
             )));
         }
+        if options.single_version {
+            if !options.inlining {
+                return Err(Error::Config(
+                    "cicada: single-version=on keeps each row in its record's inlined version; \
+                     it needs inlining=on"
+                        .into(),
+                ));
+            }
+            if let Some(t) = setup.tables.iter().find(|t| t.row_size > INLINE_MAX) {
+                return Err(Error::Config(format!(
+                    "cicada: single-version=on keeps each row in its record head, which holds at \
+                     most {INLINE_MAX} bytes; table `{}` has rows of {} bytes",
+                    t.name, t.row_size
+                )));
+            }
+        }
         let params = ClockParams {
             central: options.timestamps == Timestamps::Counter,
             ..ClockParams::default()
@@ -531,7 +611,12 @@ impl Protocol for Cicada {
             promote: setup
                 .tables
                 .iter()
-                .map(|t| options.inlining && options.promotion && t.row_size <= INLINE_MAX)
+                .map(|t| {
+                    options.inlining
+                        && options.promotion
+                        && !options.single_version
+                        && t.row_size <= INLINE_MAX
+                })
                 .collect(),
             row_sizes: setup.tables.iter().map(|t| t.row_size).collect(),
             next_refresh: CachePadded::new(AtomicU64::new(0)),
@@ -573,8 +658,10 @@ impl Protocol for Cicada {
         self.latest_committed(rec).is_some_and(|v| status(v) == COMMITTED)
     }
 
+    /// Reconnaissance (inside the worker's quiescence mark, `Worker::pinned`) and checks
+    /// after a run.
     fn read_latest(&self, table: TableId, row: RowRef<'_, CicadaRecord>, buf: &mut [u8]) -> bool {
-        self.read_committed(table, row, buf).is_some()
+        self.copy_committed(table, row.header, buf).is_some()
     }
 
     fn read_committed(
@@ -583,10 +670,9 @@ impl Protocol for Cicada {
         row: RowRef<'_, CicadaRecord>,
         buf: &mut [u8],
     ) -> Option<u64> {
-        let v = self.latest_committed(row.header).filter(|v| status(v) == COMMITTED)?;
-        // SAFETY: a version of this table (see `CicadaWorker::row`); the caller keeps an epoch.
-        unsafe { row_of(v, self.row_sizes[table.index()]) }.read_into(buf);
-        Some(wts(v).max(1))
+        // A checkpoint reads while workers run: the versions it walks are not reused under it.
+        let _reading = self.quiescence.reader();
+        self.copy_committed(table, row.header, buf)
     }
 
     fn worker(db: &Database<Self>) -> Result<CicadaWorker<'_>, Error> {

@@ -36,6 +36,10 @@ pub const INLINE: u64 = 8;
 /// The write timestamp of loaded and recovered rows: below every transaction's.
 pub const LOADED: u64 = 0;
 
+/// The stamp of an inlined version being overwritten in place (Cicada-SV's write phase): above
+/// every timestamp, and never a version's own.
+pub const WRITING: u64 = u64::MAX;
+
 const UNLINKED: u64 = 1;
 /// A head with no version whose inserter aborted before installing one (a head with no version
 /// and no bit is an insert in flight).
@@ -109,7 +113,9 @@ pub struct CicadaRecord {
     /// The newest version's address, and [`UNLINKED`] once the GC removed the record from its
     /// index.
     head: AtomicU64,
-    /// The GC lock (§3.8).
+    /// The GC lock (§3.8), `GC_LOCK` when held. With `single-version=on` (Cicada-SV) it is
+    /// also the record's write lock, holding its holder's timestamp: the GC, the reclaimer
+    /// and writers exclude each other.
     gc: AtomicU64,
     /// `record.min_wts`: versions at or below it may have been cut off (§3.8). Kept when the
     /// slot is reused, so that a stale GC item of the old record never passes the check.
@@ -252,7 +258,24 @@ impl CicadaRecord {
         self.gc.compare_exchange(0, GC_LOCK, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
-    /// Releases the GC lock.
+    /// Takes the record's write lock for a transaction at `ts` (Cicada-SV), or returns the
+    /// holder's timestamp (`GC_LOCK` for the GC). SeqCst: one side of the store-then-load
+    /// pairs with readers, which raise the `rts` then load the lock (see `lock_holder`).
+    #[inline]
+    pub fn try_lock_write(&self, ts: u64) -> Result<(), u64> {
+        debug_assert!(ts > GC_LOCK);
+        self.gc.compare_exchange(0, ts, Ordering::SeqCst, Ordering::SeqCst).map(|_| ())
+    }
+
+    /// The write lock's holder: a timestamp, `GC_LOCK`, or 0 when free. SeqCst: pairs with
+    /// [`CicadaRecord::try_lock_write`] (a reader raises the `rts` then loads this; a writer
+    /// takes the lock then loads the `rts`: one sees the other).
+    #[inline(always)]
+    pub fn lock_holder(&self) -> u64 {
+        self.gc.load(Ordering::SeqCst)
+    }
+
+    /// Releases the GC lock (or, with Cicada-SV, the write lock).
     #[inline]
     pub fn unlock_gc(&self) {
         self.gc.store(0, Ordering::Release);
@@ -304,6 +327,39 @@ pub fn init_version(v: &CVersion, wts: u64, inline: bool) {
 pub fn set_status(v: &CVersion, s: u64) {
     let inline = v.flags.load(Ordering::Relaxed) & INLINE;
     v.flags.store(s | inline, Ordering::Release);
+}
+
+/// The stamp of `v` read for a stable copy (Cicada-SV overwrites versions in place): Acquire,
+/// pairs with [`overwrite`]'s final Release store, so the payload copied after it is at least
+/// that new; the copy is good if [`still`] then finds the same stamp.
+#[inline(always)]
+pub fn stable_wts(v: &CVersion) -> u64 {
+    v.stamp.load(Ordering::Acquire)
+}
+
+/// Whether `v`'s stamp is still `stamp` after a copy of its payload (see [`stable_wts`]): a
+/// seqlock's second read. The Acquire fence orders the copy's loads before it: a copy that saw
+/// any store of an overwrite sees the overwrite's `WRITING` here (or its new stamp).
+#[inline(always)]
+pub fn still(v: &CVersion, stamp: u64) -> bool {
+    std::sync::atomic::fence(Ordering::Acquire);
+    v.stamp.load(Ordering::Relaxed) == stamp
+}
+
+/// Overwrites the inlined version `v` in place at `wts` with status `s` (COMMITTED or
+/// DELETED), its payload written by `write` (Cicada-SV's write phase, under the record's write
+/// lock). A seqlock: the stamp is `WRITING` while the payload changes, so a reader's copy that
+/// overlaps is caught by [`still`].
+#[inline]
+pub fn overwrite(v: &CVersion, wts: u64, s: u64, write: impl FnOnce()) {
+    v.stamp.store(WRITING, Ordering::Relaxed);
+    // Release: the `WRITING` store before the payload's stores (pairs with `still`'s fence).
+    std::sync::atomic::fence(Ordering::Release);
+    write();
+    v.ext.rts.store(wts, Ordering::Relaxed);
+    v.flags.store(s | INLINE, Ordering::Relaxed);
+    // Release: the payload, status and `rts` before the stamp (pairs with `stable_wts`).
+    v.stamp.store(wts, Ordering::Release);
 }
 
 /// Whether `v` is a record's inlined version.

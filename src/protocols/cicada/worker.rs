@@ -2,8 +2,9 @@
 //! thread (see the module docs of `protocols::cicada` for the protocol and why it is correct).
 
 use super::record::{
-    init_version, is_inline, next, row_of, set_status, status, wts, CVersion, CicadaExt,
-    CicadaRecord, Link, Unlinked, ABORTED, COMMITTED, DELETED, LOADED, PENDING, UNUSED,
+    init_version, is_inline, next, overwrite, row_of, set_status, stable_wts, status, still, wts,
+    CVersion, CicadaExt, CicadaRecord, Link, Unlinked, ABORTED, COMMITTED, DELETED, LOADED,
+    PENDING, UNUSED, WRITING,
 };
 use super::Cicada;
 use crate::engine::procedure::ALL_COLUMNS;
@@ -40,6 +41,9 @@ struct Read {
     rec: NonNull<CicadaRecord>,
     seen: Option<NonNull<CVersion>>,
     later: Option<NonNull<CVersion>>,
+    /// The stamp of `seen` when it was read (Cicada-SV overwrites versions in place, so the
+    /// version alone does not say what was read).
+    wts: u64,
 }
 
 /// A write: its new version (the transaction's own until installed), and what it needs at
@@ -66,6 +70,9 @@ struct Write {
     cols: Columns,
     /// Installed in the chain (then rolled back by marking it ABORTED).
     installed: bool,
+    /// Cicada-SV: the record's write lock is held; the write phase overwrites its inlined
+    /// version with `version` (a private copy), or the rollback releases it.
+    locked: bool,
     /// The stamp of the version it went in above, for the history.
     prev: Stamp,
     /// The newest version's write timestamp when validation began (the contention sort).
@@ -112,6 +119,8 @@ struct Found<'a> {
     later: Option<&'a CVersion>,
     /// A version above the timestamp is committed or pending (the write-latest-only rule).
     newer: bool,
+    /// The stamp of `seen` as found.
+    wts: u64,
 }
 
 /// A `cicada` worker.
@@ -162,7 +171,7 @@ pub struct CicadaWorker<'db> {
 /// pending ones waited for or, with `wait` off, an abort; aborted ones skipped).
 #[inline(always)]
 fn search<'a>(mut cur: Option<&'a CVersion>, ts: u64, wait: bool) -> Result<Found<'a>, Abort> {
-    let mut found = Found { seen: None, later: None, newer: false };
+    let mut found = Found { seen: None, later: None, newer: false, wts: 0 };
     while let Some(v) = cur {
         if wts(v) >= ts {
             // Above the timestamp, or this transaction's own pending version (equal stamp).
@@ -180,6 +189,7 @@ fn search<'a>(mut cur: Option<&'a CVersion>, ts: u64, wait: bool) -> Result<Foun
                 PENDING => return Err(Abort::new(AbortReason::WriteConflict)),
                 COMMITTED | DELETED => {
                     found.seen = Some(v);
+                    found.wts = wts(v);
                     return Ok(found);
                 }
                 // ABORTED; UNUSED cannot be on a chain a walker reaches inside its epoch.
@@ -191,14 +201,60 @@ fn search<'a>(mut cur: Option<&'a CVersion>, ts: u64, wait: bool) -> Result<Foun
     Ok(found)
 }
 
+/// Cicada-SV's visibility: `rec`'s one version (its inlined one, `head`) is visible at `ts` if
+/// its stamp is below `ts`; if above, the version `ts` should see was overwritten and the
+/// transaction aborts (`snapshot-too-old`). A write lock held by a transaction with a smaller
+/// timestamp is about to overwrite the version below us: waited out (like a pending version),
+/// or with `wait` off an abort. An aborted version (a first insert that failed) is absence.
+#[inline(always)]
+fn sv_search<'a>(
+    rec: &CicadaRecord,
+    head: Option<&'a CVersion>,
+    ts: u64,
+    wait: bool,
+) -> Result<Found<'a>, Abort> {
+    let mut found = Found { seen: None, later: None, newer: false, wts: 0 };
+    let Some(v) = head else { return Ok(found) };
+    let mut spin = SpinWait::default();
+    loop {
+        let holder = rec.lock_holder();
+        let stamp = stable_wts(v);
+        if (holder != 0 && holder < ts) || stamp == WRITING || (status(v) == PENDING && stamp < ts)
+        {
+            if !wait {
+                return Err(Abort::new(AbortReason::WriteConflict));
+            }
+            spin.spin();
+            continue;
+        }
+        match status(v) {
+            // A first version's insert, aborted, or pending above our timestamp.
+            ABORTED | PENDING => return Ok(found),
+            _ if stamp > ts => return Err(Abort::new(AbortReason::SnapshotTooOld)),
+            _ => {
+                found.seen = Some(v);
+                found.wts = stamp;
+                return Ok(found);
+            }
+        }
+    }
+}
+
+/// The history's name of the version with write timestamp `wts` (the loaded one is
+/// `INITIAL`).
+#[inline(always)]
+fn stamp_at(wts: u64) -> Stamp {
+    if wts == LOADED {
+        INITIAL
+    } else {
+        u128::from(wts)
+    }
+}
+
 /// The history's name of a version (the loaded one is `INITIAL`).
 #[inline(always)]
 fn stamp_of(v: Option<&CVersion>) -> Stamp {
-    match v {
-        None => UNBORN,
-        Some(v) if wts(v) == LOADED => INITIAL,
-        Some(v) => u128::from(wts(v)),
-    }
+    v.map_or(UNBORN, |v| stamp_at(wts(v)))
 }
 
 #[inline(always)]
@@ -279,7 +335,8 @@ impl<'db> CicadaWorker<'db> {
         self.read_only = read_only;
         self.untracked = false;
         self.exhausted = false;
-        if read_only && !p.options.external_consistency {
+        // (Cicada-SV keeps no old versions for `thread.rts` to read.)
+        if read_only && !p.options.external_consistency && !p.options.single_version {
             // At `thread.rts`: every transaction at or below it has committed (§3.1).
             self.untracked = true;
             self.ts = self.clock.next_rts();
@@ -442,11 +499,19 @@ impl<'db> CicadaWorker<'db> {
         rec: &'db CicadaRecord,
     ) -> Result<Result<Found<'db>, Unlinked>, Abort> {
         let wait = self.p.options.wait;
+        let sv = self.p.options.single_version;
+        let find = |head| {
+            if sv {
+                sv_search(rec, head, self.ts, wait)
+            } else {
+                search(head, self.ts, wait)
+            }
+        };
         let head = match rec.newest() {
             Ok(h) => h,
             Err(u) => return Ok(Err(u)),
         };
-        let mut found = search(head, self.ts, wait)?;
+        let mut found = find(head)?;
         // The key is absent at our timestamp (nothing visible, or a deletion): its bucket's
         // version is needed, read before a search (an insert racing with it must bump it
         // later), so the chain is searched again after reading it. The common case, a present
@@ -459,13 +524,14 @@ impl<'db> CicadaWorker<'db> {
                 Ok(h) => h,
                 Err(u) => return Ok(Err(u)),
             };
-            found = search(head, self.ts, wait)?;
+            found = find(head)?;
         }
         if !self.untracked {
             self.reads.push(Read {
                 rec: NonNull::from(rec),
                 seen: found.seen.map(ptr),
                 later: found.later.map(ptr),
+                wts: found.wts,
             });
         }
         match (found.seen, bucket) {
@@ -485,7 +551,7 @@ impl<'db> CicadaWorker<'db> {
                     }
                 }
                 if let Some(h) = &mut self.ctx.history {
-                    h.read(tbl.id.0, key, stamp_of(Some(v)));
+                    h.read(tbl.id.0, key, stamp_at(found.wts));
                 }
             }
         }
@@ -528,6 +594,18 @@ impl<'db> CicadaWorker<'db> {
                 self.row(t, v).prefetch(&tbl.projection, cols);
             }
         }
+    }
+
+    /// Whether the version `v` read at stamp `stamp` still has it after its payload was
+    /// copied (Cicada-SV overwrites versions in place: a copy that overlapped an overwrite
+    /// may be torn, and the version it should see is gone). Multi-version chains never
+    /// change a version's payload while it can be read.
+    #[inline(always)]
+    fn unchanged(&self, v: &CVersion, stamp: u64) -> Result<(), Abort> {
+        if self.p.options.single_version && !still(v, stamp) {
+            return Err(Abort::new(AbortReason::SnapshotTooOld));
+        }
+        Ok(())
     }
 
     /// Refuses a write in a transaction declared read-only.
@@ -606,6 +684,7 @@ impl<'db> CicadaWorker<'db> {
             unindexed: false,
             cols,
             installed: false,
+            locked: false,
             prev: UNBORN,
             heat: 0,
             promotion: false,
@@ -741,9 +820,38 @@ impl<'db> CicadaWorker<'db> {
     /// version visible now is the one read, so no version appeared between it and the
     /// timestamp (the search walks the whole visible range, not just the version read).
     fn reads_consistent(&self) -> Result<(), Abort> {
+        if self.p.options.single_version {
+            return self.reads_consistent_sv();
+        }
         for r in &self.reads {
             let now = self.visible_now(as_ref(r.rec), r.later)?;
             if now.map(ptr) != r.seen {
+                return Err(Abort::new(AbortReason::ReadValidation));
+            }
+        }
+        Ok(())
+    }
+
+    /// Cicada-SV's consistency check of the reads: a version read still has the stamp it was
+    /// read at (stamps are unique, so it was not overwritten), and no transaction with a
+    /// smaller timestamp holds its record's write lock (it would overwrite it below us; one
+    /// with a larger timestamp loads our `rts` after taking the lock and aborts, or writes
+    /// above us). A read that found nothing searches again (an insert below our timestamp
+    /// also bumps the bucket observed).
+    fn reads_consistent_sv(&self) -> Result<(), Abort> {
+        for r in &self.reads {
+            let rec = as_ref(r.rec);
+            let Some(v) = r.seen else {
+                if self.visible_now(rec, None)?.is_some() {
+                    return Err(Abort::new(AbortReason::ReadValidation));
+                }
+                continue;
+            };
+            let holder = rec.lock_holder();
+            if (holder != 0 && holder != self.ts && holder < self.ts)
+                || rec.is_unlinked()
+                || stable_wts(as_ref(v)) != r.wts
+            {
                 return Err(Abort::new(AbortReason::ReadValidation));
             }
         }
@@ -772,6 +880,9 @@ impl<'db> CicadaWorker<'db> {
             self.index_insert(i)?;
         }
         let w = self.writes[i];
+        if self.p.options.single_version && !is_inline(as_ref(w.version)) {
+            return self.lock_for_overwrite(i);
+        }
         let rec = as_ref(w.rec);
         let nv = as_ref(w.version);
         let wait = self.p.options.wait;
@@ -785,6 +896,11 @@ impl<'db> CicadaWorker<'db> {
                     Err(Unlinked) => return Err(Abort::new(AbortReason::InsertConflict)),
                 },
             };
+            if self.p.options.single_version && cur.is_some() {
+                // Cicada-SV: a record's first version goes into its empty head only (another
+                // insert's went in first).
+                return Err(Abort::new(AbortReason::InsertConflict));
+            }
             while let Some(v) = cur.filter(|v| wts(v) > self.ts) {
                 link = Link::Next(v);
                 cur = next(v);
@@ -818,6 +934,59 @@ impl<'db> CicadaWorker<'db> {
             }
             // A version went in at our place meanwhile: search again.
         }
+    }
+
+    /// Cicada-SV's installation of write `i`, which overwrites its record's one version: takes
+    /// the record's write lock (waiting while a transaction with a smaller timestamp holds it,
+    /// so waits go one way and cannot deadlock; else an abort), then checks what the write
+    /// expects of the version (present or absent), that it is below our timestamp and that no
+    /// transaction above it read it. The write phase overwrites it; a record's first version
+    /// (an insert into a fresh record, its inlined version) is installed as in Cicada.
+    fn lock_for_overwrite(&mut self, i: usize) -> Result<(), Abort> {
+        let w = self.writes[i];
+        let rec = as_ref(w.rec);
+        let mut spin = SpinWait::default();
+        loop {
+            match rec.try_lock_write(self.ts) {
+                Ok(()) => break,
+                Err(holder) if holder < self.ts && self.p.options.wait => spin.spin(),
+                Err(_) => return Err(Abort::new(AbortReason::WriteConflict)),
+            }
+        }
+        self.writes[i].locked = true;
+        let v = match rec.newest() {
+            Ok(Some(v)) => v,
+            // The first version's insert is ours to lose: no version yet, or the GC removed
+            // the (deleted) record.
+            _ => return Err(Abort::new(AbortReason::InsertConflict)),
+        };
+        debug_assert!(is_inline(v), "Cicada-SV keeps only inlined versions");
+        // A first version still pending (its insert validating) is waited for below ours.
+        while status(v) == PENDING {
+            if wts(v) > self.ts || !self.p.options.wait {
+                return Err(Abort::new(AbortReason::WriteConflict));
+            }
+            spin.spin();
+        }
+        // Under the lock the version does not change.
+        let below = match status(v) {
+            ABORTED => None,
+            _ if wts(v) > self.ts => return Err(Abort::new(AbortReason::WriteConflict)),
+            _ => Some(v),
+        };
+        expect(&w, below)?;
+        // SeqCst: after the lock's SeqCst CAS (the store-then-load pair with readers).
+        if below.is_some_and(|v| v.ext.rts.load(Ordering::SeqCst) > self.ts) {
+            return Err(Abort::new(AbortReason::WriteConflict));
+        }
+        self.writes[i].prev = stamp_of(below);
+        if below.is_none() {
+            // The key becomes present where nothing was (see `install`).
+            let tbl = self.ctx.storage.table(w.table);
+            let (slot, _) = tbl.buckets.bump(w.key);
+            self.observed.push(Observed { table: w.table, slot: slot as u32, version: u64::MAX });
+        }
+        Ok(())
     }
 
     /// Puts write `i`'s new record in the index (its deferred update, §3.6), or aborts if the
@@ -896,6 +1065,15 @@ impl<'db> CicadaWorker<'db> {
             if w.dropped {
                 continue;
             }
+            if w.locked {
+                // Cicada-SV: the version we overwrite (fixed under our lock) was read at or
+                // below our timestamp only.
+                let v = as_ref(w.rec).inline();
+                if status(v) != ABORTED && v.ext.rts.load(Ordering::SeqCst) > self.ts {
+                    return Err(Abort::new(AbortReason::WriteConflict));
+                }
+                continue;
+            }
             let below = search(next(as_ref(w.version)), self.ts, self.p.options.wait)
                 .and_then(|f| expect(&w, f.seen).map(|()| f.seen));
             let ok = match below {
@@ -970,7 +1148,11 @@ impl<'db> CicadaWorker<'db> {
                 self.ctx.caches[w.table.index()].release(w.rid);
                 continue;
             }
-            if w.installed {
+            if w.locked {
+                // Cicada-SV: nothing was overwritten yet.
+                as_ref(w.rec).unlock_gc();
+                self.unused(w.table, w.version);
+            } else if w.installed {
                 set_status(as_ref(w.version), ABORTED);
             } else {
                 self.unused(w.table, w.version);
@@ -1107,27 +1289,29 @@ impl Worker for CicadaWorker<'_> {
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
-        let v = match self.locate(tbl, key)? {
+        let (v, stamp) = match self.locate(tbl, key)? {
             Located::Absent => return Ok(None),
             Located::Own(i) => {
                 let w = self.writes[i];
                 if w.tombstone {
                     return Ok(None);
                 }
-                as_ref(w.version)
+                (as_ref(w.version), None)
             }
             Located::Row { rid, rec, found } => match found.seen {
                 Some(v) if status(v) == COMMITTED => {
                     self.maybe_promote(t, key, rid, rec, &found);
-                    v
+                    (v, Some(found.wts))
                 }
                 _ => return Ok(None),
             },
         };
         let row = self.row(t, v);
-        let buf = self.scratch.get(tbl.spec.row_size);
-        row.read_cols_into(buf, &tbl.projection, cols);
-        Ok(Some(f(buf)))
+        row.read_cols_into(self.scratch.get(tbl.spec.row_size), &tbl.projection, cols);
+        if let Some(stamp) = stamp {
+            self.unchanged(v, stamp)?;
+        }
+        Ok(Some(f(self.scratch.get(tbl.spec.row_size))))
     }
 
     #[inline]
@@ -1206,11 +1390,17 @@ impl Worker for CicadaWorker<'_> {
                     return Ok(None);
                 };
                 self.early_abort(&found, true)?;
-                let old = self.row(t, old);
+                let (old_v, old) = (old, self.row(t, old));
                 let nv = self.new_version(t, rec);
                 let new = self.row(t, as_ref(nv));
+                // The old row once, into our version, then the procedure works on that copy.
+                new.copy_from(&old);
+                if let Err(a) = self.unchanged(old_v, found.wts) {
+                    self.unused(t, nv);
+                    return Err(a);
+                }
                 let buf = self.scratch.get(len);
-                old.read_cols_into(buf, p, reads | writes);
+                new.read_cols_into(buf, p, reads | writes);
                 let out = match apply_update(p, writes, buf, f) {
                     Ok(out) => out,
                     Err(a) => {
@@ -1218,7 +1408,6 @@ impl Worker for CicadaWorker<'_> {
                         return Err(a);
                     }
                 };
-                new.copy_from(&old);
                 new.write_cols_from(buf, p, writes);
                 self.push_write(t, key, rid, rec, nv, found.later, true, writes);
                 Ok(Some(out))
@@ -1401,12 +1590,33 @@ impl Worker for CicadaWorker<'_> {
             }
             let v = as_ref(w.version);
             let present = !w.tombstone;
-            set_status(v, if present { COMMITTED } else { DELETED });
+            let s = if present { COMMITTED } else { DELETED };
+            if w.locked {
+                // Cicada-SV's write phase: our private copy over the one version, in place.
+                let rec = as_ref(w.rec);
+                let inline = rec.inline();
+                overwrite(inline, ts, s, || {
+                    if present {
+                        self.row(w.table, inline).copy_from(&self.row(w.table, v));
+                    }
+                });
+                rec.unlock_gc();
+                self.unused(w.table, w.version);
+            } else {
+                set_status(v, s);
+            }
             self.promotions.0 += u64::from(w.promotion);
             if let Some(h) = &mut self.ctx.history {
                 h.write(w.table.0, w.key, u128::from(ts), w.prev, present);
             }
-            self.gc.push_back(GcItem { rec: w.rec, version: w.version, wts: ts, table: w.table });
+            if !self.p.options.single_version {
+                self.gc.push_back(GcItem {
+                    rec: w.rec,
+                    version: w.version,
+                    wts: ts,
+                    table: w.table,
+                });
+            }
             if !present {
                 self.ctx.retire(w.table, w.key, w.rid);
             }
@@ -1460,12 +1670,12 @@ impl<'db> ScanSteps<'db, CicadaRecord> for CicadaWorker<'db> {
         key: u64,
         rid: RowId,
     ) -> Result<Option<&[u8]>, Abort> {
-        let v = if let Some(i) = self.find_write(t, rid) {
+        let (v, stamp) = if let Some(i) = self.find_write(t, rid) {
             let w = self.writes[i];
             if w.tombstone {
                 return Ok(None);
             }
-            as_ref(w.version)
+            (as_ref(w.version), None)
         } else {
             let rec = tbl.rows.get(rid).header;
             let found = match self.read_version(tbl, key, rec)? {
@@ -1474,14 +1684,16 @@ impl<'db> ScanSteps<'db, CicadaRecord> for CicadaWorker<'db> {
                 Err(Unlinked) => return Ok(None),
             };
             match found.seen {
-                Some(v) if status(v) == COMMITTED => v,
+                Some(v) if status(v) == COMMITTED => (v, Some(found.wts)),
                 _ => return Ok(None),
             }
         };
-        let row = self.row(t, v);
-        let data = self.scratch.get(tbl.spec.row_size);
-        row.read_into(data);
-        Ok(Some(data))
+        let len = tbl.spec.row_size;
+        self.row(t, v).read_into(self.scratch.get(len));
+        if let Some(stamp) = stamp {
+            self.unchanged(v, stamp)?;
+        }
+        Ok(Some(self.scratch.get(len)))
     }
 
     #[inline(always)]

@@ -17,6 +17,10 @@
 //! (Cicada's, every `gc-interval-us`), and a worker that finds another advancing goes on. An
 //! idle worker (its counter even) never holds the generation back.
 //!
+//! Readers that are not workers (a checkpoint's threads read rows while workers run) take one
+//! of a few extra slots for the length of one read ([`Quiescence::reader`]), so the memory they
+//! walk is not reused under them either.
+//!
 //! Written by hand: crossbeam-epoch and seize offer epoch-based reclamation with their own
 //! global epochs and deferred-function queues; this needs only "every worker passed a
 //! transaction boundary", checked on the caller's schedule, with the retired memory kept in the
@@ -26,10 +30,18 @@
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// Slots for readers that are not workers, after the workers' (more readers than this wait
+/// for one to be free).
+const READER_SLOTS: usize = 8;
+
 /// The quiescence of up to `slots` workers. See the module docs.
 pub struct Quiescence {
-    /// Per worker slot: odd inside a transaction, even between them.
+    /// Per worker slot, then per reader slot: odd inside a transaction (a read), even
+    /// between them.
     slots: Box<[CachePadded<AtomicU64>]>,
+    /// Per reader slot: claimed by a reader.
+    claimed: Box<[CachePadded<AtomicBool>]>,
+    workers: usize,
     /// Per slot, its counter as the last advance saw it (written only by the advancer).
     seen: Box<[AtomicU64]>,
     /// The generation.
@@ -41,9 +53,12 @@ pub struct Quiescence {
 impl Quiescence {
     /// Quiescence for `slots` workers, all quiescent.
     pub fn new(slots: usize) -> Self {
+        let all = slots + READER_SLOTS;
         Quiescence {
-            slots: (0..slots).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
-            seen: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            slots: (0..all).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            claimed: (0..READER_SLOTS).map(|_| CachePadded::new(AtomicBool::new(false))).collect(),
+            workers: slots,
+            seen: (0..all).map(|_| AtomicU64::new(0)).collect(),
             gen: CachePadded::new(AtomicU64::new(0)),
             advancing: AtomicBool::new(false),
         }
@@ -71,6 +86,27 @@ impl Quiescence {
         let v = s.load(Ordering::Relaxed);
         debug_assert!(v % 2 == 1, "slot {slot} left without entering");
         s.store(v + 1, Ordering::Release);
+    }
+
+    /// Marks a reader that is not a worker as inside a read until the guard drops: it may hold
+    /// pointers into shared memory meanwhile. Claims a free reader slot (spinning while all
+    /// are taken: readers hold them for one read).
+    pub fn reader(&self) -> ReaderGuard<'_> {
+        let mut spin = crate::protocols::common::SpinWait::default();
+        loop {
+            for (i, c) in self.claimed.iter().enumerate() {
+                // Acquire: pairs with the previous holder's Release in `drop`, after which its
+                // slot is even.
+                if !c.load(Ordering::Relaxed)
+                    && c.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                {
+                    let slot = self.workers + i;
+                    self.enter(slot);
+                    return ReaderGuard { q: self, slot };
+                }
+            }
+            spin.spin();
+        }
     }
 
     /// The generation to stamp memory with that the caller has just made unreachable: taken
@@ -124,6 +160,20 @@ impl Quiescence {
     }
 }
 
+/// A reader's claim on a reader slot, inside a read (see [`Quiescence::reader`]).
+pub struct ReaderGuard<'a> {
+    q: &'a Quiescence,
+    slot: usize,
+}
+
+impl Drop for ReaderGuard<'_> {
+    fn drop(&mut self) {
+        self.q.exit(self.slot);
+        // Release: the slot's even counter before the claim is given back.
+        self.q.claimed[self.slot - self.q.workers].store(false, Ordering::Release);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +209,31 @@ mod tests {
         assert!(!q.try_advance(), "its next one has not");
         q.exit(1);
         assert!(q.try_advance() && q.safe(retired));
+    }
+
+    /// A reader that is not a worker holds memory retired during its read until it is done;
+    /// more readers than reader slots wait for one, and every slot is given back.
+    #[test]
+    fn a_reader_holds_back_reuse_like_a_worker() {
+        let q = Quiescence::new(1);
+        let r = q.reader();
+        let retired = q.retire_stamp();
+        assert!(q.try_advance(), "the last snapshot had the reader slot idle");
+        assert!(!q.try_advance(), "the reader is still inside its read");
+        assert!(!q.safe(retired));
+        drop(r);
+        assert!(q.try_advance() && q.safe(retired));
+        std::thread::scope(|s| {
+            for _ in 0..3 * READER_SLOTS {
+                s.spawn(|| {
+                    for _ in 0..1_000 {
+                        let _r = q.reader();
+                    }
+                });
+            }
+        });
+        assert!(q.claimed.iter().all(|c| !c.load(Ordering::SeqCst)));
+        assert!(q.slots.iter().all(|s| s.load(Ordering::SeqCst) % 2 == 0));
     }
 
     /// Many threads on 2 cores entering and leaving while others retire and check: a retired
