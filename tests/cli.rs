@@ -56,6 +56,21 @@ fn a_missing_required_flag_is_named() {
 }
 
 #[test]
+fn partitioned_ycsb_needs_a_record_per_thread() {
+    fails_with(
+        &["run", "-w", "ycsb", "--partitioned", "--records", "3", "--threads", "4"],
+        2,
+        "error: --partitioned gives each thread its own records: --records 3 is fewer than \
+         --threads 4",
+    );
+    fails_with(
+        &["run", "-w", "ycsb", "--partitioned", "--scan-ratio", "0.1", "--index", "ordered"],
+        2,
+        "error: --partitioned cannot be used with --scan-ratio above 0 (a scan crosses slices)",
+    );
+}
+
+#[test]
 fn zero_threads_is_refused() {
     fails_with(&["run", "--threads", "0"], 2, "error: --threads 0 is out of range (1 to 1024)");
     fails_with(

@@ -169,6 +169,13 @@ impl Plan {
             WorkloadKind::Ycsb => {
                 refuse_others(args, WorkloadKind::Ycsb)?;
                 let cfg = args.ycsb.resolve().map_err(|e| usage(e.to_string()))?;
+                if cfg.partitioned && cfg.records < threads as u64 {
+                    return Err(usage(format!(
+                        "--partitioned gives each thread its own records: --records {} is fewer \
+                         than --threads {threads}",
+                        cfg.records
+                    )));
+                }
                 let probe = Ycsb::tables_for(&cfg);
                 check_memory::<[u64; 2]>(&probe).map_err(|e| {
                     usage(format!("--records {} with --payload {}: {e}", cfg.records, cfg.payload))

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The presets shipped with txlab: (file name, contents).
-pub const SHIPPED: [(&str, &str); 22] = [
+pub const SHIPPED: [(&str, &str); 23] = [
     ("ccbench-skew", include_str!("../../presets/ccbench-skew.toml")),
     ("ccbench-read-ratio", include_str!("../../presets/ccbench-read-ratio.toml")),
     ("ccbench-payload", include_str!("../../presets/ccbench-payload.toml")),
@@ -34,6 +34,7 @@ pub const SHIPPED: [(&str, &str); 22] = [
     ("ccbench-aggressive-gc", include_str!("../../presets/ccbench-aggressive-gc.toml")),
     ("ccbench-mvcc-skew", include_str!("../../presets/ccbench-mvcc-skew.toml")),
     ("ccbench-breakdown", include_str!("../../presets/ccbench-breakdown.toml")),
+    ("ccbench-sv-breakdown", include_str!("../../presets/ccbench-sv-breakdown.toml")),
     ("ermia-analytic", include_str!("../../presets/ermia-analytic.toml")),
     ("cicada-ycsb-contended", include_str!("../../presets/cicada-ycsb-contended.toml")),
     ("cicada-ycsb-skew", include_str!("../../presets/cicada-ycsb-skew.toml")),

@@ -120,6 +120,11 @@ pub struct YcsbArgs {
     /// overlaps the cache misses of independent operations; it is the same for every protocol)
     #[arg(long)]
     pub no_prefetch: bool,
+    /// Each worker draws its keys from its own slice of the records (CCBench §7.1's
+    /// partitioned workload for Fig. 13: no two workers touch a row), the distribution applied
+    /// within the slice
+    #[arg(long)]
+    pub partitioned: bool,
 }
 
 impl YcsbArgs {
@@ -186,6 +191,8 @@ pub struct YcsbConfig {
     pub long_read_records: usize,
     /// Prefetch each transaction's records before running it.
     pub prefetch: bool,
+    /// Each worker's keys come from its own slice of the records.
+    pub partitioned: bool,
 }
 
 impl Default for YcsbConfig {
@@ -269,6 +276,20 @@ impl YcsbArgs {
                 "--long-read-records needs a --long-read-ratio above 0".into(),
             ));
         }
+        if self.partitioned {
+            let clash = if scan_ratio > 0.0 {
+                Some("--scan-ratio above 0 (a scan crosses slices)")
+            } else if long_read_ratio > 0.0 {
+                Some("--long-read-ratio above 0 (long reads read every slice)")
+            } else if self.distribution.or(p.map(|p| p.4)) == Some(Distribution::Latest) {
+                Some("the latest distribution (new keys are shared)")
+            } else {
+                None
+            };
+            if let Some(what) = clash {
+                return Err(Error::Config(format!("--partitioned cannot be used with {what}")));
+            }
+        }
         Ok(YcsbConfig {
             preset: self.preset,
             records,
@@ -287,6 +308,7 @@ impl YcsbArgs {
             long_read_ratio,
             long_read_records,
             prefetch: !self.no_prefetch,
+            partitioned: self.partitioned,
         })
     }
 }
@@ -330,6 +352,9 @@ impl YcsbConfig {
         s += &format!(", {dist} theta {}, {} B payload, {index} index", self.theta, self.payload);
         if !self.prefetch {
             s += ", no prefetch";
+        }
+        if self.partitioned {
+            s += ", partitioned by worker";
         }
         if self.long_txn_delay_us > 0 {
             let at = match self.long_txn_delay_at {

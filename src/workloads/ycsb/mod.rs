@@ -9,7 +9,9 @@
 //! (CCBench §7.2), or with `--long-txn-delay-at start` before its first operation, so that it
 //! reads at an old snapshot. With `--long-read-ratio`, that fraction of transactions are long
 //! read-only ones reading `--long-read-records` records chosen uniformly (BOHM §4.2.3), reported
-//! as their own type, `long-read`.
+//! as their own type, `long-read`. With `--partitioned` worker `w` of `n` draws its keys from
+//! its own slice, `[w * records / n, (w + 1) * records / n)` (a key's rank modulo the slice's
+//! size, so the skew applies within the slice): no two workers touch a row (CCBench §7.1).
 //!
 //! Every transaction declares its access set (exact keys; scans declare their range) and has a
 //! one-piece template, so BOHM- and IC3-style protocols can run it.
@@ -135,8 +137,15 @@ impl Workload for Ycsb {
         })
     }
 
-    fn generator(&self, worker: usize, _threads: usize, seed: u64) -> YcsbGen {
+    fn generator(&self, worker: usize, threads: usize, seed: u64) -> YcsbGen {
         let c = &self.cfg;
+        let slice = if c.partitioned {
+            // At least one record per worker (the run checks it).
+            let size = (c.records / threads.max(1) as u64).max(1);
+            ((worker as u64 * size).min(c.records - 1), size)
+        } else {
+            (0, c.records)
+        };
         let mut value = vec![0u8; c.payload];
         fill(!(worker as u64), &mut value);
         YcsbGen {
@@ -144,6 +153,7 @@ impl Workload for Ycsb {
             zipf: self.zipf,
             rng: rand::rngs::Xoshiro256PlusPlus::seed_from_u64(seed),
             next_insert: self.next_insert.clone(),
+            slice,
             txn: YcsbTxn {
                 ops: Vec::with_capacity(if c.long_read_ratio > 0.0 {
                     c.ops.max(c.long_read_records)
@@ -304,6 +314,8 @@ pub struct YcsbGen {
     zipf: Zipf,
     rng: rand::rngs::Xoshiro256PlusPlus,
     next_insert: Arc<AtomicU64>,
+    /// The worker's keys: the first and how many (all of them unless `--partitioned`).
+    slice: (u64, u64),
     txn: YcsbTxn,
 }
 
@@ -316,6 +328,7 @@ impl YcsbGen {
                 let latest = self.next_insert.load(Ordering::Relaxed).saturating_sub(1);
                 latest.saturating_sub(rank)
             }
+            _ if self.cfg.partitioned => self.slice.0 + rank % self.slice.1,
             _ => rank,
         }
     }
@@ -501,5 +514,48 @@ mod tests {
         assert_eq!(e, "--long-read-records needs a --long-read-ratio above 0");
         let e = args(|a| a.long_read_ratio = Some(1.5)).unwrap_err().to_string();
         assert_eq!(e, "--long-read-ratio 1.5 is out of range (0 to 1)");
+    }
+
+    /// `--partitioned`: each worker's keys stay in its own slice, the skew applies within it,
+    /// and what would cross slices is refused.
+    #[test]
+    fn partitioned_workers_keep_to_their_slices() {
+        let cfg = args(|a| {
+            a.records = Some(1003);
+            a.theta = Some(0.9);
+            a.partitioned = true;
+        })
+        .unwrap();
+        let y = Ycsb::new(cfg, 1);
+        for w in 0..4 {
+            let mut g = y.generator(w, 4, w as u64);
+            let lo = w as u64 * 250;
+            let mut hottest = 0;
+            for _ in 0..2_000 {
+                for op in &g.next().ops {
+                    let (Op::Read(k) | Op::Write(k)) = *op else { panic!("{op:?}") };
+                    assert!((lo..lo + 250).contains(&k), "worker {w} drew key {k}");
+                    hottest += u64::from(k == lo);
+                }
+            }
+            assert!(hottest > 1_000, "worker {w}: the skew applies in the slice ({hottest})");
+        }
+        let e = |f: fn(&mut YcsbArgs)| {
+            args(|a| {
+                a.partitioned = true;
+                f(a)
+            })
+            .unwrap_err()
+            .to_string()
+        };
+        assert_eq!(
+            e(|a| a.scan_ratio = Some(0.1)),
+            "--partitioned cannot be used with --scan-ratio above 0 (a scan crosses slices)"
+        );
+        assert_eq!(
+            e(|a| a.preset = Some(Preset::D)),
+            "--partitioned cannot be used with the latest distribution (new keys are shared)"
+        );
+        assert!(e(|a| a.long_read_ratio = Some(0.1)).contains("--long-read-ratio above 0"));
     }
 }
