@@ -260,6 +260,13 @@ fn cicada_round_trips() {
 }
 
 #[test]
+fn cicada_single_version_round_trips() {
+    common::with_options(&[("single-version", "on")], || {
+        round_trips::<txlab::protocols::cicada::Cicada>(6)
+    });
+}
+
+#[test]
 fn mocc_round_trips() {
     common::with_options(&[("temperature-threshold", "1")], || {
         round_trips::<txlab::protocols::mocc::Mocc>(6)

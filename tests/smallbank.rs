@@ -3,24 +3,38 @@
 //! sets checked at run time); `nocc` breaks it (the positive control).
 
 use std::time::Duration;
-use txlab::engine::{Backoff, RunConfig, RunLength};
+use txlab::engine::{Backoff, ProtocolOptions, RunConfig, RunLength};
 use txlab::prelude::*;
 use txlab::workloads::smallbank::{SmallBank, SmallBankConfig};
 
 /// Runs `per_worker` SmallBank transactions on each of 8 threads; returns the invariant check
 /// and how many transactions ended (committed, or rolled back by the workload).
 fn run<P: Protocol>(customers: u64, seed: u64, per_worker: u64) -> (Result<(), String>, u64) {
+    run_with::<P>(&[], customers, seed, per_worker)
+}
+
+/// [`run`] with protocol options `pairs`.
+fn run_with<P: Protocol>(
+    pairs: &[(&str, &str)],
+    customers: u64,
+    seed: u64,
+    per_worker: u64,
+) -> (Result<(), String>, u64) {
     let sb = SmallBank::new(SmallBankConfig { customers, spin_us: 0 });
     let opts = DbOptions {
         max_workers: 16,
         epoch_interval: Duration::from_millis(2),
         ..Default::default()
     };
-    let db = Database::<P>::with_options(
-        &SmallBank::tables_for(&SmallBankConfig { customers, spin_us: 0 }),
-        opts,
-    )
-    .unwrap();
+    let pairs: Vec<(String, String)> =
+        pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+    let options = P::Options::from_pairs(&pairs).unwrap();
+    let db =
+        Database::<P>::builder(&SmallBank::tables_for(&SmallBankConfig { customers, spin_us: 0 }))
+            .options(opts)
+            .protocol_options(options)
+            .build()
+            .unwrap();
     use txlab::engine::Workload;
     sb.load(&db, 2).unwrap();
     let cfg = RunConfig {
@@ -43,8 +57,12 @@ fn run<P: Protocol>(customers: u64, seed: u64, per_worker: u64) -> (Result<(), S
 }
 
 fn conserves<P: Protocol>() {
+    conserves_with::<P>(&[]);
+}
+
+fn conserves_with<P: Protocol>(pairs: &[(&str, &str)]) {
     for (customers, seed) in [(50, 1), (50, 2), (1000, 3)] {
-        let (r, ended) = run::<P>(customers, seed, 1000);
+        let (r, ended) = run_with::<P>(pairs, customers, seed, 1000);
         assert_eq!(ended, 8 * 1000, "every transaction ended");
         assert_eq!(r, Ok(()), "{customers} customers, seed {seed}");
     }
@@ -93,6 +111,16 @@ fn hekaton_conserves_money() {
 #[test]
 fn cicada_conserves_money() {
     conserves::<txlab::protocols::cicada::Cicada>();
+}
+
+#[test]
+fn cicada_single_version_conserves_money() {
+    conserves_with::<txlab::protocols::cicada::Cicada>(&[("single-version", "on")]);
+    conserves_with::<txlab::protocols::cicada::Cicada>(&[
+        ("single-version", "on"),
+        ("wait", "off"),
+        ("timestamps", "counter"),
+    ]);
 }
 
 #[test]
