@@ -118,7 +118,14 @@ fn pending<'s, 'db: 's>(
 /// it committed; with `wait=off` it aborts instead and the writer is unaffected.
 #[test]
 fn a_pending_version_below_the_timestamp_is_waited_for() {
-    let db = fresh();
+    waited_for_or_aborted(&[]);
+}
+
+/// The writer of [`pending`], validated and held before its write phase, and a reader that
+/// begins after it (a larger timestamp) on a database with options `opts`: the reader waits and
+/// reads 100; with `wait=off` added it aborts with `write-conflict` and the writer commits.
+fn waited_for_or_aborted(opts: &[(&str, &str)]) {
+    let db = common::with_options(opts, fresh);
     std::thread::scope(|s| {
         let (tw, go) = pending(s, &db);
         let reader = s.spawn(|| {
@@ -127,14 +134,15 @@ fn a_pending_version_below_the_timestamp_is_waited_for() {
             let seen = r.read(T, 1, val);
             r.commit().map(|()| seen)
         });
-        // Whether or not the reader reached the pending version yet, it can only see 100.
+        // Whether or not the reader reached the pending write yet, it can only see 100.
         std::thread::sleep(Duration::from_millis(20));
         go.send(()).unwrap();
         tw.join().unwrap().expect("the writer commits");
         let seen = reader.join().unwrap().expect("the reader commits");
-        assert_eq!(seen.unwrap(), Some(100), "the reader saw the pending version's outcome");
+        assert_eq!(seen.unwrap(), Some(100), "the reader saw the pending write's outcome");
     });
-    let db = common::with_options(&[("wait", "off")], fresh);
+    let no_wait: Vec<(&str, &str)> = opts.iter().copied().chain([("wait", "off")]).collect();
+    let db = common::with_options(&no_wait, fresh);
     std::thread::scope(|s| {
         let (tw, go) = pending(s, &db);
         let mut r = db.worker().unwrap();
@@ -147,6 +155,21 @@ fn a_pending_version_below_the_timestamp_is_waited_for() {
     });
 }
 
+/// On a fresh database with options `opts`: transaction `a` begins, then `b` (a larger
+/// timestamp) sets row 3 to 30 and commits; `f` goes on with `a`, which is then rolled back if
+/// still open.
+fn after_a_later_commit<R>(opts: &[(&str, &str)], f: impl FnOnce(&mut CicadaWorker<'_>) -> R) -> R {
+    let db = common::with_options(opts, fresh);
+    let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
+    a.begin();
+    b.begin();
+    set(&mut b, 3, 30).unwrap();
+    b.commit().unwrap();
+    let out = f(&mut a);
+    a.abort();
+    out
+}
+
 /// Early abort (§3.2): a write whose visible version was read by a later transaction fails at
 /// the write, not at commit; with `early-abort=off` it fails at commit. Write-latest-only: a
 /// read-modify-write of a row with a newer committed version fails at once (with early aborts
@@ -154,16 +177,11 @@ fn a_pending_version_below_the_timestamp_is_waited_for() {
 #[test]
 fn early_aborts_happen_in_the_read_phase() {
     let scenario = |opts: &[(&str, &str)]| {
-        let db = common::with_options(opts, fresh);
-        let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
-        a.begin();
-        b.begin();
-        set(&mut b, 3, 30).unwrap();
-        b.commit().unwrap();
-        let at_write = set(&mut a, 3, 300).map(drop);
-        let at_commit = if at_write.is_ok() { a.commit() } else { Ok(()) };
-        a.abort();
-        (at_write.map_err(|e| e.reason), at_commit.map_err(|e| e.reason))
+        after_a_later_commit(opts, |a| {
+            let at_write = set(a, 3, 300).map(drop);
+            let at_commit = if at_write.is_ok() { a.commit() } else { Ok(()) };
+            (at_write.map_err(|e| e.reason), at_commit.map_err(|e| e.reason))
+        })
     };
     let conflict = Err(AbortReason::WriteConflict);
     assert_eq!(scenario(&[]), (conflict, Ok(())), "early abort on the read timestamp");
@@ -463,16 +481,10 @@ fn single_version_overwrites_the_inlined_version_in_place() {
     assert_eq!(txn(&mut w, |w| w.read(T, 5, val)), Some(55));
     drop(w);
     let overwritten = |opts: &[(&str, &str)]| {
-        let db = common::with_options(opts, fresh);
-        let (mut a, mut b) = (db.worker().unwrap(), db.worker().unwrap());
-        a.begin();
-        b.begin();
-        set(&mut b, 3, 30).unwrap();
-        b.commit().unwrap();
-        let seen = a.read(T, 3, val).map_err(|e| e.reason);
-        let out = seen.and_then(|s| a.commit().map(|()| s).map_err(|e| e.reason));
-        a.abort();
-        out
+        after_a_later_commit(opts, |a| {
+            let seen = a.read(T, 3, val).map_err(|e| e.reason);
+            seen.and_then(|s| a.commit().map(|()| s).map_err(|e| e.reason))
+        })
     };
     assert_eq!(overwritten(&sv), Err(AbortReason::SnapshotTooOld));
     assert_eq!(overwritten(&[]), Ok(Some(3)), "multi-version: the old version");
@@ -483,31 +495,7 @@ fn single_version_overwrites_the_inlined_version_in_place() {
 /// reads what it wrote; with `wait=off` it aborts instead and the writer is unaffected.
 #[test]
 fn single_version_readers_wait_for_a_smaller_lock_holder() {
-    let db = common::with_options(&[("single-version", "on")], fresh);
-    std::thread::scope(|s| {
-        let (tw, go) = pending(s, &db);
-        let reader = s.spawn(|| {
-            let mut r = db.worker().unwrap();
-            r.begin();
-            let seen = r.read(T, 1, val);
-            r.commit().map(|()| seen)
-        });
-        std::thread::sleep(Duration::from_millis(20));
-        go.send(()).unwrap();
-        tw.join().unwrap().expect("the writer commits");
-        let seen = reader.join().unwrap().expect("the reader commits");
-        assert_eq!(seen.unwrap(), Some(100), "the reader saw the overwrite");
-    });
-    let db = common::with_options(&[("single-version", "on"), ("wait", "off")], fresh);
-    std::thread::scope(|s| {
-        let (tw, go) = pending(s, &db);
-        let mut r = db.worker().unwrap();
-        r.begin();
-        assert_eq!(r.read(T, 1, val).unwrap_err().reason, AbortReason::WriteConflict);
-        r.abort();
-        go.send(()).unwrap();
-        tw.join().unwrap().expect("the writer commits");
-    });
+    waited_for_or_aborted(&[("single-version", "on")]);
 }
 
 /// Cicada-SV keeps rows in their heads: it needs inlining, and rows that fit (216 bytes).
