@@ -517,3 +517,27 @@ fn single_version_refuses_what_it_cannot_hold() {
     let e = build(&[("single-version", "on"), ("inlining", "off")], 16).unwrap_err().to_string();
     assert!(e.contains("single-version=on") && e.contains("inlining=on"), "{e}");
 }
+
+/// An idle worker (between transactions, as an embedding application's thread may be for
+/// long) holds the GC back no more: while it sits idle after a transaction of its own, another
+/// worker's 20 000 updates of one row keep a short chain (with the idle worker's last timestamp
+/// counted in `min_wts`, none would be cut). Its next transaction takes a timestamp above
+/// `min_wts`, reads the latest value and writes.
+#[test]
+fn an_idle_worker_does_not_stop_the_gc() {
+    let db = fresh();
+    let mut idle = db.worker().unwrap();
+    assert_eq!(txn(&mut idle, |w| w.read(T, 1, val)), Some(1));
+    let mut w = db.worker().unwrap();
+    for i in 0..20_000 {
+        txn(&mut w, |w| set(w, 4, i));
+    }
+    let r = db.protocol().versions(&db).unwrap();
+    assert!(r.longest_chain < 2_000, "the GC cut the chain: {r:?}");
+    idle.begin();
+    assert!(idle.timestamp() > w.timestamp(), "the idle worker resumes above the busy one");
+    assert_eq!(idle.read(T, 4, val).unwrap(), Some(19_999));
+    set(&mut idle, 4, 7).unwrap();
+    idle.commit().unwrap();
+    assert_eq!(txn(&mut w, |w| w.read(T, 4, val)), Some(7));
+}

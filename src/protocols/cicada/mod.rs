@@ -7,7 +7,10 @@
 //! one-sided synchronization every 100 µs, a 1 µs boost after an abort, the thread id below
 //! the clock). Transactions serialize in timestamp order, not commit order. `min_wts` and
 //! `min_rts` are refreshed every `gc-interval-us` by whichever worker begins first once it is
-//! due (non-blocking: a worker that finds another refreshing goes on). `timestamps=counter`
+//! due (non-blocking: a worker that finds another refreshing goes on). A worker between
+//! transactions (its quiescence mark even) is left out of the refresh, so an idle thread of an
+//! embedding application does not stop the GC; when it begins again its timestamp is checked
+//! against `min_wts` and raised past it if needed (`ThreadClock::next_wts_checked`). `timestamps=counter`
 //! takes the clock part from one shared counter by fetch-and-add instead (§4.6's baseline).
 //!
 //! **Contention regulation (§3.9)** is the driver's adaptive backoff, Cicada's default
@@ -417,7 +420,9 @@ impl Cicada {
             .compare_exchange(due, now + self.interval_ticks, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {
-            self.clocks.try_refresh();
+            // Idle workers hold no version: they do not hold `min_wts` back (a worker that
+            // begins again takes its timestamp with `next_wts_checked`).
+            self.clocks.try_refresh(|slot| self.quiescence.idle(slot));
             self.quiescence.try_advance();
         }
     }

@@ -356,7 +356,9 @@ impl<'db> CicadaWorker<'db> {
                 // Nothing to do with the central counter (see `ThreadClock::catch_up`).
                 self.clock.catch_up();
             }
-            match self.clock.next_wts() {
+            // Refreshes may have left this worker out while it was idle (its quiescence
+            // mark, set above, is SeqCst).
+            match self.clock.next_wts_checked() {
                 Ok(ts) => self.ts = ts,
                 Err(_) => {
                     self.exhausted = true;

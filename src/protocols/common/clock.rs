@@ -40,6 +40,17 @@
 //! otherwise tries again. A refresh whose read missed the store raised its flag first, so the
 //! thread sees the flag, or the finished refresh's `min_rts`.
 //!
+//! **Idle threads.** A thread between transactions holds no version, but its slot still holds
+//! its last `wts`, which would keep `min_wts` (and the GC) where it was for as long as the thread
+//! stays idle. A refresh may therefore skip the slots its caller says are idle
+//! ([`Clocks::try_refresh`]'s `idle`: Cicada passes its quiescence marks), and `min_wts` may then
+//! pass an idle thread's clock. A thread that begins again must not take a timestamp below it:
+//! it marks itself busy (its caller's SeqCst store), and [`ThreadClock::next_wts_checked`]
+//! publishes the timestamp, then checks (SeqCst) that no refresh is under way and that `min_wts`
+//! is not above it, and otherwise raises its clock past `min_wts` and tries again. A refresh that
+//! saw the thread idle raised its flag before it looked, so the thread sees the flag or the
+//! finished refresh's `min_wts` (the argument of read-only begins above).
+//!
 //! A thread joins
 //! ([`Clocks::join`]) with its clock above every published clock and above `min_wts`, and leaves
 //! when its `ThreadClock` is dropped (its slot then holds nothing back); joining, leaving and
@@ -288,27 +299,34 @@ impl Clocks {
     /// `wts` and `rts` (unchanged while none has joined).
     pub fn refresh(&self) {
         let members = self.lock();
-        self.recompute(members);
+        self.recompute(members, |_| false);
     }
 
     /// [`Clocks::refresh`] unless a thread is joining, leaving or refreshing right now (then
     /// nothing, at once): the step of a worker that finds a refresh due, which must not wait.
-    /// Whether it refreshed.
-    pub fn try_refresh(&self) -> bool {
+    /// The slots for which `idle` says so (a SeqCst load of the thread's mark, whose threads
+    /// take timestamps with [`ThreadClock::next_wts_checked`]) are left out. Whether it
+    /// refreshed.
+    pub fn try_refresh(&self, idle: impl Fn(usize) -> bool) -> bool {
         match self.members.try_lock() {
-            Ok(members) => self.recompute(members),
-            Err(std::sync::TryLockError::Poisoned(e)) => self.recompute(e.into_inner()),
+            Ok(members) => self.recompute(members, idle),
+            Err(std::sync::TryLockError::Poisoned(e)) => self.recompute(e.into_inner(), idle),
             Err(std::sync::TryLockError::WouldBlock) => return false,
         }
         true
     }
 
-    /// The minimum over the slots, published (the caller holds the members' lock).
-    fn recompute(&self, _members: std::sync::MutexGuard<'_, ()>) {
-        // SeqCst: the flag is raised before the slots are read (see the module docs).
+    /// The minimum over the slots that are not `idle`, published (the caller holds the
+    /// members' lock).
+    fn recompute(&self, _members: std::sync::MutexGuard<'_, ()>, idle: impl Fn(usize) -> bool) {
+        // SeqCst: the flag is raised before the slots (and the idle marks) are read (see the
+        // module docs).
         self.refreshing.store(true, Ordering::SeqCst);
         let (mut wts, mut rts) = (VACANT, VACANT);
-        for s in self.used() {
+        for (i, s) in self.used().iter().enumerate() {
+            if idle(i) {
+                continue;
+            }
             // SeqCst: after the flag; pairs with the threads' stores, made after their previous
             // transactions' commits.
             wts = wts.min(s.wts.load(Ordering::SeqCst));
@@ -379,6 +397,31 @@ impl<S: TimeSource> ThreadClock<'_, S> {
         slot.wts.store(wts, Ordering::Release);
         slot.rts.store(wts, Ordering::Release);
         Ok(wts)
+    }
+
+    /// [`ThreadClock::next_wts`] for a thread that refreshes may have skipped as idle (see the
+    /// module docs): the timestamp is published, then, if a refresh is under way or `min_wts`
+    /// went above it, the clock is raised past `min_wts` and another is taken. The caller has
+    /// marked itself busy (a SeqCst store) before.
+    #[inline]
+    pub fn next_wts_checked(&mut self) -> Result<u64, ClockExhausted> {
+        loop {
+            let ts = self.next_wts()?;
+            let c = self.clocks;
+            // SeqCst: after the caller's busy mark and this thread's slot; pairs with the
+            // refresh's flag store and its loads of the marks (see the module docs).
+            if c.refreshing.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+                continue;
+            }
+            let min = c.min_wts.load(Ordering::SeqCst);
+            if min <= ts {
+                return Ok(ts);
+            }
+            // Refreshes skipped this thread while it was idle, and `min_wts` passed its clock.
+            // (With the central counter the next count is above every one drawn already.)
+            self.local = self.local.max(clock_of(min) + 1);
+        }
     }
 
     /// Advances the local clock by the time measured since the last step (and synchronizes
@@ -638,6 +681,37 @@ mod tests {
         let before = fast.local();
         fast.next_wts().unwrap();
         assert_eq!(fast.local(), before + 100_000);
+    }
+
+    /// A refresh leaves out the threads its caller calls idle, so `min_wts` passes an idle
+    /// thread's clock; the idle thread's next checked timestamp is above `min_wts` (its clock
+    /// raised past it), while an unchecked one would have fallen below.
+    #[test]
+    fn idle_threads_hold_nothing_back_and_resume_above_min_wts() {
+        let clocks = clocks(2);
+        let (t0, t1) = (Manual::default(), Manual::default());
+        let mut busy = clocks.join(0, t0.clone());
+        let mut idle = clocks.join(1, t1.clone());
+        t1.0.set(10);
+        let wi = idle.next_wts().unwrap();
+        t0.0.set(1_000_000);
+        let wb = busy.next_wts().unwrap();
+        clocks.try_refresh(|_| false);
+        assert_eq!(clocks.min_wts(), wi, "counted, the idle thread holds min_wts");
+        clocks.try_refresh(|slot| slot == 1);
+        assert_eq!(clocks.min_wts(), wb, "left out, it does not");
+        assert!(clock_of(wb) > idle.local() + 10, "min_wts passed the idle thread's clock");
+        let resumed = idle.next_wts_checked().unwrap();
+        assert!(resumed > clocks.min_wts(), "{resumed} resumes above min_wts {}", clocks.min_wts());
+        assert_eq!(clock_of(resumed), clock_of(wb) + 1 + 10, "raised past min_wts, then stepped");
+        // Unchecked, a thread left behind takes a timestamp below min_wts.
+        clocks.try_refresh(|_| false);
+        t0.0.set(1_000_000);
+        let wb = busy.next_wts().unwrap();
+        clocks.try_refresh(|slot| slot == 1);
+        assert_eq!(clocks.min_wts(), wb);
+        assert!(idle.next_wts().unwrap() < clocks.min_wts());
+        assert!(idle.next_wts_checked().unwrap() > clocks.min_wts());
     }
 
     /// `min_wts` and `min_rts` follow the slowest joined thread, never fall, skip a departed

@@ -88,6 +88,14 @@ impl Quiescence {
         s.store(v + 1, Ordering::Release);
     }
 
+    /// Whether worker `slot` is between transactions now. SeqCst: a refresh of Cicada's clocks
+    /// loads it after raising its flag (see `protocols::common::clock`, idle threads), and
+    /// pairs with `enter`'s SeqCst store.
+    #[inline]
+    pub fn idle(&self, slot: usize) -> bool {
+        self.slots[slot].load(Ordering::SeqCst) % 2 == 0
+    }
+
     /// Marks a reader that is not a worker as inside a read until the guard drops: it may hold
     /// pointers into shared memory meanwhile. Claims a free reader slot (spinning while all
     /// are taken: readers hold them for one read).
