@@ -275,6 +275,14 @@ impl CicadaRecord {
         self.gc.load(Ordering::SeqCst)
     }
 
+    /// Whether the lock is held by a transaction with a timestamp below `ts` (or by the GC):
+    /// one that may overwrite the version below `ts` (see [`CicadaRecord::lock_holder`]).
+    #[inline(always)]
+    pub fn locked_below(&self, ts: u64) -> bool {
+        let holder = self.lock_holder();
+        holder != 0 && holder < ts
+    }
+
     /// Releases the GC lock (or, with Cicada-SV, the write lock).
     #[inline]
     pub fn unlock_gc(&self) {

@@ -217,10 +217,9 @@ fn sv_search<'a>(
     let Some(v) = head else { return Ok(found) };
     let mut spin = SpinWait::default();
     loop {
-        let holder = rec.lock_holder();
+        let below = rec.locked_below(ts);
         let stamp = stable_wts(v);
-        if (holder != 0 && holder < ts) || stamp == WRITING || (status(v) == PENDING && stamp < ts)
-        {
+        if below || stamp == WRITING || (status(v) == PENDING && stamp < ts) {
             if !wait {
                 return Err(Abort::new(AbortReason::WriteConflict));
             }
@@ -849,11 +848,7 @@ impl<'db> CicadaWorker<'db> {
                 }
                 continue;
             };
-            let holder = rec.lock_holder();
-            if (holder != 0 && holder != self.ts && holder < self.ts)
-                || rec.is_unlinked()
-                || stable_wts(as_ref(v)) != r.wts
-            {
+            if rec.locked_below(self.ts) || rec.is_unlinked() || stable_wts(as_ref(v)) != r.wts {
                 return Err(Abort::new(AbortReason::ReadValidation));
             }
         }
