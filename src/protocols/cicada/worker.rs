@@ -121,6 +121,26 @@ struct Found<'a> {
     newer: bool,
     /// The stamp of `seen` as found.
     wts: u64,
+    /// `seen`'s status as found was COMMITTED (a row), not DELETED. Callers use this, never
+    /// `seen`'s status read again: Cicada-SV overwrites a version in place, and its status is
+    /// only consistent with `wts` inside the search's seqlock window.
+    present: bool,
+}
+
+impl<'a> Found<'a> {
+    const NOTHING: Self = Found { seen: None, later: None, newer: false, wts: 0, present: false };
+
+    /// The visible version, if it holds a row.
+    #[inline(always)]
+    fn row(&self) -> Option<&'a CVersion> {
+        self.seen.filter(|_| self.present)
+    }
+
+    /// The key is absent at the timestamp: nothing visible, or a deletion.
+    #[inline(always)]
+    fn absent(&self) -> bool {
+        !self.present
+    }
 }
 
 /// A `cicada` worker.
@@ -171,7 +191,7 @@ pub struct CicadaWorker<'db> {
 /// pending ones waited for or, with `wait` off, an abort; aborted ones skipped).
 #[inline(always)]
 fn search<'a>(mut cur: Option<&'a CVersion>, ts: u64, wait: bool) -> Result<Found<'a>, Abort> {
-    let mut found = Found { seen: None, later: None, newer: false, wts: 0 };
+    let mut found = Found::NOTHING;
     while let Some(v) = cur {
         if wts(v) >= ts {
             // Above the timestamp, or this transaction's own pending version (equal stamp).
@@ -187,9 +207,10 @@ fn search<'a>(mut cur: Option<&'a CVersion>, ts: u64, wait: bool) -> Result<Foun
             match status(v) {
                 PENDING if wait => spin.spin(),
                 PENDING => return Err(Abort::new(AbortReason::WriteConflict)),
-                COMMITTED | DELETED => {
+                s @ (COMMITTED | DELETED) => {
                     found.seen = Some(v);
                     found.wts = wts(v);
+                    found.present = s == COMMITTED;
                     return Ok(found);
                 }
                 // ABORTED; UNUSED cannot be on a chain a walker reaches inside its epoch.
@@ -213,26 +234,34 @@ fn sv_search<'a>(
     ts: u64,
     wait: bool,
 ) -> Result<Found<'a>, Abort> {
-    let mut found = Found { seen: None, later: None, newer: false, wts: 0 };
+    let mut found = Found::NOTHING;
     let Some(v) = head else { return Ok(found) };
     let mut spin = SpinWait::default();
     loop {
         let below = rec.locked_below(ts);
         let stamp = stable_wts(v);
-        if below || stamp == WRITING || (status(v) == PENDING && stamp < ts) {
+        // The status and the stamp as one seqlock read: the status load (Acquire) sees an
+        // overwrite's status store only if `still` then sees its `WRITING` or its new stamp.
+        let s = status(v);
+        if below || stamp == WRITING || (s == PENDING && stamp < ts) {
             if !wait {
                 return Err(Abort::new(AbortReason::WriteConflict));
             }
             spin.spin();
             continue;
         }
-        match status(v) {
+        if !still(v, stamp) {
+            // Overwritten between the two reads: read again.
+            continue;
+        }
+        match s {
             // A first version's insert, aborted, or pending above our timestamp.
             ABORTED | PENDING => return Ok(found),
             _ if stamp > ts => return Err(Abort::new(AbortReason::SnapshotTooOld)),
             _ => {
                 found.seen = Some(v);
                 found.wts = stamp;
+                found.present = s == COMMITTED;
                 return Ok(found);
             }
         }
@@ -518,7 +547,7 @@ impl<'db> CicadaWorker<'db> {
         // later), so the chain is searched again after reading it. The common case, a present
         // row, reads no bucket.
         let mut bucket = None;
-        if found.seen.is_none_or(|v| status(v) == DELETED) {
+        if found.absent() {
             let slot = tbl.buckets.slot_of(key);
             bucket = Some((slot, tbl.buckets.version(slot)));
             let head = match rec.newest() {
@@ -542,8 +571,8 @@ impl<'db> CicadaWorker<'db> {
                     self.observe(tbl, key, slot, version);
                 }
             }
-            (Some(v), bucket) => {
-                if let Some((slot, version)) = bucket.filter(|_| status(v) == DELETED) {
+            (Some(_), bucket) => {
+                if let Some((slot, version)) = bucket.filter(|_| !found.present) {
                     // The row may be unlinked and the key inserted again as a new record,
                     // whose versions go in above no version of this one: the bucket stands for
                     // the absence too.
@@ -1295,8 +1324,8 @@ impl Worker for CicadaWorker<'_> {
                 }
                 (as_ref(w.version), None)
             }
-            Located::Row { rid, rec, found } => match found.seen {
-                Some(v) if status(v) == COMMITTED => {
+            Located::Row { rid, rec, found } => match found.row() {
+                Some(v) => {
                     self.maybe_promote(t, key, rid, rec, &found);
                     (v, Some(found.wts))
                 }
@@ -1341,7 +1370,7 @@ impl Worker for CicadaWorker<'_> {
                 Ok(true)
             }
             Located::Row { rid, rec, found } => {
-                if found.seen.is_none_or(|v| status(v) != COMMITTED) {
+                if found.absent() {
                     return Ok(false);
                 }
                 self.early_abort(&found, false)?;
@@ -1383,7 +1412,7 @@ impl Worker for CicadaWorker<'_> {
                 Ok(Some(out))
             }
             Located::Row { rid, rec, found } => {
-                let Some(old) = found.seen.filter(|v| status(v) == COMMITTED) else {
+                let Some(old) = found.row() else {
                     return Ok(None);
                 };
                 self.early_abort(&found, true)?;
@@ -1480,7 +1509,7 @@ impl Worker for CicadaWorker<'_> {
                 Ok(found) => found,
                 Err(Unlinked) => continue,
             };
-            if found.seen.is_some_and(|v| status(v) == COMMITTED) {
+            if !found.absent() {
                 return Ok(false);
             }
             self.early_abort(&found, false)?;
@@ -1508,7 +1537,7 @@ impl Worker for CicadaWorker<'_> {
                 Ok(true)
             }
             Located::Row { rid, rec, found } => {
-                if found.seen.is_none_or(|v| status(v) != COMMITTED) {
+                if found.absent() {
                     return Ok(false);
                 }
                 self.early_abort(&found, true)?;
@@ -1680,8 +1709,8 @@ impl<'db> ScanSteps<'db, CicadaRecord> for CicadaWorker<'db> {
                 // Unlinked: its deletion is below `min_rts`, so below our timestamp.
                 Err(Unlinked) => return Ok(None),
             };
-            match found.seen {
-                Some(v) if status(v) == COMMITTED => (v, Some(found.wts)),
+            match found.row() {
+                Some(v) => (v, Some(found.wts)),
                 _ => return Ok(None),
             }
         };
@@ -1714,5 +1743,59 @@ impl<'db> ScanSteps<'db, CicadaRecord> for CicadaWorker<'db> {
         let data = self.scratch.get(self.p.row_sizes[t.index()]);
         row.read_into(data);
         Some(data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cicada-SV's search reads a version's stamp and status as one: under a writer that
+    /// overwrites the version in place, alternating a row (odd stamps) and a deletion (even
+    /// ones), every search's `present` matches the stamp it reports. Reading the status
+    /// outside the seqlock window pairs one overwrite's status with another's stamp.
+    #[test]
+    fn single_version_search_reads_stamp_and_status_together() {
+        // SAFETY: a record head is atomics only, and all-zero is a valid, empty head (see
+        // `RecordHeader for CicadaRecord`); no payload is read or written here.
+        let rec: CicadaRecord = unsafe { std::mem::zeroed() };
+        let v = rec.inline();
+        overwrite(v, 1, COMMITTED, || {});
+        const READERS: usize = 3;
+        const SEARCHES: u64 = 300_000;
+        let finished = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Overwrites until every reader is done, so that all searches race with it.
+                let mut stamp = 2;
+                while finished.load(Ordering::Acquire) < READERS {
+                    overwrite(v, stamp, if stamp % 2 == 1 { COMMITTED } else { DELETED }, || {});
+                    stamp += 1;
+                }
+            });
+            for _ in 0..READERS {
+                s.spawn(|| {
+                    // Counted when the reader ends, also by a failed assertion's unwinding,
+                    // so that the writer stops either way.
+                    struct Finish<'a>(&'a std::sync::atomic::AtomicUsize);
+                    impl Drop for Finish<'_> {
+                        fn drop(&mut self) {
+                            self.0.fetch_add(1, Ordering::Release);
+                        }
+                    }
+                    let _finish = Finish(&finished);
+                    for _ in 0..SEARCHES {
+                        let found = sv_search(&rec, Some(v), WRITING - 1, true).expect("waits");
+                        assert!(found.seen.is_some(), "the version is always committed");
+                        assert_eq!(
+                            found.present,
+                            found.wts % 2 == 1,
+                            "stamp {} reported with the status of another overwrite",
+                            found.wts
+                        );
+                    }
+                });
+            }
+        });
     }
 }
