@@ -139,9 +139,10 @@
 //! lock). The write phase overwrites the inlined version in place (stamp `WRITING`, payload,
 //! status, `rts`, then the stamp: a seqlock) and releases the lock. A record's first version
 //! (an insert into a fresh record) is installed as in Cicada. Read-only transactions take fresh
-//! timestamps and are validated (there is no older version for `thread.rts` to read), so the
-//! protocol's `snapshot_reads` capability does not hold with this option: a read whose version
-//! was overwritten aborts. No GC work is queued; deleted records are unlinked as usual (the
+//! timestamps and are validated (there is no older version for `thread.rts` to read). The
+//! protocol's `snapshot_reads` capability still holds: a read never sees a version committed
+//! above its timestamp; where multi-version Cicada reads the older version, this one aborts
+//! (`snapshot-too-old`). No GC work is queued; deleted records are unlinked as usual (the
 //! reclaimer's GC lock excludes writers).
 //!
 //! **Departures and what is missing.** Listed above: the multi-version index. Durability uses
