@@ -1,6 +1,7 @@
 //! Mechanisms more than one protocol uses: table lookup with the standard aborts, a spin-wait
 //! that yields under oversubscription, an undo log, and a value arena.
 
+pub mod btree;
 pub mod clock;
 pub mod mql;
 pub mod mv;
