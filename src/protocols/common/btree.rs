@@ -30,10 +30,16 @@
 //! cannot be seen: the split's versions of both were installed before either committed, and a
 //! reader waits for (or aborts on) a pending version below its timestamp.
 //!
-//! **No merges.** A removal leaves its leaf smaller, possibly empty, and inserts of keys in its
-//! range fill it again. The paper does not describe merging; a tree whose keys move (TPC-C's
-//! new orders are deleted at one end and inserted at the other) keeps empty leaves, one
-//! node per `fanout` keys ever deleted there, until the index is rebuilt.
+//! **Emptied nodes leave the tree.** A removal that empties a leaf takes it out, with the
+//! ancestors of which it was the only descendant, when the top of that keyless subtree has a
+//! left sibling under its parent: the parent drops it and the separator before it, and the
+//! sibling's rightmost path takes over its range and right links level by level. The removed
+//! nodes are marked dead and retired ([`Nodes::retire`]): a transaction that reaches one
+//! through an internal node it read before the removal committed aborts, and the store reuses
+//! them once no such transaction can run. A parent's first child stays (its left neighbour is
+//! under another parent), and so does the root. Keys that slide, inserted at one end and
+//! deleted at the other as TPC-C's new orders are, keep the tree at the size of the live keys.
+//! Nodes are not merged otherwise: a removal leaves a leaf smaller, and inserts fill it again.
 //!
 //! ```text
 //!  node words: | meta: count, LEAF bit | high key | right sibling | keys[fanout] | values or children[fanout + 1] |
@@ -67,6 +73,9 @@ const HIGH: usize = 1;
 const RIGHT: usize = 2;
 const KEYS: usize = 3;
 const LEAF: u64 = 1 << 63;
+/// A node taken out of the tree (see [`BTree::remove`]): a transaction that reaches it through
+/// an internal node read before the removal committed aborts.
+const DEAD: u64 = 1 << 62;
 const COUNT: u64 = u32::MAX as u64;
 
 /// The node layout: keys per node.
@@ -134,6 +143,12 @@ pub trait Nodes {
 
     /// A new node, private to the transaction until it commits; its words are written next.
     fn create(&mut self) -> Result<NodeId, Abort>;
+
+    /// Node `id` leaves the tree if the transaction commits (its private copy is marked dead):
+    /// no node visible above the commit links to it any more. Transactions that read a node
+    /// linking to it before the commit may still reach it, so the store reclaims it once none
+    /// of those can be running.
+    fn retire(&mut self, id: NodeId);
 }
 
 /// A node's words. Loads and stores are Relaxed: the words are a committed version, immutable
@@ -163,6 +178,11 @@ impl<'a> Node<'a> {
     #[inline(always)]
     fn is_leaf(self) -> bool {
         self.get(META) & LEAF != 0
+    }
+
+    #[inline(always)]
+    fn is_dead(self) -> bool {
+        self.get(META) & DEAD != 0
     }
 
     #[inline(always)]
@@ -327,6 +347,9 @@ impl BTree {
         loop {
             let (w, read) = n.read(id)?;
             let node = self.node(w);
+            if node.is_dead() {
+                return Err(moved());
+            }
             if key > node.high() {
                 id = self.sibling(node)?;
                 continue;
@@ -357,25 +380,33 @@ impl BTree {
         }
     }
 
+    /// The node of `id`'s level that covers `key`, from `id` rightwards (by reads).
+    fn covering<N: Nodes>(self, n: &mut N, mut id: NodeId, key: u64) -> Result<NodeId, Abort> {
+        loop {
+            let (w, _) = n.read(id)?;
+            let node = self.node(w);
+            if node.is_dead() {
+                return Err(moved());
+            }
+            if key > node.high() {
+                id = self.sibling(node)?;
+                continue;
+            }
+            return Ok(id);
+        }
+    }
+
     /// The private copy of the node of `id`'s level that covers `key`, from `id` rightwards
     /// (moving right by reads, so that only that node is written).
     fn write_covering<'n, N: Nodes>(
         self,
         n: &'n mut N,
-        mut id: NodeId,
+        id: NodeId,
         key: u64,
     ) -> Result<(NodeId, Node<'n>), Abort> {
-        loop {
-            let (w, _) = n.read(id)?;
-            let node = self.node(w);
-            if key > node.high() {
-                id = self.sibling(node)?;
-                continue;
-            }
-            break;
-        }
+        let id = self.covering(n, id, key)?;
         let node = self.node(n.write(id)?);
-        if key > node.high() {
+        if node.is_dead() || key > node.high() {
             // Split by a commit between the read and the write (the write copied the newer
             // version): the transaction's view of the tree moved under it. Aborting is always
             // safe; this is rare enough not to chase the key further.
@@ -473,12 +504,19 @@ impl BTree {
     }
 
     /// Removes `key`: its value, or `None` (with the leaf's read, to track) if it was absent.
+    /// A leaf the removal empties leaves the tree when it has a left sibling under the same
+    /// parent, which takes over its range (the parent loses the leaf and its separator, the
+    /// sibling takes the leaf's high key and right link, the leaf is marked dead and retired):
+    /// so keys that slide (inserted at one end, deleted at the other) do not leave a trail of
+    /// empty leaves. A parent's first child stays, empty or not, and internal nodes are never
+    /// removed (an internal node may be left with one child and no separator).
     pub fn remove<N: Nodes>(self, n: &mut N, key: u64) -> Result<Lookup<N::Read>, Abort> {
-        let (id, found) = self.descend(n, key, None)?;
+        let mut path = Path { ids: [NO_NODE; MAX_DEPTH], len: 0 };
+        let (id, found) = self.descend(n, key, Some(&mut path))?;
         if found.value.is_none() {
             return Ok(found);
         }
-        let (_, leaf) = self.write_covering(n, id, key)?;
+        let (id, leaf) = self.write_covering(n, id, key)?;
         if !leaf.is_leaf() {
             return Err(moved());
         }
@@ -496,7 +534,92 @@ impl BTree {
         rest.vals[..i].copy_from_slice(&b.vals[..i]);
         rest.vals[i..rest.count].copy_from_slice(&b.vals[i + 1..b.count]);
         leaf.fill(&rest, 0, rest.count, b.high, b.right);
+        if rest.count == 0 && id != self.root {
+            // A subtree that took an emptied one over may be keyless itself, and go in turn.
+            while self.unlink_empty(n, key)? {}
+        }
         Ok(Lookup { value: Some(value), leaf: found.leaf })
+    }
+
+    /// Takes the keyless subtree that ends in the empty leaf `leaf` (covering `key`) out of the
+    /// tree. The subtree is the leaf and the ancestors of which it is the only descendant (each
+    /// internal node with one child and no separator), up to the first ancestor whose parent
+    /// has other children; it goes if its top has a left sibling under that parent. The parent
+    /// loses the top and the separator before it, and the left sibling's rightmost path takes
+    /// over, level by level, the range and right link of the subtree's node of that level,
+    /// which is marked dead and retired. The leaf is the one that covers `key`, if empty.
+    /// Returns whether the parent is left with the left sibling alone and its subtree holds no
+    /// key either (which may then go the same way).
+    fn unlink_empty<N: Nodes>(self, n: &mut N, key: u64) -> Result<bool, Abort> {
+        let mut path = Path { ids: [NO_NODE; MAX_DEPTH], len: 0 };
+        let (leaf, _) = self.descend(n, key, Some(&mut path))?;
+        if leaf == self.root || self.node(n.read(leaf)?.0).count() > 0 {
+            return Ok(false);
+        }
+        let mut chain = [NO_NODE; MAX_DEPTH];
+        chain[0] = leaf;
+        let mut len = 1;
+        let mut level = path.len;
+        let (pid, i) = loop {
+            if level == 0 {
+                // Up to the root, which stays.
+                return Ok(false);
+            }
+            let pid = self.covering(n, path.ids[level - 1], key)?;
+            let (w, _) = n.read(pid)?;
+            let p = self.node(w);
+            let i = p.lower_bound(key);
+            if p.is_leaf() || p.val(i) != chain[len - 1] {
+                return Err(moved());
+            }
+            if p.count() > 0 {
+                break (pid, i);
+            }
+            if pid == self.root {
+                return Ok(false);
+            }
+            chain[len] = pid;
+            len += 1;
+            level -= 1;
+        };
+        if i == 0 {
+            // A first child stays (its left neighbour is under another parent).
+            return Ok(false);
+        }
+        let (_, p) = self.write_covering(n, pid, key)?;
+        if p.val(i) != chain[len - 1] {
+            return Err(moved());
+        }
+        let left = p.val(i - 1);
+        let pb = p.copy();
+        let mut rest = Buf { leaf: false, count: pb.count - 1, ..Buf::default() };
+        rest.keys[..i - 1].copy_from_slice(&pb.keys[..i - 1]);
+        rest.keys[i - 1..rest.count].copy_from_slice(&pb.keys[i..pb.count]);
+        rest.vals[..i].copy_from_slice(&pb.vals[..i]);
+        rest.vals[i..=rest.count].copy_from_slice(&pb.vals[i + 1..=pb.count]);
+        p.fill(&rest, 0, rest.count, pb.high, pb.right);
+        let alone = rest.count == 0;
+        let (mut s_id, mut keyless) = (left, true);
+        for level in (0..len).rev() {
+            let x = chain[level];
+            let (high, right, meta) = {
+                let (w, _) = n.read(x)?;
+                let xn = self.node(w);
+                (xn.high(), xn.right(), xn.get(META) & LEAF)
+            };
+            let s = self.node(n.write(s_id)?);
+            if s.is_dead() || s.right() != x || s.is_leaf() != (level == 0) {
+                return Err(moved());
+            }
+            s.set(HIGH, high);
+            s.set(RIGHT, right);
+            keyless &= s.count() == 0;
+            let below = if level > 0 { s.val(s.count()) } else { NO_NODE };
+            self.node(n.write(x)?).set(META, meta | DEAD);
+            n.retire(x);
+            s_id = below;
+        }
+        Ok(alone && keyless)
     }
 
     /// Calls `f` with each key in `[lo, hi]` and its value, in key order, until `f` breaks.
@@ -517,6 +640,9 @@ impl BTree {
         loop {
             let (w, read) = n.read(id)?;
             let leaf = self.node(w);
+            if leaf.is_dead() {
+                return Err(moved());
+            }
             if from > leaf.high() {
                 id = self.sibling(leaf)?;
                 continue;
@@ -597,6 +723,9 @@ mod tests {
         tracked: Vec<NodeId>,
         written: Vec<NodeId>,
         created: usize,
+        /// Nodes this transaction took out of the tree, and those committed transactions did.
+        retired: Vec<NodeId>,
+        dead: Vec<NodeId>,
     }
 
     impl Store {
@@ -611,6 +740,8 @@ mod tests {
                 tracked: Vec::new(),
                 written: Vec::new(),
                 created: 0,
+                retired: Vec::new(),
+                dead: Vec::new(),
             }
         }
 
@@ -625,9 +756,11 @@ mod tests {
             self.tracked.clear();
             self.written.clear();
             self.created = 0;
+            self.dead.append(&mut self.retired);
         }
 
         fn abort(&mut self) {
+            self.retired.clear();
             self.own.clear();
             self.tracked.clear();
             self.written.clear();
@@ -660,6 +793,10 @@ mod tests {
                 self.own.insert(id, copy);
             }
             Ok(&self.own[&id])
+        }
+
+        fn retire(&mut self, id: NodeId) {
+            self.retired.push(id);
         }
 
         fn create(&mut self) -> Result<NodeId, Abort> {
@@ -697,12 +834,14 @@ mod tests {
                 assert!(low.is_none_or(|l| k > l) && k <= high, "node {id}: key {k} outside");
                 assert!(i == 0 || node.key(i - 1) < k, "node {id}: keys out of order");
             }
+            assert!(!node.is_dead(), "node {id} is dead but linked");
             if node.is_leaf() {
                 acc.0.push(id);
                 acc.1.extend((0..n).map(|i| (node.key(i), node.val(i))));
                 return;
             }
-            assert!(n >= 1, "internal node {id} without separators");
+            assert!(!node.is_dead(), "node {id} is dead but linked");
+            assert!(!s.dead.contains(&id), "node {id} was retired but is linked");
             for i in 0..=n {
                 let child_low = if i == 0 { low } else { Some(node.key(i - 1)) };
                 let child_high = if i == n { high } else { node.key(i) };
@@ -803,6 +942,70 @@ mod tests {
             }
             assert!(height >= 3, "fanout {fanout}: height {height}, {} keys", model.len());
         }
+    }
+
+    /// Keys that slide (inserted at the right, deleted at the left, 100 alive) do not grow the
+    /// tree: emptied leaves leave it into their left siblings, and the nodes a run creates stay
+    /// a small multiple of what 100 keys need. Retired nodes are dead and unlinked (`verify`).
+    #[test]
+    fn sliding_keys_do_not_grow_the_tree() {
+        let shape = Shape::new(4).unwrap();
+        let mut s = Store::new(shape);
+        let t = BTree::new(0, shape);
+        for k in 0..20_000u64 {
+            t.insert(&mut s, k, k).unwrap();
+            if k >= 100 {
+                assert_eq!(t.remove(&mut s, k - 100).unwrap().value, Some(k - 100));
+            }
+            s.commit();
+            if k % 1000 == 999 {
+                let live: Vec<_> = (k - 99..=k).map(|k| (k, k)).collect();
+                assert_eq!(verify(&s, t), live, "after key {k}");
+            }
+        }
+        let linked = s.committed.len() - s.dead.len();
+        // 100 keys in leaves of 2 to 4 (53 nodes in all when written).
+        assert!(
+            linked < 100,
+            "{linked} nodes linked for 100 keys ({} dead of {})",
+            s.dead.len(),
+            s.committed.len()
+        );
+        assert!(s.dead.len() > 1000, "emptied leaves were retired: {}", s.dead.len());
+    }
+
+    /// A transaction that read internal nodes before a removal took a leaf out reaches the dead
+    /// leaf through them and aborts, rather than read it as the owner of its old range (which
+    /// its left sibling covers now).
+    #[test]
+    fn a_dead_node_reached_through_stale_nodes_aborts() {
+        let shape = Shape::new(4).unwrap();
+        let mut s = Store::new(shape);
+        let t = BTree::new(0, shape);
+        for k in 0..64 {
+            t.insert(&mut s, k * 10, k).unwrap();
+        }
+        s.commit();
+        let internal: Vec<_> = (0..s.committed.len())
+            .filter(|&id| !t.node(&s.committed[id]).is_leaf())
+            .map(|id| (id as NodeId, snapshot(&s.committed[id])))
+            .collect();
+        // Empty the leaf holding 300: it is not a first child, so it leaves the tree.
+        let leaf = t.descend(&mut s, 300, None).unwrap().0;
+        let keys: Vec<_> = {
+            let n = t.node(&s.committed[leaf as usize]);
+            (0..n.count()).map(|i| n.key(i)).collect()
+        };
+        for &k in &keys {
+            t.remove(&mut s, k).unwrap();
+        }
+        s.commit();
+        assert!(s.dead.contains(&leaf), "leaf {leaf} of keys {keys:?} was retired");
+        assert_eq!(t.get(&mut s, 300).unwrap().value, None);
+        verify(&s, t);
+        s.stale.extend(internal);
+        assert_eq!(t.get(&mut s, 300).unwrap_err().reason, AbortReason::WriteConflict);
+        assert_eq!(t.get(&mut s, 0).unwrap().value, Some(0), "other leaves still answer");
     }
 
     /// Keys at both ends of the domain, including `u64::MAX`, and scans reaching it.
