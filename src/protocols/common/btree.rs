@@ -347,11 +347,8 @@ impl BTree {
         loop {
             let (w, read) = n.read(id)?;
             let node = self.node(w);
-            if node.is_dead() {
-                return Err(moved());
-            }
-            if key > node.high() {
-                id = self.sibling(node)?;
+            if let Some(right) = self.right_of(node, key)? {
+                id = right;
                 continue;
             }
             if node.is_leaf() {
@@ -370,13 +367,20 @@ impl BTree {
         }
     }
 
-    /// The right sibling of a node whose high key is below a key sought: there is one, since
-    /// the rightmost node of a level covers every key.
+    /// Where a search for `key` that reached `node` goes on at its level: `None` if the node
+    /// covers the key, else its right sibling (B-link: a split moved the key right; there is
+    /// one, since the rightmost node of a level covers every key). A dead node aborts.
     #[inline(always)]
-    fn sibling(self, node: Node<'_>) -> Result<NodeId, Abort> {
+    fn right_of(self, node: Node<'_>, key: u64) -> Result<Option<NodeId>, Abort> {
+        if node.is_dead() {
+            return Err(moved());
+        }
+        if key <= node.high() {
+            return Ok(None);
+        }
         match node.right() {
             NO_NODE => Err(corrupt()),
-            r => Ok(r),
+            r => Ok(Some(r)),
         }
     }
 
@@ -384,15 +388,10 @@ impl BTree {
     fn covering<N: Nodes>(self, n: &mut N, mut id: NodeId, key: u64) -> Result<NodeId, Abort> {
         loop {
             let (w, _) = n.read(id)?;
-            let node = self.node(w);
-            if node.is_dead() {
-                return Err(moved());
+            match self.right_of(self.node(w), key)? {
+                Some(right) => id = right,
+                None => return Ok(id),
             }
-            if key > node.high() {
-                id = self.sibling(node)?;
-                continue;
-            }
-            return Ok(id);
         }
     }
 
@@ -640,11 +639,8 @@ impl BTree {
         loop {
             let (w, read) = n.read(id)?;
             let leaf = self.node(w);
-            if leaf.is_dead() {
-                return Err(moved());
-            }
-            if from > leaf.high() {
-                id = self.sibling(leaf)?;
+            if let Some(right) = self.right_of(leaf, from)? {
+                id = right;
                 continue;
             }
             let (mut len, high, right) = (0, leaf.high(), leaf.right());
