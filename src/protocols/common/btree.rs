@@ -64,8 +64,9 @@ pub const NO_NODE: NodeId = u64::MAX;
 /// The most keys a node holds that [`Shape::new`] accepts (splits use stack buffers this big).
 pub const MAX_FANOUT: usize = 64;
 
-/// Levels a descent records for splits: a tree of this height would hold more keys than a
-/// `u64` can name, since every node but the root keeps at least one key.
+/// Levels a descent records for splits; a deeper descent is a broken tree ([`corrupt`]). The
+/// tree grows a level only when its root splits, at `fanout + 1` children, so 64 levels take
+/// more splits than any run makes.
 const MAX_DEPTH: usize = 64;
 
 const META: usize = 0;
@@ -286,6 +287,14 @@ impl Buf {
         self.keys[i] = key;
         self.vals[vi] = val;
         self.count += 1;
+    }
+
+    /// Takes out key `k` and value (leaf) or child (internal) `v`.
+    fn remove(&mut self, k: usize, v: usize) {
+        let nv = self.count + usize::from(!self.leaf);
+        self.keys.copy_within(k + 1..self.count, k);
+        self.vals.copy_within(v + 1..nv, v);
+        self.count -= 1;
     }
 }
 
@@ -526,14 +535,10 @@ impl BTree {
             return Ok(Lookup { value: None, leaf: found.leaf });
         }
         let value = leaf.val(i);
-        let b = leaf.copy();
-        let mut rest = Buf { count: b.count - 1, ..Buf::default() };
-        rest.keys[..i].copy_from_slice(&b.keys[..i]);
-        rest.keys[i..rest.count].copy_from_slice(&b.keys[i + 1..b.count]);
-        rest.vals[..i].copy_from_slice(&b.vals[..i]);
-        rest.vals[i..rest.count].copy_from_slice(&b.vals[i + 1..b.count]);
-        leaf.fill(&rest, 0, rest.count, b.high, b.right);
-        if rest.count == 0 && id != self.root {
+        let mut b = leaf.copy();
+        b.remove(i, i);
+        leaf.fill(&b, 0, b.count, b.high, b.right);
+        if b.count == 0 && id != self.root {
             // A subtree that took an emptied one over may be keyless itself, and go in turn.
             while self.unlink_empty(n, key)? {}
         }
@@ -590,14 +595,10 @@ impl BTree {
             return Err(moved());
         }
         let left = p.val(i - 1);
-        let pb = p.copy();
-        let mut rest = Buf { leaf: false, count: pb.count - 1, ..Buf::default() };
-        rest.keys[..i - 1].copy_from_slice(&pb.keys[..i - 1]);
-        rest.keys[i - 1..rest.count].copy_from_slice(&pb.keys[i..pb.count]);
-        rest.vals[..i].copy_from_slice(&pb.vals[..i]);
-        rest.vals[i..=rest.count].copy_from_slice(&pb.vals[i + 1..=pb.count]);
-        p.fill(&rest, 0, rest.count, pb.high, pb.right);
-        let alone = rest.count == 0;
+        let mut pb = p.copy();
+        pb.remove(i - 1, i);
+        p.fill(&pb, 0, pb.count, pb.high, pb.right);
+        let alone = pb.count == 0;
         let (mut s_id, mut keyless) = (left, true);
         for level in (0..len).rev() {
             let x = chain[level];
