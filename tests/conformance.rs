@@ -933,7 +933,9 @@ pub fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit<P: Proto
 pub fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure<P: Protocol>() {
     use txlab::engine::Retry;
     let db = db::<P>();
-    let (mut a, mut b, mut c) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    // `b` joins first: 2PL's wait-die stamps are clock ticks with the worker's slot below them,
+    // so `b`'s earlier begin is older than `a`'s even when both fall in one tick.
+    let (mut b, mut a, mut c) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
     b.begin();
     assert!(b.insert(T, 1, &row(1)).unwrap());
     a.begin();
