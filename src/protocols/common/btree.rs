@@ -602,9 +602,19 @@ impl BTree {
         let (mut s_id, mut keyless) = (left, true);
         for level in (0..len).rev() {
             let x = chain[level];
+            // The subtree was found keyless by reads; the copy written is what is validated,
+            // and a commit since the read may have given it keys (a split below a one-child
+            // node): it must still be keyless, or marking it dead would lose them.
             let (high, right, meta) = {
-                let (w, _) = n.read(x)?;
-                let xn = self.node(w);
+                let xn = self.node(n.write(x)?);
+                let keyless = if level == 0 {
+                    xn.is_leaf() && xn.count() == 0
+                } else {
+                    !xn.is_leaf() && xn.count() == 0 && xn.val(0) == chain[level - 1]
+                };
+                if xn.is_dead() || !keyless {
+                    return Err(moved());
+                }
                 (xn.high(), xn.right(), xn.get(META) & LEAF)
             };
             let s = self.node(n.write(s_id)?);
@@ -1069,6 +1079,73 @@ mod tests {
         s.commit();
         assert_eq!(t.get(&mut s, 1000).unwrap().value, Some(7));
         verify(&s, t);
+    }
+
+    /// A removal that finds a subtree keyless through a stale read of a one-child internal
+    /// node, which a commit has since given a second child (its leaf split), aborts instead of
+    /// taking the subtree out: marking the node dead would lose the new child's keys.
+    #[test]
+    fn a_subtree_that_gained_keys_since_it_was_read_stays() {
+        let shape = Shape::new(4).unwrap();
+        let mut s = Store::new(shape);
+        let t = BTree::new(0, shape);
+        for k in 0..200 {
+            t.insert(&mut s, k * 10, k).unwrap();
+        }
+        s.commit();
+        // A node above the leaves that is not its parent's first child, and its leaves.
+        fn node(s: &Store, t: BTree, id: NodeId) -> Node<'_> {
+            t.node(&s.committed[id as usize])
+        }
+        // `parents` are two levels above the leaves.
+        let (mut parents, mut level) = (Vec::new(), vec![0]);
+        while !node(&s, t, node(&s, t, level[0]).val(0)).is_leaf() {
+            parents = level;
+            level = parents
+                .iter()
+                .flat_map(|&id| (0..=node(&s, t, id).count()).map(move |i| (id, i)))
+                .map(|(id, i)| node(&s, t, id).val(i))
+                .collect();
+        }
+        let parent = *parents.first().expect("three levels or more");
+        let x = node(&s, t, parent).val(1);
+        let leaves: Vec<NodeId> =
+            (0..=node(&s, t, x).count()).map(|j| node(&s, t, x).val(j)).collect();
+        let keys = |s: &Store, leaf: NodeId| {
+            let n = node(s, t, leaf);
+            (0..n.count()).map(|j| n.key(j)).collect::<Vec<_>>()
+        };
+        // Its leaves but the first emptied: it is left with one child and no separator.
+        for &leaf in &leaves[1..] {
+            for k in keys(&s, leaf) {
+                t.remove(&mut s, k).unwrap();
+            }
+        }
+        s.commit();
+        let first = leaves[0];
+        assert_eq!((node(&s, t, x).count(), node(&s, t, x).val(0)), (0, first));
+        let stale = snapshot(&s.committed[x as usize]);
+        // A commit splits the one leaf: the node gets a separator and a second child.
+        let low = keys(&s, first)[0];
+        for k in 1..=4 {
+            t.insert(&mut s, low + k, 1000 + k).unwrap();
+        }
+        s.commit();
+        assert!(node(&s, t, x).count() >= 1, "the leaf split under the node");
+        let before = verify(&s, t);
+        // A transaction that read the node before that commit empties the first leaf.
+        s.stale.insert(x as NodeId, stale);
+        let mut result = Ok(());
+        for k in keys(&s, first) {
+            if let Err(e) = t.remove(&mut s, k) {
+                result = Err(e);
+                break;
+            }
+        }
+        assert_eq!(result.unwrap_err().reason, AbortReason::WriteConflict);
+        s.abort();
+        s.stale.clear();
+        assert_eq!(verify(&s, t), before, "nothing lost");
     }
 
     /// A transaction sees its own changes (private copies and new nodes), and a lookup of an
