@@ -512,12 +512,11 @@ impl BTree {
     }
 
     /// Removes `key`: its value, or `None` (with the leaf's read, to track) if it was absent.
-    /// A leaf the removal empties leaves the tree when it has a left sibling under the same
-    /// parent, which takes over its range (the parent loses the leaf and its separator, the
-    /// sibling takes the leaf's high key and right link, the leaf is marked dead and retired):
-    /// so keys that slide (inserted at one end, deleted at the other) do not leave a trail of
-    /// empty leaves. A parent's first child stays, empty or not, and internal nodes are never
-    /// removed (an internal node may be left with one child and no separator).
+    /// A leaf the removal empties leaves the tree, with the ancestors of which it was the only
+    /// descendant, when the top of that keyless subtree has a left sibling under its parent
+    /// (see `unlink_empty`): so keys that slide (inserted at one end, deleted at the other) do
+    /// not leave a trail of empty nodes. A parent's first child stays, empty or not, so an
+    /// internal node may be left with one child and no separator.
     pub fn remove<N: Nodes>(self, n: &mut N, key: u64) -> Result<Lookup<N::Read>, Abort> {
         let mut path = Path { ids: [NO_NODE; MAX_DEPTH], len: 0 };
         let (id, found) = self.descend(n, key, Some(&mut path))?;
