@@ -589,9 +589,16 @@ impl BTree {
             // A first child stays (its left neighbour is under another parent).
             return Ok(false);
         }
+        // The copy written may be newer than the one read (a commit in between removed or
+        // added separators): the subtree's position is found again in it.
         let (_, p) = self.write_covering(n, pid, key)?;
-        if p.val(i) != chain[len - 1] {
+        let i = p.lower_bound(key);
+        if p.is_leaf() || p.val(i) != chain[len - 1] {
             return Err(moved());
+        }
+        if i == 0 {
+            // It became the first child; the parent stays written, unchanged.
+            return Ok(false);
         }
         let left = p.val(i - 1);
         let mut pb = p.copy();
@@ -1145,6 +1152,54 @@ mod tests {
         s.abort();
         s.stale.clear();
         assert_eq!(verify(&s, t), before, "nothing lost");
+    }
+
+    /// A removal that empties a parent's last child through a stale read of the parent, which
+    /// a commit has since left with one separator fewer, finds the child's position again in
+    /// the copy it writes (the stale position is past the copy's separators, whose vacated
+    /// slot still names the child) and takes the child out.
+    #[test]
+    fn a_parent_that_lost_a_separator_since_it_was_read_is_searched_again() {
+        let shape = Shape::new(4).unwrap();
+        let mut s = Store::new(shape);
+        let t = BTree::new(0, shape);
+        fn node(s: &Store, id: NodeId) -> Node<'_> {
+            BTree::new(0, s.shape).node(&s.committed[id as usize])
+        }
+        let mut k = 0;
+        // A root over four leaves.
+        while node(&s, 0).is_leaf() || node(&s, 0).count() < 3 {
+            t.insert(&mut s, k, k).unwrap();
+            s.commit();
+            k += 1;
+        }
+        assert!(node(&s, node(&s, 0).val(0)).is_leaf(), "two levels");
+        let root = node(&s, 0);
+        let children: Vec<NodeId> = (0..=3).map(|i| root.val(i)).collect();
+        let keys = |s: &Store, leaf: NodeId| {
+            let n = node(s, leaf);
+            (0..n.count()).map(|j| n.key(j)).collect::<Vec<_>>()
+        };
+        let stale = snapshot(&s.committed[0]);
+        // A commit empties the third leaf, which leaves: the root has two separators.
+        for key in keys(&s, children[2]) {
+            t.remove(&mut s, key).unwrap();
+        }
+        s.commit();
+        assert_eq!(node(&s, 0).count(), 2);
+        let mut want = verify(&s, t);
+        // A transaction that read the root before that commit empties the last leaf.
+        s.stale.insert(0, stale);
+        let last = keys(&s, children[3]);
+        for &key in &last {
+            assert_eq!(t.remove(&mut s, key).unwrap().value, Some(key));
+        }
+        s.commit();
+        s.stale.clear();
+        want.retain(|e| !last.contains(&e.0));
+        assert_eq!(verify(&s, t), want);
+        assert_eq!(node(&s, 0).count(), 1, "the last leaf left the root");
+        assert!(s.dead.contains(&children[3]));
     }
 
     /// A transaction sees its own changes (private copies and new nodes), and a lookup of an
