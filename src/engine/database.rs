@@ -456,6 +456,7 @@ impl<P: Protocol> Loader<'_, P> {
             self.caches[table.index()].release(rid);
             return Err(Error::DuplicateKey { table: t.spec.name.clone(), key });
         }
+        self.db.protocol.indexed(table, key, rid);
         Ok(rid)
     }
 }

@@ -27,7 +27,7 @@ use super::workload::Workload;
 use crate::error::{Abort, Error};
 use crate::storage::projection::Columns;
 use crate::storage::row_store::RecordHeader;
-use crate::storage::{RowRef, TableId, TableSpec};
+use crate::storage::{RowId, RowRef, TableId, TableSpec};
 use std::ops::ControlFlow;
 
 /// What a protocol promises and supports, for the CLI's listing and for refusing impossible
@@ -157,6 +157,11 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     /// Loads `payload` (the table's row size) into the freshly allocated slot `row` of `table`
     /// as a committed row below every stamp the protocol will give (bulk loading, recovery).
     fn load(&self, table: TableId, row: RowRef<'_, Self::Record>, payload: &[u8]);
+
+    /// A row just loaded (see [`Protocol::load`]) entered `table`'s primary index under `key`
+    /// at `rid`: a protocol with an index of its own (cicada's multi-version index) adds it
+    /// there too. Loading does not overlap transactions on the table. Default: nothing.
+    fn indexed(&self, _table: TableId, _key: u64, _rid: RowId) {}
 
     /// Whether a record is present (not deleted, not an uncommitted insert), as a best-effort
     /// non-transactional read.

@@ -143,6 +143,13 @@ impl<'a, R> RowRef<'a, R> {
         self.len
     }
 
+    /// The payload's words (a structure kept in a row, such as an index node, reads them as
+    /// numbers rather than bytes).
+    #[inline(always)]
+    pub fn words(&self) -> &'a [AtomicU64] {
+        self.words
+    }
+
     /// Whether the payload is empty (never true: tables have at least 1 byte per row).
     #[inline]
     pub fn is_empty(&self) -> bool {
