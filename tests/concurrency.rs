@@ -331,6 +331,8 @@ serializable_suite! {
     cicada_nowait => txlab::protocols::cicada::Cicada [("wait", "off"), ("gc-interval-us", "100000"), ("timestamps", "counter")],
     cicada_sv => txlab::protocols::cicada::Cicada [("single-version", "on")],
     cicada_sv_nowait => txlab::protocols::cicada::Cicada [("single-version", "on"), ("wait", "off"), ("deferred-index", "off"), ("timestamps", "counter")],
+    cicada_mv => txlab::protocols::cicada::Cicada [("index", "multi-version"), ("index-fanout", "4")],
+    cicada_mv_nowait => txlab::protocols::cicada::Cicada [("index", "multi-version"), ("index-fanout", "3"), ("wait", "off"), ("timestamps", "counter")],
     hekaton_slow_gc => txlab::protocols::hekaton::Hekaton [("gc-interval-us", "100000")],
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,

@@ -856,6 +856,8 @@ protocol_suite! {
     cicada_nowait => txlab::protocols::cicada::Cicada [("wait", "off"), ("gc-interval-us", "100000"), ("timestamps", "counter")],
     cicada_sv => txlab::protocols::cicada::Cicada [("single-version", "on")],
     cicada_sv_nowait => txlab::protocols::cicada::Cicada [("single-version", "on"), ("wait", "off"), ("deferred-index", "off"), ("timestamps", "counter")],
+    cicada_mv => txlab::protocols::cicada::Cicada [("index", "multi-version"), ("index-fanout", "4")],
+    cicada_mv_nowait => txlab::protocols::cicada::Cicada [("index", "multi-version"), ("index-fanout", "3"), ("wait", "off"), ("timestamps", "counter")],
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
     silo => txlab::protocols::silo::Silo,
@@ -881,6 +883,8 @@ mod serializable {
         cicada_nowait => txlab::protocols::cicada::Cicada [("wait", "off"), ("gc-interval-us", "100000"), ("timestamps", "counter")],
         cicada_sv => txlab::protocols::cicada::Cicada [("single-version", "on")],
         cicada_sv_nowait => txlab::protocols::cicada::Cicada [("single-version", "on"), ("wait", "off"), ("deferred-index", "off"), ("timestamps", "counter")],
+        cicada_mv => txlab::protocols::cicada::Cicada [("index", "multi-version"), ("index-fanout", "4")],
+        cicada_mv_nowait => txlab::protocols::cicada::Cicada [("index", "multi-version"), ("index-fanout", "3"), ("wait", "off"), ("timestamps", "counter")],
         two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
         silo => txlab::protocols::silo::Silo,
@@ -929,13 +933,21 @@ pub fn two_scanners_inserting_into_the_scanned_range_cannot_both_commit<P: Proto
 /// (that worker began first, so it is the older one under wait-die and the retrier dies). A
 /// protocol that defers index updates to validation (cicada) does not show an insert in
 /// flight, and of two inserts of a key the second to validate aborts: there each attempt's
-/// conflict is a third worker inserting the attempt's key and committing first.
+/// conflict is a third worker inserting the attempt's key and committing first. Those keys lie
+/// a thousand rows away from the first worker's, so that an index that detects conflicts by
+/// node (cicada's multi-version index) does not make its insert conflict with them too.
 pub fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure<P: Protocol>() {
     use txlab::engine::Retry;
     let db = db::<P>();
     // `b` joins first: 2PL's wait-die stamps are clock ticks with the worker's slot below them,
     // so `b`'s earlier begin is older than `a`'s even when both fall in one tick.
     let (mut b, mut a, mut c) = (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+    txn(&mut c, |w| {
+        for k in 1000..2000 {
+            assert!(w.insert(T, k, &row(k))?);
+        }
+        Ok(())
+    });
     b.begin();
     assert!(b.insert(T, 1, &row(1)).unwrap());
     a.begin();
@@ -958,7 +970,7 @@ pub fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure<P: Protoco
             if !hidden {
                 return w.insert(T, 1, &row(2));
             }
-            let key = 100 + calls;
+            let key = 10_000 + calls;
             assert!(w.insert(T, key, &row(2))?);
             assert!(txn(&mut c, |c| c.insert(T, key, &row(3))), "the first to validate inserts");
             Ok(true)

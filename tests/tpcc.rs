@@ -216,6 +216,12 @@ fn cicada_without_its_optimisations_keeps_the_consistency_conditions() {
     common::with_options(&off, || contended::<txlab::protocols::cicada::Cicada>(10));
 }
 
+#[test]
+fn cicada_with_the_multi_version_index_keeps_the_consistency_conditions() {
+    let mv = [("index", "multi-version"), ("index-fanout", "8")];
+    common::with_options(&mv, || contended::<txlab::protocols::cicada::Cicada>(19));
+}
+
 fn with_analytics(share: u32, scan: f64) -> TpccConfig {
     TpccConfig { analytic: Some(AnalyticConfig { share, scan }), ..TpccConfig::new(1) }
 }
@@ -300,6 +306,13 @@ fn hekaton_keeps_the_conditions_with_analytics() {
 #[test]
 fn cicada_keeps_the_conditions_with_analytics() {
     contended_with_analytics::<txlab::protocols::cicada::Cicada>(18);
+}
+
+#[test]
+fn cicada_with_the_multi_version_index_keeps_the_conditions_with_analytics() {
+    common::with_options(&[("index", "multi-version")], || {
+        contended_with_analytics::<txlab::protocols::cicada::Cicada>(20)
+    });
 }
 
 /// One analytic transaction after a short run (so that stock has sold and recent orders vary)

@@ -19,9 +19,13 @@ pub fn with_options<R>(pairs: &[(&str, &str)], f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Protocol `P`'s options with this thread's pairs (see [`with_options`]).
+pub fn options<P: Protocol>() -> P::Options {
+    let pairs = OPTIONS.with(|o| o.borrow().clone());
+    P::Options::from_pairs(&pairs).expect("the suite's options suit the protocol")
+}
+
 /// A database of protocol `P` with `tables`, `opts` and this thread's protocol options.
 pub fn database<P: Protocol>(tables: &[TableSpec], opts: DbOptions) -> Database<P> {
-    let pairs = OPTIONS.with(|o| o.borrow().clone());
-    let options = P::Options::from_pairs(&pairs).expect("the suite's options suit the protocol");
-    Database::<P>::builder(tables).options(opts).protocol_options(options).build().unwrap()
+    Database::<P>::builder(tables).options(opts).protocol_options(options::<P>()).build().unwrap()
 }

@@ -1,6 +1,7 @@
 //! The `cicada` worker: the read phase, validation, the write phase and the maintenance of one
 //! thread (see the module docs of `protocols::cicada` for the protocol and why it is correct).
 
+use super::index::node_words;
 use super::record::{
     init_version, is_inline, next, overwrite, row_of, set_status, stable_wts, status, still, wts,
     CVersion, CicadaExt, CicadaRecord, Link, Unlinked, ABORTED, COMMITTED, DELETED, LOADED,
@@ -11,18 +12,20 @@ use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
 use crate::history::{Stamp, INITIAL, UNBORN};
+use crate::protocols::common::btree::{NodeId, Nodes};
 use crate::protocols::common::clock::{clock_of, ThreadClock, Tsc};
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::{apply_update, check_len, table, Scratch, SpinWait};
 use crate::storage::context::WorkerCtx;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
+use crate::storage::row_store::SlotCache;
 use crate::storage::version::VersionPool;
 use crate::storage::{RowId, Table, TableId};
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// How many of the most contended writes validation puts first (the paper's k = 8).
 const SORT_TOP: usize = 8;
@@ -104,6 +107,28 @@ pub(super) struct Dead {
     retired: u64,
 }
 
+/// Index nodes taken out of their trees (see `btree::Nodes::retire`): each with the
+/// timestamp of the commit that took it out, freed once `min_rts` passes it (no transaction
+/// reads the tree below it) and the grace period of its versions' retirement then; its slot,
+/// with the generation of that retirement, reused after it.
+#[derive(Default)]
+pub(super) struct NodeGarbage {
+    nodes: VecDeque<(TableId, NodeId, u64)>,
+    slots: VecDeque<(TableId, RowId, u64)>,
+}
+
+impl NodeGarbage {
+    pub(super) fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.slots.is_empty()
+    }
+
+    /// Takes `other`'s nodes and slots (a departed worker's).
+    pub(super) fn append(&mut self, other: &mut NodeGarbage) {
+        self.nodes.append(&mut other.nodes);
+        self.slots.append(&mut other.slots);
+    }
+}
+
 /// A committed version whose older versions become garbage once `min_rts` passes its `wts`.
 #[derive(Clone, Copy)]
 pub(super) struct GcItem {
@@ -151,6 +176,12 @@ pub struct CicadaWorker<'db> {
     ctx: WorkerCtx<'db, CicadaRecord>,
     p: &'db Cicada,
     pools: Vec<VersionPool<CicadaExt>>,
+    /// Per table, slots for the nodes of its multi-version index this worker creates.
+    node_slots: Vec<SlotCache>,
+    /// Index nodes the running transaction takes out of their trees: (data table, node).
+    retiring: Vec<(TableId, NodeId)>,
+    /// Index nodes committed transactions took out, waiting to be freed.
+    garbage: NodeGarbage,
     /// The running transaction's timestamp.
     ts: u64,
     active: bool,
@@ -310,6 +341,18 @@ impl<'db> CicadaWorker<'db> {
         CicadaWorker {
             clock,
             pools: (0..p.stores.len()).map(|_| VersionPool::default()).collect(),
+            node_slots: p
+                .trees
+                .iter()
+                .map(|t| {
+                    // The slots departed workers left (and loading's spare ones).
+                    let mut mine = SlotCache::default();
+                    t.load.lock().unwrap_or_else(|e| e.into_inner()).hand_over(&mut mine);
+                    mine
+                })
+                .collect(),
+            retiring: Vec::new(),
+            garbage: NodeGarbage::default(),
             ctx,
             p,
             ts: 0,
@@ -407,7 +450,7 @@ impl<'db> CicadaWorker<'db> {
         let p = self.p;
         p.maybe_refresh();
         if p.orphaned.load(Ordering::Relaxed) {
-            p.adopt(&mut self.gc, &mut self.dead);
+            p.adopt(&mut self.gc, &mut self.dead, &mut self.garbage);
         }
         let min_rts = p.clocks.min_rts();
         let mut budget = if self.gc.len() > GC_BACKLOG { usize::MAX } else { GC_BUDGET };
@@ -450,11 +493,45 @@ impl<'db> CicadaWorker<'db> {
                 rec.unlock_gc();
             }
         }
-        if self.dead.len() > cut_from {
+        let slots_from = self.garbage.slots.len();
+        while let Some(&(t, id, at)) = self.garbage.nodes.front() {
+            if at >= min_rts {
+                break;
+            }
+            // No transaction reads the tree below `at`, where the node left it: only one that
+            // read a node linking it before that commit can still reach it, and the grace
+            // period of the stamp below outlasts those.
+            let rec = p.trees[t.index()].rows.get(RowId(id)).header;
+            if !rec.try_lock_gc() {
+                break;
+            }
+            self.garbage.nodes.pop_front();
+            if let Ok(Some(head)) = rec.newest() {
+                if rec.unlink(Some(head)) {
+                    // Stale GC items of the node (at or below its newest `wts`) never act on
+                    // the slot again.
+                    rec.raise_min_wts(wts(head));
+                    retire_chain(&mut self.dead, p.node_table(t), NonNull::from(head), u64::MAX);
+                }
+            }
+            rec.unlock_gc();
+            self.garbage.slots.push_back((t, RowId(id), u64::MAX));
+        }
+        if self.dead.len() > cut_from || self.garbage.slots.len() > slots_from {
             let g = p.quiescence.retire_stamp();
+            for s in self.garbage.slots.range_mut(slots_from..) {
+                s.2 = g;
+            }
             for d in self.dead.range_mut(cut_from..) {
                 d.retired = g;
             }
+        }
+        while let Some(&(t, rid, g)) = self.garbage.slots.front() {
+            if !p.quiescence.safe(g) {
+                break;
+            }
+            self.garbage.slots.pop_front();
+            self.node_slots[t.index()].release(rid);
         }
         while let Some(&d) = self.dead.front() {
             if !p.quiescence.safe(d.retired) {
@@ -547,7 +624,7 @@ impl<'db> CicadaWorker<'db> {
         // later), so the chain is searched again after reading it. The common case, a present
         // row, reads no bucket.
         let mut bucket = None;
-        if found.absent() {
+        if found.absent() && !self.p.mv_index() {
             let slot = tbl.buckets.slot_of(key);
             bucket = Some((slot, tbl.buckets.version(slot)));
             let head = match rec.newest() {
@@ -565,12 +642,16 @@ impl<'db> CicadaWorker<'db> {
             });
         }
         match (found.seen, bucket) {
-            // (A search that saw nothing always read the bucket.)
-            (None, bucket) => {
-                if let Some((slot, version)) = bucket {
-                    self.observe(tbl, key, slot, version);
+            // (A search that saw nothing read the bucket, with the shared index; the record's
+            // read covers the multi-version index's absences.)
+            (None, bucket) => match bucket {
+                Some((slot, version)) => self.observe(tbl, key, slot, version),
+                None => {
+                    if let Some(h) = &mut self.ctx.history {
+                        h.range(tbl.id.0, key, key);
+                    }
                 }
-            }
+            },
             (Some(_), bucket) => {
                 if let Some((slot, version)) = bucket.filter(|_| !found.present) {
                     // The row may be unlinked and the key inserted again as a new record,
@@ -592,6 +673,9 @@ impl<'db> CicadaWorker<'db> {
     /// (read, recorded), or nothing.
     #[inline]
     fn locate(&mut self, tbl: &'db Table<CicadaRecord>, key: u64) -> Result<Located<'db>, Abort> {
+        if self.p.mv_index() {
+            return self.locate_in_tree(tbl, key);
+        }
         if let Some(i) = self.find_unindexed(tbl.id, key) {
             return Ok(Located::Own(i));
         }
@@ -606,6 +690,212 @@ impl<'db> CicadaWorker<'db> {
                 // Unlinked meanwhile: the key may live in another row now.
                 Err(Unlinked) => self.ctx.forget(tbl.id, key),
             }
+        }
+    }
+
+    /// [`Worker::scan`] through the multi-version index: the tree's entries in `[lo, hi]` at
+    /// our timestamp (our own node copies first), each leaf met tracked (phantom protection,
+    /// §3.6), each entry read as [`ScanSteps::entry`] reads the shared index's.
+    fn scan_tree(
+        &mut self,
+        t: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        if tbl.index.kind() == crate::storage::index::IndexKind::Hash {
+            // The table asked for point lookups only: its scans are refused with either index.
+            return Err(Abort::new(AbortReason::Unsupported));
+        }
+        if limit == 0 {
+            return Ok(0);
+        }
+        let tree = self.p.trees[t.index()].tree;
+        let (mut n, mut stop) = (0, hi);
+        tree.scan(&mut NodeAccess { w: self, t }, lo, hi, |nodes, key, rid| {
+            Ok(match nodes.w.entry(tbl, t, key, RowId(rid))? {
+                Some(row) => {
+                    n += 1;
+                    if f(key, row).is_break() || n == limit {
+                        stop = key;
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                }
+                None => ControlFlow::Continue(()),
+            })
+        })?;
+        if let Some(h) = &mut self.ctx.history {
+            h.range(t.0, lo, stop);
+        }
+        Ok(n)
+    }
+
+    /// [`Worker::insert`] through the multi-version index: the key's record, if the tree maps
+    /// one at our timestamp, gets a version over its absence; else the key goes into the tree
+    /// (a leaf write, and splits) with a record: the one the shared catalog holds for the key
+    /// if any (a deleted row not unlinked yet, or an insert that aborted after validation), so
+    /// that the tree and the catalog never map a key to two records, or a new record that
+    /// enters the catalog at validation.
+    fn insert_in_tree(
+        &mut self,
+        tbl: &'db Table<CicadaRecord>,
+        key: u64,
+        value: &[u8],
+    ) -> Result<bool, Abort> {
+        let t = tbl.id;
+        let tree = self.p.trees[t.index()].tree;
+        if let Some(rid) = tree.get(&mut NodeAccess { w: self, t }, key)?.value.map(RowId) {
+            // The tree maps a key exactly when its row is present, at every timestamp and in
+            // our own view (an insert or deletion changes both). A key mapped to a row we
+            // deleted, or to a row absent at our timestamp, means that our reads straddle a
+            // commit below our timestamp (internal nodes and a present key's leaf are read
+            // untracked): writing the row as present while the tree we write lacks the key
+            // would commit a row the index does not hold, so the attempt aborts.
+            if let Some(i) = self.find_write(t, rid) {
+                if self.writes[i].tombstone {
+                    return Err(Abort::new(AbortReason::WriteConflict));
+                }
+                return Ok(false);
+            }
+            let rec = tbl.rows.get(rid).header;
+            let Ok(found) = self.read_version(tbl, key, rec)? else {
+                return Err(Abort::new(AbortReason::WriteConflict));
+            };
+            if found.absent() {
+                return Err(Abort::new(AbortReason::WriteConflict));
+            }
+            return Ok(false);
+        }
+        let mut spin = SpinWait::default();
+        let rid = loop {
+            // Our own new record, deleted by us since (which took it out of our tree).
+            if let Some(i) = self.find_unindexed(t, key) {
+                if !self.insert_again(i, value) {
+                    return Err(Abort::new(AbortReason::WriteConflict));
+                }
+                break self.writes[i].rid;
+            }
+            let Some(rid) = self.ctx.lookup(tbl, key) else {
+                let fresh = self.ctx.alloc(t)?;
+                tbl.rows.get(fresh).header.init(None);
+                self.push_new(tbl, key, fresh, value);
+                self.writes.last_mut().expect("just pushed").unindexed = true;
+                self.unindexed |= 1 << (t.0 % 64);
+                break fresh;
+            };
+            let rec = tbl.rows.get(rid).header;
+            if rec.is_unlinked() {
+                // The GC is removing the catalog entry of a deletion below `min_rts`.
+                self.ctx.forget(t, key);
+                spin.spin();
+                continue;
+            }
+            if let Some(i) = self.find_write(t, rid) {
+                // A row of ours that we deleted.
+                if !self.insert_again(i, value) {
+                    return Err(Abort::new(AbortReason::WriteConflict));
+                }
+                break rid;
+            }
+            if rec.in_flight() {
+                // Another transaction's insert of the key is validating.
+                return Err(Abort::new(AbortReason::InsertConflict));
+            }
+            let Ok(found) = self.read_version(tbl, key, rec)? else { continue };
+            if !found.absent() {
+                // Present at our timestamp, yet not in the tree we read: the tree moved
+                // under a stale read.
+                return Err(Abort::new(AbortReason::WriteConflict));
+            }
+            self.put_version(t, key, rid, rec, &found, Some(value))?;
+            break rid;
+        };
+        match tree.insert(&mut NodeAccess { w: self, t }, key, rid.0)? {
+            None => Ok(true),
+            // Committed into the leaf between our read and our write of it.
+            Some(_) => Err(Abort::new(AbortReason::WriteConflict)),
+        }
+    }
+
+    /// Makes `key`'s row a deletion in the write set (`Ok(false)`: absent).
+    fn delete_row(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+        self.writable()?;
+        let tbl = table(self.ctx.storage, t)?;
+        match self.locate(tbl, key)? {
+            Located::Absent => Ok(false),
+            Located::Own(i) => {
+                let w = self.writes[i];
+                if w.tombstone {
+                    return Ok(false);
+                }
+                // A row this transaction inserted or updated: its version becomes a deletion
+                // (over nothing, for an insert: the key stays absent).
+                self.writes[i].tombstone = true;
+                self.writes[i].promotion = false;
+                Ok(true)
+            }
+            Located::Row { rid, rec, found } => {
+                if found.absent() {
+                    return Ok(false);
+                }
+                self.put_version(t, key, rid, rec, &found, None)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// [`CicadaWorker::locate`] with the multi-version index. A row present at our timestamp is
+    /// found through the catalog (the shared index, which names each key's record) without
+    /// descending the tree: its read is validated, which is all the paper asks of a present key
+    /// (footnote 1: the index nodes that led to it go unvalidated), and the tree holds the key
+    /// at our timestamp exactly when the row is present. An absence is read from the tree (our
+    /// own node copies first), and the leaf that would hold the key is tracked (phantom
+    /// protection, §3.6): the record's absent version alone would not cover a new record of
+    /// the key after this one is unlinked.
+    fn locate_in_tree(
+        &mut self,
+        tbl: &'db Table<CicadaRecord>,
+        key: u64,
+    ) -> Result<Located<'db>, Abort> {
+        let t = tbl.id;
+        if let Some(rid) = self.ctx.lookup(tbl, key) {
+            if let Some(i) = self.find_write(t, rid) {
+                return Ok(Located::Own(i));
+            }
+            let rec = tbl.rows.get(rid).header;
+            match self.read_version(tbl, key, rec)? {
+                Ok(found) if !found.absent() => return Ok(Located::Row { rid, rec, found }),
+                // Absent: the tree decides (the read stays in the read set, harmless).
+                Ok(_) => {}
+                Err(Unlinked) => self.ctx.forget(t, key),
+            }
+        }
+        let tree = self.p.trees[t.index()].tree;
+        let mut nodes = NodeAccess { w: self, t };
+        let found = tree.get(&mut nodes, key)?;
+        let Some(rid) = found.value.map(RowId) else {
+            nodes.track(found.leaf)?;
+            if let Some(h) = &mut self.ctx.history {
+                h.range(t.0, key, key);
+            }
+            return Ok(Located::Absent);
+        };
+        if let Some(i) = self.find_write(t, rid) {
+            // Our own insert into a new record, which the catalog gets at validation.
+            return Ok(Located::Own(i));
+        }
+        let rec = tbl.rows.get(rid).header;
+        match self.read_version(tbl, key, rec)? {
+            Ok(found) if !found.absent() => Ok(Located::Row { rid, rec, found }),
+            // The tree maps the key to a row absent at our timestamp (or to an unlinked record,
+            // whose deletion is below `min_rts` and so below our timestamp): a deletion
+            // committed between our untracked read of the leaf and our read of the row. The
+            // view is mixed; the leaf read is not validated, so abort now.
+            _ => Err(Abort::new(AbortReason::WriteConflict)),
         }
     }
 
@@ -685,6 +975,29 @@ impl<'db> CicadaWorker<'db> {
         // SAFETY: `v` is a version of table `t`: pooled from its store, or the inlined version
         // of one of its records, which is used only when the table's slots hold a payload.
         unsafe { row_of(v, self.p.row_sizes[t.index()]) }
+    }
+
+    /// Puts a new version of `key`'s row over what `found` saw (a row present at our
+    /// timestamp, or its absence for an insert) into the write set: `value` in every column,
+    /// or a deletion (`None`, which must write over the latest version, as an update does).
+    #[inline]
+    fn put_version(
+        &mut self,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+        rec: &CicadaRecord,
+        found: &Found<'_>,
+        value: Option<&[u8]>,
+    ) -> Result<(), Abort> {
+        self.early_abort(found, value.is_none())?;
+        let nv = self.new_version(t, rec);
+        if let Some(value) = value {
+            self.row(t, as_ref(nv)).write_from(value);
+        }
+        self.push_write(t, key, rid, rec, nv, found.later, !found.absent(), ALL_COLUMNS);
+        self.writes.last_mut().expect("just pushed").tombstone = value.is_none();
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -945,9 +1258,10 @@ impl<'db> CicadaWorker<'db> {
                 let wr = &mut self.writes[i];
                 wr.installed = true;
                 wr.prev = stamp_of(below);
-                if below.is_none() {
+                if below.is_none() && !self.p.mv_index() {
                     // The key becomes present where no version was: absence readers above our
                     // timestamp must be told (the bucket's version, then its `rts` is checked).
+                    // (The multi-version index tells them through the leaf the key enters.)
                     let tbl = self.ctx.storage.table(w.table);
                     let (slot, _) = tbl.buckets.bump(w.key);
                     self.observed.push(Observed {
@@ -1147,6 +1461,7 @@ impl<'db> CicadaWorker<'db> {
     // ---- the end of a transaction --------------------------------------------------------------
 
     fn finish(&mut self) {
+        self.retiring.clear();
         self.reads.clear();
         self.writes.clear();
         self.observed.clear();
@@ -1166,6 +1481,10 @@ impl<'db> CicadaWorker<'db> {
         for i in 0..self.writes.len() {
             let w = self.writes[i];
             if w.dropped {
+                continue;
+            }
+            if self.p.is_node_table(w.table) {
+                self.roll_back_node(w);
                 continue;
             }
             if w.unindexed {
@@ -1198,14 +1517,34 @@ impl<'db> CicadaWorker<'db> {
         self.finish();
     }
 
+    /// Rolls back the write of an index node: a version over an existing node becomes ABORTED
+    /// if installed (readers skip it), else goes back; a node this transaction created goes
+    /// back with its slot at once, installed or not. Nothing reached it: its only links are
+    /// in our versions, which readers that meet them pending wait out and then skip, and
+    /// nothing collects a version that never committed.
+    fn roll_back_node(&mut self, w: Write) {
+        if w.created {
+            self.unused(w.table, w.version);
+            let t = w.table.index() - self.p.tables;
+            self.node_slots[t].release(w.rid);
+        } else if w.installed {
+            set_status(as_ref(w.version), ABORTED);
+        } else {
+            self.unused(w.table, w.version);
+        }
+    }
+
     /// Logs the writes at our timestamp (Cicada's commit stamp is its wts, §3.7), before any
     /// becomes COMMITTED.
     fn log(&mut self) {
         let storage = self.ctx.storage;
-        let n = self.writes.iter().filter(|w| !w.dropped).count();
+        // Index nodes are not logged: recovery rebuilds the index from the rows.
+        let p = self.p;
+        let logged = |w: &&Write| !w.dropped && !p.is_node_table(w.table);
+        let n = self.writes.iter().filter(logged).count();
         let Some(log) = self.ctx.log.as_mut().filter(|_| n > 0) else { return };
         log.begin(self.ts, n as u32);
-        for w in self.writes.iter().filter(|w| !w.dropped) {
+        for w in self.writes.iter().filter(logged) {
             let tbl = storage.table(w.table);
             if w.tombstone {
                 log.delete(w.table.0, self.ts, w.key);
@@ -1281,8 +1620,11 @@ impl Drop for CicadaWorker<'_> {
     fn drop(&mut self) {
         self.abort();
         let p = self.p;
+        for (slots, tree) in self.node_slots.iter_mut().zip(&p.trees) {
+            slots.hand_over(&mut tree.load.lock().unwrap_or_else(|e| e.into_inner()));
+        }
         let tally = super::Tally { ro: self.ro, lag: self.lag, promotions: self.promotions };
-        p.leave(&mut self.pools, &mut self.gc, &mut self.dead, tally);
+        p.leave(&mut self.pools, &mut self.gc, &mut self.dead, &mut self.garbage, tally);
     }
 }
 
@@ -1373,10 +1715,7 @@ impl Worker for CicadaWorker<'_> {
                 if found.absent() {
                     return Ok(false);
                 }
-                self.early_abort(&found, false)?;
-                let nv = self.new_version(t, rec);
-                self.row(t, as_ref(nv)).write_from(value);
-                self.push_write(t, key, rid, rec, nv, found.later, true, ALL_COLUMNS);
+                self.put_version(t, key, rid, rec, &found, Some(value))?;
                 Ok(true)
             }
         }
@@ -1445,6 +1784,9 @@ impl Worker for CicadaWorker<'_> {
         self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
+        if self.p.mv_index() {
+            return self.insert_in_tree(tbl, key, value);
+        }
         let deferred = self.p.options.deferred_index;
         if deferred {
             if let Some(i) = self.find_unindexed(t, key) {
@@ -1512,41 +1854,23 @@ impl Worker for CicadaWorker<'_> {
             if !found.absent() {
                 return Ok(false);
             }
-            self.early_abort(&found, false)?;
-            let nv = self.new_version(t, rec);
-            self.row(t, as_ref(nv)).write_from(value);
-            self.push_write(t, key, existing, rec, nv, found.later, false, ALL_COLUMNS);
+            self.put_version(t, key, existing, rec, &found, Some(value))?;
             return Ok(true);
         }
     }
 
     fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
-        self.writable()?;
-        let tbl = table(self.ctx.storage, t)?;
-        match self.locate(tbl, key)? {
-            Located::Absent => Ok(false),
-            Located::Own(i) => {
-                let w = self.writes[i];
-                if w.tombstone {
-                    return Ok(false);
-                }
-                // A row this transaction inserted or updated: its version becomes a deletion
-                // (over nothing, for an insert: the key stays absent).
-                self.writes[i].tombstone = true;
-                self.writes[i].promotion = false;
-                Ok(true)
-            }
-            Located::Row { rid, rec, found } => {
-                if found.absent() {
-                    return Ok(false);
-                }
-                self.early_abort(&found, true)?;
-                let nv = self.new_version(t, rec);
-                self.push_write(t, key, rid, rec, nv, found.later, true, ALL_COLUMNS);
-                self.writes.last_mut().expect("just pushed").tombstone = true;
-                Ok(true)
+        let deleted = self.delete_row(t, key)?;
+        if deleted && self.p.mv_index() {
+            // The key leaves the multi-version index with its row (§3.6): a later insert
+            // finds it absent there, and the reclaimer may unlink the record once the
+            // deletion is below `min_rts`, when no transaction reads the tree below it.
+            let tree = self.p.trees[t.index()].tree;
+            if tree.remove(&mut NodeAccess { w: self, t }, key)?.value.is_none() {
+                return Err(Abort::new(AbortReason::WriteConflict));
             }
         }
+        Ok(deleted)
     }
 
     fn scan(
@@ -1557,6 +1881,9 @@ impl Worker for CicadaWorker<'_> {
         limit: usize,
         f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<usize, Abort> {
+        if self.p.mv_index() {
+            return self.scan_tree(t, lo, hi, limit, f);
+        }
         let storage = self.ctx.storage;
         scan::scan(self, storage, t, lo, hi, limit, f)
     }
@@ -1632,7 +1959,7 @@ impl Worker for CicadaWorker<'_> {
                 set_status(v, s);
             }
             self.promotions.0 += u64::from(w.promotion);
-            if let Some(h) = &mut self.ctx.history {
+            if let (Some(h), false) = (&mut self.ctx.history, self.p.is_node_table(w.table)) {
                 h.write(w.table.0, w.key, u128::from(ts), w.prev, present);
             }
             if !self.p.options.single_version {
@@ -1646,6 +1973,9 @@ impl Worker for CicadaWorker<'_> {
             if !present {
                 self.ctx.retire(w.table, w.key, w.rid);
             }
+        }
+        for (t, id) in self.retiring.drain(..) {
+            self.garbage.nodes.push_back((t, id, ts));
         }
         if let Some(h) = &mut self.ctx.history {
             h.committed();
@@ -1743,6 +2073,120 @@ impl<'db> ScanSteps<'db, CicadaRecord> for CicadaWorker<'db> {
         let data = self.scratch.get(self.p.row_sizes[t.index()]);
         row.read_into(data);
         Some(data)
+    }
+}
+
+/// A transaction's view of table `t`'s multi-version index nodes (§3.6): each node is a record
+/// of the node table, read at the transaction's timestamp (its own copy first), written as a
+/// new version in its write set (with the version it copied as a read), validated, committed,
+/// logged not at all and collected like a row's.
+struct NodeAccess<'w, 'db> {
+    w: &'w mut CicadaWorker<'db>,
+    /// The data table.
+    t: TableId,
+}
+
+/// A node read: `None` for the transaction's own copy (its write is validated instead).
+#[derive(Clone, Copy)]
+struct NodeRead(Option<Read>);
+
+impl<'db> NodeAccess<'_, 'db> {
+    /// The node table and the tree's record of node `id`.
+    #[inline(always)]
+    fn record(&self, id: NodeId) -> (TableId, &'db CicadaRecord) {
+        let p: &'db Cicada = self.w.p;
+        (p.node_table(self.t), p.trees[self.t.index()].rows.get(RowId(id)).header)
+    }
+
+    /// The version of node `id` visible at the timestamp, as found. A node reached from a
+    /// version visible at the timestamp was created below it and is never unlinked, so it has
+    /// one; not finding it means the tree moved under a wait=off search or a stale read.
+    #[inline]
+    fn visible(&self, rec: &'db CicadaRecord) -> Result<(Found<'db>, &'db CVersion), Abort> {
+        let head = rec.newest().map_err(|_| Abort::new(AbortReason::WriteConflict))?;
+        let found = search(head, self.w.ts, self.w.p.options.wait)?;
+        let v = found.row().ok_or(Abort::new(AbortReason::WriteConflict))?;
+        Ok((found, v))
+    }
+
+    #[inline(always)]
+    fn words(&self, v: &'db CVersion) -> &'db [AtomicU64] {
+        node_words(v, self.w.p.trees[self.t.index()].tree.shape())
+    }
+}
+
+impl<'db> Nodes for NodeAccess<'_, 'db> {
+    type Read = NodeRead;
+
+    #[inline]
+    fn read(&mut self, id: NodeId) -> Result<(&[AtomicU64], NodeRead), Abort> {
+        let (nt, rec) = self.record(id);
+        if let Some(i) = self.w.find_write(nt, RowId(id)) {
+            return Ok((self.words(as_ref(self.w.writes[i].version)), NodeRead(None)));
+        }
+        let (found, v) = self.visible(rec)?;
+        let read = Read {
+            rec: NonNull::from(rec),
+            seen: Some(ptr(v)),
+            later: found.later.map(ptr),
+            wts: found.wts,
+        };
+        Ok((self.words(v), NodeRead(Some(read))))
+    }
+
+    #[inline]
+    fn track(&mut self, read: NodeRead) -> Result<(), Abort> {
+        if let (Some(r), false) = (read.0, self.w.untracked) {
+            self.w.reads.push(r);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, id: NodeId) -> Result<&[AtomicU64], Abort> {
+        let (nt, rec) = self.record(id);
+        if let Some(i) = self.w.find_write(nt, RowId(id)) {
+            return Ok(self.words(as_ref(self.w.writes[i].version)));
+        }
+        self.w.writable()?;
+        let (found, v) = self.visible(rec)?;
+        self.w.early_abort(&found, true)?;
+        // The copy depends on the version copied: validated like a read.
+        self.w.reads.push(Read {
+            rec: NonNull::from(rec),
+            seen: Some(ptr(v)),
+            later: found.later.map(ptr),
+            wts: found.wts,
+        });
+        let nv = self.w.new_version(nt, rec);
+        let (from, to) = (self.words(v), self.words(as_ref(nv)));
+        for (d, s) in to.iter().zip(from) {
+            d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        self.w.push_write(nt, id, RowId(id), rec, nv, found.later, true, ALL_COLUMNS);
+        Ok(to)
+    }
+
+    fn create(&mut self) -> Result<NodeId, Abort> {
+        self.w.writable()?;
+        let p: &'db Cicada = self.w.p;
+        let t = self.t.index();
+        let rid = p.trees[t]
+            .rows
+            .alloc(&mut self.w.node_slots[t])
+            .ok_or(Abort::new(AbortReason::TableFull))?;
+        let (nt, rec) = self.record(rid.0);
+        rec.init(None);
+        let nv = self.w.new_version(nt, rec);
+        for w in self.words(as_ref(nv)) {
+            w.store(0, Ordering::Relaxed);
+        }
+        self.w.push_write(nt, rid.0, rid, rec, nv, None, false, ALL_COLUMNS);
+        self.w.writes.last_mut().expect("just pushed").created = true;
+        Ok(rid.0)
+    }
+
+    fn retire(&mut self, id: NodeId) {
+        self.w.retiring.push((self.t, id));
     }
 }
 
