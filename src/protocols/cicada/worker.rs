@@ -821,10 +821,14 @@ impl<'db> CicadaWorker<'db> {
         }
     }
 
-    /// Makes `key`'s row a deletion in the write set (`Ok(false)`: absent).
-    fn delete_row(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+    /// Puts a new version of `key`'s row into the write set: `value` in every column (a blind
+    /// write), or a deletion (`None`); `Ok(false)` if the row is absent.
+    fn overwrite(&mut self, t: TableId, key: u64, value: Option<&[u8]>) -> Result<bool, Abort> {
         self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
+        if let Some(value) = value {
+            check_len(tbl, value)?;
+        }
         match self.locate(tbl, key)? {
             Located::Absent => Ok(false),
             Located::Own(i) => {
@@ -832,9 +836,15 @@ impl<'db> CicadaWorker<'db> {
                 if w.tombstone {
                     return Ok(false);
                 }
-                // A row this transaction inserted or updated: its version becomes a deletion
-                // (over nothing, for an insert: the key stays absent).
-                self.writes[i].tombstone = true;
+                match value {
+                    Some(value) => {
+                        self.row(t, as_ref(w.version)).write_from(value);
+                        self.writes[i].cols = ALL_COLUMNS;
+                    }
+                    // A row this transaction inserted or updated: its version becomes a
+                    // deletion (over nothing, for an insert: the key stays absent).
+                    None => self.writes[i].tombstone = true,
+                }
                 self.writes[i].promotion = false;
                 Ok(true)
             }
@@ -842,7 +852,7 @@ impl<'db> CicadaWorker<'db> {
                 if found.absent() {
                     return Ok(false);
                 }
-                self.put_version(t, key, rid, rec, &found, None)?;
+                self.put_version(t, key, rid, rec, &found, value)?;
                 Ok(true)
             }
         }
@@ -1696,29 +1706,7 @@ impl Worker for CicadaWorker<'_> {
     /// (validated, its read timestamp raised): a deletion below our timestamp must not be
     /// overwritten as if the row were there.
     fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
-        self.writable()?;
-        let tbl = table(self.ctx.storage, t)?;
-        check_len(tbl, value)?;
-        match self.locate(tbl, key)? {
-            Located::Absent => Ok(false),
-            Located::Own(i) => {
-                let w = self.writes[i];
-                if w.tombstone {
-                    return Ok(false);
-                }
-                self.row(t, as_ref(w.version)).write_from(value);
-                self.writes[i].cols = ALL_COLUMNS;
-                self.writes[i].promotion = false;
-                Ok(true)
-            }
-            Located::Row { rid, rec, found } => {
-                if found.absent() {
-                    return Ok(false);
-                }
-                self.put_version(t, key, rid, rec, &found, Some(value))?;
-                Ok(true)
-            }
-        }
+        self.overwrite(t, key, Some(value))
     }
 
     #[inline]
@@ -1860,7 +1848,7 @@ impl Worker for CicadaWorker<'_> {
     }
 
     fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
-        let deleted = self.delete_row(t, key)?;
+        let deleted = self.overwrite(t, key, None)?;
         if deleted && self.p.mv_index() {
             // The key leaves the multi-version index with its row (§3.6): a later insert
             // finds it absent there, and the reclaimer may unlink the record once the
