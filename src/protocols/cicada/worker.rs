@@ -642,8 +642,8 @@ impl<'db> CicadaWorker<'db> {
             });
         }
         match (found.seen, bucket) {
-            // (A search that saw nothing read the bucket, with the shared index; the record's
-            // read covers the multi-version index's absences.)
+            // (A search that saw nothing read the bucket, with the shared index; with the
+            // multi-version index the caller tracks the leaf instead: `locate_in_tree`.)
             (None, bucket) => match bucket {
                 Some((slot, version)) => self.observe(tbl, key, slot, version),
                 None => {
@@ -2087,8 +2087,9 @@ impl<'db> NodeAccess<'_, 'db> {
     }
 
     /// The version of node `id` visible at the timestamp, as found. A node reached from a
-    /// version visible at the timestamp was created below it and is never unlinked, so it has
-    /// one; not finding it means the tree moved under a wait=off search or a stale read.
+    /// version visible at the timestamp was created below it and is not unlinked while we run
+    /// (a node taken out is freed only once `min_rts` passes its removal), so it has one; not
+    /// finding it means the tree moved under a wait=off search or a stale read.
     #[inline]
     fn visible(&self, rec: &'db CicadaRecord) -> Result<(Found<'db>, &'db CVersion), Abort> {
         let head = rec.newest().map_err(|_| Abort::new(AbortReason::WriteConflict))?;
