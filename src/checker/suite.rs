@@ -481,9 +481,11 @@ fn run_workload<P: Protocol, W: Workload>(
                 };
                 let seed = cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ t as u64;
                 let mut gen = workload.generator(t, cfg.threads, seed);
+                let mut slot = gen.blank();
                 let mut rng = Rng::seed_from_u64(seed ^ 0xB0FF);
                 for _ in 0..cfg.txns_per_thread {
-                    let proc = gen.next();
+                    gen.fill(&mut slot);
+                    let proc = &slot;
                     let ty = &types[proc.txn_type()];
                     let body = |w: &mut _, rng: &mut Rng| {
                         let mut w = Pausing { inner: w, rng, max_us: cfg.max_pause_us };
@@ -500,7 +502,7 @@ fn run_workload<P: Protocol, W: Workload>(
                     match until_done(&mut w, &mut rng, aborted, Intent::of(proc), body) {
                         Ok(Some(())) => {
                             committed.fetch_add(1, Ordering::Relaxed);
-                            gen.committed();
+                            gen.committed(proc);
                         }
                         Ok(None) => {}
                         Err(reason) => return fail(Error::Fatal { txn: ty.name.into(), reason }),

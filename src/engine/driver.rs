@@ -425,6 +425,7 @@ fn worker_loop<P: Protocol, W: Workload>(
         db.worker().map(|w| (w, workload.generator(i, cfg.threads, worker_seed(cfg.seed, i))));
     barrier.wait();
     let (mut worker, mut gen) = setup?;
+    let mut slot = gen.blank();
     let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed ^ 0xB0FF, i));
     let mut set = AccessSet::default();
     let clock = quanta::Clock::new();
@@ -479,7 +480,8 @@ fn worker_loop<P: Protocol, W: Workload>(
             measure_from = Some(clock.raw());
         }
         let ledger = gen.ledger();
-        let proc = gen.next();
+        gen.fill(&mut slot);
+        let proc = &slot;
         let ty = proc.txn_type();
         let mut retries = 0u32;
         let t0 = clock.raw();
@@ -537,7 +539,7 @@ fn worker_loop<P: Protocol, W: Workload>(
             match result {
                 Ok(()) => {
                     committed += 1;
-                    gen.committed();
+                    gen.committed(proc);
                     shared.commits[i].store(committed, Ordering::Relaxed);
                     if measuring {
                         stats.commits[ty] += 1;

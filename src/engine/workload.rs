@@ -60,17 +60,32 @@ pub trait Workload: Sync {
     }
 }
 
-/// Produces the next transaction of one worker. Reuses one procedure value, so generating a
-/// transaction allocates nothing.
+/// Produces one worker's transactions into procedures that the caller owns.
+///
+/// The caller takes a procedure from [`Generator::blank`] once and hands it to
+/// [`Generator::fill`] for every transaction; `fill` overwrites it and reuses its buffers, so
+/// generating allocates nothing once they have grown. Procedures are owned and `Send`: the
+/// interactive driver keeps one per worker, and a pipeline (BOHM's sequencer) keeps a pool of
+/// them, hands them to other threads to run and fills them again when they come back. A
+/// procedure belongs to the generator whose `blank` made it (it may carry that generator's
+/// constants, such as YCSB's payload or its long-transaction delay), so `fill` only ever gets
+/// its own.
 pub trait Generator: Send {
     /// The procedure type.
-    type Proc: Procedure;
-    /// The next transaction to run.
-    fn next(&mut self) -> &Self::Proc;
-    /// Called by the driver after the transaction from the last `next` committed (for
-    /// workloads that account for committed effects, such as SmallBank's money ledger).
+    type Proc: Procedure + Send;
+    /// A procedure for [`Generator::fill`] to overwrite.
+    fn blank(&self) -> Self::Proc;
+    /// Overwrites `slot` (from this generator's [`Generator::blank`]) with the next
+    /// transaction.
+    fn fill(&mut self, slot: &mut Self::Proc);
+    /// Called after `done` (filled by this generator) committed, for workloads that account
+    /// for committed effects (SmallBank's money ledger, TPC-C's delivery hints); `done` holds
+    /// what its committed run left in it. A pipeline may fill later transactions before it
+    /// calls this, so an implementation must accept the calls late and in any order.
     #[inline]
-    fn committed(&mut self) {}
+    fn committed(&mut self, done: &Self::Proc) {
+        let _ = done;
+    }
     /// The worker's share of the workload's ledger: the sum of the effects of the transactions
     /// it reported committed (SmallBank: money deposited minus money withdrawn). With the
     /// running transaction's own effect ([`crate::engine::Procedure::ledger`]), crash tests

@@ -201,13 +201,7 @@ impl Workload for SmallBank {
         SmallBankGen {
             customers: self.cfg.customers,
             rng: rand::rngs::Xoshiro256PlusPlus::seed_from_u64(seed),
-            txn: SmallBankTxn {
-                kind: Kind::Balance,
-                c1: 0,
-                c2: 0,
-                spin: Duration::from_micros(self.cfg.spin_us),
-                delta: Cell::new(0),
-            },
+            spin: Duration::from_micros(self.cfg.spin_us),
             net: 0,
             ledger: self.ledger.clone(),
         }
@@ -397,7 +391,8 @@ impl Procedure for SmallBankTxn {
 pub struct SmallBankGen {
     customers: u64,
     rng: rand::rngs::Xoshiro256PlusPlus,
-    txn: SmallBankTxn,
+    /// The busy-wait inside each transaction.
+    spin: Duration,
     /// Money added by this worker's committed transactions, not yet in the shared ledger.
     net: i64,
     ledger: Arc<AtomicI64>,
@@ -406,14 +401,18 @@ pub struct SmallBankGen {
 impl Generator for SmallBankGen {
     type Proc = SmallBankTxn;
 
-    fn next(&mut self) -> &SmallBankTxn {
+    fn blank(&self) -> SmallBankTxn {
+        SmallBankTxn { kind: Kind::Balance, c1: 0, c2: 0, spin: self.spin, delta: Cell::new(0) }
+    }
+
+    fn fill(&mut self, t: &mut SmallBankTxn) {
         let mut pick = self.rng.random_range(0..100u32);
         let mut kind = 0;
         while pick >= MIX[kind] {
             pick -= MIX[kind];
             kind += 1;
         }
-        self.txn.kind = [
+        t.kind = [
             Kind::Balance,
             Kind::DepositChecking,
             Kind::TransactSavings,
@@ -421,13 +420,12 @@ impl Generator for SmallBankGen {
             Kind::WriteCheck,
             Kind::SendPayment,
         ][kind];
-        self.txn.c1 = self.rng.random_range(0..self.customers);
-        self.txn.c2 = (self.txn.c1 + self.rng.random_range(1..self.customers)) % self.customers;
-        &self.txn
+        t.c1 = self.rng.random_range(0..self.customers);
+        t.c2 = (t.c1 + self.rng.random_range(1..self.customers)) % self.customers;
     }
 
-    fn committed(&mut self) {
-        self.net += self.txn.delta.get();
+    fn committed(&mut self, done: &SmallBankTxn) {
+        self.net += done.delta.get();
     }
 
     fn ledger(&self) -> i64 {

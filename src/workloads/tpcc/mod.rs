@@ -507,7 +507,6 @@ impl Workload for Tpcc {
             rollback: !self.cfg.has(Simplification::NoRollback),
             by_name: !self.cfg.has(Simplification::CustomerById),
             rng: TpccRand::new(seed),
-            txn: TpccTxn::new(Kind::NewOrder),
             source,
             seq: 0,
             hints: vec![0; w as usize * schema::DISTRICTS as usize],
@@ -590,7 +589,6 @@ pub struct TpccGen {
     rollback: bool,
     by_name: bool,
     rng: TpccRand,
-    txn: TpccTxn,
     /// This generator's number: its history rows are keyed `(source, seq)`, and its
     /// analytic-history rows `(source, analytic_seq)`.
     source: u64,
@@ -615,8 +613,7 @@ impl TpccGen {
         }
     }
 
-    fn customer(&mut self) {
-        let t = &mut self.txn;
+    fn customer(&mut self, t: &mut TpccTxn) {
         if self.by_name && self.rng.uniform(1, 100) <= 60 {
             t.by_name = Some(self.rng.nurand(255, 0, 999, self.nu.c_last_run));
         } else {
@@ -629,7 +626,11 @@ impl TpccGen {
 impl Generator for TpccGen {
     type Proc = TpccTxn;
 
-    fn next(&mut self) -> &TpccTxn {
+    fn blank(&self) -> TpccTxn {
+        TpccTxn::new(Kind::NewOrder)
+    }
+
+    fn fill(&mut self, t: &mut TpccTxn) {
         // The analytic share first, the five-way mix in the rest: without analytics the draws
         // are the specification's, one per transaction.
         let analytic = self.analytic.0 > 0 && self.rng.uniform(0, 99) < self.analytic.0;
@@ -641,16 +642,16 @@ impl Generator for TpccGen {
         };
         let w = self.home.unwrap_or_else(|| self.rng.uniform(1, self.warehouses));
         let d = self.rng.uniform(1, schema::DISTRICTS);
-        self.txn.kind = kind;
-        self.txn.w = w;
-        self.txn.d = d;
-        self.txn.c_w = w;
-        self.txn.c_d = d;
-        self.txn.now = now_secs();
+        t.kind = kind;
+        t.w = w;
+        t.d = d;
+        t.c_w = w;
+        t.c_d = d;
+        t.now = now_secs();
         match kind {
             Kind::NewOrder => {
-                self.txn.by_name = None;
-                self.txn.c = self.rng.nurand(1023, 1, schema::CUSTOMERS, self.nu.c_id);
+                t.by_name = None;
+                t.c = self.rng.nurand(1023, 1, schema::CUSTOMERS, self.nu.c_id);
                 let n = self.rng.uniform(5, 15);
                 let rollback = self.rollback && self.rng.uniform(1, 100) == 1;
                 for i in 0..n as usize {
@@ -658,48 +659,48 @@ impl Generator for TpccGen {
                     let supply_w = if remote { self.other_warehouse(w) } else { w };
                     let item = self.rng.nurand(8191, 1, schema::ITEMS, self.nu.ol_i_id);
                     let quantity = self.rng.uniform(1, 10);
-                    self.txn.lines[i] = txns::Line { item, supply_w, quantity };
+                    t.lines[i] = txns::Line { item, supply_w, quantity };
                 }
                 if rollback {
-                    self.txn.lines[n as usize - 1].item = schema::ITEMS + 1;
+                    t.lines[n as usize - 1].item = schema::ITEMS + 1;
                 }
-                self.txn.ol_cnt = n;
+                t.ol_cnt = n;
             }
             Kind::Payment => {
                 if self.remote && self.rng.uniform(1, 100) > 85 {
-                    self.txn.c_w = self.other_warehouse(w);
-                    self.txn.c_d = self.rng.uniform(1, schema::DISTRICTS);
+                    t.c_w = self.other_warehouse(w);
+                    t.c_d = self.rng.uniform(1, schema::DISTRICTS);
                 }
-                self.customer();
-                self.txn.amount = self.rng.uniform64(100, 500_000);
+                self.customer(t);
+                t.amount = self.rng.uniform64(100, 500_000);
                 self.seq += 1;
-                self.txn.history_key = schema::key::history(self.source, self.seq);
+                t.history_key = schema::key::history(self.source, self.seq);
             }
-            Kind::OrderStatus => self.customer(),
+            Kind::OrderStatus => self.customer(t),
             Kind::Delivery => {
-                self.txn.carrier = self.rng.uniform(1, 10);
+                t.carrier = self.rng.uniform(1, 10);
                 let base = (w as usize - 1) * schema::DISTRICTS as usize;
-                self.txn.hints.copy_from_slice(&self.hints[base..base + 10]);
+                t.hints.copy_from_slice(&self.hints[base..base + 10]);
             }
-            Kind::StockLevel => self.txn.threshold = self.rng.uniform(10, 20),
+            Kind::StockLevel => t.threshold = self.rng.uniform(10, 20),
             Kind::Analytic => {
-                self.txn.threshold = self.rng.uniform(10, 20);
+                t.threshold = self.rng.uniform(10, 20);
                 let items = self.analytic.1;
-                self.txn.scan_items = items;
-                self.txn.scan_first = self.rng.uniform(1, schema::ITEMS - items + 1);
+                t.scan_items = items;
+                t.scan_first = self.rng.uniform(1, schema::ITEMS - items + 1);
                 self.analytic_seq += 1;
-                self.txn.analytic_key = schema::key::history(self.source, self.analytic_seq);
+                t.analytic_key = schema::key::history(self.source, self.analytic_seq);
             }
         }
-        &self.txn
     }
 
-    fn committed(&mut self) {
-        if self.txn.kind == Kind::Delivery {
-            let base = (self.txn.w as usize - 1) * schema::DISTRICTS as usize;
-            for (hint, o) in self.hints[base..base + 10].iter_mut().zip(&self.txn.delivered) {
+    fn committed(&mut self, done: &TpccTxn) {
+        if done.kind == Kind::Delivery {
+            let base = (done.w as usize - 1) * schema::DISTRICTS as usize;
+            for (hint, o) in self.hints[base..base + 10].iter_mut().zip(&done.delivered) {
+                // Late calls (a pipeline's) may come out of order: a hint only rises.
                 if o.get() != 0 {
-                    *hint = o.get() + 1;
+                    *hint = (*hint).max(o.get() + 1);
                 }
             }
         }

@@ -154,7 +154,7 @@ impl Workload for Ycsb {
             rng: rand::rngs::Xoshiro256PlusPlus::seed_from_u64(seed),
             next_insert: self.next_insert.clone(),
             slice,
-            txn: YcsbTxn {
+            blank: YcsbTxn {
                 ops: Vec::with_capacity(if c.long_read_ratio > 0.0 {
                     c.ops.max(c.long_read_records)
                 } else {
@@ -316,7 +316,8 @@ pub struct YcsbGen {
     next_insert: Arc<AtomicU64>,
     /// The worker's keys: the first and how many (all of them unless `--partitioned`).
     slice: (u64, u64),
-    txn: YcsbTxn,
+    /// What [`Generator::blank`] hands out: this worker's payload and delay, no operations.
+    blank: YcsbTxn,
 }
 
 impl YcsbGen {
@@ -337,19 +338,23 @@ impl YcsbGen {
 impl Generator for YcsbGen {
     type Proc = YcsbTxn;
 
-    fn next(&mut self) -> &YcsbTxn {
-        self.txn.ops.clear();
+    fn blank(&self) -> YcsbTxn {
+        self.blank.clone()
+    }
+
+    fn fill(&mut self, t: &mut YcsbTxn) {
+        t.ops.clear();
         let c = &self.cfg;
         if c.long_read_ratio > 0.0 && self.rng.random::<f64>() < c.long_read_ratio {
             // BOHM §4.2.3: records chosen uniformly at random among those loaded.
             for _ in 0..c.long_read_records {
                 let key = self.rng.random_range(0..c.records);
-                self.txn.ops.push(Op::Read(key));
+                t.ops.push(Op::Read(key));
             }
-            (self.txn.read_only, self.txn.ty) = (true, LONG_READ);
-            return &self.txn;
+            (t.read_only, t.ty) = (true, LONG_READ);
+            return;
         }
-        self.txn.ty = 0;
+        t.ty = 0;
         let (r, s, i) = (
             c.read_ratio,
             c.read_ratio + c.scan_ratio,
@@ -372,10 +377,9 @@ impl Generator for YcsbGen {
                 Op::Write(self.key())
             };
             read_only &= matches!(op, Op::Read(_) | Op::Scan(..));
-            self.txn.ops.push(op);
+            t.ops.push(op);
         }
-        self.txn.read_only = read_only;
-        &self.txn
+        t.read_only = read_only;
     }
 }
 
@@ -449,9 +453,11 @@ mod tests {
         .unwrap();
         let y = Ycsb::new(cfg, 1);
         let mut g = y.generator(0, 1, 42);
+        let mut t = g.blank();
         let mut counts = [0usize; 4];
         for _ in 0..200 {
-            for op in &g.next().ops {
+            g.fill(&mut t);
+            for op in &t.ops {
                 counts[match op {
                     Op::Read(k) | Op::Write(k) => {
                         assert!(*k < 1000);
@@ -493,9 +499,10 @@ mod tests {
         let y = Ycsb::new(cfg, 1);
         assert_eq!(y.txn_types().iter().map(|t| t.name).collect::<Vec<_>>(), ["ycsb", "long-read"]);
         let mut g = y.generator(0, 1, 7);
+        let mut t = g.blank();
         let mut long = 0;
         for _ in 0..10_000 {
-            let t = g.next();
+            g.fill(&mut t);
             if t.txn_type() == LONG_READ {
                 long += 1;
                 assert!(t.read_only());
@@ -529,10 +536,12 @@ mod tests {
         let y = Ycsb::new(cfg, 1);
         for w in 0..4 {
             let mut g = y.generator(w, 4, w as u64);
+            let mut t = g.blank();
             let lo = w as u64 * 250;
             let mut hottest = 0;
             for _ in 0..2_000 {
-                for op in &g.next().ops {
+                g.fill(&mut t);
+                for op in &t.ops {
                     let (Op::Read(k) | Op::Write(k)) = *op else { panic!("{op:?}") };
                     assert!((lo..lo + 250).contains(&k), "worker {w} drew key {k}");
                     hottest += u64::from(k == lo);
