@@ -19,7 +19,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The presets shipped with txlab: (file name, contents).
-pub const SHIPPED: [(&str, &str); 23] = [
+pub const SHIPPED: [(&str, &str); 24] = [
     ("ccbench-skew", include_str!("../../presets/ccbench-skew.toml")),
     ("ccbench-read-ratio", include_str!("../../presets/ccbench-read-ratio.toml")),
     ("ccbench-payload", include_str!("../../presets/ccbench-payload.toml")),
@@ -43,6 +43,7 @@ pub const SHIPPED: [(&str, &str); 23] = [
     ("cicada-factors", include_str!("../../presets/cicada-factors.toml")),
     ("cicada-gc-interval", include_str!("../../presets/cicada-gc-interval.toml")),
     ("cicada-backoff", include_str!("../../presets/cicada-backoff.toml")),
+    ("cicada-index", include_str!("../../presets/cicada-index.toml")),
 ];
 
 /// One experiment.
