@@ -20,6 +20,12 @@
 //! neither takes page faults nor shares its cores with the faulting leader (on a machine with as
 //! many workers as cores, faulting alongside them cost more than it saved); if the estimate runs
 //! short, the 5 ms steps take over again.
+//!
+//! A protocol that runs its own threads ([`crate::engine::Protocol::drive`], BOHM's pipeline)
+//! uses the same leader: its threads share a [`Control`] (phases, pause handshake, commit
+//! counters, the first fatal error) and the calling thread runs [`lead`], so that its runs have
+//! the same warm-up, window, prefaulting and failure handling as interactive ones, and it
+//! reports through the same [`WorkerStats`].
 
 use super::database::Database;
 use super::procedure::{AccessSet, Checks, Intent, Procedure, Tx};
@@ -184,26 +190,135 @@ const REGULATION_PERIOD: Duration = Duration::from_millis(5);
 const PREFAULT_PERIOD: Duration = Duration::from_millis(5);
 const REGULATION_STEP_NS: i64 = 500;
 
-struct Shared {
+/// A run's phase, as its threads see it ([`Control::phase`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunPhase {
+    /// Before the measurement window: run, but do not count.
+    Warmup,
+    /// Count what completes.
+    Measure,
+    /// Stop between transactions and call [`Control::pause`]: the leader faults memory in.
+    Pause,
+    /// Leave.
+    Stop,
+}
+
+/// What the threads of a run share with its leader: the phase, the per-thread commit counters
+/// the leader watches (stalls, Cicada's regulation), the maximum backoff it sets, the first fatal
+/// error and the pause handshake. The interactive driver's workers use it, and so does a
+/// protocol that runs its own threads ([`crate::engine::Protocol::drive`]) with [`lead`] on the
+/// calling thread, so that both have the same phases, window and failure handling.
+pub struct Control {
     phase: CachePadded<AtomicU8>,
     max_backoff_ns: CachePadded<AtomicU64>,
     commits: Box<[CachePadded<AtomicU64>]>,
     fatal: Mutex<Option<Error>>,
-    /// Workers that have left their loop (a run of a fixed number of transactions ends when all
+    /// Threads that have left their loop (a run of a fixed number of transactions ends when all
     /// have).
     finished: CachePadded<AtomicUsize>,
-    /// Workers waiting in the `PAUSE` phase.
+    /// Threads waiting in the `Pause` phase.
     paused: CachePadded<AtomicUsize>,
+    /// The threads that report to it.
+    threads: usize,
 }
 
-/// Counts its worker as finished when dropped, also when the worker panics, so that the leader
-/// of a fixed-length run never waits for a worker that is gone.
-struct Finished<'a>(&'a AtomicUsize);
+impl Control {
+    /// The control of a run of `cfg` by `threads` threads, each of which ends by dropping its
+    /// [`Control::finish`] guard and honours [`RunPhase::Pause`].
+    pub fn new(cfg: &RunConfig, threads: usize) -> Self {
+        let first = match cfg.length {
+            RunLength::Timed { .. } => WARMUP,
+            RunLength::Transactions { .. } => MEASURE,
+        };
+        Control {
+            phase: CachePadded::new(AtomicU8::new(first)),
+            max_backoff_ns: CachePadded::new(AtomicU64::new(match cfg.backoff {
+                Backoff::Fixed { max_us } => (max_us * 1000.0) as u64,
+                _ => 0,
+            })),
+            commits: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            fatal: Mutex::new(None),
+            finished: CachePadded::new(AtomicUsize::new(0)),
+            paused: CachePadded::new(AtomicUsize::new(0)),
+            threads,
+        }
+    }
+
+    /// The phase now.
+    #[inline]
+    pub fn phase(&self) -> RunPhase {
+        // Acquire: pairs with the leader's Release stores, so that a thread that sees `Measure`
+        // or `Stop` also sees what the leader did before (the faulted-in memory, a fatal error).
+        match self.phase.load(Ordering::Acquire) {
+            WARMUP => RunPhase::Warmup,
+            MEASURE => RunPhase::Measure,
+            PAUSE => RunPhase::Pause,
+            _ => RunPhase::Stop,
+        }
+    }
+
+    /// Whether the run is stopping (a cheap check inside long loops, such as a backoff).
+    #[inline]
+    pub fn stopping(&self) -> bool {
+        // Relaxed: a hint; the thread reads the phase again with Acquire before it leaves.
+        self.phase.load(Ordering::Relaxed) == STOP
+    }
+
+    /// Called by a thread that saw [`RunPhase::Pause`] between transactions: counts it paused
+    /// and sleeps until the leader moves on.
+    pub fn pause(&self) {
+        // Release: pairs with the leader's Acquire in `pause_workers`.
+        self.paused.fetch_add(1, Ordering::Release);
+        while self.phase.load(Ordering::Acquire) == PAUSE {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    /// Publishes thread `i`'s count of commits so far, for the leader's stall watch and
+    /// regulation.
+    #[inline]
+    pub fn commits(&self, i: usize, total: u64) {
+        // Relaxed: the counters are statistics; no data is read through them.
+        self.commits[i].store(total, Ordering::Relaxed);
+    }
+
+    /// Stops the run with `error`, unless an earlier error stopped it already.
+    pub fn fail(&self, error: Error) {
+        let mut f = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        f.get_or_insert(error);
+        self.phase.store(STOP, Ordering::Release);
+    }
+
+    fn failed(&self) -> bool {
+        self.fatal.lock().map(|f| f.is_some()).unwrap_or(true)
+    }
+
+    /// The maximum backoff after an abort, in nanoseconds (fixed, or the leader's regulation).
+    #[inline]
+    pub fn max_backoff_ns(&self) -> u64 {
+        // Relaxed: a tuning value; any recent one will do.
+        self.max_backoff_ns.load(Ordering::Relaxed)
+    }
+
+    /// A guard that counts its thread as finished when dropped, also when the thread panics,
+    /// so that the leader of a fixed-length run never waits for a thread that is gone.
+    pub fn finish(&self) -> Finished<'_> {
+        Finished(&self.finished)
+    }
+
+    /// The error that stopped the run, if any.
+    pub fn into_error(self) -> Option<Error> {
+        self.fatal.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// See [`Control::finish`].
+pub struct Finished<'a>(&'a AtomicUsize);
 
 impl Drop for Finished<'_> {
     fn drop(&mut self) {
         // Release: pairs with the leader's Acquire load (nothing is read through it; the
-        // workers' statistics travel through their join handles).
+        // threads' statistics travel through their join handles).
         self.0.fetch_add(1, Ordering::Release);
     }
 }
@@ -234,46 +349,24 @@ pub fn run_interactive<P: Protocol, W: Workload>(
         }
         _ => cfg,
     };
-    let first_phase = match cfg.length {
-        RunLength::Timed { .. } => WARMUP,
-        RunLength::Transactions { .. } => MEASURE,
-    };
-    let shared = Shared {
-        phase: CachePadded::new(AtomicU8::new(first_phase)),
-        max_backoff_ns: CachePadded::new(AtomicU64::new(match cfg.backoff {
-            Backoff::Fixed { max_us } => (max_us * 1000.0) as u64,
-            _ => 0,
-        })),
-        commits: (0..cfg.threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
-        fatal: Mutex::new(None),
-        finished: CachePadded::new(AtomicUsize::new(0)),
-        paused: CachePadded::new(AtomicUsize::new(0)),
-    };
+    let control = Control::new(cfg, cfg.threads);
     let cores = if cfg.pin { core_affinity::get_core_ids().unwrap_or_default() } else { vec![] };
     let barrier = Barrier::new(cfg.threads + 1);
     let stats = std::thread::scope(|s| {
         let handles: Vec<_> = (0..cfg.threads)
             .map(|i| {
-                let (shared, barrier, cores) = (&shared, &barrier, &cores);
+                let (control, barrier, cores) = (&control, &barrier, &cores);
                 s.spawn(move || {
                     if !cores.is_empty() {
                         core_affinity::set_for_current(cores[i % cores.len()]);
                     }
-                    let _finished = Finished(&shared.finished);
-                    worker_loop(db, workload, cfg, shared, barrier, i)
+                    let _finished = control.finish();
+                    worker_loop(db, workload, cfg, control, barrier, i)
                 })
             })
             .collect();
-        let mut prefaulter = cfg.prefault.then(|| Prefaulter::new(db.storage()));
-        let start = Prefaulter::cursors(db.storage());
-        barrier.wait();
-        let stall = lead(cfg, &shared, |event| {
-            let Some(p) = &mut prefaulter else { return };
-            let beyond = |t, rows, budget| db.protocol().prefault(t, rows, budget);
-            match event {
-                Lead::Tick => drop(p.step(db.storage(), beyond)),
-                Lead::Reserve { scale } => drop(p.reserve(db.storage(), &start, scale, beyond)),
-            }
+        let stall = lead(db, cfg, &control, || {
+            barrier.wait();
         });
         let mut stats = handles
             .into_iter()
@@ -284,10 +377,37 @@ pub fn run_interactive<P: Protocol, W: Workload>(
         }
         stats
     });
-    if let Some(e) = shared.fatal.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    if let Some(e) = control.into_error() {
         return Err(e);
     }
     stats.into_iter().collect()
+}
+
+/// Leads a run of `cfg` on `db` on the calling thread until it stops, and returns the longest
+/// stretch of the measurement window in which no thread committed (as seen between wake-ups).
+/// `release` is called once, before the first phase starts and after the prefaulter (unless
+/// [`RunConfig::prefault`] is off) has noted where the tables end: let the run's threads start
+/// there. The leader switches the phases of `control` (warm-up, measure, stop; or it waits for
+/// every thread to finish a run of a fixed number of transactions), pauses the threads before
+/// the window to fault in what it will need, faults memory in ahead of growing tables between
+/// sleeps, and, with adaptive backoff, runs Cicada's contention regulation (see the module docs).
+pub fn lead<P: Protocol>(
+    db: &Database<P>,
+    cfg: &RunConfig,
+    control: &Control,
+    release: impl FnOnce(),
+) -> Duration {
+    let mut prefaulter = cfg.prefault.then(|| Prefaulter::new(db.storage()));
+    let start = Prefaulter::cursors(db.storage());
+    release();
+    lead_phases(cfg, control, |event| {
+        let Some(p) = &mut prefaulter else { return };
+        let beyond = |t, rows, budget| db.protocol().prefault(t, rows, budget);
+        match event {
+            Lead::Tick => drop(p.step(db.storage(), beyond)),
+            Lead::Reserve { scale } => drop(p.reserve(db.storage(), &start, scale, beyond)),
+        }
+    })
 }
 
 /// What the leader asks of the prefaulter.
@@ -302,7 +422,7 @@ enum Lead {
 /// fixed number of transactions), contention regulation, and the prefaulter (`prefault`)
 /// between sleeps and before the window. Returns the longest stretch of the measurement window
 /// in which no worker committed (as seen between wake-ups).
-fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) -> Duration {
+fn lead_phases(cfg: &RunConfig, control: &Control, mut prefault: impl FnMut(Lead)) -> Duration {
     let adaptive = cfg.backoff == Backoff::Adaptive;
     let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed, usize::MAX));
     let start = Instant::now();
@@ -326,7 +446,7 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) -> Dur
         Duration::from_millis(20)
     };
     loop {
-        if shared.fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
+        if control.failed() {
             break;
         }
         let now = Instant::now();
@@ -336,12 +456,12 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) -> Dur
                 if measure_at.is_none() && elapsed >= warmup {
                     if cfg.prefault && !warmup.is_zero() {
                         let scale = duration.as_secs_f64() / warmup.as_secs_f64() * RESERVE_MARGIN;
-                        if !pause_workers(cfg, shared) {
+                        if !pause_workers(control) {
                             break;
                         }
                         prefault(Lead::Reserve { scale });
                     }
-                    shared.phase.store(MEASURE, Ordering::Release);
+                    control.phase.store(MEASURE, Ordering::Release);
                     measure_at = Some(Instant::now());
                     continue;
                 }
@@ -359,7 +479,7 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) -> Dur
             }
             RunLength::Transactions { .. } => {
                 // Acquire: pairs with the Release increment of each `Finished` guard.
-                if shared.finished.load(Ordering::Acquire) == cfg.threads {
+                if control.finished.load(Ordering::Acquire) == control.threads {
                     break;
                 }
                 period
@@ -368,7 +488,7 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) -> Dur
         prefault(Lead::Tick);
         std::thread::sleep(sleep.saturating_sub(now.elapsed()));
         // Relaxed: the per-worker counters are statistics; no data is read through them.
-        let commits: u64 = shared.commits.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        let commits: u64 = control.commits.iter().map(|c| c.load(Ordering::Relaxed)).sum();
         let t = Instant::now();
         if commits != seen.0 || !measuring(measure_at) {
             seen = (commits, t);
@@ -378,29 +498,29 @@ fn lead(cfg: &RunConfig, shared: &Shared, mut prefault: impl FnMut(Lead)) -> Dur
         if adaptive {
             let tput = (commits - last_commits) as f64 / (t - last_t).as_secs_f64();
             (last_commits, last_t) = (commits, t);
-            let cur = shared.max_backoff_ns.load(Ordering::Relaxed) as i64;
+            let cur = control.max_backoff_ns.load(Ordering::Relaxed) as i64;
             hist = [hist[1], (tput, cur)];
             let (dt, db) = (hist[1].0 - hist[0].0, hist[1].1 - hist[0].1);
             let up =
                 if db == 0 || dt == 0.0 { rng.next_u32() & 1 == 0 } else { dt / db as f64 > 0.0 };
             let next =
                 if up { cur + REGULATION_STEP_NS } else { (cur - REGULATION_STEP_NS).max(0) };
-            shared.max_backoff_ns.store(next as u64, Ordering::Relaxed);
+            control.max_backoff_ns.store(next as u64, Ordering::Relaxed);
         }
     }
-    shared.phase.store(STOP, Ordering::Release);
+    control.phase.store(STOP, Ordering::Release);
     longest_stall
 }
 
-/// Sets the `PAUSE` phase and waits until every worker still running has stopped between
-/// transactions; `false` if a worker reported a fatal error meanwhile.
-fn pause_workers(cfg: &RunConfig, shared: &Shared) -> bool {
-    shared.phase.store(PAUSE, Ordering::Release);
-    // Acquire: pairs with the workers' Release increments (nothing is read through them).
-    while shared.paused.load(Ordering::Acquire) + shared.finished.load(Ordering::Acquire)
-        < cfg.threads
+/// Sets the `PAUSE` phase and waits until every thread still running has stopped between
+/// transactions; `false` if a thread reported a fatal error meanwhile.
+fn pause_workers(control: &Control) -> bool {
+    control.phase.store(PAUSE, Ordering::Release);
+    // Acquire: pairs with the threads' Release increments (nothing is read through them).
+    while control.paused.load(Ordering::Acquire) + control.finished.load(Ordering::Acquire)
+        < control.threads
     {
-        if shared.fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
+        if control.failed() {
             return false;
         }
         std::thread::sleep(Duration::from_micros(100));
@@ -415,7 +535,7 @@ fn worker_loop<P: Protocol, W: Workload>(
     db: &Database<P>,
     workload: &W,
     cfg: &RunConfig,
-    shared: &Shared,
+    control: &Control,
     barrier: &Barrier,
     i: usize,
 ) -> Result<WorkerStats, Error> {
@@ -452,30 +572,24 @@ fn worker_loop<P: Protocol, W: Workload>(
         if let Some(log) = log {
             if log.failed() {
                 // A write error or a full disk: stop; what was acknowledged stays durable.
-                let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());
-                f.get_or_insert(Error::Durability(format!(
+                control.fail(Error::Durability(format!(
                     "the log failed, the run stopped: {}",
                     log.error().unwrap_or_default()
                 )));
-                shared.phase.store(STOP, Ordering::Release);
                 break;
             }
             durable_seen(&mut undurable, log.durable_epoch(), &clock, &mut stats, acks);
         }
-        let phase = shared.phase.load(Ordering::Acquire);
-        if phase == STOP || left == 0 {
+        let phase = control.phase();
+        if phase == RunPhase::Stop || left == 0 {
             break;
         }
-        if phase == PAUSE {
-            // Release: pairs with the leader's Acquire in `pause_workers`.
-            shared.paused.fetch_add(1, Ordering::Release);
-            while shared.phase.load(Ordering::Acquire) == PAUSE {
-                std::thread::sleep(Duration::from_micros(100));
-            }
+        if phase == RunPhase::Pause {
+            control.pause();
             continue;
         }
         left -= 1;
-        let measuring = phase == MEASURE;
+        let measuring = phase == RunPhase::Measure;
         if measuring && measure_from.is_none() {
             measure_from = Some(clock.raw());
         }
@@ -495,15 +609,13 @@ fn worker_loop<P: Protocol, W: Workload>(
                 let ok = worker.pinned(|| proc.declare(db, &mut set));
                 set.seal();
                 if !ok && P::CAPS.needs_access_set {
-                    let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());
-                    f.get_or_insert(Error::Config(format!(
+                    control.fail(Error::Config(format!(
                         "protocol '{}' needs declared access sets, but '{}' transactions of \
                          workload '{}' do not declare one",
                         P::NAME,
                         types[ty].name,
                         workload.name()
                     )));
-                    shared.phase.store(STOP, Ordering::Release);
                     return Ok(close(stats, &clock, measure_from, log, &mut undurable, acks));
                 }
                 ok.then_some(&set)
@@ -540,7 +652,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                 Ok(()) => {
                     committed += 1;
                     gen.committed(proc);
-                    shared.commits[i].store(committed, Ordering::Relaxed);
+                    control.commits(i, committed);
                     if measuring {
                         stats.commits[ty] += 1;
                         stats.latency[ty].saturating_record(clock.delta_as_nanos(t0, clock.raw()));
@@ -574,9 +686,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                         break;
                     }
                     if reason.is_fatal() {
-                        let mut f = shared.fatal.lock().unwrap_or_else(|p| p.into_inner());
-                        f.get_or_insert(Error::Fatal { txn: types[ty].name.to_string(), reason });
-                        shared.phase.store(STOP, Ordering::Release);
+                        control.fail(Error::Fatal { txn: types[ty].name.to_string(), reason });
                         return Ok(close(stats, &clock, measure_from, log, &mut undurable, acks));
                     }
                     if measuring {
@@ -590,7 +700,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                     if oversubscribed && retries >= YIELD_AFTER_RETRIES {
                         std::thread::yield_now();
                     }
-                    let max = shared.max_backoff_ns.load(Ordering::Relaxed);
+                    let max = control.max_backoff_ns();
                     if max > 0 {
                         let wait = rng.random_range(0..max);
                         let b0 = clock.raw();
@@ -601,7 +711,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                             stats.backoff_ns += wait;
                         }
                     }
-                    if shared.phase.load(Ordering::Relaxed) == STOP {
+                    if control.stopping() {
                         return Ok(close(stats, &clock, measure_from, log, &mut undurable, acks));
                     }
                 }
