@@ -309,7 +309,7 @@ fn dump_all<P: Protocol>(db: &Database<P>) -> Vec<(u32, u64, Vec<u8>)> {
             &mut g,
             || {},
             |k, rid| {
-                if db.protocol().read_committed(t.id, t.rows.get(rid), &mut image).is_some() {
+                if db.protocol().read_committed(t.id, k, t.rows.get(rid), &mut image).is_some() {
                     out.push((t.id.0, k, image.clone()));
                 }
             },

@@ -6,8 +6,8 @@
 
 use super::{check, AnomalyClass, Report};
 use crate::engine::{
-    Checks, Database, DbOptions, Generator, Intent, Isolation, Procedure, Protocol, Tx, Worker,
-    Workload,
+    AccessSet, Checks, Database, DbOptions, Generator, Intent, Isolation, Procedure, Protocol, Tx,
+    Worker, Workload,
 };
 use crate::error::{Abort, AbortReason, Error};
 use crate::storage::TableId;
@@ -360,8 +360,13 @@ pub fn run<P: Protocol>(
                         (_, 1) => Intent::ReadMostly,
                         _ => Intent::ReadWrite,
                     };
-                    let outcome =
-                        until_done(&mut w, &mut rng, aborted, intent, |w, rng| body(w, rng, kind));
+                    let outcome = until_done(
+                        &mut w,
+                        &mut rng,
+                        aborted,
+                        |w| intent.begin(w),
+                        |w, rng| body(w, rng, kind),
+                    );
                     let seen = match outcome {
                         Ok(Some(seen)) => seen,
                         Ok(None) => continue,
@@ -411,12 +416,12 @@ fn until_done<W: Worker, T>(
     w: &mut W,
     rng: &mut Rng,
     aborted: &AtomicU64,
-    intent: Intent,
+    mut begin: impl FnMut(&mut W),
     mut body: impl FnMut(&mut W, &mut Rng) -> Result<T, Abort>,
 ) -> Result<Option<T>, AbortReason> {
     let mut attempt = 0u32;
     loop {
-        intent.begin(w);
+        begin(w);
         let r = body(w, rng).and_then(|out| w.commit().map(|()| out));
         let abort = match r {
             Ok(out) => return Ok(Some(out)),
@@ -483,23 +488,43 @@ fn run_workload<P: Protocol, W: Workload>(
                 let mut gen = workload.generator(t, cfg.threads, seed);
                 let mut slot = gen.blank();
                 let mut rng = Rng::seed_from_u64(seed ^ 0xB0FF);
+                // A protocol that needs declared sets gets each attempt's, declared just
+                // before it begins (as the driver does: reconnaissance may go stale, and the
+                // run-time check then ends the attempt for another declaration).
+                let set = std::cell::RefCell::new(AccessSet::default());
                 for _ in 0..cfg.txns_per_thread {
                     gen.fill(&mut slot);
                     let proc = &slot;
                     let ty = &types[proc.txn_type()];
+                    let begin = |w: &mut P::Worker<'_>| {
+                        if !P::CAPS.needs_access_set {
+                            return Intent::of(proc).begin(w);
+                        }
+                        let mut set = set.borrow_mut();
+                        set.clear();
+                        let declared = w.pinned(|| proc.declare(db, &mut set));
+                        set.seal();
+                        if declared {
+                            w.begin_declared(&set);
+                        } else {
+                            Intent::of(proc).begin(w);
+                        }
+                    };
                     let body = |w: &mut _, rng: &mut Rng| {
+                        let set = set.borrow();
+                        let declared = P::CAPS.needs_access_set && !set.is_empty();
                         let mut w = Pausing { inner: w, rng, max_us: cfg.max_pause_us };
                         proc.run(&mut Tx::new(
                             &mut w,
                             ty,
                             Checks {
                                 templates: true,
-                                access_set: None,
+                                access_set: declared.then_some(&*set),
                                 read_only: proc.read_only(),
                             },
                         ))
                     };
-                    match until_done(&mut w, &mut rng, aborted, Intent::of(proc), body) {
+                    match until_done(&mut w, &mut rng, aborted, begin, body) {
                         Ok(Some(())) => {
                             committed.fetch_add(1, Ordering::Relaxed);
                             gen.committed(proc);

@@ -275,7 +275,7 @@ fn write_part<P: Protocol>(
             },
             |key, rid| {
                 let row = table.rows.get(rid);
-                if let Some(stamp) = db.protocol().read_committed(t, row, &mut image) {
+                if let Some(stamp) = db.protocol().read_committed(t, key, row, &mut image) {
                     format::encode_record(&mut buf, RecordKind::Put, t.0, stamp, key, &image);
                     rows += 1;
                 }

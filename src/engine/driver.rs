@@ -625,9 +625,10 @@ fn worker_loop<P: Protocol, W: Workload>(
             // A crash test's acknowledgement row is written in the same transaction.
             let read_only = proc.read_only() && cfg.acks.is_none();
             let s = start();
-            match Intent::of(proc) {
-                Intent::ReadOnly if !read_only => worker.begin(),
-                intent => intent.begin(&mut worker),
+            match (declared, Intent::of(proc)) {
+                (Some(set), _) if P::CAPS.needs_access_set => worker.begin_declared(set),
+                (_, Intent::ReadOnly) if !read_only => worker.begin(),
+                (_, intent) => intent.begin(&mut worker),
             }
             if timing {
                 stats.phase_ticks.add(&clock, Phase::Begin, s);

@@ -145,6 +145,10 @@ impl AccessSet {
             (!next_same).then_some((e.table, e.key, e.mode))
         })
     }
+    /// The declared ranges, as declared: `(table, lo, hi, mode)`.
+    pub fn ranges(&self) -> impl Iterator<Item = (TableId, u64, u64, AccessMode)> + '_ {
+        self.ranges.iter().map(|r| (r.table, r.lo, r.hi, r.mode))
+    }
     /// Number of key entries.
     pub fn len(&self) -> usize {
         self.keys.len() + self.ranges.len()

@@ -179,7 +179,7 @@ pub trait Protocol: Send + Sync + Sized + 'static {
         true
     }
 
-    /// Copies the latest committed image of a record of `table` into `buf` (the payload's
+    /// Copies the latest committed image of the record of `key` in `table` into `buf` (the payload's
     /// length) and returns the commit stamp it was logged with (see [`crate::durability`]), or
     /// `None` when the record is not a committed row. Consistent while transactions run:
     /// checkpoints read rows with it without stopping workers (the caller keeps an epoch
@@ -187,6 +187,7 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     fn read_committed(
         &self,
         table: TableId,
+        key: u64,
         row: RowRef<'_, Self::Record>,
         buf: &mut [u8],
     ) -> Option<u64>;
@@ -246,6 +247,17 @@ pub trait Worker {
     /// default). Procedures declare it with [`crate::engine::Procedure::read_only`].
     #[inline]
     fn begin_read_only(&mut self) {
+        self.begin();
+    }
+
+    /// Starts a transaction attempt whose access set was declared before it began (see
+    /// [`Worker::begin`] for attempts and retries). The driver calls it instead of the other
+    /// `begin`s for a protocol whose [`Capabilities::needs_access_set`] is set, with the set
+    /// sealed; a protocol that locks in a global order (`2pl-ordered`) takes every lock here.
+    /// The others ignore the set (the default).
+    #[inline]
+    fn begin_declared(&mut self, set: &super::procedure::AccessSet) {
+        let _ = set;
         self.begin();
     }
 

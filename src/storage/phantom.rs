@@ -252,6 +252,33 @@ impl RangeBuckets {
         self.words[slot].fetch_sub(INSERT_ONE, Ordering::Release);
     }
 
+    /// Takes a scan and an insert hold on word `slot` at once, only when nobody else holds it
+    /// (a range written as a whole, or scanned and written by one transaction). Taking the two
+    /// one after the other could deadlock two waiters that each hold one; this takes neither
+    /// unless it can take both.
+    #[inline]
+    pub fn try_lock_both(&self, slot: usize) -> bool {
+        // Acquire: pairs with the Release in `unlock_scan` and `unlock_insert`.
+        self.words[slot]
+            .compare_exchange(0, SCAN_ONE + INSERT_ONE, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The words of the buckets covering `[lo, hi]` (`lo <= hi`), each once, into `out`
+    /// (cleared first): every word when the range covers at least as many buckets as there are
+    /// words.
+    pub fn range_slots(&self, lo: u64, hi: u64, out: &mut Vec<usize>) {
+        out.clear();
+        let (first, last) = (lo >> self.shift, hi >> self.shift);
+        if last - first >= self.words.len() as u64 - 1 {
+            out.extend(0..self.words.len());
+            return;
+        }
+        out.extend((first..=last).map(|b| self.slot_of_bucket(b)));
+        out.sort_unstable();
+        out.dedup();
+    }
+
     // ---- scan coverage -------------------------------------------------------------------------
 
     /// The first batch covering `[lo, hi]` (`lo <= hi`): the bucket of `lo`.
@@ -317,6 +344,34 @@ mod tests {
             out.push(b);
         }
         out
+    }
+
+    #[test]
+    fn range_slots_cover_every_key_once_and_saturate_at_every_word() {
+        let rb = RangeBuckets::new(4, 64);
+        let mut out = Vec::new();
+        for (lo, hi) in [(0u64, 0u64), (5, 200), (16, 31), (1 << 40, (1 << 40) + 999)] {
+            rb.range_slots(lo, hi, &mut out);
+            for k in (lo..=hi).step_by(3).chain([hi]) {
+                assert!(out.contains(&rb.slot_of(k)), "key {k} of [{lo}, {hi}] covered");
+            }
+            assert!(out.windows(2).all(|w| w[0] < w[1]), "sorted, each word once: {out:?}");
+        }
+        rb.range_slots(7, u64::MAX, &mut out);
+        assert_eq!(out, (0..64).collect::<Vec<_>>(), "an unbounded range takes every word");
+    }
+
+    #[test]
+    fn both_holds_are_taken_together_or_not_at_all() {
+        let rb = RangeBuckets::new(4, 64);
+        assert!(rb.try_lock_scan(3, 0));
+        assert!(!rb.try_lock_both(3), "a scan holder excludes a writer of the whole bucket");
+        rb.unlock_scan(3);
+        assert!(rb.try_lock_both(3));
+        assert!(!rb.try_lock_scan(3, 0) && !rb.try_lock_insert(3, 0) && !rb.try_lock_both(3));
+        rb.unlock_scan(3);
+        rb.unlock_insert(3);
+        assert!(rb.try_lock_insert(3, 0), "both released");
     }
 
     #[test]

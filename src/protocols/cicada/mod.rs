@@ -869,6 +869,7 @@ impl Protocol for Cicada {
     fn read_committed(
         &self,
         table: TableId,
+        _: u64,
         row: RowRef<'_, CicadaRecord>,
         buf: &mut [u8],
     ) -> Option<u64> {

@@ -3,6 +3,7 @@
 
 pub mod btree;
 pub mod clock;
+pub mod direct;
 pub mod mql;
 pub mod mv;
 pub mod mvcc;

@@ -1095,6 +1095,7 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
     fn read_committed(
         &self,
         table: TableId,
+        _: u64,
         row: RowRef<'_, MvRecord<C::Ext>>,
         buf: &mut [u8],
     ) -> Option<u64> {

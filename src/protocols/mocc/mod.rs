@@ -240,6 +240,7 @@ impl Protocol for Mocc {
     fn read_committed(
         &self,
         _: TableId,
+        _: u64,
         row: RowRef<'_, MoccRecord>,
         buf: &mut [u8],
     ) -> Option<u64> {

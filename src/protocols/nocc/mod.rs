@@ -62,6 +62,7 @@ impl Protocol for Nocc {
     fn read_committed(
         &self,
         _: TableId,
+        _: u64,
         row: RowRef<'_, NoccRecord>,
         buf: &mut [u8],
     ) -> Option<u64> {

@@ -136,6 +136,7 @@ impl Protocol for Silo {
     fn read_committed(
         &self,
         _: TableId,
+        _: u64,
         row: RowRef<'_, SiloRecord>,
         buf: &mut [u8],
     ) -> Option<u64> {

@@ -177,6 +177,7 @@ impl Protocol for TicToc {
     fn read_committed(
         &self,
         _: TableId,
+        _: u64,
         row: RowRef<'_, TicTocRecord>,
         buf: &mut [u8],
     ) -> Option<u64> {

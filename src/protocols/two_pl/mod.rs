@@ -120,6 +120,7 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
     fn read_committed(
         &self,
         _: TableId,
+        _: u64,
         row: RowRef<'_, TwoPlRecord>,
         buf: &mut [u8],
     ) -> Option<u64> {
