@@ -233,6 +233,11 @@ fn two_pl_waitdie_round_trips() {
 }
 
 #[test]
+fn two_pl_ordered_round_trips() {
+    round_trips::<txlab::protocols::two_pl_ordered::TwoPlOrdered>(6);
+}
+
+#[test]
 fn silo_round_trips() {
     round_trips::<txlab::protocols::silo::Silo>(6);
 }
@@ -395,6 +400,11 @@ fn workloads_round_trip_two_pl_nowait() {
 #[test]
 fn workloads_round_trip_two_pl_waitdie() {
     workloads_round_trip::<txlab::protocols::two_pl::TwoPlWaitDie>();
+}
+
+#[test]
+fn workloads_round_trip_two_pl_ordered() {
+    workloads_round_trip::<txlab::protocols::two_pl_ordered::TwoPlOrdered>();
 }
 
 #[test]

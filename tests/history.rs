@@ -165,6 +165,11 @@ fn two_pl_waitdie_histories_are_serializable() {
 }
 
 #[test]
+fn two_pl_ordered_histories_are_serializable() {
+    serializable::<txlab::protocols::two_pl_ordered::TwoPlOrdered>();
+}
+
+#[test]
 fn silo_histories_are_serializable() {
     serializable::<txlab::protocols::silo::Silo>();
 }

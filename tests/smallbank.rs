@@ -79,6 +79,11 @@ fn two_pl_waitdie_conserves_money() {
 }
 
 #[test]
+fn two_pl_ordered_conserves_money() {
+    conserves::<txlab::protocols::two_pl_ordered::TwoPlOrdered>();
+}
+
+#[test]
 fn silo_conserves_money() {
     conserves::<txlab::protocols::silo::Silo>();
 }

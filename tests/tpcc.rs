@@ -170,6 +170,11 @@ fn two_pl_waitdie_keeps_the_consistency_conditions() {
 }
 
 #[test]
+fn two_pl_ordered_keeps_the_consistency_conditions() {
+    contended::<txlab::protocols::two_pl_ordered::TwoPlOrdered>(2);
+}
+
+#[test]
 fn silo_keeps_the_consistency_conditions() {
     contended::<txlab::protocols::silo::Silo>(3);
 }

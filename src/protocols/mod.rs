@@ -14,6 +14,7 @@ pub mod si;
 pub mod silo;
 pub mod tictoc;
 pub mod two_pl;
+pub mod two_pl_ordered;
 
 use serde::Serialize;
 
@@ -32,6 +33,10 @@ pub enum ProtocolKind {
     #[value(name = "2pl-waitdie")]
     #[serde(rename = "2pl-waitdie")]
     TwoPlWaitDie,
+    /// Strict 2PL, every lock taken at begin in one global order from the declared access set.
+    #[value(name = "2pl-ordered")]
+    #[serde(rename = "2pl-ordered")]
+    TwoPlOrdered,
     /// Silo OCC.
     #[value(name = "silo")]
     #[serde(rename = "silo")]
@@ -68,10 +73,11 @@ pub enum ProtocolKind {
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 11] = [
+    pub const ALL: [ProtocolKind; 12] = [
         ProtocolKind::Nocc,
         ProtocolKind::TwoPlNoWait,
         ProtocolKind::TwoPlWaitDie,
+        ProtocolKind::TwoPlOrdered,
         ProtocolKind::Silo,
         ProtocolKind::TicToc,
         ProtocolKind::Mocc,
@@ -89,6 +95,7 @@ impl ProtocolKind {
             ProtocolKind::Nocc => nocc::Nocc::NAME,
             ProtocolKind::TwoPlNoWait => two_pl::TwoPlNoWait::NAME,
             ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::NAME,
+            ProtocolKind::TwoPlOrdered => two_pl_ordered::TwoPlOrdered::NAME,
             ProtocolKind::Silo => silo::Silo::NAME,
             ProtocolKind::TicToc => tictoc::TicToc::NAME,
             ProtocolKind::Mocc => mocc::Mocc::NAME,
@@ -107,6 +114,7 @@ impl ProtocolKind {
             ProtocolKind::Nocc => nocc::Nocc::DESCRIPTION,
             ProtocolKind::TwoPlNoWait => two_pl::TwoPlNoWait::DESCRIPTION,
             ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::DESCRIPTION,
+            ProtocolKind::TwoPlOrdered => two_pl_ordered::TwoPlOrdered::DESCRIPTION,
             ProtocolKind::Silo => silo::Silo::DESCRIPTION,
             ProtocolKind::TicToc => tictoc::TicToc::DESCRIPTION,
             ProtocolKind::Mocc => mocc::Mocc::DESCRIPTION,
@@ -152,6 +160,7 @@ impl ProtocolKind {
             ProtocolKind::Nocc => nocc::Nocc::CAPS,
             ProtocolKind::TwoPlNoWait => two_pl::TwoPlNoWait::CAPS,
             ProtocolKind::TwoPlWaitDie => two_pl::TwoPlWaitDie::CAPS,
+            ProtocolKind::TwoPlOrdered => two_pl_ordered::TwoPlOrdered::CAPS,
             ProtocolKind::Silo => silo::Silo::CAPS,
             ProtocolKind::TicToc => tictoc::TicToc::CAPS,
             ProtocolKind::Mocc => mocc::Mocc::CAPS,
@@ -187,6 +196,10 @@ macro_rules! with_protocol {
             }
             $crate::protocols::ProtocolKind::TwoPlWaitDie => {
                 type $P = $crate::protocols::two_pl::TwoPlWaitDie;
+                $body
+            }
+            $crate::protocols::ProtocolKind::TwoPlOrdered => {
+                type $P = $crate::protocols::two_pl_ordered::TwoPlOrdered;
                 $body
             }
             $crate::protocols::ProtocolKind::Silo => {
