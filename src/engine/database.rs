@@ -288,6 +288,14 @@ impl<P: Protocol> Database<P> {
 
     /// A worker for the calling thread. Workers are not `Send`; create one per thread.
     pub fn worker(&self) -> Result<P::Worker<'_>, Error> {
+        if !P::CAPS.interactive {
+            return Err(Error::Config(format!(
+                "protocol '{}' does not run interactive transactions: it orders whole \
+                 transactions before running them: run a workload through it (`txlab run`, \
+                 `Protocol::drive`)",
+                P::NAME
+            )));
+        }
         P::worker(self)
     }
 

@@ -289,7 +289,8 @@ impl Control {
         self.phase.store(STOP, Ordering::Release);
     }
 
-    fn failed(&self) -> bool {
+    /// Whether a thread reported a fatal error ([`Control::fail`]).
+    pub fn failed(&self) -> bool {
         self.fatal.lock().map(|f| f.is_some()).unwrap_or(true)
     }
 

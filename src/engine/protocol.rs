@@ -48,6 +48,11 @@ pub struct Capabilities {
     /// Whether reads write shared memory, and when (CCBench §3.2: visible reads cost cache-line
     /// transfers on read-mostly workloads; invisible ones need validation).
     pub reads: Reads,
+    /// Runs interactive transactions: a caller's thread begins, operates and commits through
+    /// [`Database::worker`]. A protocol that orders whole transactions before running them
+    /// (BOHM's pipeline) is not interactive: it runs workloads through [`Protocol::drive`], and
+    /// `Database::worker` refuses it.
+    pub interactive: bool,
 }
 
 /// How a protocol's reads show up in shared memory.

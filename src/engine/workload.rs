@@ -8,8 +8,8 @@ use crate::storage::TableSpec;
 
 /// A benchmark workload: schema, loader, and a transaction generator per worker.
 pub trait Workload: Sync {
-    /// The procedures it generates.
-    type Proc: Procedure;
+    /// The procedures it generates (owned and sendable, see [`Generator`]).
+    type Proc: Procedure + Send;
     /// Its per-worker generator.
     type Gen: Generator<Proc = Self::Proc>;
 

@@ -719,6 +719,7 @@ impl Protocol for Cicada {
         needs_access_set: false,
         snapshot_reads: true,
         reads: Reads::InvisibleUntilValidation,
+        interactive: true,
     };
     const BUCKET_CLOCKS: bool = true;
     const DEFAULT_BACKOFF: Backoff = Backoff::Adaptive;

@@ -80,6 +80,12 @@ impl SpinWait {
         SpinWait { n: 0, spins }
     }
 
+    /// Whether the spinning is over and each further call yields.
+    #[inline]
+    pub fn exhausted(&self) -> bool {
+        self.n > self.spins
+    }
+
     /// Waits a little longer each call.
     #[inline]
     pub fn spin(&mut self) {

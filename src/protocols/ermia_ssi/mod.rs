@@ -109,6 +109,7 @@ const CAPS: Capabilities = Capabilities {
     needs_access_set: false,
     snapshot_reads: true,
     reads: Reads::Registered,
+    interactive: true,
 };
 
 /// `ermia-ssi`'s options: the substrate's, and ERMIA's read optimisation (serialized under

@@ -73,4 +73,5 @@ const CAPS: Capabilities = Capabilities {
     needs_access_set: false,
     snapshot_reads: true,
     reads: Reads::Registered,
+    interactive: true,
 };

@@ -68,4 +68,5 @@ const CAPS: Capabilities = Capabilities {
     needs_access_set: false,
     snapshot_reads: true,
     reads: Reads::Invisible,
+    interactive: true,
 };

@@ -205,6 +205,7 @@ impl Protocol for Mocc {
         needs_access_set: false,
         snapshot_reads: false,
         reads: Reads::VisibleWhenHot,
+        interactive: true,
     };
     type Record = MoccRecord;
     type Worker<'db> = MoccWorker<'db>;

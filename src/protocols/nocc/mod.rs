@@ -35,6 +35,7 @@ impl Protocol for Nocc {
         needs_access_set: false,
         snapshot_reads: false,
         reads: Reads::Invisible,
+        interactive: true,
     };
     type Record = NoccRecord;
     type Worker<'db> = NoccWorker<'db>;

@@ -52,4 +52,5 @@ const CAPS: Capabilities = Capabilities {
     needs_access_set: false,
     snapshot_reads: true,
     reads: Reads::Invisible,
+    interactive: true,
 };

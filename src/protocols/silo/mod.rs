@@ -110,6 +110,7 @@ impl Protocol for Silo {
         needs_access_set: false,
         snapshot_reads: false,
         reads: Reads::Invisible,
+        interactive: true,
     };
     type Record = SiloRecord;
     type Worker<'db> = SiloWorker<'db>;

@@ -150,6 +150,7 @@ impl Protocol for TicToc {
         needs_access_set: false,
         snapshot_reads: false,
         reads: Reads::InvisibleUntilValidation,
+        interactive: true,
     };
     const BUCKET_CLOCKS: bool = true;
     type Record = TicTocRecord;

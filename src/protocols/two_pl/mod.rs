@@ -92,6 +92,7 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
         needs_access_set: false,
         snapshot_reads: false,
         reads: Reads::Visible,
+        interactive: true,
     };
     type Record = TwoPlRecord;
     type Worker<'db> = TwoPlWorker<'db, L>;

@@ -69,6 +69,7 @@ impl Protocol for TwoPlOrdered {
         needs_access_set: true,
         snapshot_reads: false,
         reads: Reads::Visible,
+        interactive: true,
     };
     type Record = OrderedRecord;
     type Worker<'db> = OrderedWorker<'db>;
