@@ -68,11 +68,14 @@ pub enum AbortReason {
     /// The version this transaction's snapshot sees was collected by the aggressive GC
     /// (`protocols::common::mv`): it is retried with a new snapshot that the GC then spares.
     SnapshotTooOld,
+    /// BOHM: a version this transaction reads is being produced by another execution thread;
+    /// the attempt is abandoned and run again later (§3.3.1). Not an abort of the transaction.
+    DependencyBusy,
 }
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 18] = [
+    pub const ALL: [AbortReason; 19] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
@@ -91,6 +94,7 @@ impl AbortReason {
         AbortReason::ReadOnlyWrite,
         AbortReason::CascadingAbort,
         AbortReason::SnapshotTooOld,
+        AbortReason::DependencyBusy,
     ];
     /// Number of reasons (the length of per-reason counter arrays).
     pub const COUNT: usize = Self::ALL.len();
@@ -116,6 +120,7 @@ impl AbortReason {
             AbortReason::ReadOnlyWrite => "read-only-write",
             AbortReason::CascadingAbort => "cascading-abort",
             AbortReason::SnapshotTooOld => "snapshot-too-old",
+            AbortReason::DependencyBusy => "dependency-busy",
         }
     }
 
@@ -137,6 +142,7 @@ impl AbortReason {
                 | AbortReason::DangerousStructure
                 | AbortReason::CascadingAbort
                 | AbortReason::SnapshotTooOld
+                | AbortReason::DependencyBusy
         )
     }
 

@@ -3,6 +3,7 @@
 //! Protocols never import each other; [`ProtocolKind`] is the one place that names them all, and
 //! [`with_protocol!`](crate::with_protocol) turns a runtime choice into a monomorphised call.
 
+pub mod bohm;
 pub mod cicada;
 pub mod common;
 pub mod ermia_ssi;
@@ -69,11 +70,15 @@ pub enum ProtocolKind {
     #[value(name = "cicada")]
     #[serde(rename = "cicada")]
     Cicada,
+    /// BOHM: deterministic multi-version execution of sequenced batches.
+    #[value(name = "bohm")]
+    #[serde(rename = "bohm")]
+    Bohm,
 }
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 12] = [
+    pub const ALL: [ProtocolKind; 13] = [
         ProtocolKind::Nocc,
         ProtocolKind::TwoPlNoWait,
         ProtocolKind::TwoPlWaitDie,
@@ -86,6 +91,7 @@ impl ProtocolKind {
         ProtocolKind::ErmiaSsi,
         ProtocolKind::Hekaton,
         ProtocolKind::Cicada,
+        ProtocolKind::Bohm,
     ];
 
     /// The command-line name.
@@ -104,6 +110,7 @@ impl ProtocolKind {
             ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::NAME,
             ProtocolKind::Hekaton => hekaton::Hekaton::NAME,
             ProtocolKind::Cicada => cicada::Cicada::NAME,
+            ProtocolKind::Bohm => bohm::Bohm::NAME,
         }
     }
 
@@ -123,6 +130,7 @@ impl ProtocolKind {
             ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::DESCRIPTION,
             ProtocolKind::Hekaton => hekaton::Hekaton::DESCRIPTION,
             ProtocolKind::Cicada => cicada::Cicada::DESCRIPTION,
+            ProtocolKind::Bohm => bohm::Bohm::DESCRIPTION,
         }
     }
 
@@ -169,6 +177,7 @@ impl ProtocolKind {
             ProtocolKind::ErmiaSsi => ermia_ssi::ErmiaSsi::CAPS,
             ProtocolKind::Hekaton => hekaton::Hekaton::CAPS,
             ProtocolKind::Cicada => cicada::Cicada::CAPS,
+            ProtocolKind::Bohm => bohm::Bohm::CAPS,
         }
     }
 }
@@ -232,6 +241,10 @@ macro_rules! with_protocol {
             }
             $crate::protocols::ProtocolKind::Cicada => {
                 type $P = $crate::protocols::cicada::Cicada;
+                $body
+            }
+            $crate::protocols::ProtocolKind::Bohm => {
+                type $P = $crate::protocols::bohm::Bohm;
                 $body
             }
         }

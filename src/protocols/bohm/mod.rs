@@ -1,0 +1,263 @@
+//! `bohm`: deterministic multi-version concurrency control with a sequencer, partitioned
+//! concurrency-control threads and execution threads (Faleiro and Abadi, VLDB 2015, §3).
+//!
+//! A sequencer orders transactions into batches (a transaction's timestamp is its position);
+//! `m` concurrency-control threads, each owning the records whose hash falls to it, push a
+//! placeholder version for every declared write, batch by batch, without synchronising with
+//! each other except once per batch; `n` execution threads run the transactions at their
+//! timestamps, producing the placeholders' data and evaluating unproduced dependencies
+//! recursively. Reads never block writes and nothing aborts for a conflict: the order is fixed
+//! before execution.
+//!
+//! * [`record`]: records (a head pointer) over `storage::version` versions, visibility.
+//! * [`pipeline`]: the batch ring and the concurrency-control step.
+//! * [`worker`]: a transaction executed at its timestamp.
+//! * [`run`]: the threads, the garbage collection and the end of a run.
+//!
+//! BOHM needs every transaction's write set before it runs: workloads declare access sets
+//! ([`crate::engine::Procedure::declare`]), with reconnaissance reads of the latest produced
+//! data where keys depend on data; a transaction that touches a key it did not declare is
+//! rolled back and submitted again, declared anew (OLLP, as Calvin and the paper describe).
+//! It runs no interactive transactions: `Database::worker` refuses it.
+//!
+//! **Departures from the paper.** Versions keep no end timestamp (readers walk newest first,
+//! see [`record`]). A placeholder a transaction declared and did not write (or wrote and rolled
+//! back) takes the previous version's value; when that is not produced yet, the placeholder
+//! says so ([`record::PASS`]) instead of waiting, and readers go on to the previous version.
+//! The index is the shared one (concurrent), not a hash table with one writer per key; only
+//! the owning concurrency-control thread inserts a key, as in the paper.
+
+pub mod pipeline;
+pub mod record;
+pub mod run;
+pub mod worker;
+
+use crate::engine::driver::RunConfig;
+use crate::engine::options::{number, OptionSpec, ProtocolOptions};
+use crate::engine::stats::WorkerStats;
+use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup, Workload};
+use crate::error::Error;
+use crate::storage::version::VersionStore;
+use crate::storage::{RowRef, TableId};
+use record::{BohmExt, BohmRecord};
+use std::sync::atomic::Ordering;
+
+/// The BOHM protocol: its options and each table's versions.
+pub struct Bohm {
+    options: BohmOptions,
+    stores: Box<[VersionStore<BohmExt>]>,
+}
+
+/// BOHM's options (serialized under their `--opt` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct BohmOptions {
+    /// Concurrency-control threads (the execution threads are the rest of `--threads`);
+    /// 0 picks a quarter of the threads, at least one.
+    pub cc_threads: u32,
+    /// Transactions per batch.
+    pub batch: u32,
+}
+
+impl Default for BohmOptions {
+    fn default() -> Self {
+        BohmOptions { cc_threads: 0, batch: 1000 }
+    }
+}
+
+impl ProtocolOptions for BohmOptions {
+    const SPECS: &'static [OptionSpec] = &[
+        OptionSpec {
+            name: "cc-threads",
+            values: "0 to 1024",
+            default: "0",
+            help: "concurrency-control threads (§3.2); the execution threads are the rest of \
+                   --threads; 0: a quarter of the threads, at least one",
+        },
+        OptionSpec {
+            name: "batch",
+            values: "1 to 1000000",
+            default: "1000",
+            help: "transactions per batch: the CC threads synchronise once per batch (§3.2.4)",
+        },
+    ];
+
+    fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        match name {
+            "cc-threads" => self.cc_threads = number(name, value, 0u32, 1024)?,
+            "batch" => self.batch = number(name, value, 1u32, 1_000_000)?,
+            _ => return Err(format!("--opt {name}: not an option of bohm")),
+        }
+        Ok(())
+    }
+}
+
+impl Bohm {
+    /// Each table's versions.
+    pub fn stores(&self) -> &[VersionStore<BohmExt>] {
+        &self.stores
+    }
+
+    /// How `threads` threads split into concurrency-control and execution threads (besides
+    /// the sequencer); an error if the split leaves either side empty. One thread plays both
+    /// parts: the split is then one of each.
+    pub fn split(&self, threads: usize) -> Result<(usize, usize), Error> {
+        let cc = match self.options.cc_threads as usize {
+            0 => (threads / 4).max(1),
+            m => m,
+        };
+        if threads == 1 && cc == 1 {
+            return Ok((1, 1));
+        }
+        if threads == 0 || cc >= threads {
+            return Err(Error::Config(format!(
+                "bohm runs at least one concurrency-control and one execution thread: \
+                 --threads {threads} with --opt cc-threads={cc} leaves {} execution threads \
+                 (cc-threads must be below --threads, or both 1)",
+                threads.saturating_sub(cc)
+            )));
+        }
+        Ok((cc, threads - cc))
+    }
+}
+
+/// BOHM's worker type: none can exist (BOHM runs no interactive transactions, see
+/// [`Capabilities::interactive`]).
+pub enum NoWorker {}
+
+impl crate::engine::Worker for NoWorker {
+    fn begin(&mut self) {
+        match *self {}
+    }
+    fn read_cols<T>(
+        &mut self,
+        _: TableId,
+        _: u64,
+        _: crate::storage::projection::Columns,
+        _: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, crate::error::Abort> {
+        match *self {}
+    }
+    fn read_for_update<T>(
+        &mut self,
+        _: TableId,
+        _: u64,
+        _: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, crate::error::Abort> {
+        match *self {}
+    }
+    fn write(&mut self, _: TableId, _: u64, _: &[u8]) -> Result<bool, crate::error::Abort> {
+        match *self {}
+    }
+    fn update_cols<T>(
+        &mut self,
+        _: TableId,
+        _: u64,
+        _: crate::storage::projection::Columns,
+        _: crate::storage::projection::Columns,
+        _: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, crate::error::Abort> {
+        match *self {}
+    }
+    fn insert(&mut self, _: TableId, _: u64, _: &[u8]) -> Result<bool, crate::error::Abort> {
+        match *self {}
+    }
+    fn delete(&mut self, _: TableId, _: u64) -> Result<bool, crate::error::Abort> {
+        match *self {}
+    }
+    fn scan(
+        &mut self,
+        _: TableId,
+        _: u64,
+        _: u64,
+        _: usize,
+        _: impl FnMut(u64, &[u8]) -> std::ops::ControlFlow<()>,
+    ) -> Result<usize, crate::error::Abort> {
+        match *self {}
+    }
+    fn commit(&mut self) -> Result<(), crate::error::Abort> {
+        match *self {}
+    }
+    fn abort(&mut self) {
+        match *self {}
+    }
+}
+
+impl Protocol for Bohm {
+    const NAME: &'static str = "bohm";
+    const DESCRIPTION: &'static str =
+        "deterministic multi-version: a sequencer orders batches, partitioned CC threads place \
+         versions, execution threads produce them (VLDB'15)";
+    const CAPS: Capabilities = Capabilities {
+        isolation: Isolation::Serializable,
+        inserts: true,
+        scans: true,
+        needs_access_set: true,
+        snapshot_reads: false,
+        reads: Reads::Invisible,
+        interactive: false,
+    };
+    type Record = BohmRecord;
+    type Worker<'db> = NoWorker;
+    type Options = BohmOptions;
+
+    fn new(options: BohmOptions, setup: &Setup<'_>) -> Result<Self, Error> {
+        let stores = setup.tables.iter().map(|t| VersionStore::new(t.row_size)).collect();
+        Ok(Bohm { options, stores })
+    }
+
+    fn options(&self) -> &BohmOptions {
+        &self.options
+    }
+
+    fn load(&self, table: TableId, row: RowRef<'_, BohmRecord>, payload: &[u8]) {
+        let store = &self.stores[table.index()];
+        let v = store.alloc_shared();
+        // SAFETY: a fresh version nobody else holds.
+        store.row(unsafe { v.as_ref() }).write_from(payload);
+        row.header.clear();
+        row.header.load(v);
+    }
+
+    fn is_present(&self, rec: &BohmRecord) -> bool {
+        rec.latest_produced().is_some()
+    }
+
+    /// The latest produced value (reconnaissance, checks after a run).
+    fn read_latest(&self, table: TableId, row: RowRef<'_, BohmRecord>, buf: &mut [u8]) -> bool {
+        match row.header.latest_produced() {
+            Some(v) => {
+                self.stores[table.index()].row(v).read_into(buf);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The latest produced value and its timestamp (its position in the log). A version may be
+    /// produced while an older one of the same record is not yet; the stamp says which
+    /// transaction's value was read.
+    fn read_committed(
+        &self,
+        table: TableId,
+        _key: u64,
+        row: RowRef<'_, BohmRecord>,
+        buf: &mut [u8],
+    ) -> Option<u64> {
+        let v = row.header.latest_produced()?;
+        self.stores[table.index()].row(v).read_into(buf);
+        Some(v.stamp.load(Ordering::Relaxed))
+    }
+
+    fn worker(_: &Database<Self>) -> Result<NoWorker, Error> {
+        Err(Error::Config("bohm runs no interactive transactions".into()))
+    }
+
+    fn drive<W: Workload>(
+        db: &Database<Self>,
+        workload: &W,
+        cfg: &RunConfig,
+    ) -> Result<Vec<WorkerStats>, Error> {
+        run::drive(db, workload, cfg)
+    }
+}

@@ -1,0 +1,347 @@
+//! BOHM's pipeline: the batch ring the sequencer fills, the concurrency-control threads
+//! annotate with placeholders and the execution threads run (§3.1, §3.2.4, §3.3.1).
+//!
+//! **Batches.** The ring holds `K` batches of `B` slots, reused for the whole run, so a
+//! transaction costs no allocation once the ring is warm. A batch moves through four stages,
+//! each published by one Release store (or the last of `m` or `n` increments) that the next
+//! stage's threads Acquire:
+//!
+//! ```text
+//!   Free --sequencer--> Sequenced --m CC threads--> Planned --n execution threads--> Executed
+//!     ^                                                                                  |
+//!     +----------------- sequencer: report commits, re-submit OLLP misses ---------------+
+//! ```
+//!
+//! A slot's fields are written by one stage and read by the later ones; the stage word's
+//! Release/Acquire orders them. Within the execution stage a slot's [`SlotState`] (Unprocessed,
+//! Executing, Complete) says which execution thread owns its procedure: the one whose CAS from
+//! Unprocessed succeeded.
+
+use super::record::{BohmExt, BohmRecord, BohmVersion};
+use crate::engine::procedure::AccessSet;
+use crate::engine::AccessMode;
+use crate::error::Abort;
+use crate::storage::context::WorkerCtx;
+use crate::storage::version::{VersionPool, VersionStore};
+use crate::storage::TableId;
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// Batch stages (see the module docs).
+pub mod stage {
+    /// The sequencer may fill it.
+    pub const FREE: u64 = 0;
+    /// Filled and timestamped: the CC threads may plan it.
+    pub const SEQUENCED: u64 = 1;
+    /// Every placeholder is in place: the execution threads may run it.
+    pub const PLANNED: u64 = 2;
+    /// Every slot is complete: the sequencer may report it.
+    pub const EXECUTED: u64 = 3;
+}
+
+/// A slot's execution state (§3.3.1).
+pub mod slot_state {
+    /// Not run, or its last attempt was abandoned.
+    pub const UNPROCESSED: u8 = 0;
+    /// An execution thread runs it.
+    pub const EXECUTING: u8 = 1;
+    /// Its placeholders are produced.
+    pub const COMPLETE: u8 = 2;
+}
+
+/// How a slot's transaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Outcome {
+    /// Committed.
+    Committed = 0,
+    /// Rolled back by the procedure (its placeholders hold the previous values).
+    User = 1,
+    /// It touched a key it did not declare (OLLP): rolled back like a user abort, and the
+    /// sequencer submits it again, declared anew, with a later timestamp.
+    Resubmit = 2,
+    /// The slot holds no transaction in this batch (the end of a run of a fixed number of
+    /// transactions): complete from the start, nothing to count.
+    Empty = 3,
+}
+
+/// One transaction of a batch.
+pub struct Slot<P> {
+    /// The procedure; owned by the sequencer outside the execution stage, and by the execution
+    /// thread whose CAS set [`Slot::state`] to EXECUTING within it.
+    pub proc: UnsafeCell<P>,
+    /// The generator (logical client) the procedure belongs to.
+    pub client: UnsafeCell<usize>,
+    /// The declared access set, sealed (written by the sequencer, read-only afterwards).
+    pub set: UnsafeCell<AccessSet>,
+    /// The declared writes in the set's order, and per write its placeholder (set by the CC
+    /// thread that owns the record; read by the execution stage).
+    pub writes: UnsafeCell<Vec<(TableId, u64)>>,
+    /// The placeholders, index for index with `writes`.
+    pub placeholders: UnsafeCell<Vec<AtomicPtr<BohmVersion>>>,
+    /// The timestamp (the position in the log).
+    pub ts: AtomicU64,
+    /// When the transaction was first submitted to the sequencer (the clock's raw reading).
+    pub submitted: AtomicU64,
+    /// Execution state.
+    pub state: AtomicU8,
+    /// How it ended (valid once COMPLETE; `Empty` once the sequencer has reported it).
+    pub outcome: AtomicU8,
+}
+
+// SAFETY: the `UnsafeCell` fields are accessed by one thread at a time, as the batch stages and
+// the slot state hand them over (see the module docs); everything else is atomic.
+unsafe impl<P: Send> Sync for Slot<P> {}
+
+impl<P> Slot<P> {
+    /// A slot holding `proc` of `client`.
+    pub fn new(proc: P, client: usize) -> Self {
+        Slot {
+            proc: UnsafeCell::new(proc),
+            client: UnsafeCell::new(client),
+            set: UnsafeCell::new(AccessSet::default()),
+            writes: UnsafeCell::new(Vec::new()),
+            placeholders: UnsafeCell::new(Vec::new()),
+            ts: AtomicU64::new(0),
+            submitted: AtomicU64::new(0),
+            state: AtomicU8::new(slot_state::UNPROCESSED),
+            outcome: AtomicU8::new(Outcome::Empty as u8),
+        }
+    }
+
+    /// Lists the declared writes and makes room for their placeholders (the sequencer, after
+    /// declaring into `set`).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the slot (its batch is being sequenced).
+    pub unsafe fn plan_writes(&self) {
+        // SAFETY: the caller owns the slot.
+        let (set, writes, ph) =
+            unsafe { (&*self.set.get(), &mut *self.writes.get(), &mut *self.placeholders.get()) };
+        writes.clear();
+        writes.extend(set.keys().filter(|e| e.2 == AccessMode::Write).map(|(t, k, _)| (t, k)));
+        for p in ph.iter() {
+            p.store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
+        while ph.len() < writes.len() {
+            ph.push(AtomicPtr::new(std::ptr::null_mut()));
+        }
+    }
+}
+
+/// One batch: its slots and its stage.
+pub struct Batch<P> {
+    /// The slots; only the first [`Batch::len`] are in use.
+    pub slots: Box<[Slot<P>]>,
+    /// The stage (see [`stage`]).
+    pub stage: AtomicU64,
+    /// The batch's number (its first slot's timestamp is `number * slots + 1`).
+    pub number: AtomicU64,
+    /// Slots in use.
+    pub len: AtomicU32,
+    /// CC threads done with it, then execution threads done with it.
+    pub done: AtomicU32,
+}
+
+impl<P> Batch<P> {
+    /// The timestamp of slot `i` of batch `number` of batches of `size` slots: positions in
+    /// the log, from 1 (0 is the loaded rows').
+    #[inline]
+    pub fn ts_of(number: u64, size: usize, i: usize) -> u64 {
+        number * size as u64 + i as u64 + 1
+    }
+
+    /// A slot's producer value ([`super::record::BohmExt::producer`]): ring index and slot.
+    #[inline]
+    pub fn producer(ring_index: usize, i: usize) -> u64 {
+        (ring_index as u64) << 32 | i as u64
+    }
+}
+
+/// Which CC thread owns `key` of `table` among `m`.
+#[inline]
+pub fn owner(table: TableId, key: u64, m: usize) -> usize {
+    let h = (key ^ u64::from(table.0).rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (((h >> 32) * m as u64) >> 32) as usize
+}
+
+/// A concurrency-control thread (§3.2.2): it owns the records `owner(table, key, m) == index`,
+/// and is the only thread that pushes versions onto them or inserts their keys.
+pub struct Planner<'db> {
+    /// The thread's storage context (slot allocation, the index guard, its epoch).
+    pub ctx: WorkerCtx<'db, BohmRecord>,
+    stores: &'db [VersionStore<BohmExt>],
+    pools: Vec<VersionPool<BohmExt>>,
+    index: usize,
+    m: usize,
+    /// Versions pushed over another, with the number of the batch that pushed them: once
+    /// every execution thread is past that batch, the versions below them are garbage.
+    pub superseding: VecDeque<(u64, TableId, NonNull<BohmVersion>)>,
+}
+
+impl<'db> Planner<'db> {
+    /// CC thread `index` of `m`.
+    pub fn new(
+        ctx: WorkerCtx<'db, BohmRecord>,
+        stores: &'db [VersionStore<BohmExt>],
+        index: usize,
+        m: usize,
+    ) -> Self {
+        let pools = stores.iter().map(|_| VersionPool::default()).collect();
+        Planner { ctx, stores, pools, index, m, superseding: VecDeque::new() }
+    }
+
+    /// Plans `batch` (at ring index `ring_index`): for every slot in order, a placeholder for
+    /// each declared write this thread owns. An unknown table is left to the execution, which
+    /// reports it; a full table fails the run.
+    pub fn plan<P>(&mut self, batch: &Batch<P>, ring_index: usize) -> Result<(), Abort> {
+        let storage = self.ctx.storage;
+        let number = batch.number.load(Ordering::Relaxed);
+        let len = batch.len.load(Ordering::Relaxed) as usize;
+        for (i, slot) in batch.slots[..len].iter().enumerate() {
+            // SAFETY: the batch is SEQUENCED (Acquired by the caller): the sequencer is done
+            // with these fields, and CC threads only read them; each CC thread stores only
+            // the placeholders of the writes it owns.
+            let (writes, ph) = unsafe { (&*slot.writes.get(), &*slot.placeholders.get()) };
+            let ts = slot.ts.load(Ordering::Relaxed);
+            let producer = Batch::<P>::producer(ring_index, i);
+            for (j, &(t, key)) in writes.iter().enumerate() {
+                if owner(t, key, self.m) != self.index || t.index() >= storage.tables().len() {
+                    continue;
+                }
+                let tbl = storage.table(t);
+                let rid = match tbl.index.get(key, &self.ctx.guard) {
+                    Some(rid) => rid,
+                    None => {
+                        let rid = self.ctx.alloc(t)?;
+                        tbl.rows.get(rid).header.clear();
+                        // This thread is the only inserter of `key`: the insert succeeds.
+                        let inserted = tbl.index.insert_if_absent(key, rid, &self.ctx.guard);
+                        debug_assert!(inserted.is_ok(), "only the owner inserts a key");
+                        rid
+                    }
+                };
+                let rec = tbl.rows.get(rid).header;
+                let had = rec.newest().is_some();
+                let v = self.pools[t.index()].alloc(&self.stores[t.index()]);
+                rec.push(v, ts, producer);
+                ph[j].store(v.as_ptr(), Ordering::Relaxed);
+                if had {
+                    self.superseding.push_back((number, t, v));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees version `v` of table `t`, cut off its chain and past its grace period, into this
+    /// thread's pool.
+    pub fn free(&mut self, t: TableId, v: NonNull<BohmVersion>) {
+        self.pools[t.index()].free(&self.stores[t.index()], v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn planning_pushes_one_placeholder_per_owned_write_and_inserts_new_keys() {
+        use crate::storage::{Storage, TableSpec};
+        use std::time::Duration;
+        let storage =
+            Storage::<BohmRecord>::new(&[TableSpec::new("t", 8, 64)], 4, Duration::from_millis(5))
+                .unwrap();
+        let stores = [VersionStore::<BohmExt>::new(8)];
+        let (t, m) = (TableId(0), 2);
+        // Key 1 exists (loaded); key 2 is new.
+        {
+            let mut ctx = WorkerCtx::new(&storage).unwrap();
+            let rid = ctx.alloc(t).unwrap();
+            let rec = storage.table(t).rows.get(rid).header;
+            rec.clear();
+            rec.load(stores[0].alloc_shared());
+            storage.table(t).index.insert_if_absent(1, rid, &ctx.guard).unwrap();
+        }
+        let batch = Batch {
+            slots: vec![Slot::new((), 0), Slot::new((), 1)].into_boxed_slice(),
+            stage: AtomicU64::new(stage::SEQUENCED),
+            number: AtomicU64::new(4),
+            len: AtomicU32::new(2),
+            done: AtomicU32::new(0),
+        };
+        for (i, slot) in batch.slots.iter().enumerate() {
+            // SAFETY: the test owns the batch.
+            unsafe {
+                let set = &mut *slot.set.get();
+                set.write(t, 1);
+                set.write(t, 2);
+                set.read(t, 3);
+                set.seal();
+                slot.plan_writes();
+            }
+            slot.ts.store(Batch::<()>::ts_of(4, 2, i), Ordering::Relaxed);
+        }
+        let mut planners: Vec<_> = (0..m)
+            .map(|c| Planner::new(WorkerCtx::new(&storage).unwrap(), &stores, c, m))
+            .collect();
+        for p in &mut planners {
+            p.plan(&batch, 1).unwrap();
+        }
+        let g = crate::storage::index::pin();
+        for (i, slot) in batch.slots.iter().enumerate() {
+            // SAFETY: planned; nothing else runs.
+            let ph = unsafe { &*slot.placeholders.get() };
+            for (j, key) in [1u64, 2].into_iter().enumerate() {
+                let v = ph[j].load(Ordering::Relaxed);
+                assert!(!v.is_null(), "slot {i}: key {key} has its placeholder");
+                let rid = storage.table(t).index.get(key, &g).expect("the key is indexed");
+                let rec = storage.table(t).rows.get(rid).header;
+                let ts = Batch::<()>::ts_of(4, 2, i);
+                assert_eq!(rec.at(ts).map(|x| x as *const _), Some(v as *const _));
+                assert_eq!(
+                    rec.at(ts).unwrap().ext.producer.load(Ordering::Relaxed),
+                    Batch::<()>::producer(1, i)
+                );
+            }
+        }
+        assert!(storage.table(t).index.get(3, &g).is_none(), "reads insert nothing");
+        // Key 1 had a version before each placeholder, key 2 only before the second one.
+        let superseding: usize = planners.iter().map(|p| p.superseding.len()).sum();
+        assert_eq!(superseding, 3);
+    }
+
+    #[test]
+    fn ownership_spreads_and_is_stable() {
+        let m = 3;
+        let mut counts = [0usize; 3];
+        for k in 0..3000 {
+            let o = owner(TableId(1), k, m);
+            assert_eq!(o, owner(TableId(1), k, m));
+            counts[o] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+    }
+
+    #[test]
+    fn writes_are_listed_once_in_key_order_with_room_for_placeholders() {
+        let slot = Slot::new((), 0);
+        // SAFETY: the test owns the slot.
+        unsafe {
+            let set = &mut *slot.set.get();
+            set.read(TableId(0), 9);
+            set.write(TableId(0), 7);
+            set.read(TableId(0), 7);
+            set.write(TableId(1), 2);
+            set.seal();
+            slot.plan_writes();
+            assert_eq!(*slot.writes.get(), vec![(TableId(0), 7), (TableId(1), 2)]);
+            assert_eq!((*slot.placeholders.get()).len(), 2);
+        }
+        assert_eq!(Batch::<()>::ts_of(2, 100, 5), 206);
+        assert_eq!(Batch::<()>::producer(3, 7), 3 << 32 | 7);
+    }
+}

@@ -1,0 +1,701 @@
+//! BOHM's threads (§3.1): one sequencer, `m` concurrency-control threads and `n` execution
+//! threads passing batches around the ring ([`super::pipeline`]), with the driver's leader
+//! ([`crate::engine::driver::lead`]) on the calling thread for the phases, the measurement
+//! window and fatal errors.
+//!
+//! **Sequencer.** It owns one generator per logical client (`--threads` of them, as an
+//! interactive run has, so TPC-C's home warehouses stay as they are); slot `i` of every batch
+//! holds a procedure of client `i mod clients` for the whole run. To fill a batch it waits
+//! until the ring position is free or executed, reports the committed procedures to their
+//! generators, fills the others (a transaction to be re-submitted keeps its procedure and its
+//! first submission time), declares each slot's access set with reconnaissance reads of the
+//! latest produced values, numbers the slots and publishes the batch.
+//!
+//! **Concurrency-control threads** plan each batch in turn ([`Planner::plan`]); the last of
+//! them to finish a batch publishes it planned. Between batches each frees the versions its
+//! records shed once the execution threads are past them (below).
+//!
+//! **Execution threads.** Thread `e` of `n` answers for slots `e, e + n, ...` of each batch:
+//! it runs those still unprocessed, again and again until every one is complete (another thread
+//! may run some of them as dependencies of its own). An attempt abandoned because a dependency
+//! is being produced elsewhere is retried later; one abandoned because its chain of unproduced
+//! dependencies is deeper than the thread's recursion bound is retried after the thread has
+//! run the deepest producer it reached at the top of its stack, so every abandonment either
+//! waits for another thread's progress or makes some. Transactions are counted by the thread
+//! that answers for them, when it sees them complete: commits, user aborts, re-submissions
+//! (as `access-set-mismatch` aborts) and latency from the first submission to the sequencer.
+//! Abandoned attempts count as `dependency-busy` aborts of the thread that made them.
+//!
+//! **Garbage collection (§3.3.2).** A version superseded by a write of batch `b` is invisible
+//! to every transaction after batch `b`, so once every execution thread has finished batch `b`
+//! (the low watermark is the minimum of their finished-batch counters) no transaction will
+//! read it again. The concurrency-control thread that owns the record cuts it off the chain
+//! and frees it after a storage-epoch grace period (execution threads run each batch inside
+//! their epoch, so a reader that reached it just before the cut finishes first). A superseding
+//! version that passed its value on ([`super::record::PASS`]) gets the value copied in first.
+//!
+//! **Ending.** A timed run ends when the leader stops it: the sequencer publishes no further
+//! batch and says which batch is the last; the other threads finish the batches before it and
+//! leave. A run of a fixed number of transactions sequences `threads x per_worker` of them and
+//! ends when every one has committed or aborted for good (re-submissions included).
+
+use super::pipeline::{slot_state, stage, Batch, Outcome, Planner, Slot};
+use super::record::{next_of, produce, seen_from, BohmExt, BohmVersion, Seen, PASS, TOMBSTONE};
+use super::worker::{run_slot, Env, Scratchpad, NO_PRODUCER};
+use super::Bohm;
+use crate::engine::driver::{lead, worker_seed, Control, RunConfig, RunLength, RunPhase};
+use crate::engine::stats::WorkerStats;
+use crate::engine::{Database, Generator, Procedure, Protocol, Workload};
+use crate::error::{Abort, AbortReason, Error};
+use crate::protocols::common::SpinWait;
+use crate::storage::context::WorkerCtx;
+use crate::storage::version::VersionStore;
+use crate::storage::TableId;
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
+
+/// Batches in the ring: one being sequenced, one being planned, one being executed, and one
+/// of slack so that a stage that runs ahead does not wait for the slowest at once.
+pub const RING: usize = 4;
+
+/// Yields of a waiting thread before it sleeps between checks.
+const IDLE_YIELDS: u32 = 1000;
+
+/// Scratchpads per execution thread: the recursion bound of dependency evaluation.
+pub const DEPTH: usize = 16;
+
+/// What the threads of one run share besides the ring.
+struct Shared<'a, P> {
+    env: Env<'a, P>,
+    /// Slots per batch.
+    size: usize,
+    /// Concurrency-control threads.
+    cc: usize,
+    /// Execution threads.
+    exec: usize,
+    /// The number of the first batch that will not be sequenced (`u64::MAX` until known).
+    end: CachePadded<AtomicU64>,
+    /// Per execution thread: how many batches it has finished (its `batch_e` plus one).
+    finished: Box<[CachePadded<AtomicU64>]>,
+    control: &'a Control,
+    clock: quanta::Clock,
+}
+
+impl<P> Shared<'_, P> {
+    /// Waits until batch `number` of the ring is in stage `want`; `false` if it never will be
+    /// (the run ends before it, or failed). Honours the leader's pauses while waiting.
+    fn wait_for(&self, number: u64, want: u64) -> bool {
+        let batch = &self.env.ring[(number % RING as u64) as usize];
+        let mut spin = SpinWait::default();
+        let mut idle = 0u32;
+        loop {
+            // Acquire: pairs with the Release that published the stage; the batch's fields
+            // written before it are visible.
+            if batch.stage.load(Ordering::Acquire) == want
+                && batch.number.load(Ordering::Relaxed) == number
+            {
+                return true;
+            }
+            // Acquire: pairs with the sequencer's Release store of `end`.
+            if number >= self.end.load(Ordering::Acquire) {
+                return false;
+            }
+            if spin.exhausted() {
+                match self.control.phase() {
+                    RunPhase::Pause => self.control.pause(),
+                    RunPhase::Stop if self.control.failed() => return false,
+                    _ => {}
+                }
+                idle += 1;
+                if idle > IDLE_YIELDS {
+                    // Long waits (a slow stage, or a pipeline with nothing to do) sleep, so
+                    // that waiting threads leave the cores to the working ones.
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                    continue;
+                }
+            }
+            spin.spin();
+        }
+    }
+
+    /// The low watermark: every execution thread has finished every batch below it.
+    fn watermark(&self) -> u64 {
+        // Acquire: pairs with each execution thread's Release store after finishing a batch
+        // (its reads of the versions below happened before).
+        self.finished.iter().map(|f| f.load(Ordering::Acquire)).min().unwrap_or(0)
+    }
+
+    /// Counts batch `number` done by one more of `threads` threads; the last publishes
+    /// `next` (Release: what the threads wrote into the batch before).
+    fn done(&self, batch: &Batch<P>, threads: usize, next: u64) {
+        // AcqRel: the last thread's increment sees every other thread's writes before it.
+        if batch.done.fetch_add(1, Ordering::AcqRel) + 1 == threads as u32 {
+            batch.done.store(0, Ordering::Relaxed);
+            batch.stage.store(next, Ordering::Release);
+        }
+    }
+}
+
+/// Runs `workload` on `db` through BOHM's pipeline (see the module docs).
+pub fn drive<W: Workload>(
+    db: &Database<Bohm>,
+    workload: &W,
+    cfg: &RunConfig,
+) -> Result<Vec<WorkerStats>, Error> {
+    let (cc, exec) = db.protocol().split(cfg.threads)?;
+    if db.log().is_some() {
+        return Err(Error::Config(
+            "bohm does not log its commits yet: run it without --log-dir".into(),
+        ));
+    }
+    if cfg.acks.is_some() {
+        return Err(Error::Config("bohm does not log its commits yet: no --ack-file".into()));
+    }
+    let size = Protocol::options(db.protocol()).batch as usize;
+    let clients = cfg.threads;
+    let mut gens: Vec<W::Gen> =
+        (0..clients).map(|i| workload.generator(i, clients, worker_seed(cfg.seed, i))).collect();
+    let ring: Vec<Batch<<W::Gen as Generator>::Proc>> = (0..RING)
+        .map(|_| Batch {
+            slots: (0..size).map(|i| Slot::new(gens[i % clients].blank(), i % clients)).collect(),
+            stage: AtomicU64::new(stage::FREE),
+            number: AtomicU64::new(u64::MAX),
+            len: Default::default(),
+            done: Default::default(),
+        })
+        .collect();
+    // One thread of each kind for `--threads 1`: one thread plays both.
+    let combined = cc + exec > cfg.threads;
+    let roles: Vec<(Option<usize>, Option<usize>)> = if combined {
+        vec![(Some(0), Some(0))]
+    } else {
+        (0..exec).map(|e| (None, Some(e))).chain((0..cc).map(|c| (Some(c), None))).collect()
+    };
+    let control = Control::new(cfg, 1 + roles.len());
+    let shared = Shared {
+        env: Env {
+            storage: db.storage(),
+            stores: db.protocol().stores(),
+            ring: &ring,
+            types: workload.txn_types(),
+            templates: cfg.check_templates,
+        },
+        size,
+        cc,
+        exec,
+        end: CachePadded::new(AtomicU64::new(u64::MAX)),
+        finished: (0..exec).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+        control: &control,
+        clock: quanta::Clock::new(),
+    };
+    let cores = if cfg.pin { core_affinity::get_core_ids().unwrap_or_default() } else { vec![] };
+    let barrier = Barrier::new(2 + roles.len());
+    let (stats, seq) = std::thread::scope(|s| {
+        let shared = &shared;
+        let (barrier, cores) = (&barrier, &cores);
+        let pin = move |i: usize| {
+            if !cores.is_empty() {
+                core_affinity::set_for_current(cores[i % cores.len()]);
+            }
+        };
+        let threads: Vec<_> = roles
+            .iter()
+            .enumerate()
+            .map(|(i, &(c, e))| {
+                s.spawn(move || {
+                    pin(i);
+                    let _finished = shared.control.finish();
+                    serve(db, shared, c, e, barrier)
+                })
+            })
+            .collect();
+        let gens = &mut gens;
+        let n = roles.len();
+        let seq = s.spawn(move || {
+            pin(n);
+            let _finished = shared.control.finish();
+            sequence::<W>(db, shared, gens, cfg, barrier)
+        });
+        lead(db, cfg, &control, || {
+            barrier.wait();
+        });
+        fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }
+        let stats: Vec<_> = threads.into_iter().map(join).collect();
+        (stats, join(seq))
+    });
+    if let Some(e) = control.into_error() {
+        return Err(e);
+    }
+    seq?;
+    let mut out = Vec::with_capacity(exec);
+    for s in stats {
+        out.extend(s?);
+    }
+    Ok(out)
+}
+
+/// The sequencer (see the module docs).
+fn sequence<W: Workload>(
+    db: &Database<Bohm>,
+    shared: &Shared<'_, <W::Gen as Generator>::Proc>,
+    gens: &mut [W::Gen],
+    cfg: &RunConfig,
+    barrier: &Barrier,
+) -> Result<(), Error> {
+    let setup = WorkerCtx::new(db.storage());
+    barrier.wait();
+    let mut ctx = setup?;
+    let control = shared.control;
+    // A run of a fixed number of transactions: those not yet sequenced, and those sequenced
+    // and not yet finished for good.
+    let mut left = match cfg.length {
+        RunLength::Timed { .. } => u64::MAX,
+        RunLength::Transactions { per_worker } => per_worker.saturating_mul(gens.len() as u64),
+    };
+    let mut outstanding = 0u64;
+    let mut number = 0u64;
+    let stop = |number: u64, gens: &mut [W::Gen]| {
+        // Release: pairs with the Acquire in `wait_for`; every batch below is published.
+        shared.end.store(number, Ordering::Release);
+        // The batches not reported yet, once executed: the generators account for every
+        // commit whose effects the database holds (SmallBank's ledger).
+        for n in number.saturating_sub(RING as u64)..number {
+            if shared.wait_for(n, stage::EXECUTED) {
+                report(&shared.env.ring[(n % RING as u64) as usize], gens);
+            }
+        }
+    };
+    loop {
+        let phase = control.phase();
+        if phase == RunPhase::Stop || (left == 0 && outstanding == 0) {
+            stop(number, gens);
+            return Ok(());
+        }
+        if phase == RunPhase::Pause {
+            control.pause();
+            continue;
+        }
+        let r = (number % RING as u64) as usize;
+        let batch = &shared.env.ring[r];
+        // Free, or executed (`number - RING`): wait for the execution threads.
+        if number >= RING as u64 {
+            if !shared.wait_for(number - RING as u64, stage::EXECUTED) {
+                stop(number, gens);
+                return Ok(());
+            }
+            outstanding -= report(batch, gens);
+        }
+        let now = shared.clock.raw();
+        for (i, slot) in batch.slots.iter().enumerate() {
+            // SAFETY: the batch is executed (Acquired in `wait_for`) or was never published:
+            // the sequencer owns every slot.
+            let (proc, client) = unsafe { (&mut *slot.proc.get(), *slot.client.get()) };
+            // SAFETY: as above.
+            let set = unsafe { &mut *slot.set.get() };
+            if slot.outcome.load(Ordering::Relaxed) != Outcome::Resubmit as u8 {
+                if left == 0 {
+                    // No transaction in this slot (a re-submission may follow in a later one).
+                    set.clear();
+                    set.seal();
+                    // SAFETY: as above.
+                    unsafe { slot.plan_writes() };
+                    slot.state.store(slot_state::COMPLETE, Ordering::Relaxed);
+                    continue;
+                }
+                left -= 1;
+                outstanding += 1;
+                gens[client].fill(proc);
+                slot.submitted.store(now, Ordering::Relaxed);
+            }
+            set.clear();
+            let ok = ctx.pinned(|| proc.declare(db, set));
+            set.seal();
+            if !ok {
+                let ty = &shared.env.types[proc.txn_type()];
+                control.fail(Error::Config(format!(
+                    "protocol 'bohm' needs declared access sets, but '{}' transactions do not \
+                     declare one",
+                    ty.name
+                )));
+                stop(number, gens);
+                return Ok(());
+            }
+            // SAFETY: as above.
+            unsafe { slot.plan_writes() };
+            slot.ts.store(Batch::<()>::ts_of(number, shared.size, i), Ordering::Relaxed);
+            slot.state.store(slot_state::UNPROCESSED, Ordering::Relaxed);
+        }
+        batch.len.store(shared.size as u32, Ordering::Relaxed);
+        batch.number.store(number, Ordering::Relaxed);
+        // Release: pairs with the CC threads' Acquire in `wait_for`.
+        batch.stage.store(stage::SEQUENCED, Ordering::Release);
+        number += 1;
+    }
+}
+
+/// Reports the transactions of an executed batch that finished for good to their generators
+/// (the commits) and marks their slots empty; returns how many there were.
+fn report<G: Generator>(batch: &Batch<G::Proc>, gens: &mut [G]) -> u64 {
+    let mut n = 0;
+    for slot in batch.slots.iter() {
+        let o = slot.outcome.load(Ordering::Relaxed);
+        if o == Outcome::Committed as u8 {
+            // SAFETY: the batch is executed (the caller Acquired it): the sequencer owns it.
+            unsafe { gens[*slot.client.get()].committed(&*slot.proc.get()) };
+        }
+        if o == Outcome::Committed as u8 || o == Outcome::User as u8 {
+            slot.outcome.store(Outcome::Empty as u8, Ordering::Relaxed);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A concurrency-control thread's state (see the module docs).
+struct CcRole<'db> {
+    planner: Planner<'db>,
+    /// Versions cut off their chains, with the epoch they were cut in.
+    dead: VecDeque<(TableId, NonNull<BohmVersion>, u64)>,
+    buf: Vec<u8>,
+}
+
+impl<'db> CcRole<'db> {
+    fn new<P>(db: &'db Database<Bohm>, shared: &Shared<'db, P>, c: usize) -> Result<Self, Error> {
+        let planner = Planner::new(WorkerCtx::new(db.storage())?, shared.env.stores, c, shared.cc);
+        Ok(CcRole { planner, dead: VecDeque::new(), buf: Vec::new() })
+    }
+
+    /// Plans batch `number` (SEQUENCED, Acquired by the caller) and collects garbage; `false`
+    /// if the run failed.
+    fn step<P>(&mut self, shared: &Shared<'_, P>, number: u64) -> bool {
+        let r = (number % RING as u64) as usize;
+        let batch = &shared.env.ring[r];
+        if let Err(a) = self.planner.plan(batch, r) {
+            shared.control.fail(Error::Fatal { txn: "(planning)".into(), reason: a.reason });
+            return false;
+        }
+        shared.done(batch, shared.cc, stage::PLANNED);
+        // Versions superseded in batches every execution thread has finished.
+        let epochs = shared.env.storage.epochs();
+        let w = shared.watermark();
+        let mut stamp = None;
+        while let Some(&(b, t, v)) = self.planner.superseding.front() {
+            if b >= w {
+                break;
+            }
+            self.planner.superseding.pop_front();
+            // SAFETY: `v` is on its record's chain (only this thread cuts it, here).
+            let v = unsafe { v.as_ref() };
+            settle(shared.env.stores, t, v, &mut self.buf);
+            if let Some(old) = super::record::cut_after(v) {
+                let e = *stamp.get_or_insert_with(|| epochs.retire_stamp());
+                let mut next = Some(old);
+                while let Some(p) = next {
+                    // SAFETY: the cut chain is this thread's alone; freed after the grace.
+                    next = NonNull::new(unsafe { p.as_ref() }.next.load(Ordering::Relaxed));
+                    self.dead.push_back((t, p, e));
+                }
+            }
+        }
+        let safe = epochs.min_active();
+        while let Some(&(t, v, e)) = self.dead.front() {
+            if e >= safe {
+                break;
+            }
+            self.dead.pop_front();
+            self.planner.free(t, v);
+        }
+        true
+    }
+}
+
+/// Gives a produced version that passes its value on ([`PASS`]) that value, copied from the
+/// version below it, before the versions below are cut off. Only the record's owner does this,
+/// after every transaction that could read below `v` has finished.
+fn settle(stores: &[VersionStore<BohmExt>], t: TableId, v: &BohmVersion, buf: &mut Vec<u8>) {
+    // Acquire: pairs with the Release in `produce`.
+    if v.flags.load(Ordering::Acquire) & PASS == 0 {
+        return;
+    }
+    match next_of(v).map(seen_from) {
+        Some(Seen::Data(prev)) => {
+            let store = &stores[t.index()];
+            buf.resize(store.row(prev).len(), 0);
+            store.row(prev).read_into(buf);
+            store.row(v).write_from(buf);
+            produce(v, 0);
+        }
+        Some(Seen::Absent) | None => produce(v, TOMBSTONE),
+        Some(Seen::Pending { .. }) => unreachable!("every version below the watermark is produced"),
+    }
+}
+
+/// An execution thread's state (see the module docs).
+struct ExecRole<'db> {
+    e: usize,
+    ctx: WorkerCtx<'db, super::record::BohmRecord>,
+    stats: WorkerStats,
+    pads: Vec<Scratchpad>,
+    blocked: Cell<u64>,
+    committed: u64,
+    /// Clock reading at the first batch it began in the measurement window.
+    measure_from: Option<u64>,
+    /// Its slots of the batch that are not complete yet.
+    pending: Vec<usize>,
+}
+
+impl<'db> ExecRole<'db> {
+    fn new<P>(db: &'db Database<Bohm>, shared: &Shared<'db, P>, e: usize) -> Result<Self, Error> {
+        Ok(ExecRole {
+            e,
+            ctx: WorkerCtx::new(db.storage())?,
+            stats: WorkerStats::new(shared.env.types.len()),
+            pads: (0..DEPTH).map(|_| Scratchpad::default()).collect(),
+            blocked: Cell::new(NO_PRODUCER),
+            committed: 0,
+            measure_from: None,
+            pending: Vec::with_capacity(shared.size / shared.exec + 1),
+        })
+    }
+
+    /// Executes this thread's slots of batch `number` (PLANNED, Acquired by the caller) and
+    /// counts them; `false` if the run failed.
+    fn step<P: Procedure>(&mut self, shared: &Shared<'_, P>, number: u64) -> bool {
+        let (env, control, clock) = (&shared.env, shared.control, &shared.clock);
+        let measuring = control.phase() == RunPhase::Measure;
+        if measuring && self.measure_from.is_none() {
+            self.measure_from = Some(clock.raw());
+        }
+        let batch = &env.ring[(number % RING as u64) as usize];
+        let len = batch.len.load(Ordering::Relaxed) as usize;
+        let mine = (self.e..len).step_by(shared.exec);
+        self.pending.clear();
+        self.pending.extend(mine.clone());
+        let epochs = env.storage.epochs();
+        // The batch runs inside this thread's epoch: versions it reaches are not freed under it.
+        epochs.enter(self.ctx.slot);
+        self.ctx.guard.repin();
+        let mut spin = SpinWait::default();
+        let mut failed = None;
+        while !self.pending.is_empty() && failed.is_none() {
+            let mut progress = false;
+            let mut k = 0;
+            while k < self.pending.len() {
+                let slot = &batch.slots[self.pending[k]];
+                // Acquire: pairs with the Release that completed the slot.
+                match slot.state.load(Ordering::Acquire) {
+                    slot_state::COMPLETE => {
+                        self.pending.swap_remove(k);
+                        progress = true;
+                        continue;
+                    }
+                    slot_state::UNPROCESSED => match self.attempt(env, slot) {
+                        Ok(()) => progress = true,
+                        Err(a) if a.reason == AbortReason::DependencyBusy => {
+                            if measuring {
+                                self.stats.aborts[AbortReason::DependencyBusy as usize] += 1;
+                            }
+                            // The producer past the recursion bound, at the top of the stack.
+                            let p = self.blocked.replace(NO_PRODUCER);
+                            if p != NO_PRODUCER {
+                                let dep = &env.ring[(p >> 32) as usize].slots[p as u32 as usize];
+                                progress |= self.attempt(env, dep).is_ok();
+                                self.blocked.set(NO_PRODUCER);
+                            }
+                        }
+                        Err(a) => {
+                            // SAFETY: completed by `attempt`: nobody writes the procedure.
+                            let ty = unsafe { &*slot.proc.get() }.txn_type();
+                            let txn = env.types[ty].name.to_string();
+                            failed = Some(Error::Fatal { txn, reason: a.reason });
+                            break;
+                        }
+                    },
+                    _ => {}
+                }
+                k += 1;
+            }
+            if progress {
+                spin = SpinWait::default();
+            } else {
+                spin.spin();
+                if spin.exhausted() && control.failed() {
+                    break;
+                }
+            }
+        }
+        epochs.exit(self.ctx.slot);
+        if let Some(f) = failed {
+            control.fail(f);
+            return false;
+        }
+        if !self.pending.is_empty() {
+            return false;
+        }
+        let now = clock.raw();
+        for i in mine {
+            let slot = &batch.slots[i];
+            // SAFETY: complete (Acquired above): nobody writes the procedure until the
+            // sequencer refills the batch, after this thread is done with it.
+            let ty = unsafe { &*slot.proc.get() }.txn_type();
+            let latency = clock.delta_as_nanos(slot.submitted.load(Ordering::Relaxed), now);
+            let o = slot.outcome.load(Ordering::Relaxed);
+            if o == Outcome::Committed as u8 {
+                self.committed += 1;
+            }
+            if !measuring {
+                continue;
+            }
+            let stats = &mut self.stats;
+            match o {
+                o if o == Outcome::Committed as u8 => {
+                    stats.commits[ty] += 1;
+                    stats.latency[ty].saturating_record(latency);
+                }
+                o if o == Outcome::User as u8 => {
+                    stats.aborts[AbortReason::User as usize] += 1;
+                    stats.user_aborts[ty] += 1;
+                    stats.latency[ty].saturating_record(latency);
+                }
+                o if o == Outcome::Resubmit as u8 => {
+                    stats.aborts[AbortReason::AccessSetMismatch as usize] += 1;
+                    stats.aborts_by_type[ty] += 1;
+                }
+                _ => {}
+            }
+        }
+        control.commits(self.e, self.committed);
+        // Release: pairs with the watermark's Acquire (this thread's reads are done).
+        shared.finished[self.e].store(number + 1, Ordering::Release);
+        shared.done(batch, shared.exec, stage::EXECUTED);
+        true
+    }
+
+    /// Runs `slot` if it is unprocessed (see [`run_slot`]); `Ok` if it completed here or
+    /// elsewhere.
+    fn attempt<P: Procedure>(&mut self, env: &Env<'_, P>, slot: &Slot<P>) -> Result<(), Abort> {
+        // Acquire: pairs with the Release of the slot's last owner (the procedure, its buffers).
+        match slot.state.compare_exchange(
+            slot_state::UNPROCESSED,
+            slot_state::EXECUTING,
+            Ordering::Acquire,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                let (pad, deeper) = self.pads.split_first_mut().expect("DEPTH > 0");
+                run_slot(env, &self.ctx.guard, slot, pad, deeper, &self.blocked).map(drop)
+            }
+            Err(slot_state::COMPLETE) => Ok(()),
+            Err(_) => Err(Abort::new(AbortReason::DependencyBusy)),
+        }
+    }
+
+    /// The statistics, with the measured window closed now.
+    fn finish(mut self, clock: &quanta::Clock) -> WorkerStats {
+        if let Some(from) = self.measure_from {
+            self.stats.window_ns = clock.delta_as_nanos(from, clock.raw());
+            self.stats.windows = 1;
+        }
+        self.stats
+    }
+}
+
+/// Runs a thread's roles over the batches: execution thread `exec` (if any) and CC thread
+/// `cc` (if any), both for a run with one thread of each (`--threads 1`).
+fn serve<P: Procedure>(
+    db: &Database<Bohm>,
+    shared: &Shared<'_, P>,
+    cc: Option<usize>,
+    exec: Option<usize>,
+    barrier: &Barrier,
+) -> Result<Option<WorkerStats>, Error> {
+    let setup = (|| {
+        let c = cc.map(|c| CcRole::new(db, shared, c)).transpose()?;
+        let e = exec.map(|e| ExecRole::new(db, shared, e)).transpose()?;
+        Ok::<_, Error>((c, e))
+    })();
+    barrier.wait();
+    let (mut c, mut e) = setup?;
+    let mut number = 0u64;
+    loop {
+        if let Some(c) = &mut c {
+            if !shared.wait_for(number, stage::SEQUENCED) || !c.step(shared, number) {
+                break;
+            }
+        }
+        if let Some(e) = &mut e {
+            if !shared.wait_for(number, stage::PLANNED) || !e.step(shared, number) {
+                break;
+            }
+        }
+        number += 1;
+    }
+    Ok(e.map(|e| e.finish(&shared.clock)))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::driver::{Backoff, RunConfig, RunLength};
+    use crate::engine::{ProtocolOptions, Workload};
+    use crate::prelude::*;
+    use crate::protocols::bohm::Bohm;
+    use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
+    use std::time::Duration;
+
+    fn smallbank(
+        threads: usize,
+        opts: &[(&str, &str)],
+        per_worker: u64,
+    ) -> (Result<(), String>, u64) {
+        let config = SmallBankConfig { customers: 50, spin_us: 0 };
+        let sb = SmallBank::new(config.clone());
+        let pairs: Vec<(String, String)> =
+            opts.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        let db = Database::<Bohm>::builder(&SmallBank::tables_for(&config))
+            .options(DbOptions {
+                max_workers: 16,
+                epoch_interval: Duration::from_millis(2),
+                ..Default::default()
+            })
+            .protocol_options(crate::protocols::bohm::BohmOptions::from_pairs(&pairs).unwrap())
+            .build()
+            .unwrap();
+        sb.load(&db, 2).unwrap();
+        let cfg = RunConfig {
+            threads,
+            length: RunLength::transactions(per_worker),
+            backoff: Backoff::None,
+            pin: false,
+            seed: 7,
+            check_templates: true,
+            check_access_sets: true,
+            prefault: true,
+            breakdown: false,
+            acks: None,
+        };
+        let stats = Bohm::drive(&db, &sb, &cfg).unwrap();
+        let ended =
+            stats.iter().map(|s| s.total_commits() + s.user_aborts.iter().sum::<u64>()).sum();
+        (sb.check(&db), ended)
+    }
+
+    #[test]
+    fn smallbank_money_is_conserved_through_the_pipeline() {
+        for (threads, opts) in [
+            (4, vec![("batch", "16")]),
+            (5, vec![("batch", "7"), ("cc-threads", "2")]),
+            (2, vec![("batch", "1000")]),
+            (1, vec![("batch", "3")]),
+        ] {
+            let (check, ended) = smallbank(threads, &opts, 600);
+            assert_eq!(check, Ok(()), "{threads} threads, {opts:?}");
+            assert_eq!(ended, threads as u64 * 600, "every transaction ended once: {opts:?}");
+        }
+    }
+}

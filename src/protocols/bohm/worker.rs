@@ -1,0 +1,630 @@
+//! BOHM's execution side (§3.3.1): a transaction runs at its timestamp against the versions
+//! the concurrency-control threads planned, buffering its writes, and on completion fills its
+//! placeholders.
+//!
+//! **Reads** take the newest version below the transaction's timestamp. If its data is not
+//! produced yet, its producer is run here, recursively, if it is still Unprocessed (its slot's
+//! CAS succeeds); if another thread is executing it, this attempt is *abandoned*: the buffered
+//! writes are dropped, the slot goes back to Unprocessed, and some thread runs it again later
+//! (a procedure cannot be suspended in the middle of `run`). Recursion depth is bounded by the
+//! contexts an execution thread keeps ([`Scratchpad`] per depth); past it, the attempt is
+//! abandoned too.
+//!
+//! **Completion** fills every placeholder: a written key gets the buffered image (or a
+//! tombstone); a declared key the transaction did not write, and every key of a transaction
+//! that rolled back, gets the previous version's value, copied if it is produced and marked
+//! [`PASS`] (readers go on to the previous version) if not: waiting for it could stall this
+//! thread behind its own unfinished slots.
+
+use super::pipeline::{slot_state, Batch, Outcome, Slot};
+use super::record::{
+    next_of, produce, seen_from, BohmExt, BohmRecord, BohmVersion, Seen, PASS, TOMBSTONE,
+};
+use crate::engine::{Checks, Procedure, Tx, TxnType, Worker};
+use crate::error::{Abort, AbortReason};
+use crate::protocols::common::{check_len, table};
+use crate::storage::index::{IndexGuard, ScanBuf};
+use crate::storage::projection::Columns;
+use crate::storage::version::VersionStore;
+use crate::storage::{Storage, TableId};
+use std::cell::Cell;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// No producer: the value of [`run_slot`]'s `blocked` when an abandonment was not caused by
+/// the recursion bound.
+pub const NO_PRODUCER: u64 = u64::MAX;
+
+/// What every execution context of a run shares.
+pub struct Env<'db, P> {
+    /// The tables.
+    pub storage: &'db Storage<BohmRecord>,
+    /// Per table, its versions.
+    pub stores: &'db [VersionStore<BohmExt>],
+    /// The batch ring.
+    pub ring: &'db [Batch<P>],
+    /// The workload's transaction types.
+    pub types: &'db [TxnType],
+    /// Check every operation against its type's piece template (`RunConfig::check_templates`).
+    pub templates: bool,
+}
+
+/// One buffered write.
+#[derive(Clone, Copy, Debug)]
+struct Buffered {
+    table: TableId,
+    key: u64,
+    /// Present after the write (an insert or update), or deleted.
+    present: bool,
+    /// The image's offset in the arena.
+    off: usize,
+}
+
+/// One transaction's buffers; an execution thread keeps one per recursion depth.
+#[derive(Default)]
+pub struct Scratchpad {
+    writes: Vec<Buffered>,
+    arena: Vec<u8>,
+    read: Vec<u8>,
+    scan: ScanBuf,
+}
+
+impl Scratchpad {
+    fn clear(&mut self) {
+        self.writes.clear();
+        self.arena.clear();
+    }
+
+    fn find(&self, t: TableId, key: u64) -> Option<usize> {
+        self.writes.iter().position(|w| w.table == t && w.key == key)
+    }
+}
+
+/// The abandonment of an attempt whose dependency another thread is producing.
+#[inline]
+fn busy() -> Abort {
+    Abort::new(AbortReason::DependencyBusy)
+}
+
+/// A transaction being executed at its timestamp: the [`Worker`] its procedure runs against.
+pub struct Exec<'a, 'db, P> {
+    env: &'a Env<'db, P>,
+    guard: &'a IndexGuard,
+    ts: u64,
+    pad: &'a mut Scratchpad,
+    deeper: &'a mut [Scratchpad],
+    blocked: &'a Cell<u64>,
+    /// The transaction's declared writes and their placeholders (see [`Slot`]).
+    writes: &'a [(TableId, u64)],
+    placeholders: &'a [AtomicPtr<BohmVersion>],
+}
+
+impl<'db, P: Procedure> Exec<'_, 'db, P> {
+    /// The version of `key` visible at this transaction's timestamp (`None`: absent), running
+    /// its producer first if needed.
+    fn visible(&mut self, t: TableId, key: u64) -> Result<Option<&'db BohmVersion>, Abort> {
+        // A declared write: the version below its placeholder is the one visible here (the
+        // placeholder's begin is this timestamp), found without the index or the chain's head.
+        if let Some(j) = self.writes.iter().position(|&w| w == (t, key)) {
+            // SAFETY: the placeholder was pushed before the batch was PLANNED; it stays alive
+            // while its batch runs (see `complete`).
+            let own: &'db BohmVersion = unsafe { &*self.placeholders[j].load(Ordering::Relaxed) };
+            loop {
+                match next_of(own).map(seen_from) {
+                    None | Some(Seen::Absent) => return Ok(None),
+                    Some(Seen::Data(v)) => return Ok(Some(v)),
+                    Some(Seen::Pending { producer, .. }) => self.evaluate(producer)?,
+                }
+            }
+        }
+        let tbl = table(self.env.storage, t)?;
+        let Some(rid) = tbl.index.get(key, self.guard) else { return Ok(None) };
+        let rec: &'db BohmRecord = tbl.rows.get(rid).header;
+        loop {
+            match rec.seen(self.ts) {
+                Seen::Data(v) => return Ok(Some(v)),
+                Seen::Absent => return Ok(None),
+                Seen::Pending { producer, .. } => self.evaluate(producer)?,
+            }
+        }
+    }
+
+    /// Runs the transaction of slot `producer` here if nobody has, so that its versions are
+    /// produced; `DependencyBusy` if another thread is running it or recursion is too deep.
+    fn evaluate(&mut self, producer: u64) -> Result<(), Abort> {
+        let slot = &self.env.ring[(producer >> 32) as usize].slots[producer as u32 as usize];
+        // Acquire: pairs with the Release of the slot's last owner (its procedure and buffers).
+        match slot.state.compare_exchange(
+            slot_state::UNPROCESSED,
+            slot_state::EXECUTING,
+            Ordering::Acquire,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                let Some((pad, rest)) = self.deeper.split_first_mut() else {
+                    // Release: hands the slot back as it was.
+                    slot.state.store(slot_state::UNPROCESSED, Ordering::Release);
+                    // The execution loop runs this producer first, at the top of its stack.
+                    self.blocked.set(producer);
+                    return Err(busy());
+                };
+                run_slot(self.env, self.guard, slot, pad, rest, self.blocked).map(drop)
+            }
+            Err(slot_state::COMPLETE) => Ok(()),
+            Err(_) => Err(busy()),
+        }
+    }
+
+    /// The current image of `key` (the buffered one, or the visible version's) into the
+    /// arena, as a buffered write; `None` if absent. The whole row is copied, whatever columns
+    /// the caller uses: completion writes the whole image into the new version.
+    fn buffer(&mut self, t: TableId, key: u64) -> Result<Option<usize>, Abort> {
+        if let Some(i) = self.pad.find(t, key) {
+            return Ok(self.pad.writes[i].present.then_some(i));
+        }
+        let Some(v) = self.visible(t, key)? else { return Ok(None) };
+        let tbl = table(self.env.storage, t)?;
+        let len = tbl.spec.row_size;
+        let off = self.pad.arena.len();
+        self.pad.arena.resize(off + len, 0);
+        self.env.stores[t.index()].row(v).read_into(&mut self.pad.arena[off..off + len]);
+        self.pad.writes.push(Buffered { table: t, key, present: true, off });
+        Ok(Some(self.pad.writes.len() - 1))
+    }
+
+    /// Fills this transaction's placeholders (see the module docs) and completes `slot`.
+    fn complete(&mut self, slot: &Slot<P>, outcome: Outcome) {
+        // SAFETY: this thread owns the slot (its CAS to EXECUTING succeeded); the CC threads'
+        // writes to it happened before the batch was PLANNED, which this thread Acquired.
+        let (writes, ph) = unsafe { (&*slot.writes.get(), &*slot.placeholders.get()) };
+        for (i, &(t, key)) in writes.iter().enumerate() {
+            // SAFETY: every declared write's placeholder was pushed by its CC thread before
+            // the batch was PLANNED; it stays alive until the batch watermark passes this batch.
+            let v = unsafe { &*ph[i].load(Ordering::Relaxed) };
+            let own = (outcome == Outcome::Committed).then(|| self.pad.find(t, key)).flatten();
+            match own {
+                Some(w) => {
+                    let b = self.pad.writes[w];
+                    if b.present {
+                        let len = self.env.storage.table(t).spec.row_size;
+                        self.env.stores[t.index()]
+                            .row(v)
+                            .write_from(&self.pad.arena[b.off..b.off + len]);
+                        produce(v, 0);
+                    } else {
+                        produce(v, TOMBSTONE);
+                    }
+                }
+                None => match next_of(v).map(seen_from) {
+                    None | Some(Seen::Absent) => produce(v, TOMBSTONE),
+                    Some(Seen::Data(prev)) => {
+                        let len = self.env.storage.table(t).spec.row_size;
+                        let buf = &mut self.pad.read;
+                        buf.resize(len, 0);
+                        let store = &self.env.stores[t.index()];
+                        store.row(prev).read_into(buf);
+                        store.row(v).write_from(buf);
+                        produce(v, 0);
+                    }
+                    Some(Seen::Pending { .. }) => produce(v, PASS),
+                },
+            }
+        }
+        slot.outcome.store(outcome as u8, Ordering::Relaxed);
+        // Release: the placeholders' state and the outcome before COMPLETE (pairs with the
+        // Acquire of whoever checks the slot).
+        slot.state.store(slot_state::COMPLETE, Ordering::Release);
+    }
+}
+
+/// Runs the transaction of `slot`, which the caller moved to EXECUTING, with `pad` as its
+/// buffers and `deeper` for recursion. On completion returns its outcome; an abandoned attempt
+/// (`DependencyBusy`) sets the slot back to UNPROCESSED and returns the abort, having set
+/// `blocked` to the producer it could not run for want of a deeper scratchpad, if that was
+/// the cause; any other abort that is not a final outcome (a procedure bug, a full table)
+/// completes the slot as rolled back and returns the abort.
+pub fn run_slot<P: Procedure>(
+    env: &Env<'_, P>,
+    guard: &IndexGuard,
+    slot: &Slot<P>,
+    pad: &mut Scratchpad,
+    deeper: &mut [Scratchpad],
+    blocked: &Cell<u64>,
+) -> Result<Outcome, Abort> {
+    // SAFETY: the caller's CAS made this thread the slot's owner; the sequencer wrote the
+    // procedure and the set before the batch was SEQUENCED.
+    // The CC threads' writes to `writes` and `placeholders` happened before the batch was
+    // PLANNED, which the caller Acquired.
+    let (proc, set, writes, placeholders) = unsafe {
+        (&*slot.proc.get(), &*slot.set.get(), &*slot.writes.get(), &*slot.placeholders.get())
+    };
+    pad.clear();
+    let ts = slot.ts.load(Ordering::Relaxed);
+    let mut exec = Exec { env, guard, ts, pad, deeper, blocked, writes, placeholders };
+    let ty = &env.types[proc.txn_type()];
+    let checks =
+        Checks { templates: env.templates, access_set: Some(set), read_only: proc.read_only() };
+    let result = proc.run(&mut Tx::new(&mut exec, ty, checks));
+    let outcome = match result {
+        Ok(()) => Outcome::Committed,
+        Err(a) if a.reason == AbortReason::DependencyBusy => {
+            // Release: hands the slot back (pairs with the next owner's Acquire CAS).
+            slot.state.store(slot_state::UNPROCESSED, Ordering::Release);
+            return Err(a);
+        }
+        Err(a) if a.reason.is_final() => Outcome::User,
+        Err(a) if a.reason == AbortReason::AccessSetMismatch => Outcome::Resubmit,
+        Err(a) => {
+            exec.complete(slot, Outcome::User);
+            return Err(a);
+        }
+    };
+    exec.complete(slot, outcome);
+    Ok(outcome)
+}
+
+impl<P: Procedure> Worker for Exec<'_, '_, P> {
+    /// The execution thread begins it; nothing to do.
+    fn begin(&mut self) {}
+
+    #[inline]
+    fn read_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        if let Some(i) = self.pad.find(t, key) {
+            let b = self.pad.writes[i];
+            if !b.present {
+                return Ok(None);
+            }
+            let len = self.env.storage.table(t).spec.row_size;
+            return Ok(Some(f(&self.pad.arena[b.off..b.off + len])));
+        }
+        let Some(v) = self.visible(t, key)? else { return Ok(None) };
+        let tbl = table(self.env.storage, t)?;
+        let buf = &mut self.pad.read;
+        buf.resize(tbl.spec.row_size, 0);
+        self.env.stores[t.index()].row(v).read_cols_into(buf, &tbl.projection, cols);
+        Ok(Some(f(buf)))
+    }
+
+    #[inline]
+    fn read_for_update<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        self.read_cols(t, key, crate::engine::ALL_COLUMNS, f)
+    }
+
+    fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        check_len(table(self.env.storage, t)?, value)?;
+        self.update(t, key, |row| row.copy_from_slice(value)).map(|r| r.is_some())
+    }
+
+    fn update_cols<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        reads: Columns,
+        writes: Columns,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        let _ = (reads, writes);
+        let Some(i) = self.buffer(t, key)? else { return Ok(None) };
+        let b = self.pad.writes[i];
+        let len = self.env.storage.table(t).spec.row_size;
+        Ok(Some(f(&mut self.pad.arena[b.off..b.off + len])))
+    }
+
+    fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        check_len(table(self.env.storage, t)?, value)?;
+        match self.pad.find(t, key) {
+            Some(i) if self.pad.writes[i].present => return Ok(false),
+            Some(i) => {
+                let off = self.pad.writes[i].off;
+                self.pad.arena[off..off + value.len()].copy_from_slice(value);
+                self.pad.writes[i].present = true;
+                return Ok(true);
+            }
+            None => {}
+        }
+        if self.visible(t, key)?.is_some() {
+            return Ok(false);
+        }
+        let off = self.pad.arena.len();
+        self.pad.arena.extend_from_slice(value);
+        self.pad.writes.push(Buffered { table: t, key, present: true, off });
+        Ok(true)
+    }
+
+    fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+        let Some(i) = self.buffer(t, key)? else { return Ok(false) };
+        self.pad.writes[i].present = false;
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        mut f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<usize, Abort> {
+        const CHUNK: usize = 64;
+        let tbl = table(self.env.storage, t)?;
+        let len = tbl.spec.row_size;
+        let (mut from, mut visited) = (lo, 0);
+        let mut scan = std::mem::take(&mut self.pad.scan);
+        let out = 'chunks: loop {
+            if from > hi || visited >= limit {
+                break Ok(visited);
+            }
+            if !tbl.index.scan(from, hi, CHUNK, &mut scan, self.guard) {
+                break Err(Abort::new(AbortReason::Unsupported));
+            }
+            let n = scan.len();
+            for (key, _) in scan.entries() {
+                let r = self.read_cols(t, key, crate::engine::ALL_COLUMNS, |row| {
+                    debug_assert_eq!(row.len(), len);
+                    f(key, row)
+                });
+                match r {
+                    Err(a) => break 'chunks Err(a),
+                    Ok(None) => {}
+                    Ok(Some(flow)) => {
+                        visited += 1;
+                        if flow.is_break() || visited >= limit {
+                            break 'chunks Ok(visited);
+                        }
+                    }
+                }
+                from = key.saturating_add(1);
+                if key == u64::MAX {
+                    break 'chunks Ok(visited);
+                }
+            }
+            if n < CHUNK {
+                break Ok(visited);
+            }
+        };
+        self.pad.scan = scan;
+        out
+    }
+
+    /// Completion fills the placeholders (see [`run_slot`]); nothing can fail here.
+    fn commit(&mut self) -> Result<(), Abort> {
+        Ok(())
+    }
+
+    /// The buffered writes are dropped by the caller of `run`.
+    fn abort(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{AccessSet, Database, Recon};
+    use crate::protocols::bohm::pipeline::{stage, Planner};
+    use crate::protocols::bohm::record::PRODUCED;
+    use crate::protocols::bohm::Bohm;
+    use crate::storage::context::WorkerCtx;
+    use crate::storage::TableSpec;
+    use std::sync::atomic::{AtomicU32, AtomicU64};
+
+    const T: TableId = TableId(0);
+
+    /// Adds `add` to key 1 (and, when `stray`, writes key 2, which it does not declare);
+    /// records the value it read; rolls back when `abort`; `idle` declares key 1 and touches
+    /// nothing.
+    #[derive(Default)]
+    struct Rmw {
+        add: u64,
+        abort: bool,
+        stray: bool,
+        idle: bool,
+        saw: Cell<u64>,
+    }
+
+    impl Procedure for Rmw {
+        fn txn_type(&self) -> usize {
+            0
+        }
+        fn declare<R: Recon>(&self, _: &R, set: &mut AccessSet) -> bool {
+            set.write(T, 1);
+            true
+        }
+        fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+            if self.idle {
+                return Ok(());
+            }
+            let add = self.add;
+            let saw = tx.update(T, 1, |r| {
+                let v = u64::from_le_bytes(r[..8].try_into().unwrap());
+                r[..8].copy_from_slice(&(v + add).to_le_bytes());
+                v
+            })?;
+            self.saw.set(saw.expect("key 1 exists"));
+            if self.stray {
+                tx.update(T, 2, |_| ())?;
+            }
+            if self.abort {
+                return Err(Abort::new(AbortReason::User));
+            }
+            Ok(())
+        }
+    }
+
+    static TYPES: [TxnType; 1] = [TxnType { name: "rmw", pieces: &[] }];
+
+    /// A planned batch of `procs`, all on key 1 of a database where it holds 0.
+    fn setup(procs: Vec<Rmw>) -> (Database<Bohm>, Batch<Rmw>) {
+        let db = Database::<Bohm>::new(&[TableSpec::new("t", 8, 64)]).unwrap();
+        db.loader().insert(T, 1, &0u64.to_le_bytes()).unwrap();
+        let n = procs.len();
+        let batch = Batch {
+            slots: procs.into_iter().map(|p| Slot::new(p, 0)).collect(),
+            stage: AtomicU64::new(stage::SEQUENCED),
+            number: AtomicU64::new(0),
+            len: AtomicU32::new(n as u32),
+            done: AtomicU32::new(0),
+        };
+        for (i, slot) in batch.slots.iter().enumerate() {
+            // SAFETY: the test owns the batch.
+            unsafe {
+                let set = &mut *slot.set.get();
+                (*slot.proc.get()).declare(&db, set);
+                set.seal();
+                slot.plan_writes();
+            }
+            slot.ts.store(Batch::<Rmw>::ts_of(0, n, i), Ordering::Relaxed);
+        }
+        {
+            let stores = db.protocol().stores();
+            let mut planner = Planner::new(WorkerCtx::new(db.storage()).unwrap(), stores, 0, 1);
+            planner.plan(&batch, 0).unwrap();
+        }
+        batch.stage.store(stage::PLANNED, Ordering::Release);
+        (db, batch)
+    }
+
+    fn run_at(
+        env: &Env<'_, Rmw>,
+        i: usize,
+        pads: &mut [Scratchpad],
+        blocked: &Cell<u64>,
+    ) -> Result<Outcome, Abort> {
+        let slot = &env.ring[0].slots[i];
+        slot.state
+            .compare_exchange(
+                slot_state::UNPROCESSED,
+                slot_state::EXECUTING,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .expect("unprocessed");
+        let (pad, deeper) = pads.split_first_mut().unwrap();
+        let g = crate::storage::index::pin();
+        run_slot(env, &g, slot, pad, deeper, blocked)
+    }
+
+    fn value(db: &Database<Bohm>) -> u64 {
+        db.peek(T, 1, |r| u64::from_le_bytes(r[..8].try_into().unwrap())).unwrap()
+    }
+
+    #[test]
+    fn a_chain_run_from_its_end_evaluates_its_dependencies_in_order() {
+        // Slots 0..6 add 1 << i; slot 3 rolls back; slot 6 declares key 1 and writes nothing
+        // and runs first, before its predecessors: it passes their value on; slot 7 adds 128
+        // and reads through slot 6.
+        let mut procs: Vec<Rmw> =
+            (0..6).map(|i| Rmw { add: 1 << i, abort: i == 3, ..Default::default() }).collect();
+        procs.push(Rmw { idle: true, ..Default::default() });
+        procs.push(Rmw { add: 128, ..Default::default() });
+        let (db, batch) = setup(procs);
+        let env = Env {
+            storage: db.storage(),
+            stores: db.protocol().stores(),
+            ring: std::slice::from_ref(&batch),
+            types: &TYPES,
+            templates: false,
+        };
+        let mut pads: Vec<Scratchpad> = (0..10).map(|_| Scratchpad::default()).collect();
+        let blocked = Cell::new(NO_PRODUCER);
+        assert_eq!(run_at(&env, 6, &mut pads, &blocked), Ok(Outcome::Committed));
+        let slot6 = &batch.slots[6];
+        // SAFETY: complete; the test owns the batch.
+        let v6 = unsafe { &*(&*slot6.placeholders.get())[0].load(Ordering::Relaxed) };
+        assert_eq!(v6.flags.load(Ordering::Relaxed), PRODUCED | PASS, "its predecessor is pending");
+        assert_eq!(batch.slots[5].state.load(Ordering::Relaxed), slot_state::UNPROCESSED);
+        // Slot 7 needs 6, which passes to 5, which needs 4, ... 0: all run here, in order.
+        assert_eq!(run_at(&env, 7, &mut pads, &blocked), Ok(Outcome::Committed));
+        let committed = 0b110111u64;
+        for (i, slot) in batch.slots.iter().enumerate() {
+            assert_eq!(slot.state.load(Ordering::Relaxed), slot_state::COMPLETE, "slot {i}");
+            // SAFETY: complete; the test owns the batch.
+            let p = unsafe { &*slot.proc.get() };
+            if !p.idle {
+                let want = committed & ((1u64 << i.min(6)) - 1);
+                assert_eq!(p.saw.get(), want, "slot {i} read the value of the slots before it");
+            }
+        }
+        assert_eq!(batch.slots[3].outcome.load(Ordering::Relaxed), Outcome::User as u8);
+        assert_eq!(value(&db), committed + 128);
+        assert_eq!(blocked.get(), NO_PRODUCER);
+    }
+
+    #[test]
+    fn a_chain_deeper_than_the_scratchpads_is_abandoned_naming_its_deepest_producer() {
+        let procs: Vec<Rmw> = (0..6).map(|i| Rmw { add: 1 << i, ..Default::default() }).collect();
+        let (db, batch) = setup(procs);
+        let env = Env {
+            storage: db.storage(),
+            stores: db.protocol().stores(),
+            ring: std::slice::from_ref(&batch),
+            types: &TYPES,
+            templates: false,
+        };
+        let mut pads: Vec<Scratchpad> = (0..3).map(|_| Scratchpad::default()).collect();
+        let blocked = Cell::new(NO_PRODUCER);
+        // 5 runs 4 and 3 deeper; 3 cannot run 2.
+        let a = run_at(&env, 5, &mut pads, &blocked).unwrap_err();
+        assert_eq!(a.reason, AbortReason::DependencyBusy);
+        assert_eq!(blocked.replace(NO_PRODUCER), Batch::<Rmw>::producer(0, 2));
+        for i in [3, 4, 5] {
+            assert_eq!(
+                batch.slots[i].state.load(Ordering::Relaxed),
+                slot_state::UNPROCESSED,
+                "{i}"
+            );
+        }
+        // The execution loop runs the named producer at the top (it reaches 0 within bounds),
+        // then the chain's end again.
+        assert_eq!(run_at(&env, 2, &mut pads, &blocked), Ok(Outcome::Committed));
+        assert_eq!(run_at(&env, 5, &mut pads, &blocked), Ok(Outcome::Committed));
+        assert_eq!(value(&db), 0b111111);
+        // A dependency another thread is running abandons without naming anything.
+        let (db, batch) =
+            setup(vec![Rmw { add: 1, ..Default::default() }, Rmw { add: 2, ..Default::default() }]);
+        let env = Env {
+            storage: db.storage(),
+            stores: db.protocol().stores(),
+            ring: std::slice::from_ref(&batch),
+            types: &TYPES,
+            templates: false,
+        };
+        batch.slots[0].state.store(slot_state::EXECUTING, Ordering::Relaxed);
+        let a = run_at(&env, 1, &mut pads, &blocked).unwrap_err();
+        assert_eq!(a.reason, AbortReason::DependencyBusy);
+        assert_eq!(blocked.get(), NO_PRODUCER);
+        assert_eq!(batch.slots[1].state.load(Ordering::Relaxed), slot_state::UNPROCESSED);
+    }
+
+    #[test]
+    fn an_undeclared_write_rolls_back_for_resubmission() {
+        let (db, batch) = setup(vec![
+            Rmw { add: 1, ..Default::default() },
+            Rmw { add: 2, stray: true, ..Default::default() },
+            Rmw { add: 4, ..Default::default() },
+        ]);
+        let env = Env {
+            storage: db.storage(),
+            stores: db.protocol().stores(),
+            ring: std::slice::from_ref(&batch),
+            types: &TYPES,
+            templates: false,
+        };
+        let mut pads: Vec<Scratchpad> = (0..4).map(|_| Scratchpad::default()).collect();
+        let blocked = Cell::new(NO_PRODUCER);
+        assert_eq!(run_at(&env, 2, &mut pads, &blocked), Ok(Outcome::Committed));
+        assert_eq!(batch.slots[1].outcome.load(Ordering::Relaxed), Outcome::Resubmit as u8);
+        // SAFETY: complete; the test owns the batch.
+        assert_eq!(unsafe { &*batch.slots[2].proc.get() }.saw.get(), 1, "slot 1 left no trace");
+        assert_eq!(value(&db), 5);
+    }
+}
