@@ -21,7 +21,7 @@ fn an_unknown_protocol_is_refused_with_the_valid_names() {
     fails_with(
         &["run", "--protocol", "foo"],
         2,
-        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, 2pl-ordered, silo, tictoc, mocc, si, ermia-ssn, ermia-ssi, hekaton, cicada)",
+        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, 2pl-ordered, silo, tictoc, mocc, si, ermia-ssn, ermia-ssi, hekaton, cicada, bohm)",
     );
 }
 
@@ -1003,7 +1003,7 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         &["run", "--opt", "validation-lock=nowait"],
         2,
         "error: --opt validation-lock applies to silo, tictoc and mocc, not to nocc, 2pl-nowait, \
-         2pl-waitdie, 2pl-ordered, si, ermia-ssn, ermia-ssi, hekaton and cicada (choose protocols with -p, or \
+         2pl-waitdie, 2pl-ordered, si, ermia-ssn, ermia-ssi, hekaton, cicada and bohm (choose protocols with -p, or \
          name one: \
          --opt silo:validation-lock=nowait)",
     );

@@ -129,6 +129,14 @@ fn cicada_single_version_conserves_money() {
 }
 
 #[test]
+fn bohm_conserves_money() {
+    // Eight threads: two CC threads and six execution threads by default; small batches turn
+    // the ring over often; three CC threads split the records differently.
+    conserves::<txlab::protocols::bohm::Bohm>();
+    conserves_with::<txlab::protocols::bohm::Bohm>(&[("batch", "7"), ("cc-threads", "3")]);
+}
+
+#[test]
 fn nocc_is_caught_creating_or_destroying_money() {
     // Many transactions: nocc breaks the invariant only when two of them overlap on a row,
     // which on a loaded machine takes a while of both cores running workers.
