@@ -513,6 +513,17 @@ mod tests {
         run_slot(env, &g, slot, pad, deeper, blocked)
     }
 
+    /// The execution environment of a test batch.
+    fn env_of<'a>(db: &'a Database<Bohm>, batch: &'a Batch<Rmw>) -> Env<'a, Rmw> {
+        Env {
+            storage: db.storage(),
+            stores: db.protocol().stores(),
+            ring: std::slice::from_ref(batch),
+            types: &TYPES,
+            templates: false,
+        }
+    }
+
     fn value(db: &Database<Bohm>) -> u64 {
         db.peek(T, 1, |r| u64::from_le_bytes(r[..8].try_into().unwrap())).unwrap()
     }
@@ -527,13 +538,7 @@ mod tests {
         procs.push(Rmw { idle: true, ..Default::default() });
         procs.push(Rmw { add: 128, ..Default::default() });
         let (db, batch) = setup(procs);
-        let env = Env {
-            storage: db.storage(),
-            stores: db.protocol().stores(),
-            ring: std::slice::from_ref(&batch),
-            types: &TYPES,
-            templates: false,
-        };
+        let env = env_of(&db, &batch);
         let mut pads: Vec<Scratchpad> = (0..10).map(|_| Scratchpad::default()).collect();
         let blocked = Cell::new(NO_PRODUCER);
         assert_eq!(run_at(&env, 6, &mut pads, &blocked), Ok(Outcome::Committed));
@@ -563,13 +568,7 @@ mod tests {
     fn a_chain_deeper_than_the_scratchpads_is_abandoned_naming_its_deepest_producer() {
         let procs: Vec<Rmw> = (0..6).map(|i| Rmw { add: 1 << i, ..Default::default() }).collect();
         let (db, batch) = setup(procs);
-        let env = Env {
-            storage: db.storage(),
-            stores: db.protocol().stores(),
-            ring: std::slice::from_ref(&batch),
-            types: &TYPES,
-            templates: false,
-        };
+        let env = env_of(&db, &batch);
         let mut pads: Vec<Scratchpad> = (0..3).map(|_| Scratchpad::default()).collect();
         let blocked = Cell::new(NO_PRODUCER);
         // 5 runs 4 and 3 deeper; 3 cannot run 2.
@@ -591,13 +590,7 @@ mod tests {
         // A dependency another thread is running abandons without naming anything.
         let (db, batch) =
             setup(vec![Rmw { add: 1, ..Default::default() }, Rmw { add: 2, ..Default::default() }]);
-        let env = Env {
-            storage: db.storage(),
-            stores: db.protocol().stores(),
-            ring: std::slice::from_ref(&batch),
-            types: &TYPES,
-            templates: false,
-        };
+        let env = env_of(&db, &batch);
         batch.slots[0].state.store(slot_state::EXECUTING, Ordering::Relaxed);
         let a = run_at(&env, 1, &mut pads, &blocked).unwrap_err();
         assert_eq!(a.reason, AbortReason::DependencyBusy);
@@ -612,13 +605,7 @@ mod tests {
             Rmw { add: 2, stray: true, ..Default::default() },
             Rmw { add: 4, ..Default::default() },
         ]);
-        let env = Env {
-            storage: db.storage(),
-            stores: db.protocol().stores(),
-            ring: std::slice::from_ref(&batch),
-            types: &TYPES,
-            templates: false,
-        };
+        let env = env_of(&db, &batch);
         let mut pads: Vec<Scratchpad> = (0..4).map(|_| Scratchpad::default()).collect();
         let blocked = Cell::new(NO_PRODUCER);
         assert_eq!(run_at(&env, 2, &mut pads, &blocked), Ok(Outcome::Committed));
