@@ -154,10 +154,51 @@ impl<P> Batch<P> {
         number * size as u64 + i as u64 + 1
     }
 
-    /// A slot's producer value ([`super::record::BohmExt::producer`]): ring index and slot.
+    /// A slot's producer value ([`super::record::BohmExt::producer`]): a tag bit (origins,
+    /// which replace it once the version is produced, never have it), ring index and slot.
     #[inline]
     pub fn producer(ring_index: usize, i: usize) -> u64 {
-        (ring_index as u64) << 32 | i as u64
+        PRODUCER_TAG | (ring_index as u64) << 32 | i as u64
+    }
+}
+
+/// The bit that marks a [`Batch::producer`] value.
+pub const PRODUCER_TAG: u64 = 1 << 63;
+
+/// What [`claim`] found.
+pub enum Claim<'a, P> {
+    /// The caller now runs the slot's transaction (the slot is EXECUTING).
+    Mine(&'a Slot<P>),
+    /// The transaction is complete (or its ring position already holds a later one, which
+    /// happens only once it is).
+    Complete,
+    /// Another thread is running it.
+    Busy,
+}
+
+/// Claims the slot of `producer` (a [`Batch::producer`] value) for running its transaction at
+/// `ts`: by CAS from UNPROCESSED, and only if the slot still holds that transaction. A reader
+/// may come late with a producer it loaded before the version was produced, when the batch
+/// is executed and its ring position refilled: the timestamp tells.
+pub fn claim<P>(ring: &[Batch<P>], producer: u64, ts: u64) -> Claim<'_, P> {
+    let slot = &ring[((producer >> 32) & 0xFFFF) as usize].slots[producer as u32 as usize];
+    // Acquire: pairs with the Release of the slot's last owner (its procedure and buffers), or
+    // the sequencer's Release when it refilled the slot (the timestamp below is then its own).
+    match slot.state.compare_exchange(
+        slot_state::UNPROCESSED,
+        slot_state::EXECUTING,
+        Ordering::Acquire,
+        Ordering::Acquire,
+    ) {
+        Ok(_) if slot.ts.load(Ordering::Relaxed) == ts => Claim::Mine(slot),
+        Ok(_) => {
+            // Release: hands the refilled slot back as it was.
+            slot.state.store(slot_state::UNPROCESSED, Ordering::Release);
+            Claim::Complete
+        }
+        Err(slot_state::COMPLETE) => Claim::Complete,
+        Err(_) if slot.ts.load(Ordering::Relaxed) != ts => Claim::Complete,
+        Err(_) => Claim::Busy,
     }
 }
 
@@ -342,6 +383,6 @@ mod tests {
             assert_eq!((*slot.placeholders.get()).len(), 2);
         }
         assert_eq!(Batch::<()>::ts_of(2, 100, 5), 206);
-        assert_eq!(Batch::<()>::producer(3, 7), 3 << 32 | 7);
+        assert_eq!(Batch::<()>::producer(3, 7), PRODUCER_TAG | 3 << 32 | 7);
     }
 }

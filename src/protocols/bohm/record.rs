@@ -35,12 +35,19 @@ pub const PASS: u64 = 4;
 /// The begin timestamp of loaded rows: below every transaction's.
 pub const LOADED: u64 = 0;
 
-/// BOHM's version field: the batch slot whose transaction produces the version (its *txn
-/// pointer*), as `batch << 32 | slot index`.
+/// The origin of "no version": absent since before every transaction (above every
+/// timestamp, without the producer tag bit).
+pub const NEVER: u64 = (1 << 63) - 1;
+
+/// BOHM's version field. Until the version is produced: the batch slot whose transaction
+/// produces it (its *txn pointer*, a tagged `Batch::producer` value). Once produced: its
+/// *origin*, the begin timestamp of the version whose value it holds (its own for a write;
+/// an older one's for a value passed on or copied; [`NEVER`] for an absence that no version
+/// wrote), which names the value in recorded histories.
 #[derive(Default)]
 #[repr(C)]
 pub struct BohmExt {
-    /// The producing transaction.
+    /// The producing transaction, then the origin.
     pub producer: AtomicU64,
 }
 
@@ -70,8 +77,12 @@ unsafe impl RecordHeader for BohmRecord {
 pub enum Seen<'a> {
     /// The visible version, produced: its data can be read.
     Data(&'a BohmVersion),
-    /// Absent: no version below the timestamp, or a produced tombstone.
-    Absent,
+    /// Absent: no version below the timestamp (`origin` [`NEVER`]), or a produced tombstone
+    /// (its origin).
+    Absent {
+        /// The origin of the absence.
+        origin: u64,
+    },
     /// The visible version is not produced yet; `producer` (a [`BohmExt::producer`] value)
     /// must run first.
     Pending {
@@ -132,7 +143,7 @@ impl BohmRecord {
             }
             v = next_of(x);
         }
-        Seen::Absent
+        Seen::Absent { origin: NEVER }
     }
 
     /// The version pushed at `ts` (a transaction's own placeholder), if any.
@@ -177,7 +188,12 @@ pub fn seen_from(v: &BohmVersion) -> Seen<'_> {
         // Acquire: pairs with the Release in `produce`; the data written before it is visible.
         let f = x.flags.load(Ordering::Acquire);
         if f & PRODUCED == 0 {
-            return Seen::Pending { version: x, producer: x.ext.producer.load(Ordering::Relaxed) };
+            let producer = x.ext.producer.load(Ordering::Relaxed);
+            if producer & super::pipeline::PRODUCER_TAG == 0 {
+                // Produced meanwhile (the origin replaced the producer): read the flags again.
+                continue;
+            }
+            return Seen::Pending { version: x, producer };
         }
         if f & PASS != 0 {
             // A PASS version always has an older one, until the GC gives it that version's
@@ -188,16 +204,29 @@ pub fn seen_from(v: &BohmVersion) -> Seen<'_> {
             }
             continue;
         }
-        return if f & TOMBSTONE != 0 { Seen::Absent } else { Seen::Data(x) };
+        return if f & TOMBSTONE != 0 {
+            Seen::Absent { origin: origin_of(x) }
+        } else {
+            Seen::Data(x)
+        };
     }
 }
 
 /// Publishes `v` with state `flags` (0: its data, written before this call; [`TOMBSTONE`];
-/// or [`PASS`]).
+/// or [`PASS`]) and `origin` (see [`BohmExt`]; ignored for PASS).
 #[inline]
-pub fn produce(v: &BohmVersion, flags: u64) {
-    // Release: pairs with the Acquire in `seen_from`.
+pub fn produce(v: &BohmVersion, flags: u64, origin: u64) {
+    debug_assert_eq!(origin & super::pipeline::PRODUCER_TAG, 0, "an origin is a timestamp");
+    v.ext.producer.store(origin, Ordering::Relaxed);
+    // Release: pairs with the Acquire in `seen_from`; the data and the origin before it.
     v.flags.store(PRODUCED | flags, Ordering::Release);
+}
+
+/// The origin of a produced version (see [`BohmExt`]); call it after an Acquire load of its
+/// flags showed it produced.
+#[inline]
+pub fn origin_of(v: &BohmVersion) -> u64 {
+    v.ext.producer.load(Ordering::Relaxed)
 }
 
 /// The next older version.
@@ -235,9 +264,11 @@ mod tests {
     fn readers_see_the_newest_version_below_their_timestamp() {
         let store = VersionStore::<BohmExt>::new(8);
         let rec = BohmRecord { head: AtomicPtr::new(std::ptr::null_mut()) };
-        assert!(matches!(rec.seen(5), Seen::Absent), "no version: absent");
+        let tag = crate::protocols::bohm::pipeline::PRODUCER_TAG;
+        assert!(matches!(rec.seen(5), Seen::Absent { origin: NEVER }), "no version: absent");
         rec.load(version(&store));
-        for (ts, slot) in [(10, 1), (20, 2)] {
+        let (p1, p2, p3) = (tag | 1, tag | 2, tag | 3);
+        for (ts, slot) in [(10, p1), (20, p2)] {
             rec.push(version(&store), ts, slot);
         }
         assert!(matches!(rec.seen(1), Seen::Data(v) if begin_of(v) == LOADED));
@@ -245,25 +276,25 @@ mod tests {
             matches!(rec.seen(10), Seen::Data(v) if begin_of(v) == LOADED),
             "a transaction does not see its own placeholder"
         );
-        assert!(matches!(rec.seen(15), Seen::Pending { producer: 1, .. }));
-        assert!(matches!(rec.seen(u64::MAX), Seen::Pending { producer: 2, .. }));
+        assert!(matches!(rec.seen(15), Seen::Pending { producer, .. } if producer == p1));
+        assert!(matches!(rec.seen(u64::MAX), Seen::Pending { producer, .. } if producer == p2));
         let v10 = rec.at(10).expect("the placeholder at 10");
         assert_eq!(begin_of(v10), 10);
         assert!(rec.at(12).is_none());
-        produce(v10, 0);
+        produce(v10, 0, 10);
         assert!(matches!(rec.seen(15), Seen::Data(v) if begin_of(v) == 10));
         assert!(matches!(rec.latest_produced(), Some(v) if begin_of(v) == 10));
-        produce(rec.at(20).unwrap(), TOMBSTONE);
-        assert!(matches!(rec.seen(21), Seen::Absent), "a tombstone");
+        produce(rec.at(20).unwrap(), TOMBSTONE, 20);
+        assert!(matches!(rec.seen(21), Seen::Absent { origin: 20 }), "a tombstone");
         assert!(rec.latest_produced().is_none());
         // A PASS version shows the one below it.
-        rec.push(version(&store), 30, 3);
-        produce(rec.at(30).unwrap(), PASS);
-        assert!(matches!(rec.seen(31), Seen::Absent), "passes to the tombstone at 20");
+        rec.push(version(&store), 30, p3);
+        produce(rec.at(30).unwrap(), PASS, 0);
+        assert!(matches!(rec.seen(31), Seen::Absent { origin: 20 }), "passes to the tombstone");
         // Cutting after 10 leaves the loaded version unreachable.
         let cut = cut_after(rec.at(10).unwrap()).expect("the loaded version");
         // SAFETY: the cut version is still allocated (the store frees nothing here).
         assert_eq!(begin_of(unsafe { cut.as_ref() }), LOADED);
-        assert!(matches!(rec.seen(5), Seen::Absent), "nothing below 10 any more");
+        assert!(matches!(rec.seen(5), Seen::Absent { origin: NEVER }), "nothing below 10 now");
     }
 }

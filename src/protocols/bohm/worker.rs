@@ -14,14 +14,24 @@
 //! tombstone); a declared key the transaction did not write, and every key of a transaction
 //! that rolled back, gets the previous version's value, copied if it is produced and marked
 //! [`PASS`] (readers go on to the previous version) if not: waiting for it could stall this
-//! thread behind its own unfinished slots.
+//! thread behind its own unfinished slots. A produced version's producer field becomes its
+//! *origin* (whose value it holds, see [`BohmExt`]).
+//!
+//! **Histories** (`txlab check`, `DbOptions::record_history`): each recursion depth records
+//! into its own recorder, since evaluation nests one transaction inside another. A transaction
+//! is serialized at its timestamp; a read names the origin of what it saw (a point read that
+//! finds nothing records a predicate read of the key; a scan records its range); a committed
+//! write names its version (timestamp + 1) and the origin of the version below, which is
+//! produced first (its producer evaluated, or the attempt abandoned) so that it is known.
 
-use super::pipeline::{slot_state, Batch, Outcome, Slot};
+use super::pipeline::{claim, slot_state, Batch, Claim, Outcome, Slot};
 use super::record::{
-    next_of, produce, seen_from, BohmExt, BohmRecord, BohmVersion, Seen, PASS, TOMBSTONE,
+    next_of, origin_of, produce, seen_from, BohmExt, BohmRecord, BohmVersion, Seen, LOADED, NEVER,
+    PASS, TOMBSTONE,
 };
 use crate::engine::{Checks, Procedure, Tx, TxnType, Worker};
 use crate::error::{Abort, AbortReason};
+use crate::history::{Recorder, Stamp, INITIAL, UNBORN};
 use crate::protocols::common::{check_len, table};
 use crate::storage::index::{IndexGuard, ScanBuf};
 use crate::storage::projection::Columns;
@@ -33,7 +43,19 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// No producer: the value of [`run_slot`]'s `blocked` when an abandonment was not caused by
 /// the recursion bound.
-pub const NO_PRODUCER: u64 = u64::MAX;
+pub const NO_PRODUCER: (u64, u64) = (u64::MAX, 0);
+
+/// The history stamp of a value of origin `origin` (see [`super::record::BohmExt`]): the
+/// loaded rows' is [`INITIAL`], a write's its timestamp plus one, an absence no version wrote
+/// [`UNBORN`].
+#[inline]
+pub fn stamp_of(origin: u64) -> Stamp {
+    match origin {
+        NEVER => UNBORN,
+        LOADED => INITIAL,
+        ts => Stamp::from(ts) + 1,
+    }
+}
 
 /// What every execution context of a run shares.
 pub struct Env<'db, P> {
@@ -67,9 +89,22 @@ pub struct Scratchpad {
     arena: Vec<u8>,
     read: Vec<u8>,
     scan: ScanBuf,
+    /// The history recorder of the transactions run at this depth, when the database records
+    /// histories (evaluation nests transactions, so each depth records its own).
+    recorder: Option<Recorder>,
 }
 
 impl Scratchpad {
+    /// Buffers recording into `recorder`, if any.
+    pub fn new(recorder: Option<Recorder>) -> Self {
+        Scratchpad { recorder, ..Default::default() }
+    }
+
+    /// The history recorded at this depth so far (moved out).
+    pub fn take_history(&mut self) -> Option<crate::history::History> {
+        self.recorder.as_mut().map(|r| r.take())
+    }
+
     fn clear(&mut self) {
         self.writes.clear();
         self.arena.clear();
@@ -93,7 +128,7 @@ pub struct Exec<'a, 'db, P> {
     ts: u64,
     pad: &'a mut Scratchpad,
     deeper: &'a mut [Scratchpad],
-    blocked: &'a Cell<u64>,
+    blocked: &'a Cell<(u64, u64)>,
     /// The transaction's declared writes and their placeholders (see [`Slot`]).
     writes: &'a [(TableId, u64)],
     placeholders: &'a [AtomicPtr<BohmVersion>],
@@ -111,48 +146,81 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
             let own: &'db BohmVersion = unsafe { &*self.placeholders[j].load(Ordering::Relaxed) };
             loop {
                 match next_of(own).map(seen_from) {
-                    None | Some(Seen::Absent) => return Ok(None),
-                    Some(Seen::Data(v)) => return Ok(Some(v)),
-                    Some(Seen::Pending { producer, .. }) => self.evaluate(producer)?,
+                    None => return Ok(self.observed(t, key, None)),
+                    Some(Seen::Absent { .. }) => return Ok(self.observed(t, key, None)),
+                    Some(Seen::Data(v)) => return Ok(self.observed(t, key, Some(v))),
+                    Some(Seen::Pending { version, producer }) => {
+                        self.evaluate(producer, super::record::begin_of(version))?
+                    }
                 }
             }
         }
         let tbl = table(self.env.storage, t)?;
-        let Some(rid) = tbl.index.get(key, self.guard) else { return Ok(None) };
+        let Some(rid) = tbl.index.get(key, self.guard) else {
+            return Ok(self.observed(t, key, None));
+        };
         let rec: &'db BohmRecord = tbl.rows.get(rid).header;
         loop {
             match rec.seen(self.ts) {
-                Seen::Data(v) => return Ok(Some(v)),
-                Seen::Absent => return Ok(None),
-                Seen::Pending { producer, .. } => self.evaluate(producer)?,
+                Seen::Data(v) => return Ok(self.observed(t, key, Some(v))),
+                Seen::Absent { .. } => return Ok(self.observed(t, key, None)),
+                Seen::Pending { version, producer } => {
+                    self.evaluate(producer, super::record::begin_of(version))?
+                }
             }
         }
     }
 
-    /// Runs the transaction of slot `producer` here if nobody has, so that its versions are
-    /// produced; `DependencyBusy` if another thread is running it or recursion is too deep.
-    fn evaluate(&mut self, producer: u64) -> Result<(), Abort> {
-        let slot = &self.env.ring[(producer >> 32) as usize].slots[producer as u32 as usize];
-        // Acquire: pairs with the Release of the slot's last owner (its procedure and buffers).
-        match slot.state.compare_exchange(
-            slot_state::UNPROCESSED,
-            slot_state::EXECUTING,
-            Ordering::Acquire,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => {
+    /// Records what a read of `key` saw (the version, or absence) when histories are
+    /// recorded, and returns it.
+    #[inline]
+    fn observed(
+        &mut self,
+        t: TableId,
+        key: u64,
+        v: Option<&'db BohmVersion>,
+    ) -> Option<&'db BohmVersion> {
+        if let Some(r) = &mut self.pad.recorder {
+            match v {
+                Some(v) => r.read(t.0, key, stamp_of(origin_of(v))),
+                None => r.range(t.0, key, key),
+            }
+        }
+        v
+    }
+
+    /// Runs the transaction of slot `producer` (at `ts`) here if nobody has, so that its
+    /// versions are produced; `DependencyBusy` if another thread is running it or recursion is
+    /// too deep.
+    fn evaluate(&mut self, producer: u64, ts: u64) -> Result<(), Abort> {
+        match claim(self.env.ring, producer, ts) {
+            Claim::Mine(slot) => {
                 let Some((pad, rest)) = self.deeper.split_first_mut() else {
                     // Release: hands the slot back as it was.
                     slot.state.store(slot_state::UNPROCESSED, Ordering::Release);
                     // The execution loop runs this producer first, at the top of its stack.
-                    self.blocked.set(producer);
+                    self.blocked.set((producer, ts));
                     return Err(busy());
                 };
                 run_slot(self.env, self.guard, slot, pad, rest, self.blocked).map(drop)
             }
-            Err(slot_state::COMPLETE) => Ok(()),
-            Err(_) => Err(busy()),
+            Claim::Complete => Ok(()),
+            Claim::Busy => Err(busy()),
         }
+    }
+
+    /// With histories recorded: makes sure the version below each placeholder this
+    /// transaction writes is produced, so that its write can name it (evaluating producers as
+    /// reads do, or abandoning the attempt).
+    fn produce_prevs(&mut self) -> Result<(), Abort> {
+        for j in 0..self.writes.len() {
+            // SAFETY: as in `visible`.
+            let own: &'db BohmVersion = unsafe { &*self.placeholders[j].load(Ordering::Relaxed) };
+            while let Some(Seen::Pending { version, producer }) = next_of(own).map(seen_from) {
+                self.evaluate(producer, super::record::begin_of(version))?;
+            }
+        }
+        Ok(())
     }
 
     /// The current image of `key` (the buffered one, or the visible version's) into the
@@ -190,13 +258,23 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
                         self.env.stores[t.index()]
                             .row(v)
                             .write_from(&self.pad.arena[b.off..b.off + len]);
-                        produce(v, 0);
-                    } else {
-                        produce(v, TOMBSTONE);
                     }
+                    if let Some(r) = &mut self.pad.recorder {
+                        let prev = match next_of(v).map(seen_from) {
+                            Some(Seen::Data(p)) => stamp_of(origin_of(p)),
+                            Some(Seen::Absent { origin }) => stamp_of(origin),
+                            None => UNBORN,
+                            Some(Seen::Pending { .. }) => {
+                                unreachable!("produce_prevs produced every version below")
+                            }
+                        };
+                        r.write(t.0, key, stamp_of(self.ts), prev, b.present);
+                    }
+                    produce(v, if b.present { 0 } else { TOMBSTONE }, self.ts);
                 }
                 None => match next_of(v).map(seen_from) {
-                    None | Some(Seen::Absent) => produce(v, TOMBSTONE),
+                    None => produce(v, TOMBSTONE, NEVER),
+                    Some(Seen::Absent { origin }) => produce(v, TOMBSTONE, origin),
                     Some(Seen::Data(prev)) => {
                         let len = self.env.storage.table(t).spec.row_size;
                         let buf = &mut self.pad.read;
@@ -204,11 +282,17 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
                         let store = &self.env.stores[t.index()];
                         store.row(prev).read_into(buf);
                         store.row(v).write_from(buf);
-                        produce(v, 0);
+                        produce(v, 0, origin_of(prev));
                     }
-                    Some(Seen::Pending { .. }) => produce(v, PASS),
+                    Some(Seen::Pending { .. }) => produce(v, PASS, 0),
                 },
             }
+        }
+        if let Some(r) = &mut self.pad.recorder {
+            if outcome == Outcome::Committed {
+                r.committed();
+            }
+            r.end();
         }
         slot.outcome.store(outcome as u8, Ordering::Relaxed);
         // Release: the placeholders' state and the outcome before COMPLETE (pairs with the
@@ -229,7 +313,7 @@ pub fn run_slot<P: Procedure>(
     slot: &Slot<P>,
     pad: &mut Scratchpad,
     deeper: &mut [Scratchpad],
-    blocked: &Cell<u64>,
+    blocked: &Cell<(u64, u64)>,
 ) -> Result<Outcome, Abort> {
     // SAFETY: the caller's CAS made this thread the slot's owner; the sequencer wrote the
     // procedure and the set before the batch was SEQUENCED.
@@ -240,14 +324,25 @@ pub fn run_slot<P: Procedure>(
     };
     pad.clear();
     let ts = slot.ts.load(Ordering::Relaxed);
+    if let Some(r) = &mut pad.recorder {
+        r.begin();
+        // The transaction's position is its serialization point and where it reads.
+        r.serial_point_at(ts);
+    }
     let mut exec = Exec { env, guard, ts, pad, deeper, blocked, writes, placeholders };
     let ty = &env.types[proc.txn_type()];
     let checks =
         Checks { templates: env.templates, access_set: Some(set), read_only: proc.read_only() };
-    let result = proc.run(&mut Tx::new(&mut exec, ty, checks));
+    let mut result = proc.run(&mut Tx::new(&mut exec, ty, checks));
+    if result.is_ok() && exec.pad.recorder.is_some() {
+        result = exec.produce_prevs();
+    }
     let outcome = match result {
         Ok(()) => Outcome::Committed,
         Err(a) if a.reason == AbortReason::DependencyBusy => {
+            if let Some(r) = &mut exec.pad.recorder {
+                r.end();
+            }
             // Release: hands the slot back (pairs with the next owner's Acquire CAS).
             slot.state.store(slot_state::UNPROCESSED, Ordering::Release);
             return Err(a);
@@ -360,9 +455,15 @@ impl<P: Procedure> Worker for Exec<'_, '_, P> {
         let tbl = table(self.env.storage, t)?;
         let len = tbl.spec.row_size;
         let (mut from, mut visited) = (lo, 0);
+        // The keys from `lo` up to this one were all observed (present or absent).
+        let mut covered = None;
         let mut scan = std::mem::take(&mut self.pad.scan);
         let out = 'chunks: loop {
-            if from > hi || visited >= limit {
+            if from > hi {
+                covered = Some(hi);
+                break Ok(visited);
+            }
+            if visited >= limit {
                 break Ok(visited);
             }
             if !tbl.index.scan(from, hi, CHUNK, &mut scan, self.guard) {
@@ -374,6 +475,7 @@ impl<P: Procedure> Worker for Exec<'_, '_, P> {
                     debug_assert_eq!(row.len(), len);
                     f(key, row)
                 });
+                covered = Some(key);
                 match r {
                     Err(a) => break 'chunks Err(a),
                     Ok(None) => {}
@@ -390,10 +492,15 @@ impl<P: Procedure> Worker for Exec<'_, '_, P> {
                 }
             }
             if n < CHUNK {
+                covered = Some(hi);
                 break Ok(visited);
             }
         };
         self.pad.scan = scan;
+        if let (Ok(_), Some(upto), Some(r)) = (&out, covered, &mut self.pad.recorder) {
+            // Every key of the range without a read of its own was observed absent.
+            r.range(t.0, lo, upto);
+        }
         out
     }
 
@@ -497,7 +604,7 @@ mod tests {
         env: &Env<'_, Rmw>,
         i: usize,
         pads: &mut [Scratchpad],
-        blocked: &Cell<u64>,
+        blocked: &Cell<(u64, u64)>,
     ) -> Result<Outcome, Abort> {
         let slot = &env.ring[0].slots[i];
         slot.state
@@ -574,7 +681,7 @@ mod tests {
         // 5 runs 4 and 3 deeper; 3 cannot run 2.
         let a = run_at(&env, 5, &mut pads, &blocked).unwrap_err();
         assert_eq!(a.reason, AbortReason::DependencyBusy);
-        assert_eq!(blocked.replace(NO_PRODUCER), Batch::<Rmw>::producer(0, 2));
+        assert_eq!(blocked.replace(NO_PRODUCER), (Batch::<Rmw>::producer(0, 2), 3), "slot 2, at 3");
         for i in [3, 4, 5] {
             assert_eq!(
                 batch.slots[i].state.load(Ordering::Relaxed),
