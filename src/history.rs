@@ -324,6 +324,17 @@ impl Recorder {
         }
     }
 
+    /// Ends the attempt and forgets it with its events, for a protocol whose uncommitted
+    /// attempts leave nothing any transaction can read (BOHM: an abandoned attempt's versions
+    /// stay unproduced, a rolled-back one's hold the previous values under their origins), so
+    /// that a history of many abandoned attempts holds only what the checker can use.
+    #[inline]
+    pub fn discard(&mut self) {
+        if let Some(o) = self.open.take() {
+            self.history.events.truncate(o.first);
+        }
+    }
+
     /// The history recorded so far (moved out).
     pub fn take(&mut self) -> History {
         std::mem::take(&mut self.history)
@@ -358,6 +369,24 @@ mod tests {
         );
         assert_eq!(h.events(&b), &[Event::Read { table: 0, key: 7, stamp: s }]);
         assert_ne!(Recorder::new(4).next_stamp() as Stamp, s, "stamps differ between workers");
+    }
+
+    #[test]
+    fn a_discarded_attempt_leaves_no_trace() {
+        let mut r = Recorder::new(1);
+        r.begin();
+        r.read(0, 1, INITIAL);
+        r.committed();
+        r.end();
+        r.begin();
+        r.read(0, 2, INITIAL);
+        r.range(0, 3, 4);
+        r.discard();
+        r.end();
+        let h = r.take();
+        assert_eq!(h.len(), 1);
+        assert_eq!(h.events(&h.txns()[0]), &[Event::Read { table: 0, key: 1, stamp: INITIAL }]);
+        assert_eq!(h.events.len(), 1, "the discarded attempt's events are gone");
     }
 
     #[test]

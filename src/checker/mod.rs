@@ -25,6 +25,7 @@
 //! by the transactions' serialization timestamps (see [`crate::history`]).
 
 mod graph;
+mod micro;
 pub mod suite;
 
 use crate::history::{Event, History, Outcome, Stamp, INITIAL, UNBORN};

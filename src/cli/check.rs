@@ -51,23 +51,8 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
     } else {
         DEFAULT_TXNS
     });
-    // The checker's workers run interactive transactions; a protocol that runs none (bohm)
-    // cannot be checked yet: named, it is refused; by default, it is left out with a note.
-    let uncheckable: Vec<ProtocolKind> =
-        ProtocolKind::ALL.into_iter().filter(|p| !p.caps().interactive).collect();
-    if let Some(p) = args.protocol.iter().find(|p| uncheckable.contains(p)) {
-        return Err(Failure::Usage(format!(
-            "--protocol {}: txlab check cannot check it yet: its checks run interactive \
-             transactions, which {} does not run",
-            p.name(),
-            p.name()
-        )));
-    }
-    let protocols = if args.protocol.is_empty() {
-        ProtocolKind::ALL.into_iter().filter(|p| !uncheckable.contains(p)).collect()
-    } else {
-        args.protocol.clone()
-    };
+    let protocols =
+        if args.protocol.is_empty() { ProtocolKind::ALL.to_vec() } else { args.protocol.clone() };
     let cfg = CheckConfig {
         threads: args.threads as usize,
         txns_per_thread: txns,
@@ -85,10 +70,6 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
         cfg.max_pause_us,
         cfg.options.iter().map(|(n, v)| format!(", --opt {n}={v}")).collect::<String>()
     );
-    if args.protocol.is_empty() && !uncheckable.is_empty() {
-        let names: Vec<&str> = uncheckable.iter().map(|p| p.name()).collect();
-        println!("not checked (they run no interactive transactions): {}", names.join(", "));
-    }
     let mut verdicts = Vec::new();
     let mut summary = Vec::new();
     for &p in &protocols {

@@ -289,10 +289,14 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
             }
         }
         if let Some(r) = &mut self.pad.recorder {
+            // A rolled-back attempt's placeholders hold the previous values under their
+            // origins: no read names it, and the history keeps only what commits.
             if outcome == Outcome::Committed {
                 r.committed();
+                r.end();
+            } else {
+                r.discard();
             }
-            r.end();
         }
         slot.outcome.store(outcome as u8, Ordering::Relaxed);
         // Release: the placeholders' state and the outcome before COMPLETE (pairs with the
@@ -341,7 +345,7 @@ pub fn run_slot<P: Procedure>(
         Ok(()) => Outcome::Committed,
         Err(a) if a.reason == AbortReason::DependencyBusy => {
             if let Some(r) = &mut exec.pad.recorder {
-                r.end();
+                r.discard();
             }
             // Release: hands the slot back (pairs with the next owner's Acquire CAS).
             slot.state.store(slot_state::UNPROCESSED, Ordering::Release);
