@@ -491,7 +491,7 @@ fn run_proc<W: Worker>(
     let mut tx = Tx::new(
         w,
         &TYPES[p.txn_type()],
-        Checks { templates: checks, access_set: set, read_only: false },
+        Checks { templates: checks, access_set: set, ..Checks::default() },
     );
     let r = p.run(&mut tx).and_then(|()| w.commit());
     if r.is_err() {

@@ -387,7 +387,7 @@ fn analytic_aggregates_are_exact<P: Protocol>() {
     txn.analytic_key = key::history(999, 1);
     let mut worker = db.worker().unwrap();
     worker.begin();
-    let checks = Checks { templates: true, access_set: None, read_only: false };
+    let checks = Checks { templates: true, ..Checks::default() };
     txn.run(&mut Tx::new(&mut worker, &TYPES[Kind::Analytic as usize], checks)).unwrap();
     worker.commit().unwrap();
     drop(worker);

@@ -415,6 +415,7 @@ fn run_workload<P: Protocol, W: Workload>(
                                 templates: true,
                                 access_set: declared.then_some(&*set),
                                 read_only: proc.read_only(),
+                                writes_only: false,
                             },
                         ))
                     };

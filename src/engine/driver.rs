@@ -634,7 +634,12 @@ fn worker_loop<P: Protocol, W: Workload>(
             if timing {
                 stats.phase_ticks.add(&clock, Phase::Begin, s);
             }
-            let checks = Checks { templates: cfg.check_templates, access_set: declared, read_only };
+            let checks = Checks {
+                templates: cfg.check_templates,
+                access_set: declared,
+                read_only,
+                writes_only: false,
+            };
             let mut tx = Tx::new(&mut worker, &types[ty], checks);
             if timing {
                 tx = tx.timed(&clock, &mut stats.phase_ticks);

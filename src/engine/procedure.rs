@@ -232,6 +232,10 @@ pub struct Checks<'a> {
     /// The transaction was declared read-only: refuse every write
     /// ([`AbortReason::ReadOnlyWrite`]).
     pub read_only: bool,
+    /// Check only the writes against [`Checks::access_set`]: for a protocol that needs the
+    /// write set alone (BOHM reads every key at the transaction's timestamp, declared or not),
+    /// so that a read the reconnaissance could not foresee does not send the transaction back.
+    pub writes_only: bool,
 }
 
 /// What a procedure runs against: the protocol's worker plus optional checks.
@@ -240,6 +244,8 @@ pub struct Tx<'a, W: Worker> {
     ty: &'a TxnType,
     piece: Option<usize>,
     declared: Option<&'a AccessSet>,
+    /// Reads are checked against `declared` too.
+    declared_reads: bool,
     check_templates: bool,
     read_only: bool,
     /// Where reads and writes add their time, when the run times phases.
@@ -250,8 +256,17 @@ impl<'a, W: Worker> Tx<'a, W> {
     /// Wraps `worker` for a transaction of type `ty`, applying `checks`.
     pub fn new(worker: &'a mut W, ty: &'a TxnType, checks: Checks<'a>) -> Self {
         let (declared, check_templates) = (checks.access_set, checks.templates);
-        let read_only = checks.read_only;
-        Tx { worker, ty, piece: None, declared, check_templates, read_only, timing: None }
+        let (read_only, declared_reads) = (checks.read_only, !checks.writes_only);
+        Tx {
+            worker,
+            ty,
+            piece: None,
+            declared,
+            declared_reads,
+            check_templates,
+            read_only,
+            timing: None,
+        }
     }
 
     /// Adds the time of each read and write operation to `ticks` (read on `clock`): the
@@ -294,7 +309,7 @@ impl<'a, W: Worker> Tx<'a, W> {
         if write && self.read_only {
             return Err(Abort::new(AbortReason::ReadOnlyWrite));
         }
-        if let Some(set) = self.declared {
+        if let Some(set) = self.declared.filter(|_| write || self.declared_reads) {
             let mode = if write { AccessMode::Write } else { AccessMode::Read };
             if !set.covers(table, key, mode) {
                 return Err(Abort::new(AbortReason::AccessSetMismatch));
@@ -447,7 +462,7 @@ impl<'a, W: Worker> Tx<'a, W> {
         limit: usize,
         f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<usize, Abort> {
-        if let Some(set) = self.declared {
+        if let Some(set) = self.declared.filter(|_| self.declared_reads) {
             if !set.covers_range(table, lo, hi, AccessMode::Read) {
                 return Err(Abort::new(AbortReason::AccessSetMismatch));
             }

@@ -335,8 +335,13 @@ pub fn run_slot<P: Procedure>(
     }
     let mut exec = Exec { env, guard, ts, pad, deeper, blocked, writes, placeholders };
     let ty = &env.types[proc.txn_type()];
-    let checks =
-        Checks { templates: env.templates, access_set: Some(set), read_only: proc.read_only() };
+    // BOHM needs the write set only: reads are at the timestamp, declared or not.
+    let checks = Checks {
+        templates: env.templates,
+        access_set: Some(set),
+        read_only: proc.read_only(),
+        writes_only: true,
+    };
     let mut result = proc.run(&mut Tx::new(&mut exec, ty, checks));
     if result.is_ok() && exec.pad.recorder.is_some() {
         result = exec.produce_prevs();
@@ -530,14 +535,15 @@ mod tests {
 
     const T: TableId = TableId(0);
 
-    /// Adds `add` to key 1 (and, when `stray`, writes key 2, which it does not declare);
-    /// records the value it read; rolls back when `abort`; `idle` declares key 1 and touches
-    /// nothing.
+    /// Adds `add` to key 1 (and, when `stray`, writes key 2, which it does not declare; when
+    /// `peek`, reads key 3, which it does not declare either); records the value it read; rolls
+    /// back when `abort`; `idle` declares key 1 and touches nothing.
     #[derive(Default)]
     struct Rmw {
         add: u64,
         abort: bool,
         stray: bool,
+        peek: bool,
         idle: bool,
         saw: Cell<u64>,
     }
@@ -563,6 +569,10 @@ mod tests {
             self.saw.set(saw.expect("key 1 exists"));
             if self.stray {
                 tx.update(T, 2, |_| ())?;
+            }
+            if self.peek {
+                // An undeclared read (key 3 does not exist; key 1 it declared).
+                tx.read(T, 3, |_| ())?;
             }
             if self.abort {
                 return Err(Abort::new(AbortReason::User));
@@ -724,5 +734,16 @@ mod tests {
         // SAFETY: complete; the test owns the batch.
         assert_eq!(unsafe { &*batch.slots[2].proc.get() }.saw.get(), 1, "slot 1 left no trace");
         assert_eq!(value(&db), 5);
+    }
+
+    /// BOHM needs only the write set: an undeclared read commits.
+    #[test]
+    fn an_undeclared_read_commits() {
+        let (db, batch) = setup(vec![Rmw { add: 3, peek: true, ..Default::default() }]);
+        let env = env_of(&db, &batch);
+        let mut pads: Vec<Scratchpad> = (0..2).map(|_| Scratchpad::default()).collect();
+        let blocked = Cell::new(NO_PRODUCER);
+        assert_eq!(run_at(&env, 0, &mut pads, &blocked), Ok(Outcome::Committed));
+        assert_eq!(value(&db), 3);
     }
 }
