@@ -511,6 +511,14 @@ fn check_quick_passes_for_2pl_waitdie() {
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
+/// Ordered locking from the declared sets (the check workloads declare theirs, the
+/// scan-insert key and TPC-C's data-dependent keys as guesses): no anomaly, no deadlock.
+#[test]
+fn check_quick_passes_for_2pl_ordered() {
+    let s = quick_check_passes("2pl-ordered", &[]);
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+}
+
 #[test]
 fn check_quick_passes_for_silo() {
     let s = quick_check_passes("silo", &[]);

@@ -383,7 +383,9 @@ impl Procedure for MicroTxn {
                     present[(k - lo) as usize] = true;
                     ControlFlow::Continue(())
                 });
-                set.write(T, lo + Self::target(&present, pick));
+                // Which key depends on what the scan finds: a guess, within the block.
+                let guess = lo + Self::target(&present, pick);
+                set.write_within(T, Some(guess), lo, lo + BLOCK - 1);
             }
         }
         true

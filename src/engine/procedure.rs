@@ -105,9 +105,30 @@ pub struct AccessSet {
     keys: Vec<KeyEntry>,
     ranges: Vec<RangeEntry>,
     sorted: bool,
+    /// [`AccessSet::write_within`] declares the range, not the guess.
+    guesses_as_ranges: bool,
 }
 
 impl AccessSet {
+    /// Makes [`AccessSet::write_within`] declare ranges instead of guessed keys, for a
+    /// protocol whose declarations are made well ahead of execution (BOHM's sequencer fills
+    /// batches while earlier ones run, so a guess from reconnaissance is stale for every
+    /// transaction of a district but the first). Kept across [`AccessSet::clear`].
+    pub fn declare_guesses_as_ranges(&mut self, on: bool) {
+        self.guesses_as_ranges = on;
+    }
+    /// Declares a write of a key that depends on data the transaction itself changes or reads
+    /// (TPC-C's next order number, the oldest undelivered order): `guess` is what
+    /// reconnaissance found, and `[lo, hi]` the range the key is certain to fall in. Declares
+    /// the guess, which the run-time check sends back to be declared again when it turns out
+    /// wrong (OLLP), unless the set declares guesses as ranges
+    /// ([`AccessSet::declare_guesses_as_ranges`]); with no guess, the range.
+    pub fn write_within(&mut self, table: TableId, guess: Option<u64>, lo: u64, hi: u64) {
+        match guess {
+            Some(key) if !self.guesses_as_ranges => self.write(table, key),
+            _ => self.range(table, lo, hi, AccessMode::Write),
+        }
+    }
     /// Empties the set.
     pub fn clear(&mut self) {
         self.keys.clear();
@@ -494,6 +515,26 @@ impl<'a, W: Worker> Tx<'a, W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_guessed_write_is_the_guess_or_its_range() {
+        let t = TableId(2);
+        let mut s = AccessSet::default();
+        s.write_within(t, Some(7), 0, 99);
+        s.seal();
+        assert!(s.covers(t, 7, AccessMode::Write) && !s.covers(t, 8, AccessMode::Write));
+        s.declare_guesses_as_ranges(true);
+        s.clear();
+        s.write_within(t, Some(7), 0, 99);
+        s.seal();
+        assert!(s.covers(t, 8, AccessMode::Write), "the range, kept across clear");
+        assert_eq!(s.keys().count(), 0);
+        s.declare_guesses_as_ranges(false);
+        s.clear();
+        s.write_within(t, None, 10, 19);
+        s.seal();
+        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![(t, 10, 19, AccessMode::Write)]);
+    }
 
     #[test]
     fn access_set_covers_declared_keys_modes_and_ranges() {

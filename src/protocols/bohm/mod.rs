@@ -13,23 +13,31 @@
 //! * [`pipeline`]: the batch ring and the concurrency-control step.
 //! * [`worker`]: a transaction executed at its timestamp.
 //! * [`run`]: the threads, the garbage collection and the end of a run.
+//! * [`units`]: declared write ranges, versioned as units of keys.
 //!
-//! BOHM needs every transaction's write set before it runs: workloads declare access sets
+//! BOHM needs every transaction's write set before it runs (its reads are at its timestamp,
+//! declared or not: `Checks::writes_only`): workloads declare access sets
 //! ([`crate::engine::Procedure::declare`]), with reconnaissance reads of the latest produced
-//! data where keys depend on data; a transaction that touches a key it did not declare is
+//! data where keys depend on data; a transaction that writes a key it did not declare is
 //! rolled back and submitted again, declared anew (OLLP, as Calvin and the paper describe).
-//! It runs no interactive transactions: `Database::worker` refuses it.
+//! A key that depends on data other transactions in the pipeline change (TPC-C's next order
+//! number) is declared as the range it falls in (`AccessSet::write_within`), which puts its
+//! table in unit mode ([`units`]). It runs no interactive transactions: `Database::worker`
+//! refuses it.
 //!
 //! **Departures from the paper.** Versions keep no end timestamp (readers walk newest first,
 //! see [`record`]). A placeholder a transaction declared and did not write (or wrote and rolled
 //! back) takes the previous version's value; when that is not produced yet, the placeholder
 //! says so ([`record::PASS`]) instead of waiting, and readers go on to the previous version.
 //! The index is the shared one (concurrent), not a hash table with one writer per key; only
-//! the owning concurrency-control thread inserts a key, as in the paper.
+//! the owning concurrency-control thread inserts a key, as in the paper. Write ranges
+//! ([`units`]) are not in the paper, which runs no transaction whose write set depends on data
+//! other transactions change; without them such transactions would be re-submitted for ever.
 
 pub mod pipeline;
 pub mod record;
 pub mod run;
+pub mod units;
 pub mod worker;
 
 use crate::engine::driver::RunConfig;
@@ -45,7 +53,9 @@ use std::sync::atomic::Ordering;
 /// The BOHM protocol: its options and each table's versions.
 pub struct Bohm {
     options: BohmOptions,
+    /// Per table its versions, then the units' (payload-less) versions.
     stores: Box<[VersionStore<BohmExt>]>,
+    units: units::Units,
 }
 
 /// BOHM's options (serialized under their `--opt` names).
@@ -93,9 +103,14 @@ impl ProtocolOptions for BohmOptions {
 }
 
 impl Bohm {
-    /// Each table's versions.
+    /// Each table's versions, then (one past the last table) the units' versions.
     pub fn stores(&self) -> &[VersionStore<BohmExt>] {
         &self.stores
+    }
+
+    /// The units of the tables written by declared ranges ([`units`]).
+    pub fn units(&self) -> &units::Units {
+        &self.units
     }
 
     /// How `threads` threads split into concurrency-control and execution threads (besides
@@ -202,8 +217,13 @@ impl Protocol for Bohm {
     type Options = BohmOptions;
 
     fn new(options: BohmOptions, setup: &Setup<'_>) -> Result<Self, Error> {
-        let stores = setup.tables.iter().map(|t| VersionStore::new(t.row_size)).collect();
-        Ok(Bohm { options, stores })
+        let stores = setup
+            .tables
+            .iter()
+            .map(|t| VersionStore::new(t.row_size))
+            .chain([VersionStore::new(0)])
+            .collect();
+        Ok(Bohm { options, stores, units: units::Units::new(setup.tables.len()) })
     }
 
     fn options(&self) -> &BohmOptions {

@@ -18,10 +18,12 @@
 //! Unprocessed succeeded.
 
 use super::record::{BohmExt, BohmRecord, BohmVersion};
+use super::units::{unit_of, Units};
 use crate::engine::procedure::AccessSet;
 use crate::engine::AccessMode;
 use crate::error::Abort;
 use crate::storage::context::WorkerCtx;
+use crate::storage::index::IndexGuard;
 use crate::storage::version::{VersionPool, VersionStore};
 use crate::storage::TableId;
 use std::cell::UnsafeCell;
@@ -81,6 +83,10 @@ pub struct Slot<P> {
     pub writes: UnsafeCell<Vec<(TableId, u64)>>,
     /// The placeholders, index for index with `writes`.
     pub placeholders: UnsafeCell<Vec<AtomicPtr<BohmVersion>>>,
+    /// The units it writes (of tables in unit mode, see [`super::units`]), in order.
+    pub units: UnsafeCell<Vec<(TableId, u64)>>,
+    /// The units' placeholders, index for index with `units`.
+    pub unit_placeholders: UnsafeCell<Vec<AtomicPtr<BohmVersion>>>,
     /// The timestamp (the position in the log).
     pub ts: AtomicU64,
     /// When the transaction was first submitted to the sequencer (the clock's raw reading).
@@ -104,6 +110,8 @@ impl<P> Slot<P> {
             set: UnsafeCell::new(AccessSet::default()),
             writes: UnsafeCell::new(Vec::new()),
             placeholders: UnsafeCell::new(Vec::new()),
+            units: UnsafeCell::new(Vec::new()),
+            unit_placeholders: UnsafeCell::new(Vec::new()),
             ts: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
             state: AtomicU8::new(slot_state::UNPROCESSED),
@@ -112,23 +120,55 @@ impl<P> Slot<P> {
     }
 
     /// Lists the declared writes and makes room for their placeholders (the sequencer, after
-    /// declaring into `set`).
+    /// declaring into `set`): a write of a table in unit mode, and every write range (which
+    /// puts its table in unit mode), is a write of units ([`super::units`]), created here if
+    /// new. An unknown table is left to the execution, which reports it. `Err(table)` if a
+    /// write range of `table` covers more than [`super::units::MAX_RANGE_UNITS`] units.
     ///
     /// # Safety
     ///
     /// The caller owns the slot (its batch is being sequenced).
-    pub unsafe fn plan_writes(&self) {
+    pub unsafe fn plan_writes(&self, units: &Units, g: &IndexGuard) -> Result<(), TableId> {
         // SAFETY: the caller owns the slot.
-        let (set, writes, ph) =
-            unsafe { (&*self.set.get(), &mut *self.writes.get(), &mut *self.placeholders.get()) };
+        let (set, writes, ph, us, uph) = unsafe {
+            (
+                &*self.set.get(),
+                &mut *self.writes.get(),
+                &mut *self.placeholders.get(),
+                &mut *self.units.get(),
+                &mut *self.unit_placeholders.get(),
+            )
+        };
         writes.clear();
-        writes.extend(set.keys().filter(|e| e.2 == AccessMode::Write).map(|(t, k, _)| (t, k)));
-        for p in ph.iter() {
-            p.store(std::ptr::null_mut(), Ordering::Relaxed);
+        us.clear();
+        // Ranges first: they may put a table in unit mode for this transaction's keys too.
+        for (t, lo, hi, mode) in set.ranges() {
+            if mode != AccessMode::Write || lo > hi || !units.has(t) {
+                continue;
+            }
+            let shift = units.switch(t, lo, hi);
+            us.extend(Units::covering(shift, lo, hi).ok_or(t)?.map(|u| (t, u)));
         }
-        while ph.len() < writes.len() {
-            ph.push(AtomicPtr::new(std::ptr::null_mut()));
+        for (t, key, _) in set.keys().filter(|e| e.2 == AccessMode::Write) {
+            match units.shift(t) {
+                Some(shift) => us.push((t, unit_of(key, shift))),
+                None => writes.push((t, key)),
+            }
         }
+        us.sort_unstable();
+        us.dedup();
+        for &(t, u) in us.iter() {
+            units.get_or_create(t, u, g);
+        }
+        for (list, n) in [(ph, writes.len()), (uph, us.len())] {
+            for p in list.iter() {
+                p.store(std::ptr::null_mut(), Ordering::Relaxed);
+            }
+            while list.len() < n {
+                list.push(AtomicPtr::new(std::ptr::null_mut()));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -209,17 +249,26 @@ pub fn owner(table: TableId, key: u64, m: usize) -> usize {
     (((h >> 32) * m as u64) >> 32) as usize
 }
 
+/// Which CC thread owns unit `unit` of `table` among `m`.
+#[inline]
+pub fn unit_owner(table: TableId, unit: u64, m: usize) -> usize {
+    owner(table, !unit, m)
+}
+
 /// A concurrency-control thread (§3.2.2): it owns the records `owner(table, key, m) == index`,
 /// and is the only thread that pushes versions onto them or inserts their keys.
 pub struct Planner<'db> {
     /// The thread's storage context (slot allocation, the index guard, its epoch).
     pub ctx: WorkerCtx<'db, BohmRecord>,
+    /// Per table its versions, then the units' (see [`super::Bohm::stores`]).
     stores: &'db [VersionStore<BohmExt>],
+    units: &'db Units,
     pools: Vec<VersionPool<BohmExt>>,
     index: usize,
     m: usize,
-    /// Versions pushed over another, with the number of the batch that pushed them: once
-    /// every execution thread is past that batch, the versions below them are garbage.
+    /// Versions pushed over another, with the number of the batch that pushed them and their
+    /// store (a table's, or one past the last table: the units'): once every execution thread
+    /// is past that batch, the versions below them are garbage.
     pub superseding: VecDeque<(u64, TableId, NonNull<BohmVersion>)>,
 }
 
@@ -228,16 +277,17 @@ impl<'db> Planner<'db> {
     pub fn new(
         ctx: WorkerCtx<'db, BohmRecord>,
         stores: &'db [VersionStore<BohmExt>],
+        units: &'db Units,
         index: usize,
         m: usize,
     ) -> Self {
         let pools = stores.iter().map(|_| VersionPool::default()).collect();
-        Planner { ctx, stores, pools, index, m, superseding: VecDeque::new() }
+        Planner { ctx, stores, units, pools, index, m, superseding: VecDeque::new() }
     }
 
     /// Plans `batch` (at ring index `ring_index`): for every slot in order, a placeholder for
-    /// each declared write this thread owns. An unknown table is left to the execution, which
-    /// reports it; a full table fails the run.
+    /// each declared write and each written unit this thread owns. An unknown table is left to
+    /// the execution, which reports it; a full table fails the run.
     pub fn plan<P>(&mut self, batch: &Batch<P>, ring_index: usize) -> Result<(), Abort> {
         let storage = self.ctx.storage;
         let number = batch.number.load(Ordering::Relaxed);
@@ -247,8 +297,18 @@ impl<'db> Planner<'db> {
             // with these fields, and CC threads only read them; each CC thread stores only
             // the placeholders of the writes it owns.
             let (writes, ph) = unsafe { (&*slot.writes.get(), &*slot.placeholders.get()) };
+            // SAFETY: as above.
+            let (us, uph) = unsafe { (&*slot.units.get(), &*slot.unit_placeholders.get()) };
             let ts = slot.ts.load(Ordering::Relaxed);
             let producer = Batch::<P>::producer(ring_index, i);
+            let unit_store = TableId(storage.tables().len() as u32);
+            for (j, &(t, u)) in us.iter().enumerate() {
+                if unit_owner(t, u, self.m) != self.index {
+                    continue;
+                }
+                let rec = self.units.get(t, u, &self.ctx.guard).expect("the sequencer made it");
+                self.place(rec, unit_store, &uph[j], (number, ts, producer));
+            }
             for (j, &(t, key)) in writes.iter().enumerate() {
                 if owner(t, key, self.m) != self.index || t.index() >= storage.tables().len() {
                     continue;
@@ -265,17 +325,29 @@ impl<'db> Planner<'db> {
                         rid
                     }
                 };
-                let rec = tbl.rows.get(rid).header;
-                let had = rec.newest().is_some();
-                let v = self.pools[t.index()].alloc(&self.stores[t.index()]);
-                rec.push(v, ts, producer);
-                ph[j].store(v.as_ptr(), Ordering::Relaxed);
-                if had {
-                    self.superseding.push_back((number, t, v));
-                }
+                self.place(tbl.rows.get(rid).header, t, &ph[j], (number, ts, producer));
             }
         }
         Ok(())
+    }
+
+    /// Pushes a placeholder from `store`'s pool onto `rec` for the transaction at `ts` in slot
+    /// `producer` of batch `number`, into `slot`; a version it supersedes is garbage once that
+    /// batch is past.
+    fn place(
+        &mut self,
+        rec: &BohmRecord,
+        store: TableId,
+        slot: &AtomicPtr<BohmVersion>,
+        (number, ts, producer): (u64, u64, u64),
+    ) {
+        let had = rec.newest().is_some();
+        let v = self.pools[store.index()].alloc(&self.stores[store.index()]);
+        rec.push(v, ts, producer);
+        slot.store(v.as_ptr(), Ordering::Relaxed);
+        if had {
+            self.superseding.push_back((number, store, v));
+        }
     }
 
     /// Frees version `v` of table `t`, cut off its chain and past its grace period, into this
@@ -297,6 +369,7 @@ mod tests {
             Storage::<BohmRecord>::new(&[TableSpec::new("t", 8, 64)], 4, Duration::from_millis(5))
                 .unwrap();
         let stores = [VersionStore::<BohmExt>::new(8)];
+        let units = Units::new(1);
         let (t, m) = (TableId(0), 2);
         // Key 1 exists (loaded); key 2 is new.
         {
@@ -322,12 +395,12 @@ mod tests {
                 set.write(t, 2);
                 set.read(t, 3);
                 set.seal();
-                slot.plan_writes();
+                slot.plan_writes(&units, &crate::storage::index::pin()).unwrap();
             }
             slot.ts.store(Batch::<()>::ts_of(4, 2, i), Ordering::Relaxed);
         }
         let mut planners: Vec<_> = (0..m)
-            .map(|c| Planner::new(WorkerCtx::new(&storage).unwrap(), &stores, c, m))
+            .map(|c| Planner::new(WorkerCtx::new(&storage).unwrap(), &stores, &units, c, m))
             .collect();
         for p in &mut planners {
             p.plan(&batch, 1).unwrap();
@@ -378,7 +451,7 @@ mod tests {
             set.read(TableId(0), 7);
             set.write(TableId(1), 2);
             set.seal();
-            slot.plan_writes();
+            slot.plan_writes(&Units::new(2), &crate::storage::index::pin()).unwrap();
             assert_eq!(*slot.writes.get(), vec![(TableId(0), 7), (TableId(1), 2)]);
             assert_eq!((*slot.placeholders.get()).len(), 2);
         }

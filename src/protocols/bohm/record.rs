@@ -18,7 +18,8 @@
 //! which BOHM's CC thread would make to a line the execution threads read.
 
 use crate::storage::row_store::RecordHeader;
-use crate::storage::version::{Version, VersionExt};
+use crate::storage::version::{Version, VersionExt, VersionStore};
+use crate::storage::TableId;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
@@ -116,6 +117,30 @@ impl BohmRecord {
         nv.ext.producer.store(producer, Ordering::Relaxed);
         nv.next.store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
         // Release: pairs with the Acquire in `newest`; the fields above are visible with it.
+        self.head.store(v.as_ptr(), Ordering::Release);
+    }
+
+    /// A record with no version (a unit's, outside any table: see `super::units`).
+    pub fn empty() -> Self {
+        BohmRecord { head: AtomicPtr::new(std::ptr::null_mut()) }
+    }
+
+    /// Pushes `v` as the newest version, already produced with `flags` (0 or [`TOMBSTONE`]):
+    /// a row of a table in unit mode, written by a unit writer at completion (see
+    /// `super::units`: the writers of a unit push one at a time, in timestamp order, so the head
+    /// needs no CAS). Its origin is `ts`.
+    #[inline]
+    pub fn push_produced(&self, v: NonNull<BohmVersion>, ts: u64, flags: u64) {
+        // SAFETY: a fresh version nobody else can reach yet.
+        let nv = unsafe { v.as_ref() };
+        nv.stamp.store(ts, Ordering::Relaxed);
+        nv.flags.store(PRODUCED | flags, Ordering::Relaxed);
+        nv.ext.producer.store(ts, Ordering::Relaxed);
+        // Relaxed: the previous pusher's head happened before (its unit version was produced
+        // with Release and Acquired by this writer before it ran; versions placed before the
+        // switch came with the batch's PLANNED stage).
+        nv.next.store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
+        // Release: pairs with the Acquire in `newest`; the data and fields above come with it.
         self.head.store(v.as_ptr(), Ordering::Release);
     }
 
@@ -247,6 +272,29 @@ pub fn begin_of(v: &BohmVersion) -> u64 {
 #[inline]
 pub fn cut_after(v: &BohmVersion) -> Option<NonNull<BohmVersion>> {
     NonNull::new(v.next.swap(std::ptr::null_mut(), Ordering::AcqRel))
+}
+
+/// Gives a produced version that passes its value on ([`PASS`]) that value, copied from the
+/// version below it, before the versions below are cut off. Only the thread that cuts the
+/// record's chain does this (its CC thread, or in unit mode its writer), after every
+/// transaction that could read below `v` has finished.
+pub fn settle(stores: &[VersionStore<BohmExt>], t: TableId, v: &BohmVersion, buf: &mut Vec<u8>) {
+    // Acquire: pairs with the Release in `produce`.
+    if v.flags.load(Ordering::Acquire) & PASS == 0 {
+        return;
+    }
+    match next_of(v).map(seen_from) {
+        Some(Seen::Data(prev)) => {
+            let store = &stores[t.index()];
+            buf.resize(store.row(prev).len(), 0);
+            store.row(prev).read_into(buf);
+            store.row(v).write_from(buf);
+            produce(v, 0, origin_of(prev));
+        }
+        Some(Seen::Absent { origin }) => produce(v, TOMBSTONE, origin),
+        None => produce(v, TOMBSTONE, NEVER),
+        Some(Seen::Pending { .. }) => unreachable!("every version below the watermark is produced"),
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<BohmExt>() == 8);

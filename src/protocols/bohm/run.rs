@@ -40,10 +40,8 @@
 //! ends when every one has committed or aborted for good (re-submissions included).
 
 use super::pipeline::{claim, slot_state, stage, Batch, Claim, Outcome, Planner, Slot};
-use super::record::{
-    next_of, origin_of, produce, seen_from, BohmExt, BohmVersion, Seen, NEVER, PASS, TOMBSTONE,
-};
-use super::worker::{run_slot, Env, Scratchpad, NO_PRODUCER};
+use super::record::{settle, BohmVersion};
+use super::worker::{run_slot, Env, Heap, Scratchpad, NO_PRODUCER};
 use super::Bohm;
 use crate::engine::driver::{lead, worker_seed, Control, RunConfig, RunLength, RunPhase};
 use crate::engine::stats::WorkerStats;
@@ -51,7 +49,6 @@ use crate::engine::{Database, Generator, Procedure, Protocol, Workload};
 use crate::error::{Abort, AbortReason, Error};
 use crate::protocols::common::SpinWait;
 use crate::storage::context::WorkerCtx;
-use crate::storage::version::VersionStore;
 use crate::storage::TableId;
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
@@ -81,8 +78,6 @@ struct Shared<'a, P> {
     exec: usize,
     /// The number of the first batch that will not be sequenced (`u64::MAX` until known).
     end: CachePadded<AtomicU64>,
-    /// Per execution thread: how many batches it has finished (its `batch_e` plus one).
-    finished: Box<[CachePadded<AtomicU64>]>,
     control: &'a Control,
     clock: quanta::Clock,
 }
@@ -122,13 +117,6 @@ impl<P> Shared<'_, P> {
             }
             spin.spin();
         }
-    }
-
-    /// The low watermark: every execution thread has finished every batch below it.
-    fn watermark(&self) -> u64 {
-        // Acquire: pairs with each execution thread's Release store after finishing a batch
-        // (its reads of the versions below happened before).
-        self.finished.iter().map(|f| f.load(Ordering::Acquire)).min().unwrap_or(0)
     }
 
     /// Counts batch `number` done by one more of `threads` threads; the last publishes
@@ -178,6 +166,9 @@ pub fn drive<W: Workload>(
         (0..exec).map(|e| (None, Some(e))).chain((0..cc).map(|c| (Some(c), None))).collect()
     };
     let control = Control::new(cfg, 1 + roles.len());
+    // Per execution thread: how many batches it has finished (its `batch_e` plus one).
+    let finished: Box<[CachePadded<AtomicU64>]> =
+        (0..exec).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
     let shared = Shared {
         env: Env {
             storage: db.storage(),
@@ -185,12 +176,14 @@ pub fn drive<W: Workload>(
             ring: &ring,
             types: workload.txn_types(),
             templates: cfg.check_templates,
+            units: db.protocol().units(),
+            finished: &finished,
+            size,
         },
         size,
         cc,
         exec,
         end: CachePadded::new(AtomicU64::new(u64::MAX)),
-        finished: (0..exec).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
         control: &control,
         clock: quanta::Clock::new(),
     };
@@ -294,6 +287,9 @@ fn sequence<W: Workload>(
             outstanding -= report(batch, gens);
         }
         let now = shared.clock.raw();
+        // A fresh index guard per batch, so that the index's memory can be reclaimed.
+        ctx.guard.repin();
+        let units = db.protocol().units();
         for (i, slot) in batch.slots.iter().enumerate() {
             // SAFETY: the batch is executed (Acquired in `wait_for`) or was never published:
             // the sequencer owns every slot.
@@ -305,8 +301,8 @@ fn sequence<W: Workload>(
                     // No transaction in this slot (a re-submission may follow in a later one).
                     set.clear();
                     set.seal();
-                    // SAFETY: as above.
-                    unsafe { slot.plan_writes() };
+                    // SAFETY: as above. Nothing is declared: nothing can fail.
+                    let _ = unsafe { slot.plan_writes(units, &ctx.guard) };
                     slot.state.store(slot_state::COMPLETE, Ordering::Relaxed);
                     continue;
                 }
@@ -316,6 +312,9 @@ fn sequence<W: Workload>(
                 slot.submitted.store(now, Ordering::Relaxed);
             }
             set.clear();
+            // Declared a pipeline ahead of execution: a key reconnaissance guesses is declared
+            // as the range it falls in (see `super::units`).
+            set.declare_guesses_as_ranges(true);
             let ok = ctx.pinned(|| proc.declare(db, set));
             set.seal();
             if !ok {
@@ -329,7 +328,17 @@ fn sequence<W: Workload>(
                 return Ok(());
             }
             // SAFETY: as above.
-            unsafe { slot.plan_writes() };
+            if let Err(t) = unsafe { slot.plan_writes(units, &ctx.guard) } {
+                let ty = &shared.env.types[proc.txn_type()];
+                control.fail(Error::Config(format!(
+                    "bohm: a '{}' transaction declares a write range of table '{}' over more                      than {} units of keys (the first write range declared on a table sets the                      unit)",
+                    ty.name,
+                    db.storage().table(t).spec.name,
+                    super::units::MAX_RANGE_UNITS
+                )));
+                stop(number, gens);
+                return Ok(());
+            }
             slot.ts.store(Batch::<()>::ts_of(number, shared.size, i), Ordering::Relaxed);
             // Release: a late reader's claim that finds the slot refilled sees its timestamp
             // (see `claim`).
@@ -371,7 +380,8 @@ struct CcRole<'db> {
 
 impl<'db> CcRole<'db> {
     fn new<P>(db: &'db Database<Bohm>, shared: &Shared<'db, P>, c: usize) -> Result<Self, Error> {
-        let planner = Planner::new(WorkerCtx::new(db.storage())?, shared.env.stores, c, shared.cc);
+        let ctx = WorkerCtx::new(db.storage())?;
+        let planner = Planner::new(ctx, shared.env.stores, shared.env.units, c, shared.cc);
         Ok(CcRole { planner, dead: VecDeque::new(), buf: Vec::new() })
     }
 
@@ -380,6 +390,8 @@ impl<'db> CcRole<'db> {
     fn step<P>(&mut self, shared: &Shared<'_, P>, number: u64) -> bool {
         let r = (number % RING as u64) as usize;
         let batch = &shared.env.ring[r];
+        // A fresh index guard per batch, so that the index's memory can be reclaimed.
+        self.planner.ctx.guard.repin();
         if let Err(a) = self.planner.plan(batch, r) {
             shared.control.fail(Error::Fatal { txn: "(planning)".into(), reason: a.reason });
             return false;
@@ -387,13 +399,19 @@ impl<'db> CcRole<'db> {
         shared.done(batch, shared.cc, stage::PLANNED);
         // Versions superseded in batches every execution thread has finished.
         let epochs = shared.env.storage.epochs();
-        let w = shared.watermark();
+        let w = shared.env.watermark();
         let mut stamp = None;
         while let Some(&(b, t, v)) = self.planner.superseding.front() {
             if b >= w {
                 break;
             }
             self.planner.superseding.pop_front();
+            if shared.env.units.shift(t).is_some() {
+                // The table is in unit mode: its rows' writers cut their chains (see
+                // `super::units`). None of them runs now: a table switches in a batch this
+                // thread has not planned yet when it finds it out of unit mode here.
+                continue;
+            }
             // SAFETY: `v` is on its record's chain (only this thread cuts it, here).
             let v = unsafe { v.as_ref() };
             settle(shared.env.stores, t, v, &mut self.buf);
@@ -419,28 +437,6 @@ impl<'db> CcRole<'db> {
     }
 }
 
-/// Gives a produced version that passes its value on ([`PASS`]) that value, copied from the
-/// version below it, before the versions below are cut off. Only the record's owner does this,
-/// after every transaction that could read below `v` has finished.
-fn settle(stores: &[VersionStore<BohmExt>], t: TableId, v: &BohmVersion, buf: &mut Vec<u8>) {
-    // Acquire: pairs with the Release in `produce`.
-    if v.flags.load(Ordering::Acquire) & PASS == 0 {
-        return;
-    }
-    match next_of(v).map(seen_from) {
-        Some(Seen::Data(prev)) => {
-            let store = &stores[t.index()];
-            buf.resize(store.row(prev).len(), 0);
-            store.row(prev).read_into(buf);
-            store.row(v).write_from(buf);
-            produce(v, 0, origin_of(prev));
-        }
-        Some(Seen::Absent { origin }) => produce(v, TOMBSTONE, origin),
-        None => produce(v, TOMBSTONE, NEVER),
-        Some(Seen::Pending { .. }) => unreachable!("every version below the watermark is produced"),
-    }
-}
-
 /// An execution thread's state (see the module docs).
 struct ExecRole<'db> {
     e: usize,
@@ -453,6 +449,8 @@ struct ExecRole<'db> {
     measure_from: Option<u64>,
     /// Its slots of the batch that are not complete yet.
     pending: Vec<usize>,
+    /// What it allocates and frees for rows of tables in unit mode.
+    heap: Heap,
 }
 
 impl<'db> ExecRole<'db> {
@@ -468,6 +466,7 @@ impl<'db> ExecRole<'db> {
             committed: 0,
             measure_from: None,
             pending: Vec::with_capacity(shared.size / shared.exec + 1),
+            heap: Heap::new(db.storage().tables().len()),
         })
     }
 
@@ -577,8 +576,9 @@ impl<'db> ExecRole<'db> {
             }
         }
         control.commits(self.e, self.committed);
+        self.heap.collect(env);
         // Release: pairs with the watermark's Acquire (this thread's reads are done).
-        shared.finished[self.e].store(number + 1, Ordering::Release);
+        shared.env.finished[self.e].store(number + 1, Ordering::Release);
         shared.done(batch, shared.exec, stage::EXECUTED);
         true
     }
@@ -611,7 +611,8 @@ impl<'db> ExecRole<'db> {
         match claimed {
             Claim::Mine(slot) => {
                 let (pad, deeper) = self.pads.split_first_mut().expect("DEPTH > 0");
-                run_slot(env, &self.ctx.guard, slot, pad, deeper, &self.blocked).map(drop)
+                run_slot(env, &self.ctx.guard, slot, pad, deeper, &self.blocked, &mut self.heap)
+                    .map(drop)
             }
             Claim::Complete => Ok(()),
             Claim::Busy => Err(Abort::new(AbortReason::DependencyBusy)),

@@ -26,20 +26,25 @@
 
 use super::pipeline::{claim, slot_state, Batch, Claim, Outcome, Slot};
 use super::record::{
-    next_of, origin_of, produce, seen_from, BohmExt, BohmRecord, BohmVersion, Seen, LOADED, NEVER,
-    PASS, TOMBSTONE,
+    begin_of, cut_after, next_of, origin_of, produce, seen_from, settle, BohmExt, BohmRecord,
+    BohmVersion, Seen, LOADED, NEVER, PASS, TOMBSTONE,
 };
+use super::units::{unit_of, Units};
 use crate::engine::{Checks, Procedure, Tx, TxnType, Worker};
 use crate::error::{Abort, AbortReason};
 use crate::history::{Recorder, Stamp, INITIAL, UNBORN};
 use crate::protocols::common::{check_len, table};
 use crate::storage::index::{IndexGuard, ScanBuf};
 use crate::storage::projection::Columns;
-use crate::storage::version::VersionStore;
+use crate::storage::row_store::SlotCache;
+use crate::storage::version::{VersionPool, VersionStore};
 use crate::storage::{Storage, TableId};
+use crossbeam_utils::CachePadded;
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// No producer: the value of [`run_slot`]'s `blocked` when an abandonment was not caused by
 /// the recursion bound.
@@ -69,6 +74,58 @@ pub struct Env<'db, P> {
     pub types: &'db [TxnType],
     /// Check every operation against its type's piece template (`RunConfig::check_templates`).
     pub templates: bool,
+    /// The units of tables written by declared ranges.
+    pub units: &'db Units,
+    /// Per execution thread: how many batches it has finished (the low watermark is their
+    /// minimum).
+    pub finished: &'db [CachePadded<AtomicU64>],
+    /// Slots per batch.
+    pub size: usize,
+}
+
+impl<P> Env<'_, P> {
+    /// The low watermark: every execution thread has finished every batch below it.
+    pub fn watermark(&self) -> u64 {
+        // Acquire: pairs with each execution thread's Release store after finishing a batch
+        // (its reads of the versions below happened before).
+        self.finished.iter().map(|f| f.load(Ordering::Acquire)).min().unwrap_or(0)
+    }
+}
+
+/// An execution thread's memory for the rows it writes in unit mode ([`super::units`]):
+/// version pools and row slot caches per table, and the versions it cut off, each with the
+/// epoch it was cut in, until their grace period has passed. Shared by its recursion depths.
+pub struct Heap {
+    pools: Vec<VersionPool<BohmExt>>,
+    caches: Vec<SlotCache>,
+    dead: VecDeque<(TableId, NonNull<BohmVersion>, u64)>,
+    buf: Vec<u8>,
+    scan: ScanBuf,
+}
+
+impl Heap {
+    /// An empty heap for `tables` tables.
+    pub fn new(tables: usize) -> Self {
+        Heap {
+            pools: (0..tables).map(|_| VersionPool::default()).collect(),
+            caches: (0..tables).map(|_| SlotCache::default()).collect(),
+            dead: VecDeque::new(),
+            buf: Vec::new(),
+            scan: ScanBuf::default(),
+        }
+    }
+
+    /// Frees the versions whose grace period has passed into the pools.
+    pub fn collect<P>(&mut self, env: &Env<'_, P>) {
+        let safe = env.storage.epochs().min_active();
+        while let Some(&(t, v, e)) = self.dead.front() {
+            if e >= safe {
+                break;
+            }
+            self.dead.pop_front();
+            self.pools[t.index()].free(&env.stores[t.index()], v);
+        }
+    }
 }
 
 /// One buffered write.
@@ -132,6 +189,11 @@ pub struct Exec<'a, 'db, P> {
     /// The transaction's declared writes and their placeholders (see [`Slot`]).
     writes: &'a [(TableId, u64)],
     placeholders: &'a [AtomicPtr<BohmVersion>],
+    /// The units it writes and their placeholders.
+    unit_placeholders: &'a [AtomicPtr<BohmVersion>],
+    heap: &'a mut Heap,
+    /// The last unit whose writers before this timestamp are known complete.
+    settled: Option<(TableId, u64)>,
 }
 
 impl<'db, P: Procedure> Exec<'_, 'db, P> {
@@ -156,6 +218,7 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
             }
         }
         let tbl = table(self.env.storage, t)?;
+        self.settle_unit(t, key)?;
         let Some(rid) = tbl.index.get(key, self.guard) else {
             return Ok(self.observed(t, key, None));
         };
@@ -169,6 +232,52 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
                 }
             }
         }
+    }
+
+    /// In a table in unit mode: makes sure every writer of the unit of `key` before this
+    /// timestamp has completed (see [`super::units`]), evaluating the latest as reads do.
+    #[inline]
+    fn settle_unit(&mut self, t: TableId, key: u64) -> Result<(), Abort> {
+        let Some(shift) = self.env.units.shift(t) else { return Ok(()) };
+        let u = unit_of(key, shift);
+        if self.settled == Some((t, u)) {
+            return Ok(());
+        }
+        if let Some(rec) = self.env.units.get(t, u, self.guard) {
+            self.after_writers(rec)?;
+        }
+        self.settled = Some((t, u));
+        Ok(())
+    }
+
+    /// Waits (by evaluating it, or abandoning the attempt) for the newest version of unit
+    /// record `rec` below this timestamp to be produced.
+    fn after_writers(&mut self, rec: &BohmRecord) -> Result<(), Abort> {
+        while let Seen::Pending { version, producer } = rec.seen(self.ts) {
+            self.evaluate(producer, begin_of(version))?;
+        }
+        Ok(())
+    }
+
+    /// Makes sure the version below `own` (a placeholder of this transaction) is produced.
+    fn produce_below(&mut self, own: &BohmVersion) -> Result<(), Abort> {
+        while let Some(Seen::Pending { version, producer }) = next_of(own).map(seen_from) {
+            self.evaluate(producer, begin_of(version))?;
+        }
+        Ok(())
+    }
+
+    /// Before the transaction runs: every previous writer of each unit it writes has
+    /// completed (so it reads their rows and pushes its own above theirs).
+    fn after_unit_writers(&mut self) -> Result<(), Abort> {
+        for j in 0..self.unit_placeholders.len() {
+            // SAFETY: pushed by the unit's CC thread before the batch was PLANNED; alive while
+            // the batch runs.
+            let own: &'db BohmVersion =
+                unsafe { &*self.unit_placeholders[j].load(Ordering::Relaxed) };
+            self.produce_below(own)?;
+        }
+        Ok(())
     }
 
     /// Records what a read of `key` saw (the version, or absence) when histories are
@@ -202,7 +311,7 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
                     self.blocked.set((producer, ts));
                     return Err(busy());
                 };
-                run_slot(self.env, self.guard, slot, pad, rest, self.blocked).map(drop)
+                run_slot(self.env, self.guard, slot, pad, rest, self.blocked, self.heap).map(drop)
             }
             Claim::Complete => Ok(()),
             Claim::Busy => Err(busy()),
@@ -216,8 +325,83 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
         for j in 0..self.writes.len() {
             // SAFETY: as in `visible`.
             let own: &'db BohmVersion = unsafe { &*self.placeholders[j].load(Ordering::Relaxed) };
-            while let Some(Seen::Pending { version, producer }) = next_of(own).map(seen_from) {
-                self.evaluate(producer, super::record::begin_of(version))?;
+            self.produce_below(own)?;
+        }
+        Ok(())
+    }
+
+    /// Pushes the committed writes of rows of tables in unit mode (those without a
+    /// placeholder), produced, and cuts the garbage below them (see [`super::units`]). Every
+    /// one went through [`Exec::visible`] at this timestamp, which produced the versions below
+    /// it. `TableFull` if a new row finds no slot.
+    fn push_unit_writes(&mut self) -> Result<(), Abort> {
+        let first_live = Batch::<P>::ts_of(self.env.watermark(), self.env.size, 0);
+        for i in 0..self.pad.writes.len() {
+            let b = self.pad.writes[i];
+            if self.writes.contains(&(b.table, b.key)) {
+                continue;
+            }
+            let (t, key) = (b.table, b.key);
+            debug_assert!(self.env.units.shift(t).is_some(), "a write without a placeholder");
+            let tbl = self.env.storage.table(t);
+            let (rid, fresh) = match tbl.index.get(key, self.guard) {
+                Some(rid) => (rid, false),
+                // Inserted and deleted again: nothing to push.
+                None if !b.present => continue,
+                None => {
+                    let rid = tbl
+                        .rows
+                        .alloc(&mut self.heap.caches[t.index()])
+                        .ok_or(Abort::new(AbortReason::TableFull))?;
+                    tbl.rows.get(rid).header.clear();
+                    (rid, true)
+                }
+            };
+            let rec: &'db BohmRecord = tbl.rows.get(rid).header;
+            let prev = match rec.newest().map(seen_from) {
+                Some(Seen::Data(p)) => stamp_of(origin_of(p)),
+                Some(Seen::Absent { origin }) => stamp_of(origin),
+                None => UNBORN,
+                Some(Seen::Pending { .. }) => unreachable!("visible produced the versions below"),
+            };
+            let store = &self.env.stores[t.index()];
+            let v = self.heap.pools[t.index()].alloc(store);
+            if b.present {
+                let len = tbl.spec.row_size;
+                // SAFETY: a fresh version nobody else can reach yet.
+                store.row(unsafe { v.as_ref() }).write_from(&self.pad.arena[b.off..b.off + len]);
+            }
+            rec.push_produced(v, self.ts, if b.present { 0 } else { TOMBSTONE });
+            if fresh {
+                // Into the index after its version: only the unit's writer inserts its keys,
+                // one writer at a time.
+                let inserted = tbl.index.insert_if_absent(key, rid, self.guard);
+                debug_assert!(inserted.is_ok(), "one writer of a unit at a time");
+            }
+            if let Some(r) = &mut self.pad.recorder {
+                r.write(t.0, key, stamp_of(self.ts), prev, b.present);
+            }
+            // The oldest version a running transaction may read is the newest one older than
+            // the watermark batch's first timestamp; the versions below it are garbage.
+            // SAFETY: pushed just above.
+            let mut x = next_of(unsafe { v.as_ref() });
+            while let Some(old) = x {
+                if begin_of(old) < first_live {
+                    break;
+                }
+                x = next_of(old);
+            }
+            if let Some(keep) = x {
+                settle(self.env.stores, t, keep, &mut self.heap.buf);
+                if let Some(cut) = cut_after(keep) {
+                    let e = self.env.storage.epochs().retire_stamp();
+                    let mut next = Some(cut);
+                    while let Some(p) = next {
+                        // SAFETY: the cut chain is this thread's alone; freed after the grace.
+                        next = NonNull::new(unsafe { p.as_ref() }.next.load(Ordering::Relaxed));
+                        self.heap.dead.push_back((t, p, e));
+                    }
+                }
             }
         }
         Ok(())
@@ -288,6 +472,11 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
                 },
             }
         }
+        // The units: after the rows (`push_unit_writes`), whatever the outcome.
+        for p in self.unit_placeholders {
+            // SAFETY: as the placeholders above.
+            produce(unsafe { &*p.load(Ordering::Relaxed) }, 0, self.ts);
+        }
         if let Some(r) = &mut self.pad.recorder {
             // A rolled-back attempt's placeholders hold the previous values under their
             // origins: no read names it, and the history keeps only what commits.
@@ -318,14 +507,24 @@ pub fn run_slot<P: Procedure>(
     pad: &mut Scratchpad,
     deeper: &mut [Scratchpad],
     blocked: &Cell<(u64, u64)>,
+    heap: &mut Heap,
 ) -> Result<Outcome, Abort> {
     // SAFETY: the caller's CAS made this thread the slot's owner; the sequencer wrote the
     // procedure and the set before the batch was SEQUENCED.
     // The CC threads' writes to `writes` and `placeholders` happened before the batch was
     // PLANNED, which the caller Acquired.
-    let (proc, set, writes, placeholders) = unsafe {
-        (&*slot.proc.get(), &*slot.set.get(), &*slot.writes.get(), &*slot.placeholders.get())
+    let (proc, set, writes, placeholders, units, unit_placeholders) = unsafe {
+        (
+            &*slot.proc.get(),
+            &*slot.set.get(),
+            &*slot.writes.get(),
+            &*slot.placeholders.get(),
+            &*slot.units.get(),
+            &*slot.unit_placeholders.get(),
+        )
     };
+    // The placeholder lists keep their length across transactions; the current ones are first.
+    let unit_placeholders = &unit_placeholders[..units.len()];
     pad.clear();
     let ts = slot.ts.load(Ordering::Relaxed);
     if let Some(r) = &mut pad.recorder {
@@ -333,7 +532,19 @@ pub fn run_slot<P: Procedure>(
         // The transaction's position is its serialization point and where it reads.
         r.serial_point_at(ts);
     }
-    let mut exec = Exec { env, guard, ts, pad, deeper, blocked, writes, placeholders };
+    let mut exec = Exec {
+        env,
+        guard,
+        ts,
+        pad,
+        deeper,
+        blocked,
+        writes,
+        placeholders,
+        unit_placeholders,
+        heap,
+        settled: None,
+    };
     let ty = &env.types[proc.txn_type()];
     // BOHM needs the write set only: reads are at the timestamp, declared or not.
     let checks = Checks {
@@ -342,9 +553,16 @@ pub fn run_slot<P: Procedure>(
         read_only: proc.read_only(),
         writes_only: true,
     };
-    let mut result = proc.run(&mut Tx::new(&mut exec, ty, checks));
+    let mut result = exec.after_unit_writers();
+    if result.is_ok() {
+        result = proc.run(&mut Tx::new(&mut exec, ty, checks));
+    }
     if result.is_ok() && exec.pad.recorder.is_some() {
         result = exec.produce_prevs();
+    }
+    if result.is_ok() {
+        // Nothing can be abandoned after this: it pushes rows that readers may see.
+        result = exec.push_unit_writes();
     }
     let outcome = match result {
         Ok(()) => Outcome::Committed,
@@ -463,6 +681,16 @@ impl<P: Procedure> Worker for Exec<'_, '_, P> {
         const CHUNK: usize = 64;
         let tbl = table(self.env.storage, t)?;
         let len = tbl.spec.row_size;
+        if let Some(shift) = self.env.units.shift(t) {
+            // Every earlier writer of the range's units has completed before the index is
+            // read: the keys they inserted are in it.
+            let units = self.env.units;
+            let mut buf = std::mem::take(&mut self.heap.scan);
+            let (ulo, uhi) = (unit_of(lo, shift), unit_of(hi, shift));
+            let r = units.each_in(t, ulo, uhi, &mut buf, self.guard, |rec| self.after_writers(rec));
+            self.heap.scan = buf;
+            r?;
+        }
         let (mut from, mut visited) = (lo, 0);
         // The keys from `lo` up to this one were all observed (present or absent).
         let mut covered = None;
@@ -587,6 +815,12 @@ mod tests {
     fn setup(procs: Vec<Rmw>) -> (Database<Bohm>, Batch<Rmw>) {
         let db = Database::<Bohm>::new(&[TableSpec::new("t", 8, 64)]).unwrap();
         db.loader().insert(T, 1, &0u64.to_le_bytes()).unwrap();
+        let batch = plan(&db, procs);
+        (db, batch)
+    }
+
+    /// `procs` declared in order, numbered and planned by one CC thread, as batch 0.
+    fn plan<Q: Procedure>(db: &Database<Bohm>, procs: Vec<Q>) -> Batch<Q> {
         let n = procs.len();
         let batch = Batch {
             slots: procs.into_iter().map(|p| Slot::new(p, 0)).collect(),
@@ -599,23 +833,24 @@ mod tests {
             // SAFETY: the test owns the batch.
             unsafe {
                 let set = &mut *slot.set.get();
-                (*slot.proc.get()).declare(&db, set);
+                (*slot.proc.get()).declare(db, set);
                 set.seal();
-                slot.plan_writes();
+                slot.plan_writes(db.protocol().units(), &crate::storage::index::pin()).unwrap();
             }
-            slot.ts.store(Batch::<Rmw>::ts_of(0, n, i), Ordering::Relaxed);
+            slot.ts.store(Batch::<Q>::ts_of(0, n, i), Ordering::Relaxed);
         }
         {
             let stores = db.protocol().stores();
-            let mut planner = Planner::new(WorkerCtx::new(db.storage()).unwrap(), stores, 0, 1);
+            let ctx = WorkerCtx::new(db.storage()).unwrap();
+            let mut planner = Planner::new(ctx, stores, db.protocol().units(), 0, 1);
             planner.plan(&batch, 0).unwrap();
         }
         batch.stage.store(stage::PLANNED, Ordering::Release);
-        (db, batch)
+        batch
     }
 
-    fn run_at(
-        env: &Env<'_, Rmw>,
+    fn run_at<Q: Procedure>(
+        env: &Env<'_, Q>,
         i: usize,
         pads: &mut [Scratchpad],
         blocked: &Cell<(u64, u64)>,
@@ -631,17 +866,21 @@ mod tests {
             .expect("unprocessed");
         let (pad, deeper) = pads.split_first_mut().unwrap();
         let g = crate::storage::index::pin();
-        run_slot(env, &g, slot, pad, deeper, blocked)
+        run_slot(env, &g, slot, pad, deeper, blocked, &mut Heap::new(1))
     }
 
     /// The execution environment of a test batch.
-    fn env_of<'a>(db: &'a Database<Bohm>, batch: &'a Batch<Rmw>) -> Env<'a, Rmw> {
+    fn env_of<'a, Q>(db: &'a Database<Bohm>, batch: &'a Batch<Q>) -> Env<'a, Q> {
         Env {
             storage: db.storage(),
             stores: db.protocol().stores(),
             ring: std::slice::from_ref(batch),
             types: &TYPES,
             templates: false,
+            units: db.protocol().units(),
+            // One execution thread, at batch 0.
+            finished: Box::leak(Box::new([CachePadded::new(AtomicU64::new(0))])),
+            size: batch.slots.len(),
         }
     }
 
@@ -734,6 +973,110 @@ mod tests {
         // SAFETY: complete; the test owns the batch.
         assert_eq!(unsafe { &*batch.slots[2].proc.get() }.saw.get(), 1, "slot 1 left no trace");
         assert_eq!(value(&db), 5);
+    }
+
+    /// An operation on table `T` once it is in unit mode ([`super::super::units`]).
+    enum UnitOp {
+        /// Inserts `key` holding `value`, declaring a write range over keys 0 to 15.
+        Insert { key: u64, value: u64 },
+        /// Adds 1 to `key`, declaring the key (a write of its unit in unit mode).
+        Bump { key: u64 },
+        /// Reads keys 0 to 15 (undeclared): their number and their sum.
+        Scan,
+    }
+
+    struct UnitTxn {
+        op: UnitOp,
+        saw: Cell<(u64, u64)>,
+    }
+
+    impl UnitTxn {
+        fn new(op: UnitOp) -> Self {
+            UnitTxn { op, saw: Cell::new((0, 0)) }
+        }
+    }
+
+    impl Procedure for UnitTxn {
+        fn txn_type(&self) -> usize {
+            0
+        }
+        fn declare<R: Recon>(&self, _: &R, set: &mut AccessSet) -> bool {
+            match self.op {
+                UnitOp::Insert { .. } => set.range(T, 0, 15, crate::engine::AccessMode::Write),
+                UnitOp::Bump { key } => set.write(T, key),
+                UnitOp::Scan => {}
+            }
+            true
+        }
+        fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+            let get = |r: &[u8]| u64::from_le_bytes(r[..8].try_into().unwrap());
+            match self.op {
+                UnitOp::Insert { key, value } => {
+                    tx.insert(T, key, &value.to_le_bytes())?;
+                }
+                UnitOp::Bump { key } => {
+                    let v = tx.update(T, key, |r| {
+                        let v = get(r);
+                        r[..8].copy_from_slice(&(v + 1).to_le_bytes());
+                        v
+                    })?;
+                    self.saw.set((1, v.expect("inserted before")));
+                }
+                UnitOp::Scan => {
+                    let (mut n, mut sum) = (0, 0);
+                    tx.scan(T, 0, 15, 16, |_, r| {
+                        n += 1;
+                        sum += get(r);
+                        ControlFlow::Continue(())
+                    })?;
+                    self.saw.set((n, sum));
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// A write range puts the table in unit mode: a later declared key becomes a write of its
+    /// unit, and every transaction on the unit, run from the end of the batch, first runs the
+    /// unit's earlier writers, recursively, so it sees the rows they pushed.
+    #[test]
+    fn unit_writers_run_in_timestamp_order_and_readers_after_them() {
+        use UnitOp::*;
+        let db = Database::<Bohm>::new(&[TableSpec::new("t", 8, 64)]).unwrap();
+        let batch = plan(
+            &db,
+            vec![
+                UnitTxn::new(Scan),
+                UnitTxn::new(Insert { key: 3, value: 7 }),
+                UnitTxn::new(Insert { key: 5, value: 1 }),
+                UnitTxn::new(Bump { key: 3 }),
+                UnitTxn::new(Scan),
+                UnitTxn::new(Bump { key: 5 }),
+            ],
+        );
+        let units = db.protocol().units();
+        assert_eq!(units.shift(T), Some(4), "the range [0, 15] is one unit");
+        // SAFETY: planned; nothing else runs.
+        let (keys, unit_writes) =
+            unsafe { (&*batch.slots[3].writes.get(), &*batch.slots[3].units.get()) };
+        assert!(keys.is_empty() && unit_writes == &[(T, 0)], "the bump writes the unit");
+        let env = env_of(&db, &batch);
+        let mut pads: Vec<Scratchpad> = (0..6).map(|_| Scratchpad::default()).collect();
+        let blocked = Cell::new(NO_PRODUCER);
+        assert_eq!(run_at(&env, 4, &mut pads, &blocked), Ok(Outcome::Committed));
+        // SAFETY: the slots read are complete, and this test is the only thread.
+        let saw = |i: usize| unsafe { &*batch.slots[i].proc.get() }.saw.get();
+        assert_eq!(saw(4), (2, 8 + 1), "the scan at 5 sees both inserts and the bump of 3");
+        assert_eq!(saw(3), (1, 7));
+        for i in [1, 2, 3] {
+            assert_eq!(batch.slots[i].state.load(Ordering::Relaxed), slot_state::COMPLETE);
+        }
+        assert_eq!(run_at(&env, 0, &mut pads, &blocked), Ok(Outcome::Committed));
+        assert_eq!(saw(0), (0, 0), "the scan at 1 sees nothing: it comes first");
+        assert_eq!(run_at(&env, 5, &mut pads, &blocked), Ok(Outcome::Committed));
+        assert_eq!(saw(5), (1, 1));
+        let v = |k| db.peek(T, k, |r| u64::from_le_bytes(r[..8].try_into().unwrap()));
+        assert_eq!((v(3), v(5)), (Some(8), Some(2)));
     }
 
     /// BOHM needs only the write set: an undeclared read commits.

@@ -726,15 +726,23 @@ impl TpccTxn {
         set.read(WAREHOUSE, u64::from(w));
         set.write(DISTRICT, key::district(w, d));
         set.read(CUSTOMER, key::customer(w, d, c));
-        let o =
-            recon.peek(DISTRICT, key::district(w, d), |r| di::u32(r, di::D_NEXT_O_ID)).unwrap_or(0);
-        set.write(ORDER, key::order(w, d, o));
-        set.write(NEW_ORDER, key::order(w, d, o));
-        set.write(ORDER_CUSTOMER, key::order_customer(w, d, c, o));
+        // The order's number is D_NEXT_O_ID as the transaction finds it, which every
+        // New-Order of the district moves on: a guess, within the district's orders.
+        let o = recon.peek(DISTRICT, key::district(w, d), |r| di::u32(r, di::D_NEXT_O_ID));
+        let (lo, hi) = (key::order(w, d, 0), key::order(w, d, u32::MAX));
+        set.write_within(ORDER, o.map(|o| key::order(w, d, o)), lo, hi);
+        set.write_within(NEW_ORDER, o.map(|o| key::order(w, d, o)), lo, hi);
+        set.write_within(
+            ORDER_CUSTOMER,
+            o.map(|o| key::order_customer(w, d, c, o)),
+            key::order_customer(w, d, c, 0),
+            key::order_customer(w, d, c, u32::MAX),
+        );
+        let (lo, hi) = district_lines(w, d);
         for (n, l) in self.lines[..self.ol_cnt as usize].iter().enumerate() {
             set.read(ITEM, u64::from(l.item));
             set.write(STOCK, key::stock(l.supply_w, l.item));
-            set.write(ORDER_LINE, key::order_line(w, d, o, n as u32 + 1));
+            set.write_within(ORDER_LINE, o.map(|o| key::order_line(w, d, o, n as u32 + 1)), lo, hi);
         }
     }
 
@@ -773,23 +781,39 @@ impl TpccTxn {
             let (lo, hi) =
                 (key::order(w, d, self.hints[(d - 1) as usize]), key::order(w, d, u32::MAX));
             set.range(NEW_ORDER, lo, hi, AccessMode::Read);
+            // The district's oldest new order, its lines and its customer are guesses (other
+            // Deliveries and New-Orders of the district move them), each within the
+            // district's rows; with none found, the district's ranges (a New-Order may add
+            // one before this runs).
             let mut oldest = None;
             recon.scan(NEW_ORDER, lo, hi, 1, |k, _| {
                 oldest = Some(key::order_id(k));
                 ControlFlow::Break(())
             });
-            let Some(o) = oldest else { continue };
-            set.write(NEW_ORDER, key::order(w, d, o));
-            set.write(ORDER, key::order(w, d, o));
-            let (c, lines) = recon
-                .peek(ORDER, key::order(w, d, o), |r| {
-                    (or::u32(r, or::O_C_ID), or::u32(r, or::O_OL_CNT))
-                })
-                .unwrap_or((0, 0));
-            for n in 1..=lines {
-                set.write(ORDER_LINE, key::order_line(w, d, o, n));
+            let (orders_lo, orders_hi) = (key::order(w, d, 0), key::order(w, d, u32::MAX));
+            let order = oldest.map(|o| key::order(w, d, o));
+            set.write_within(NEW_ORDER, order, orders_lo, orders_hi);
+            set.write_within(ORDER, order, orders_lo, orders_hi);
+            let found = order.and_then(|k| {
+                recon.peek(ORDER, k, |r| (or::u32(r, or::O_C_ID), or::u32(r, or::O_OL_CNT)))
+            });
+            let (lines_lo, lines_hi) = district_lines(w, d);
+            let (customers_lo, customers_hi) =
+                (key::customer(w, d, 0), key::customer(w, d, schema::CUSTOMERS));
+            match (oldest, found) {
+                (Some(o), Some((c, lines))) => {
+                    for n in 1..=lines {
+                        let line = Some(key::order_line(w, d, o, n));
+                        set.write_within(ORDER_LINE, line, lines_lo, lines_hi);
+                    }
+                    let customer = Some(key::customer(w, d, c));
+                    set.write_within(CUSTOMER, customer, customers_lo, customers_hi);
+                }
+                _ => {
+                    set.write_within(ORDER_LINE, None, lines_lo, lines_hi);
+                    set.write_within(CUSTOMER, None, customers_lo, customers_hi);
+                }
             }
-            set.write(CUSTOMER, key::customer(w, d, c));
         }
     }
 
@@ -924,6 +948,11 @@ fn in_range(demand: &[(u32, u32)], first: u32, end: u32) -> &[(u32, u32)] {
 }
 
 /// The order lines of the district's last 20 orders (clause 2.8.2.2).
+/// Every order line of district `(w, d)`, as the key range `(lo, hi)`.
+fn district_lines(w: u32, d: u32) -> (u64, u64) {
+    (key::order_line(w, d, 0, 0), key::order_line(w, d, u32::MAX, 15))
+}
+
 fn stock_level_lines(w: u32, d: u32, next: u32) -> (u64, u64) {
     let first = next.saturating_sub(20);
     (key::order_line(w, d, first, 0), key::order_line(w, d, next.saturating_sub(1), 15))
