@@ -56,6 +56,9 @@ pub struct Bohm {
     /// Per table its versions, then the units' (payload-less) versions.
     stores: Box<[VersionStore<BohmExt>]>,
     units: units::Units,
+    /// The number of the next run's first batch: runs on one database continue each other's
+    /// timestamps (see `run::drive`).
+    next_batch: std::sync::atomic::AtomicU64,
 }
 
 /// BOHM's options (serialized under their `--opt` names).
@@ -223,7 +226,8 @@ impl Protocol for Bohm {
             .map(|t| VersionStore::new(t.row_size))
             .chain([VersionStore::new(0)])
             .collect();
-        Ok(Bohm { options, stores, units: units::Units::new(setup.tables.len()) })
+        let units = units::Units::new(setup.tables.len());
+        Ok(Bohm { options, stores, units, next_batch: Default::default() })
     }
 
     fn options(&self) -> &BohmOptions {

@@ -76,6 +76,8 @@ struct Shared<'a, P> {
     cc: usize,
     /// Execution threads.
     exec: usize,
+    /// The number of the run's first batch.
+    first: u64,
     /// The number of the first batch that will not be sequenced (`u64::MAX` until known).
     end: CachePadded<AtomicU64>,
     control: &'a Control,
@@ -167,8 +169,11 @@ pub fn drive<W: Workload>(
     };
     let control = Control::new(cfg, 1 + roles.len());
     // Per execution thread: how many batches it has finished (its `batch_e` plus one).
+    // A run continues the timestamps of the last one on this database, so that the versions
+    // earlier runs left are older than every transaction of this one.
+    let first = db.protocol().next_batch.load(Ordering::Relaxed);
     let finished: Box<[CachePadded<AtomicU64>]> =
-        (0..exec).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
+        (0..exec).map(|_| CachePadded::new(AtomicU64::new(first))).collect();
     let shared = Shared {
         env: Env {
             storage: db.storage(),
@@ -183,6 +188,7 @@ pub fn drive<W: Workload>(
         size,
         cc,
         exec,
+        first,
         end: CachePadded::new(AtomicU64::new(u64::MAX)),
         control: &control,
         clock: quanta::Clock::new(),
@@ -224,6 +230,10 @@ pub fn drive<W: Workload>(
         let stats: Vec<_> = threads.into_iter().map(join).collect();
         (stats, join(seq))
     });
+    let end = shared.end.load(Ordering::Acquire);
+    if end != u64::MAX {
+        db.protocol().next_batch.store(end, Ordering::Relaxed);
+    }
     if let Some(e) = control.into_error() {
         return Err(e);
     }
@@ -254,13 +264,13 @@ fn sequence<W: Workload>(
         RunLength::Transactions { per_worker } => per_worker.saturating_mul(gens.len() as u64),
     };
     let mut outstanding = 0u64;
-    let mut number = 0u64;
+    let mut number = shared.first;
     let stop = |number: u64, gens: &mut [W::Gen]| {
         // Release: pairs with the Acquire in `wait_for`; every batch below is published.
         shared.end.store(number, Ordering::Release);
         // The batches not reported yet, once executed: the generators account for every
         // commit whose effects the database holds (SmallBank's ledger).
-        for n in number.saturating_sub(RING as u64)..number {
+        for n in number.saturating_sub(RING as u64).max(shared.first)..number {
             if shared.wait_for(n, stage::EXECUTED) {
                 report(&shared.env.ring[(n % RING as u64) as usize], gens);
             }
@@ -279,7 +289,7 @@ fn sequence<W: Workload>(
         let r = (number % RING as u64) as usize;
         let batch = &shared.env.ring[r];
         // Free, or executed (`number - RING`): wait for the execution threads.
-        if number >= RING as u64 {
+        if number >= shared.first + RING as u64 {
             if !shared.wait_for(number - RING as u64, stage::EXECUTED) {
                 stop(number, gens);
                 return Ok(());
@@ -652,7 +662,7 @@ fn serve<P: Procedure>(
     })();
     barrier.wait();
     let (mut c, mut e) = setup?;
-    let mut number = 0u64;
+    let mut number = shared.first;
     loop {
         if let Some(c) = &mut c {
             if !shared.wait_for(number, stage::SEQUENCED) || !c.step(shared, number) {
@@ -750,6 +760,22 @@ mod tests {
         let rep = crate::checker::check(&db.take_history());
         assert!(rep.anomalies.is_empty(), "tpcc: {rep}");
         assert!(rep.edges[3] + rep.edges[4] > 0, "scans made predicate edges: {rep}");
+    }
+
+    /// A second run on the same database continues the first one's timestamps: it sees the
+    /// first run's writes, and TPC-C's consistency conditions hold across runs.
+    #[test]
+    fn a_second_run_continues_the_first() {
+        use crate::workloads::tpcc::{Tpcc, TpccConfig};
+        let sb = Tpcc::new(TpccConfig::new(1));
+        let db = database(&sb, &[("batch", "16")], false);
+        // A long run, then short ones: a short run's timestamps, restarted, would fall below
+        // most of the long run's versions.
+        for (run, per_worker) in [500, 50, 50].into_iter().enumerate() {
+            let stats = Bohm::drive(&db, &sb, &config(4, per_worker)).unwrap();
+            assert_eq!(ended(&stats), 4 * per_worker, "run {run}");
+            assert_eq!(sb.check(&db), Ok(()), "run {run}");
+        }
     }
 
     #[test]
