@@ -221,7 +221,7 @@ pub enum Claim<'a, P> {
 /// may come late with a producer it loaded before the version was produced, when the batch
 /// is executed and its ring position refilled: the timestamp tells.
 pub fn claim<P>(ring: &[Batch<P>], producer: u64, ts: u64) -> Claim<'_, P> {
-    let slot = &ring[((producer >> 32) & 0xFFFF) as usize].slots[producer as u32 as usize];
+    let slot = slot_of(ring, producer);
     // Acquire: pairs with the Release of the slot's last owner (its procedure and buffers), or
     // the sequencer's Release when it refilled the slot (the timestamp below is then its own).
     match slot.state.compare_exchange(
@@ -240,6 +240,22 @@ pub fn claim<P>(ring: &[Batch<P>], producer: u64, ts: u64) -> Claim<'_, P> {
         Err(_) if slot.ts.load(Ordering::Relaxed) != ts => Claim::Complete,
         Err(_) => Claim::Busy,
     }
+}
+
+/// The slot a [`Batch::producer`] value names.
+#[inline]
+fn slot_of<P>(ring: &[Batch<P>], producer: u64) -> &Slot<P> {
+    &ring[((producer >> 32) & 0xFFFF) as usize].slots[producer as u32 as usize]
+}
+
+/// Whether the transaction of `producer` (at `ts`) is being executed by some thread: an
+/// attempt abandoned because of it would be abandoned again while this holds, so the execution
+/// loop checks it instead of re-running the attempt. A hint: Relaxed, and [`claim`] decides.
+#[inline]
+pub fn executing<P>(ring: &[Batch<P>], producer: u64, ts: u64) -> bool {
+    let slot = slot_of(ring, producer);
+    slot.state.load(Ordering::Relaxed) == slot_state::EXECUTING
+        && slot.ts.load(Ordering::Relaxed) == ts
 }
 
 /// Which CC thread owns `key` of `table` among `m`.

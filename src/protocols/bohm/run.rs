@@ -18,7 +18,9 @@
 //! **Execution threads.** Thread `e` of `n` answers for slots `e, e + n, ...` of each batch:
 //! it runs those still unprocessed, again and again until every one is complete (another thread
 //! may run some of them as dependencies of its own). An attempt abandoned because a dependency
-//! is being produced elsewhere is retried later; one abandoned because its chain of unproduced
+//! is being produced elsewhere is retried once that thread has completed it or handed it back
+//! (the loop checks the producer's slot, and moves on to its other slots meanwhile: re-running
+//! the procedure before would stop at the same place); one abandoned because its chain of unproduced
 //! dependencies is deeper than the thread's recursion bound is retried after the thread has
 //! run the deepest producer it reached at the top of its stack, so every abandonment either
 //! waits for another thread's progress or makes some. Transactions are counted by the thread
@@ -39,9 +41,9 @@
 //! leave. A run of a fixed number of transactions sequences `threads x per_worker` of them and
 //! ends when every one has committed or aborted for good (re-submissions included).
 
-use super::pipeline::{claim, slot_state, stage, Batch, Claim, Outcome, Planner, Slot};
+use super::pipeline::{claim, executing, slot_state, stage, Batch, Claim, Outcome, Planner, Slot};
 use super::record::{settle, BohmVersion};
-use super::worker::{run_slot, Env, Heap, Scratchpad, NO_PRODUCER};
+use super::worker::{run_slot, Abandoned, Env, Heap, Scratchpad, NO_PRODUCER};
 use super::Bohm;
 use crate::engine::driver::{lead, worker_seed, Control, RunConfig, RunLength, RunPhase};
 use crate::engine::stats::WorkerStats;
@@ -51,7 +53,6 @@ use crate::protocols::common::SpinWait;
 use crate::storage::context::WorkerCtx;
 use crate::storage::TableId;
 use crossbeam_utils::CachePadded;
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -453,12 +454,13 @@ struct ExecRole<'db> {
     ctx: WorkerCtx<'db, super::record::BohmRecord>,
     stats: WorkerStats,
     pads: Vec<Scratchpad>,
-    blocked: Cell<(u64, u64)>,
+    abandoned: Abandoned,
     committed: u64,
     /// Clock reading at the first batch it began in the measurement window.
     measure_from: Option<u64>,
-    /// Its slots of the batch that are not complete yet.
-    pending: Vec<usize>,
+    /// Its slots of the batch that are not complete yet, each with the producer (and its
+    /// timestamp) another thread was executing when its last attempt was abandoned, if any.
+    pending: Vec<(usize, (u64, u64))>,
     /// What it allocates and frees for rows of tables in unit mode.
     heap: Heap,
 }
@@ -472,7 +474,7 @@ impl<'db> ExecRole<'db> {
             pads: (0..DEPTH)
                 .map(|_| Scratchpad::new(db.storage().history().map(|h| h.recorder())))
                 .collect(),
-            blocked: Cell::new(NO_PRODUCER),
+            abandoned: Abandoned::default(),
             committed: 0,
             measure_from: None,
             pending: Vec::with_capacity(shared.size / shared.exec + 1),
@@ -492,7 +494,7 @@ impl<'db> ExecRole<'db> {
         let len = batch.len.load(Ordering::Relaxed) as usize;
         let mine = (self.e..len).step_by(shared.exec);
         self.pending.clear();
-        self.pending.extend(mine.clone());
+        self.pending.extend(mine.clone().map(|i| (i, NO_PRODUCER)));
         let epochs = env.storage.epochs();
         // The batch runs inside this thread's epoch: versions it reaches are not freed under it.
         epochs.enter(self.ctx.slot);
@@ -503,7 +505,8 @@ impl<'db> ExecRole<'db> {
             let mut progress = false;
             let mut k = 0;
             while k < self.pending.len() {
-                let slot = &batch.slots[self.pending[k]];
+                let (i, waits_for) = self.pending[k];
+                let slot = &batch.slots[i];
                 // Acquire: pairs with the Release that completed the slot.
                 match slot.state.load(Ordering::Acquire) {
                     slot_state::COMPLETE => {
@@ -511,6 +514,11 @@ impl<'db> ExecRole<'db> {
                         progress = true;
                         continue;
                     }
+                    // Its last attempt stopped at a producer that is still being executed: a
+                    // new one would stop there again.
+                    slot_state::UNPROCESSED
+                        if waits_for != NO_PRODUCER
+                            && executing(&env.ring, waits_for.0, waits_for.1) => {}
                     slot_state::UNPROCESSED => match self.attempt(env, slot, None) {
                         Ok(()) => progress = true,
                         Err(a) if a.reason == AbortReason::DependencyBusy => {
@@ -518,11 +526,12 @@ impl<'db> ExecRole<'db> {
                                 self.stats.aborts[AbortReason::DependencyBusy as usize] += 1;
                             }
                             // The producer past the recursion bound, at the top of the stack.
-                            let (p, ts) = self.blocked.replace(NO_PRODUCER);
-                            if (p, ts) != NO_PRODUCER {
-                                progress |= self.attempt(env, slot, Some((p, ts))).is_ok();
-                                self.blocked.set(NO_PRODUCER);
+                            let deepest = self.abandoned.deepest.replace(NO_PRODUCER);
+                            if deepest != NO_PRODUCER {
+                                progress |= self.attempt(env, slot, Some(deepest)).is_ok();
+                                self.abandoned.deepest.set(NO_PRODUCER);
                             }
+                            self.pending[k].1 = self.abandoned.busy.replace(NO_PRODUCER);
                         }
                         Err(a) => {
                             // SAFETY: completed by `attempt`: nobody writes the procedure.
@@ -621,11 +630,17 @@ impl<'db> ExecRole<'db> {
         match claimed {
             Claim::Mine(slot) => {
                 let (pad, deeper) = self.pads.split_first_mut().expect("DEPTH > 0");
-                run_slot(env, &self.ctx.guard, slot, pad, deeper, &self.blocked, &mut self.heap)
+                run_slot(env, &self.ctx.guard, slot, pad, deeper, &self.abandoned, &mut self.heap)
                     .map(drop)
             }
             Claim::Complete => Ok(()),
-            Claim::Busy => Err(Abort::new(AbortReason::DependencyBusy)),
+            Claim::Busy => {
+                // The producer past the bound is being executed elsewhere.
+                if let Some(d) = dependency {
+                    self.abandoned.busy.set(d);
+                }
+                Err(Abort::new(AbortReason::DependencyBusy))
+            }
         }
     }
 

@@ -46,9 +46,26 @@ use std::ops::ControlFlow;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-/// No producer: the value of [`run_slot`]'s `blocked` when an abandonment was not caused by
-/// the recursion bound.
+/// No producer: the value of an [`Abandoned`] field that names none.
 pub const NO_PRODUCER: (u64, u64) = (u64::MAX, 0);
+
+/// Why [`run_slot`] abandoned an attempt, as (producer, timestamp) pairs for the execution
+/// loop: each field is [`NO_PRODUCER`] unless the abandonment had that cause.
+#[derive(Debug)]
+pub struct Abandoned {
+    /// The producer it could not run for want of a deeper scratchpad: the loop runs it next,
+    /// at the top of its stack.
+    pub deepest: Cell<(u64, u64)>,
+    /// The producer another thread was executing: the attempt would be abandoned again while
+    /// that lasts, so the loop does not retry it before (see [`super::pipeline::executing`]).
+    pub busy: Cell<(u64, u64)>,
+}
+
+impl Default for Abandoned {
+    fn default() -> Self {
+        Abandoned { deepest: Cell::new(NO_PRODUCER), busy: Cell::new(NO_PRODUCER) }
+    }
+}
 
 /// The history stamp of a value of origin `origin` (see [`super::record::BohmExt`]): the
 /// loaded rows' is [`INITIAL`], a write's its timestamp plus one, an absence no version wrote
@@ -185,7 +202,7 @@ pub struct Exec<'a, 'db, P> {
     ts: u64,
     pad: &'a mut Scratchpad,
     deeper: &'a mut [Scratchpad],
-    blocked: &'a Cell<(u64, u64)>,
+    abandoned: &'a Abandoned,
     /// The transaction's declared writes and their placeholders (see [`Slot`]).
     writes: &'a [(TableId, u64)],
     placeholders: &'a [AtomicPtr<BohmVersion>],
@@ -300,7 +317,7 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
 
     /// Runs the transaction of slot `producer` (at `ts`) here if nobody has, so that its
     /// versions are produced; `DependencyBusy` if another thread is running it or recursion is
-    /// too deep.
+    /// too deep, with the producer named in [`Abandoned`].
     fn evaluate(&mut self, producer: u64, ts: u64) -> Result<(), Abort> {
         match claim(self.env.ring, producer, ts) {
             Claim::Mine(slot) => {
@@ -308,13 +325,16 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
                     // Release: hands the slot back as it was.
                     slot.state.store(slot_state::UNPROCESSED, Ordering::Release);
                     // The execution loop runs this producer first, at the top of its stack.
-                    self.blocked.set((producer, ts));
+                    self.abandoned.deepest.set((producer, ts));
                     return Err(busy());
                 };
-                run_slot(self.env, self.guard, slot, pad, rest, self.blocked, self.heap).map(drop)
+                run_slot(self.env, self.guard, slot, pad, rest, self.abandoned, self.heap).map(drop)
             }
             Claim::Complete => Ok(()),
-            Claim::Busy => Err(busy()),
+            Claim::Busy => {
+                self.abandoned.busy.set((producer, ts));
+                Err(busy())
+            }
         }
     }
 
@@ -496,9 +516,8 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
 
 /// Runs the transaction of `slot`, which the caller moved to EXECUTING, with `pad` as its
 /// buffers and `deeper` for recursion. On completion returns its outcome; an abandoned attempt
-/// (`DependencyBusy`) sets the slot back to UNPROCESSED and returns the abort, having set
-/// `blocked` to the producer it could not run for want of a deeper scratchpad, if that was
-/// the cause; any other abort that is not a final outcome (a procedure bug, a full table)
+/// (`DependencyBusy`) sets the slot back to UNPROCESSED and returns the abort, having named
+/// its cause in `abandoned`; any other abort that is not a final outcome (a procedure bug, a full table)
 /// completes the slot as rolled back and returns the abort.
 pub fn run_slot<P: Procedure>(
     env: &Env<'_, P>,
@@ -506,7 +525,7 @@ pub fn run_slot<P: Procedure>(
     slot: &Slot<P>,
     pad: &mut Scratchpad,
     deeper: &mut [Scratchpad],
-    blocked: &Cell<(u64, u64)>,
+    abandoned: &Abandoned,
     heap: &mut Heap,
 ) -> Result<Outcome, Abort> {
     // SAFETY: the caller's CAS made this thread the slot's owner; the sequencer wrote the
@@ -538,7 +557,7 @@ pub fn run_slot<P: Procedure>(
         ts,
         pad,
         deeper,
-        blocked,
+        abandoned,
         writes,
         placeholders,
         unit_placeholders,
@@ -754,7 +773,7 @@ impl<P: Procedure> Worker for Exec<'_, '_, P> {
 mod tests {
     use super::*;
     use crate::engine::{AccessSet, Database, Recon};
-    use crate::protocols::bohm::pipeline::{stage, Planner};
+    use crate::protocols::bohm::pipeline::{executing, stage, Planner};
     use crate::protocols::bohm::record::PRODUCED;
     use crate::protocols::bohm::Bohm;
     use crate::storage::context::WorkerCtx;
@@ -853,7 +872,7 @@ mod tests {
         env: &Env<'_, Q>,
         i: usize,
         pads: &mut [Scratchpad],
-        blocked: &Cell<(u64, u64)>,
+        abandoned: &Abandoned,
     ) -> Result<Outcome, Abort> {
         let slot = &env.ring[0].slots[i];
         slot.state
@@ -866,7 +885,7 @@ mod tests {
             .expect("unprocessed");
         let (pad, deeper) = pads.split_first_mut().unwrap();
         let g = crate::storage::index::pin();
-        run_slot(env, &g, slot, pad, deeper, blocked, &mut Heap::new(1))
+        run_slot(env, &g, slot, pad, deeper, abandoned, &mut Heap::new(1))
     }
 
     /// The execution environment of a test batch.
@@ -900,15 +919,15 @@ mod tests {
         let (db, batch) = setup(procs);
         let env = env_of(&db, &batch);
         let mut pads: Vec<Scratchpad> = (0..10).map(|_| Scratchpad::default()).collect();
-        let blocked = Cell::new(NO_PRODUCER);
-        assert_eq!(run_at(&env, 6, &mut pads, &blocked), Ok(Outcome::Committed));
+        let abandoned = Abandoned::default();
+        assert_eq!(run_at(&env, 6, &mut pads, &abandoned), Ok(Outcome::Committed));
         let slot6 = &batch.slots[6];
         // SAFETY: complete; the test owns the batch.
         let v6 = unsafe { &*(&*slot6.placeholders.get())[0].load(Ordering::Relaxed) };
         assert_eq!(v6.flags.load(Ordering::Relaxed), PRODUCED | PASS, "its predecessor is pending");
         assert_eq!(batch.slots[5].state.load(Ordering::Relaxed), slot_state::UNPROCESSED);
         // Slot 7 needs 6, which passes to 5, which needs 4, ... 0: all run here, in order.
-        assert_eq!(run_at(&env, 7, &mut pads, &blocked), Ok(Outcome::Committed));
+        assert_eq!(run_at(&env, 7, &mut pads, &abandoned), Ok(Outcome::Committed));
         let committed = 0b110111u64;
         for (i, slot) in batch.slots.iter().enumerate() {
             assert_eq!(slot.state.load(Ordering::Relaxed), slot_state::COMPLETE, "slot {i}");
@@ -921,7 +940,8 @@ mod tests {
         }
         assert_eq!(batch.slots[3].outcome.load(Ordering::Relaxed), Outcome::User as u8);
         assert_eq!(value(&db), committed + 128);
-        assert_eq!(blocked.get(), NO_PRODUCER);
+        assert_eq!(abandoned.deepest.get(), NO_PRODUCER);
+        assert_eq!(abandoned.busy.get(), NO_PRODUCER);
     }
 
     #[test]
@@ -930,11 +950,13 @@ mod tests {
         let (db, batch) = setup(procs);
         let env = env_of(&db, &batch);
         let mut pads: Vec<Scratchpad> = (0..3).map(|_| Scratchpad::default()).collect();
-        let blocked = Cell::new(NO_PRODUCER);
+        let abandoned = Abandoned::default();
         // 5 runs 4 and 3 deeper; 3 cannot run 2.
-        let a = run_at(&env, 5, &mut pads, &blocked).unwrap_err();
+        let a = run_at(&env, 5, &mut pads, &abandoned).unwrap_err();
         assert_eq!(a.reason, AbortReason::DependencyBusy);
-        assert_eq!(blocked.replace(NO_PRODUCER), (Batch::<Rmw>::producer(0, 2), 3), "slot 2, at 3");
+        let deepest = abandoned.deepest.replace(NO_PRODUCER);
+        assert_eq!(deepest, (Batch::<Rmw>::producer(0, 2), 3), "slot 2, at 3");
+        assert_eq!(abandoned.busy.get(), NO_PRODUCER);
         for i in [3, 4, 5] {
             assert_eq!(
                 batch.slots[i].state.load(Ordering::Relaxed),
@@ -944,18 +966,26 @@ mod tests {
         }
         // The execution loop runs the named producer at the top (it reaches 0 within bounds),
         // then the chain's end again.
-        assert_eq!(run_at(&env, 2, &mut pads, &blocked), Ok(Outcome::Committed));
-        assert_eq!(run_at(&env, 5, &mut pads, &blocked), Ok(Outcome::Committed));
+        assert_eq!(run_at(&env, 2, &mut pads, &abandoned), Ok(Outcome::Committed));
+        assert_eq!(run_at(&env, 5, &mut pads, &abandoned), Ok(Outcome::Committed));
         assert_eq!(value(&db), 0b111111);
-        // A dependency another thread is running abandons without naming anything.
+        // A dependency another thread is running abandons naming it as busy, and the loop's
+        // test says so until that thread hands it back.
         let (db, batch) =
             setup(vec![Rmw { add: 1, ..Default::default() }, Rmw { add: 2, ..Default::default() }]);
         let env = env_of(&db, &batch);
         batch.slots[0].state.store(slot_state::EXECUTING, Ordering::Relaxed);
-        let a = run_at(&env, 1, &mut pads, &blocked).unwrap_err();
+        let a = run_at(&env, 1, &mut pads, &abandoned).unwrap_err();
         assert_eq!(a.reason, AbortReason::DependencyBusy);
-        assert_eq!(blocked.get(), NO_PRODUCER);
+        assert_eq!(abandoned.deepest.get(), NO_PRODUCER);
+        let busy = abandoned.busy.replace(NO_PRODUCER);
+        assert_eq!(busy, (Batch::<Rmw>::producer(0, 0), 1), "slot 0, at 1");
         assert_eq!(batch.slots[1].state.load(Ordering::Relaxed), slot_state::UNPROCESSED);
+        assert!(executing(env.ring, busy.0, busy.1));
+        batch.slots[0].state.store(slot_state::UNPROCESSED, Ordering::Relaxed);
+        assert!(!executing(env.ring, busy.0, busy.1));
+        assert_eq!(run_at(&env, 1, &mut pads, &abandoned), Ok(Outcome::Committed));
+        assert_eq!(value(&db), 3);
     }
 
     #[test]
@@ -967,8 +997,8 @@ mod tests {
         ]);
         let env = env_of(&db, &batch);
         let mut pads: Vec<Scratchpad> = (0..4).map(|_| Scratchpad::default()).collect();
-        let blocked = Cell::new(NO_PRODUCER);
-        assert_eq!(run_at(&env, 2, &mut pads, &blocked), Ok(Outcome::Committed));
+        let abandoned = Abandoned::default();
+        assert_eq!(run_at(&env, 2, &mut pads, &abandoned), Ok(Outcome::Committed));
         assert_eq!(batch.slots[1].outcome.load(Ordering::Relaxed), Outcome::Resubmit as u8);
         // SAFETY: complete; the test owns the batch.
         assert_eq!(unsafe { &*batch.slots[2].proc.get() }.saw.get(), 1, "slot 1 left no trace");
@@ -1062,8 +1092,8 @@ mod tests {
         assert!(keys.is_empty() && unit_writes == &[(T, 0)], "the bump writes the unit");
         let env = env_of(&db, &batch);
         let mut pads: Vec<Scratchpad> = (0..6).map(|_| Scratchpad::default()).collect();
-        let blocked = Cell::new(NO_PRODUCER);
-        assert_eq!(run_at(&env, 4, &mut pads, &blocked), Ok(Outcome::Committed));
+        let abandoned = Abandoned::default();
+        assert_eq!(run_at(&env, 4, &mut pads, &abandoned), Ok(Outcome::Committed));
         // SAFETY: the slots read are complete, and this test is the only thread.
         let saw = |i: usize| unsafe { &*batch.slots[i].proc.get() }.saw.get();
         assert_eq!(saw(4), (2, 8 + 1), "the scan at 5 sees both inserts and the bump of 3");
@@ -1071,9 +1101,9 @@ mod tests {
         for i in [1, 2, 3] {
             assert_eq!(batch.slots[i].state.load(Ordering::Relaxed), slot_state::COMPLETE);
         }
-        assert_eq!(run_at(&env, 0, &mut pads, &blocked), Ok(Outcome::Committed));
+        assert_eq!(run_at(&env, 0, &mut pads, &abandoned), Ok(Outcome::Committed));
         assert_eq!(saw(0), (0, 0), "the scan at 1 sees nothing: it comes first");
-        assert_eq!(run_at(&env, 5, &mut pads, &blocked), Ok(Outcome::Committed));
+        assert_eq!(run_at(&env, 5, &mut pads, &abandoned), Ok(Outcome::Committed));
         assert_eq!(saw(5), (1, 1));
         let v = |k| db.peek(T, k, |r| u64::from_le_bytes(r[..8].try_into().unwrap()));
         assert_eq!((v(3), v(5)), (Some(8), Some(2)));
@@ -1085,8 +1115,8 @@ mod tests {
         let (db, batch) = setup(vec![Rmw { add: 3, peek: true, ..Default::default() }]);
         let env = env_of(&db, &batch);
         let mut pads: Vec<Scratchpad> = (0..2).map(|_| Scratchpad::default()).collect();
-        let blocked = Cell::new(NO_PRODUCER);
-        assert_eq!(run_at(&env, 0, &mut pads, &blocked), Ok(Outcome::Committed));
+        let abandoned = Abandoned::default();
+        assert_eq!(run_at(&env, 0, &mut pads, &abandoned), Ok(Outcome::Committed));
         assert_eq!(value(&db), 3);
     }
 }
