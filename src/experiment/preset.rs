@@ -19,7 +19,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The presets shipped with txlab: (file name, contents).
-pub const SHIPPED: [(&str, &str); 24] = [
+pub const SHIPPED: [(&str, &str); 29] = [
     ("ccbench-skew", include_str!("../../presets/ccbench-skew.toml")),
     ("ccbench-read-ratio", include_str!("../../presets/ccbench-read-ratio.toml")),
     ("ccbench-payload", include_str!("../../presets/ccbench-payload.toml")),
@@ -44,6 +44,11 @@ pub const SHIPPED: [(&str, &str); 24] = [
     ("cicada-gc-interval", include_str!("../../presets/cicada-gc-interval.toml")),
     ("cicada-backoff", include_str!("../../presets/cicada-backoff.toml")),
     ("cicada-index", include_str!("../../presets/cicada-index.toml")),
+    ("bohm-cc-split", include_str!("../../presets/bohm-cc-split.toml")),
+    ("bohm-ycsb-10rmw", include_str!("../../presets/bohm-ycsb-10rmw.toml")),
+    ("bohm-ycsb-2rmw8r", include_str!("../../presets/bohm-ycsb-2rmw8r.toml")),
+    ("bohm-long-reads", include_str!("../../presets/bohm-long-reads.toml")),
+    ("bohm-smallbank", include_str!("../../presets/bohm-smallbank.toml")),
 ];
 
 /// One experiment.
