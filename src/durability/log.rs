@@ -881,6 +881,13 @@ impl LogWriter {
         self.record(RecordKind::Put, table, stamp, key, len, |dst| row.read_into(dst));
     }
 
+    /// Appends the write of `key` in `table` as its whole image `row` (a protocol that
+    /// buffers whole row images, BOHM's execution threads).
+    #[inline]
+    pub fn put_image(&mut self, table: u32, stamp: u64, key: u64, row: &[u8]) {
+        self.record(RecordKind::Put, table, stamp, key, row.len(), |dst| dst.copy_from_slice(row));
+    }
+
     /// Appends the deletion of `key` in `table`.
     #[inline]
     pub fn delete(&mut self, table: u32, stamp: u64, key: u64) {
@@ -933,6 +940,22 @@ impl LogWriter {
     /// `SyncPolicy::Commit` waits until it is durable.
     #[inline]
     pub fn returning(&mut self, epoch: u64) {
+        self.write_out();
+        if self.sync_commit {
+            self.wait_durable(epoch);
+        }
+    }
+
+    /// Whether a commit waits until it is durable before it returns (`SyncPolicy::Commit`).
+    pub fn sync_commit(&self) -> bool {
+        self.sync_commit
+    }
+
+    /// Writes this writer's ring out once it is a quarter full (part of
+    /// [`LogWriter::returning`]; a pipeline that acknowledges commits later calls it after
+    /// each transaction it logs).
+    #[inline]
+    pub fn write_out(&mut self) {
         // Write our own ring out once it is a quarter full: the worker pays for its log writes
         // with its own time (on a machine whose cores the workers fill, a logger thread that
         // had to would fall behind and stall them), outside its locks.
@@ -951,9 +974,6 @@ impl LogWriter {
                 self.mgr.fail(msg);
                 self.dropped = true;
             }
-        }
-        if self.sync_commit {
-            self.wait_durable(epoch);
         }
     }
 

@@ -562,24 +562,11 @@ fn worker_loop<P: Protocol, W: Workload>(
     };
     // Clock reading at the first transaction begun in the measurement window (see `window`).
     let mut measure_from = None;
-    // With logging: the measured commits not yet seen durable, as (log epoch, first attempt's
-    // clock reading), and the log epoch of the last commit that logged.
-    let log = db.log();
-    let mut undurable: VecDeque<(u64, u64, u64)> =
-        VecDeque::with_capacity(if log.is_some() { 1 << 16 } else { 0 });
-    let mut last_epoch = 0u64;
-    let acks = cfg.acks.as_ref().map(|a| (&*a.file, i));
+    let mut durable = DurableCommits::new(db.log(), cfg.acks.as_ref().map(|a| (&*a.file, i)));
     loop {
-        if let Some(log) = log {
-            if log.failed() {
-                // A write error or a full disk: stop; what was acknowledged stays durable.
-                control.fail(Error::Durability(format!(
-                    "the log failed, the run stopped: {}",
-                    log.error().unwrap_or_default()
-                )));
-                break;
-            }
-            durable_seen(&mut undurable, log.durable_epoch(), &clock, &mut stats, acks);
+        if let Err(e) = durable.poll(&clock, &mut stats) {
+            control.fail(e);
+            break;
         }
         let phase = control.phase();
         if phase == RunPhase::Stop || left == 0 {
@@ -617,7 +604,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                         types[ty].name,
                         workload.name()
                     )));
-                    return Ok(close(stats, &clock, measure_from, log, &mut undurable, acks));
+                    return Ok(close(stats, &clock, measure_from, &mut durable));
                 }
                 ok.then_some(&set)
             } else {
@@ -663,14 +650,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                     if measuring {
                         stats.commits[ty] += 1;
                         stats.latency[ty].saturating_record(clock.delta_as_nanos(t0, clock.raw()));
-                        if let Some(log) = log {
-                            // A commit that logged nothing (read-only) is durable with the
-                            // epoch in progress, which covers whatever it read.
-                            let e = worker.log_epoch();
-                            let ticket = if e > last_epoch { e } else { log.epoch_now() };
-                            last_epoch = e;
-                            undurable.push_back((ticket, t0, committed));
-                        }
+                        durable.committed(worker.log_epoch(), t0, committed);
                     }
                     break;
                 }
@@ -694,7 +674,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                     }
                     if reason.is_fatal() {
                         control.fail(Error::Fatal { txn: types[ty].name.to_string(), reason });
-                        return Ok(close(stats, &clock, measure_from, log, &mut undurable, acks));
+                        return Ok(close(stats, &clock, measure_from, &mut durable));
                     }
                     if measuring {
                         stats.aborts_by_type[ty] += 1;
@@ -719,13 +699,13 @@ fn worker_loop<P: Protocol, W: Workload>(
                         }
                     }
                     if control.stopping() {
-                        return Ok(close(stats, &clock, measure_from, log, &mut undurable, acks));
+                        return Ok(close(stats, &clock, measure_from, &mut durable));
                     }
                 }
             }
         }
     }
-    Ok(close(stats, &clock, measure_from, log, &mut undurable, acks))
+    Ok(close(stats, &clock, measure_from, &mut durable))
 }
 
 /// Writes `count` and `ledger` into row `worker` of the acknowledgement table ([`Acks`]).
@@ -746,54 +726,111 @@ fn write_ack<W: Worker>(
 }
 
 /// Closes a worker's statistics when it leaves ([`window`]), after waiting for its measured
-/// commits to become durable when the database logs: they do within a group interval (or the
-/// log failed, which the run reports, and they are not counted).
+/// commits to become durable ([`DurableCommits::close`]).
 fn close(
     stats: WorkerStats,
     clock: &quanta::Clock,
     from: Option<u64>,
-    log: Option<&std::sync::Arc<crate::durability::log::LogManager>>,
-    undurable: &mut VecDeque<(u64, u64, u64)>,
-    acks: Option<(&std::fs::File, usize)>,
+    durable: &mut DurableCommits<'_>,
 ) -> WorkerStats {
     let mut stats = window(stats, clock, from);
-    if let (Some(log), Some(&(last, _, _))) = (log, undurable.back()) {
-        if log.await_durable(last).is_ok() {
-            // Everything up to `last` is durable now.
-            durable_seen(undurable, last, clock, &mut stats, acks);
-        }
-    }
+    durable.close(clock, &mut stats);
     stats
 }
 
-/// Counts the commits of `undurable` whose log epoch is durable now (and acknowledges the last
-/// of them in the acknowledgement file, if any).
-#[inline]
-fn durable_seen(
-    undurable: &mut VecDeque<(u64, u64, u64)>,
-    durable: u64,
-    clock: &quanta::Clock,
-    stats: &mut WorkerStats,
-    acks: Option<(&std::fs::File, usize)>,
-) {
-    if undurable.front().is_none_or(|&(e, _, _)| e > durable) {
-        return;
-    }
-    let now = clock.raw();
-    let mut last = 0;
-    while let Some(&(e, t0, count)) = undurable.front() {
-        if e > durable {
-            break;
+/// A worker's measured commits on their way to durability, when the database logs: each is
+/// counted in [`WorkerStats::durable_commits`] and [`WorkerStats::durable_latency`] (from its
+/// first submission) once the log's durable epoch reaches its log epoch, and acknowledged in
+/// the acknowledgement file ([`Acks`]), if any. The interactive driver and pipelines (BOHM's
+/// execution threads) report durability through it. Without a log it does nothing.
+pub struct DurableCommits<'a> {
+    log: Option<&'a std::sync::Arc<crate::durability::log::LogManager>>,
+    acks: Option<(&'a std::fs::File, usize)>,
+    /// The measured commits not yet seen durable: (log epoch, first submission's clock
+    /// reading, the worker's commit count then).
+    undurable: VecDeque<(u64, u64, u64)>,
+    /// The log epoch of the last commit that logged.
+    last_epoch: u64,
+}
+
+impl<'a> DurableCommits<'a> {
+    /// The bookkeeping of a worker for the database's log (`Database::log`), acknowledging
+    /// in `acks` as worker number `.1`, if any.
+    pub fn new(
+        log: Option<&'a std::sync::Arc<crate::durability::log::LogManager>>,
+        acks: Option<(&'a std::fs::File, usize)>,
+    ) -> Self {
+        DurableCommits {
+            log,
+            acks,
+            undurable: VecDeque::with_capacity(if log.is_some() { 1 << 16 } else { 0 }),
+            last_epoch: 0,
         }
-        undurable.pop_front();
-        last = count;
-        stats.durable_commits += 1;
-        stats.durable_latency.saturating_record(clock.delta_as_nanos(t0, now));
     }
-    if let Some((mut file, worker)) = acks {
-        use std::io::Write as _;
-        // One append per batch: a short line is written whole (O_APPEND), whatever kills us.
-        let _ = file.write_all(format!("{worker} {last}\n").as_bytes());
+
+    /// Counts the commits that became durable since the last call; the run's error if the log
+    /// failed (a write error, a full disk: the run stops, and what was acknowledged stays
+    /// durable).
+    #[inline]
+    pub fn poll(&mut self, clock: &quanta::Clock, stats: &mut WorkerStats) -> Result<(), Error> {
+        let Some(log) = self.log else { return Ok(()) };
+        if log.failed() {
+            return Err(Error::Durability(format!(
+                "the log failed, the run stopped: {}",
+                log.error().unwrap_or_default()
+            )));
+        }
+        self.seen(log.durable_epoch(), clock, stats);
+        Ok(())
+    }
+
+    /// A measured commit of log epoch `epoch` (0 or an epoch already seen: it logged nothing),
+    /// first submitted at clock reading `t0`, the worker's `count`th.
+    #[inline]
+    pub fn committed(&mut self, epoch: u64, t0: u64, count: u64) {
+        let Some(log) = self.log else { return };
+        // A commit that logged nothing (read-only) is durable with the epoch in progress,
+        // which covers whatever it read.
+        let ticket = if epoch > self.last_epoch { epoch } else { log.epoch_now() };
+        self.last_epoch = self.last_epoch.max(epoch);
+        self.undurable.push_back((ticket, t0, count));
+    }
+
+    /// Waits for every commit counted so far to become durable (within a group interval, or
+    /// until the log fails, which the run reports, and they are not counted) and counts them.
+    pub fn close(&mut self, clock: &quanta::Clock, stats: &mut WorkerStats) {
+        if let (Some(log), Some(&(last, _, _))) = (self.log, self.undurable.back()) {
+            if log.await_durable(last).is_ok() {
+                // Everything up to `last` is durable now.
+                self.seen(last, clock, stats);
+            }
+        }
+    }
+
+    /// Counts the commits whose log epoch is at most `durable` (and acknowledges the last of
+    /// them in the acknowledgement file, if any).
+    #[inline]
+    fn seen(&mut self, durable: u64, clock: &quanta::Clock, stats: &mut WorkerStats) {
+        if self.undurable.front().is_none_or(|&(e, _, _)| e > durable) {
+            return;
+        }
+        let now = clock.raw();
+        let mut last = 0;
+        while let Some(&(e, t0, count)) = self.undurable.front() {
+            if e > durable {
+                break;
+            }
+            self.undurable.pop_front();
+            last = count;
+            stats.durable_commits += 1;
+            stats.durable_latency.saturating_record(clock.delta_as_nanos(t0, now));
+        }
+        if let Some((mut file, worker)) = self.acks {
+            use std::io::Write as _;
+            // One append per batch: a short line is written whole (O_APPEND), whatever kills
+            // us.
+            let _ = file.write_all(format!("{worker} {last}\n").as_bytes());
+        }
     }
 }
 

@@ -25,6 +25,14 @@
 //! table in unit mode ([`units`]). It runs no interactive transactions: `Database::worker`
 //! refuses it.
 //!
+//! **Durability.** An execution thread logs a committed transaction's writes when it completes
+//! it, before producing any of its versions, with its timestamp as the commit stamp: for every
+//! key a later writer has a later timestamp, and a transaction that reads the value logs after
+//! it (the log epochs' rule). The timestamps of a database opened from a log restart above the
+//! recovered rows, which are loaded rows (see `crate::durability::recovery`). A commit is
+//! acknowledged (counted durable, waited for under `--sync commit`) by the execution thread
+//! that answers for its slot at the end of the batch.
+//!
 //! **Departures from the paper.** Versions keep no end timestamp (readers walk newest first,
 //! see [`record`]). A placeholder a transaction declared and did not write (or wrote and rolled
 //! back) takes the previous version's value; when that is not produced yet, the placeholder

@@ -91,6 +91,9 @@ pub struct Slot<P> {
     pub ts: AtomicU64,
     /// When the transaction was first submitted to the sequencer (the clock's raw reading).
     pub submitted: AtomicU64,
+    /// The log epoch of its commit (valid once COMPLETE and committed; 0 if it logged
+    /// nothing): it is durable once the log's durable epoch reaches it.
+    pub log_epoch: AtomicU64,
     /// Execution state.
     pub state: AtomicU8,
     /// How it ended (valid once COMPLETE; `Empty` once the sequencer has reported it).
@@ -114,6 +117,7 @@ impl<P> Slot<P> {
             unit_placeholders: UnsafeCell::new(Vec::new()),
             ts: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
+            log_epoch: AtomicU64::new(0),
             state: AtomicU8::new(slot_state::UNPROCESSED),
             outcome: AtomicU8::new(Outcome::Empty as u8),
         }

@@ -45,7 +45,9 @@ use super::pipeline::{claim, executing, slot_state, stage, Batch, Claim, Outcome
 use super::record::{settle, BohmVersion};
 use super::worker::{run_slot, Abandoned, Env, Heap, Scratchpad, NO_PRODUCER};
 use super::Bohm;
-use crate::engine::driver::{lead, worker_seed, Control, RunConfig, RunLength, RunPhase};
+use crate::engine::driver::{
+    lead, worker_seed, Control, DurableCommits, RunConfig, RunLength, RunPhase,
+};
 use crate::engine::stats::WorkerStats;
 use crate::engine::{Database, Generator, Procedure, Protocol, Workload};
 use crate::error::{Abort, AbortReason, Error};
@@ -140,13 +142,13 @@ pub fn drive<W: Workload>(
     cfg: &RunConfig,
 ) -> Result<Vec<WorkerStats>, Error> {
     let (cc, exec) = db.protocol().split(cfg.threads)?;
-    if db.log().is_some() {
-        return Err(Error::Config(
-            "bohm does not log its commits yet: run it without --log-dir".into(),
-        ));
-    }
     if cfg.acks.is_some() {
-        return Err(Error::Config("bohm does not log its commits yet: no --ack-file".into()));
+        // Each transaction would write its client's acknowledgement row, undeclared.
+        return Err(Error::Config(
+            "bohm cannot write acknowledgement rows (--ack-file): its transactions write only \
+             what they declare"
+                .into(),
+        ));
     }
     let size = Protocol::options(db.protocol()).batch as usize;
     let clients = cfg.threads;
@@ -461,15 +463,20 @@ struct ExecRole<'db> {
     /// Its slots of the batch that are not complete yet, each with the producer (and its
     /// timestamp) another thread was executing when its last attempt was abandoned, if any.
     pending: Vec<(usize, (u64, u64))>,
-    /// What it allocates and frees for rows of tables in unit mode.
+    /// Its log stream and what it allocates and frees for rows of tables in unit mode.
     heap: Heap,
+    /// Its measured commits on their way to durability, when the database logs.
+    durable: DurableCommits<'db>,
 }
 
 impl<'db> ExecRole<'db> {
     fn new<P>(db: &'db Database<Bohm>, shared: &Shared<'db, P>, e: usize) -> Result<Self, Error> {
+        let mut ctx = WorkerCtx::new(db.storage())?;
+        let mut heap = Heap::new(db.storage().tables().len());
+        heap.log = ctx.log.take();
         Ok(ExecRole {
             e,
-            ctx: WorkerCtx::new(db.storage())?,
+            ctx,
             stats: WorkerStats::new(shared.env.types.len()),
             pads: (0..DEPTH)
                 .map(|_| Scratchpad::new(db.storage().history().map(|h| h.recorder())))
@@ -478,7 +485,8 @@ impl<'db> ExecRole<'db> {
             committed: 0,
             measure_from: None,
             pending: Vec::with_capacity(shared.size / shared.exec + 1),
-            heap: Heap::new(db.storage().tables().len()),
+            heap,
+            durable: DurableCommits::new(db.log(), None),
         })
     }
 
@@ -489,6 +497,10 @@ impl<'db> ExecRole<'db> {
         let measuring = control.phase() == RunPhase::Measure;
         if measuring && self.measure_from.is_none() {
             self.measure_from = Some(clock.raw());
+        }
+        if let Err(e) = self.durable.poll(clock, &mut self.stats) {
+            control.fail(e);
+            return false;
         }
         let batch = &env.ring[(number % RING as u64) as usize];
         let len = batch.len.load(Ordering::Relaxed) as usize;
@@ -562,6 +574,12 @@ impl<'db> ExecRole<'db> {
         if !self.pending.is_empty() {
             return false;
         }
+        // Its committed transactions are acknowledged now: under `--sync commit`, once they
+        // are durable. The slots' log epochs were published with their COMPLETE state.
+        if let Some(log) = self.heap.log.as_mut().filter(|l| l.sync_commit()) {
+            let last = mine.clone().map(|i| batch.slots[i].log_epoch.load(Ordering::Relaxed));
+            log.wait_durable(last.max().unwrap_or(0));
+        }
         let now = clock.raw();
         for i in mine {
             let slot = &batch.slots[i];
@@ -581,6 +599,9 @@ impl<'db> ExecRole<'db> {
                 o if o == Outcome::Committed as u8 => {
                     stats.commits[ty] += 1;
                     stats.latency[ty].saturating_record(latency);
+                    let epoch = slot.log_epoch.load(Ordering::Relaxed);
+                    let submitted = slot.submitted.load(Ordering::Relaxed);
+                    self.durable.committed(epoch, submitted, self.committed);
                 }
                 o if o == Outcome::User as u8 => {
                     stats.aborts[AbortReason::User as usize] += 1;
@@ -657,6 +678,7 @@ impl<'db> ExecRole<'db> {
             self.stats.window_ns = clock.delta_as_nanos(from, clock.raw());
             self.stats.windows = 1;
         }
+        self.durable.close(clock, &mut self.stats);
         self.stats
     }
 }

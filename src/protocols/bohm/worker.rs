@@ -30,6 +30,7 @@ use super::record::{
     BohmVersion, Seen, LOADED, NEVER, PASS, TOMBSTONE,
 };
 use super::units::{unit_of, Units};
+use crate::durability::log::LogWriter;
 use crate::engine::{Checks, Procedure, Tx, TxnType, Worker};
 use crate::error::{Abort, AbortReason};
 use crate::history::{Recorder, Stamp, INITIAL, UNBORN};
@@ -109,10 +110,13 @@ impl<P> Env<'_, P> {
     }
 }
 
-/// An execution thread's memory for the rows it writes in unit mode ([`super::units`]):
+/// An execution thread's own resources, shared by its recursion depths: its log stream, when
+/// the database logs, and its memory for the rows it writes in unit mode ([`super::units`]):
 /// version pools and row slot caches per table, and the versions it cut off, each with the
-/// epoch it was cut in, until their grace period has passed. Shared by its recursion depths.
+/// epoch it was cut in, until their grace period has passed.
 pub struct Heap {
+    /// The thread's log stream (taken from its storage context).
+    pub log: Option<LogWriter>,
     pools: Vec<VersionPool<BohmExt>>,
     caches: Vec<SlotCache>,
     dead: VecDeque<(TableId, NonNull<BohmVersion>, u64)>,
@@ -124,6 +128,7 @@ impl Heap {
     /// An empty heap for `tables` tables.
     pub fn new(tables: usize) -> Self {
         Heap {
+            log: None,
             pools: (0..tables).map(|_| VersionPool::default()).collect(),
             caches: (0..tables).map(|_| SlotCache::default()).collect(),
             dead: VecDeque::new(),
@@ -427,6 +432,30 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
         Ok(())
     }
 
+    /// Logs the committed transaction's writes (whole images, or deletions) at its timestamp,
+    /// the commit stamp (for every key a later writer has a later timestamp), before any of
+    /// them is produced: a transaction that reads one logs later, so its log epoch is not
+    /// older (the log epochs' dependency rule). Returns the log epoch; 0 if it logged nothing.
+    fn log(&mut self) -> u64 {
+        let Some(log) = self.heap.log.as_mut().filter(|_| !self.pad.writes.is_empty()) else {
+            return 0;
+        };
+        log.begin(self.ts, self.pad.writes.len() as u32);
+        for b in &self.pad.writes {
+            if b.present {
+                let len = self.env.storage.table(b.table).spec.row_size;
+                log.put_image(b.table.0, self.ts, b.key, &self.pad.arena[b.off..b.off + len]);
+            } else {
+                log.delete(b.table.0, self.ts, b.key);
+            }
+        }
+        let epoch = log.end();
+        // The ring is written out as the thread goes; the commit is acknowledged (and waited
+        // for under `--sync commit`) when its batch is counted.
+        log.write_out();
+        epoch
+    }
+
     /// The current image of `key` (the buffered one, or the visible version's) into the
     /// arena, as a buffered write; `None` if absent. The whole row is copied, whatever columns
     /// the caller uses: completion writes the whole image into the new version.
@@ -584,7 +613,12 @@ pub fn run_slot<P: Procedure>(
         result = exec.push_unit_writes();
     }
     let outcome = match result {
-        Ok(()) => Outcome::Committed,
+        Ok(()) => {
+            let epoch = exec.log();
+            // Published by `complete`'s Release of the slot's state.
+            slot.log_epoch.store(epoch, Ordering::Relaxed);
+            Outcome::Committed
+        }
         Err(a) if a.reason == AbortReason::DependencyBusy => {
             if let Some(r) = &mut exec.pad.recorder {
                 r.discard();
