@@ -530,7 +530,7 @@ impl<'db> ExecRole<'db> {
                     // new one would stop there again.
                     slot_state::UNPROCESSED
                         if waits_for != NO_PRODUCER
-                            && executing(&env.ring, waits_for.0, waits_for.1) => {}
+                            && executing(env.ring, waits_for.0, waits_for.1) => {}
                     slot_state::UNPROCESSED => match self.attempt(env, slot, None) {
                         Ok(()) => progress = true,
                         Err(a) if a.reason == AbortReason::DependencyBusy => {
