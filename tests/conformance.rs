@@ -1013,3 +1013,237 @@ pub fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure<P: Protoco
     };
     assert_eq!(as_error().unwrap_err().to_string(), "transaction aborted: unsupported");
 }
+
+/// The batch interface (`Database::run_batch`): every protocol, interactive or not, runs owned
+/// procedures to completion and hands them back in order with their outcomes.
+mod batch {
+    use super::{db, row, val, T};
+    use std::cell::Cell;
+    use txlab::engine::{AccessSet, BatchOutcome, Procedure, Recon, Tx, TxnType};
+    use txlab::prelude::*;
+
+    static TYPES: [TxnType; 1] = [TxnType { name: "op", pieces: &[] }];
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Kind {
+        /// Adds `arg` to the key's value.
+        Add,
+        /// Inserts the key with value `arg`.
+        Insert,
+        /// Reads the key.
+        Get,
+        /// Deletes the key.
+        Delete,
+    }
+
+    /// One transaction: what it does to `key`, whether it then rolls back, and what it saw
+    /// (the value read, and whether its insert or delete found what it expected).
+    #[derive(Debug)]
+    struct Op {
+        kind: Kind,
+        key: u64,
+        arg: u64,
+        abort: bool,
+        saw: Cell<Option<u64>>,
+        ok: Cell<bool>,
+    }
+
+    fn op(kind: Kind, key: u64, arg: u64) -> Op {
+        Op { kind, key, arg, abort: false, saw: Cell::new(None), ok: Cell::new(false) }
+    }
+
+    impl Procedure for Op {
+        fn txn_type(&self) -> usize {
+            0
+        }
+
+        fn declare<R: Recon>(&self, _: &R, set: &mut AccessSet) -> bool {
+            match self.kind {
+                Kind::Add => {
+                    set.read(T, self.key);
+                    set.write(T, self.key);
+                }
+                Kind::Get => set.read(T, self.key),
+                Kind::Insert | Kind::Delete => set.write(T, self.key),
+            }
+            true
+        }
+
+        fn read_only(&self) -> bool {
+            self.kind == Kind::Get
+        }
+
+        fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+            match self.kind {
+                Kind::Add => {
+                    let v = tx.read(T, self.key, val)?.expect("the key is loaded");
+                    self.saw.set(Some(v));
+                    self.ok.set(tx.write(T, self.key, &row(v + self.arg))?);
+                }
+                Kind::Insert => self.ok.set(tx.insert(T, self.key, &row(self.arg))?),
+                Kind::Get => self.saw.set(tx.read(T, self.key, val)?),
+                Kind::Delete => self.ok.set(tx.delete(T, self.key)?),
+            }
+            if self.abort {
+                return tx.user_abort();
+            }
+            Ok(())
+        }
+    }
+
+    fn run<P: Protocol>(db: &Database<P>, ops: Vec<Op>, threads: usize) -> Vec<(Op, BatchOutcome)> {
+        let keys: Vec<(Kind, u64)> = ops.iter().map(|o| (o.kind, o.key)).collect();
+        let done = db.run_batch(&TYPES, ops, threads).unwrap();
+        let back: Vec<(Kind, u64)> = done.iter().map(|(o, _)| (o.kind, o.key)).collect();
+        assert_eq!(back, keys, "the procedures come back in the order given");
+        done
+    }
+
+    /// Inserts, reads, deletes and user aborts across batches, on more threads than cores.
+    pub fn round_trip<P: Protocol>() {
+        let db = db::<P>();
+        let inserted = run(&db, (100..120).map(|k| op(Kind::Insert, k, k * 10)).collect(), 3);
+        for (o, outcome) in &inserted {
+            assert_eq!(*outcome, BatchOutcome::Committed, "insert {}", o.key);
+            assert!(o.ok.get(), "insert {} found the key absent", o.key);
+        }
+        let mut ops: Vec<Op> = (100..110).map(|k| op(Kind::Get, k, 0)).collect();
+        ops.extend((110..120).filter(|k| k % 2 == 0).map(|k| op(Kind::Delete, k, 0)));
+        ops.push(op(Kind::Insert, 100, 1));
+        let mut doomed = op(Kind::Insert, 200, 2);
+        doomed.abort = true;
+        ops.push(doomed);
+        let mut doomed = op(Kind::Delete, 101, 0);
+        doomed.abort = true;
+        ops.push(doomed);
+        let done = run(&db, ops, 4);
+        for (o, outcome) in &done {
+            match (o.kind, o.key) {
+                (Kind::Get, k) => assert_eq!(o.saw.get(), Some(k * 10), "get {k}"),
+                (Kind::Delete, 101) | (Kind::Insert, 200) => {
+                    assert_eq!(*outcome, BatchOutcome::RolledBack, "{:?} {}", o.kind, o.key);
+                    assert!(o.ok.get(), "{:?} {} did its work before rolling back", o.kind, o.key);
+                }
+                (Kind::Insert, 100) => assert!(!o.ok.get(), "insert 100 finds it present"),
+                (_, k) => assert!(o.ok.get(), "{:?} {k}", o.kind),
+            }
+            if !o.abort {
+                assert_eq!(*outcome, BatchOutcome::Committed, "{:?} {}", o.kind, o.key);
+            }
+        }
+        let done = run(&db, (99..121).chain([200]).map(|k| op(Kind::Get, k, 0)).collect(), 5);
+        for (o, _) in &done {
+            let want = match o.key {
+                101..=109 | 100 => Some(o.key * 10),
+                110..=119 if o.key % 2 == 1 => Some(o.key * 10),
+                _ => None,
+            };
+            assert_eq!(o.saw.get(), want, "key {} after the deletes and aborts", o.key);
+        }
+    }
+
+    /// A batch of read-modify-writes of one key, some rolling back, on more threads than
+    /// cores: the committed ones read the values of a serial order (each saw the one before
+    /// plus its addition), and the key ends with their sum.
+    pub fn chain_is_serial<P: Protocol>() {
+        let db = db::<P>();
+        db.loader().insert(T, 7, &row(0)).unwrap();
+        let ops: Vec<Op> =
+            (1..=48u64).map(|i| Op { abort: i % 7 == 0, ..op(Kind::Add, 7, i) }).collect();
+        let done = run(&db, ops, 5);
+        let mut committed: Vec<(u64, u64)> = Vec::new();
+        for (o, outcome) in &done {
+            let want = if o.abort { BatchOutcome::RolledBack } else { BatchOutcome::Committed };
+            assert_eq!(*outcome, want, "add {}", o.arg);
+            if !o.abort {
+                committed.push((o.saw.get().expect("an add reads"), o.arg));
+            }
+        }
+        committed.sort_unstable();
+        let mut value = 0;
+        for &(saw, add) in &committed {
+            assert_eq!(saw, value, "every committed add saw the one before it: {committed:?}");
+            value += add;
+        }
+        let total: u64 = (1..=48u64).filter(|i| i % 7 != 0).sum();
+        assert_eq!(value, total);
+        assert_eq!(db.peek(T, 7, val), Some(total));
+    }
+
+    /// Bad calls get a one-line error; an empty batch runs nothing.
+    pub fn refuses_bad_input<P: Protocol>() {
+        let db = db::<P>();
+        let err = db.run_batch(&TYPES, vec![op(Kind::Get, 1, 0)], 0).unwrap_err().to_string();
+        assert!(err.contains("at least one thread"), "{err}");
+        let err = db.run_batch(&[], vec![op(Kind::Get, 1, 0)], 2).unwrap_err().to_string();
+        assert!(err.contains("transaction 0 of the batch is of type 0"), "{err}");
+        assert!(db.run_batch(&TYPES, Vec::<Op>::new(), 2).unwrap().is_empty());
+    }
+
+    /// A protocol that runs no interactive transactions refuses a worker and names the batch
+    /// interface instead.
+    #[test]
+    fn bohm_refuses_a_worker_and_names_the_batch_interface() {
+        let db = db::<txlab::protocols::bohm::Bohm>();
+        let Err(e) = db.worker();
+        let e = e.to_string();
+        assert!(e.contains("'bohm' does not run interactive transactions"), "{e}");
+        assert!(e.contains("Database::run_batch"), "{e}");
+    }
+
+    macro_rules! batch_suite {
+        ($($name:ident => $P:ty $([$($opt:expr),*])?),* $(,)?) => {$(
+            mod $name {
+                const OPTS: &[(&str, &str)] = &[$($($opt),*)?];
+                type P = $P;
+                #[test] fn round_trip() { crate::common::with_options(OPTS, || super::round_trip::<P>()) }
+                #[test] fn refuses_bad_input() { crate::common::with_options(OPTS, || super::refuses_bad_input::<P>()) }
+            }
+        )*};
+    }
+
+    /// Protocols whose read-modify-writes of one key serialize (every one but nocc).
+    macro_rules! chain_suite {
+        ($($name:ident => $P:ty $([$($opt:expr),*])?),* $(,)?) => {$(
+            mod $name {
+                const OPTS: &[(&str, &str)] = &[$($($opt),*)?];
+                #[test] fn chain_is_serial() { crate::common::with_options(OPTS, || super::super::chain_is_serial::<$P>()) }
+            }
+        )*};
+    }
+
+    batch_suite! {
+        nocc => txlab::protocols::nocc::Nocc,
+        two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
+        two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
+        two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered,
+        silo => txlab::protocols::silo::Silo,
+        tictoc => txlab::protocols::tictoc::TicToc,
+        mocc => txlab::protocols::mocc::Mocc,
+        si => txlab::protocols::si::Si,
+        ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
+        ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
+        hekaton => txlab::protocols::hekaton::Hekaton,
+        cicada => txlab::protocols::cicada::Cicada,
+        bohm => txlab::protocols::bohm::Bohm,
+        bohm_small_batches => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2")],
+    }
+
+    mod chain {
+        chain_suite! {
+            two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
+            two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
+            two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered,
+            silo => txlab::protocols::silo::Silo,
+            tictoc => txlab::protocols::tictoc::TicToc,
+            mocc => txlab::protocols::mocc::Mocc,
+            si => txlab::protocols::si::Si,
+            ermia_ssn => txlab::protocols::ermia_ssn::ErmiaSsn,
+            ermia_ssi => txlab::protocols::ermia_ssi::ErmiaSsi,
+            hekaton => txlab::protocols::hekaton::Hekaton,
+            cicada => txlab::protocols::cicada::Cicada,
+            bohm => txlab::protocols::bohm::Bohm,
+            bohm_small_batches => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2")],
+        }
+    }
+}

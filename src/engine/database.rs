@@ -291,8 +291,8 @@ impl<P: Protocol> Database<P> {
         if !P::CAPS.interactive {
             return Err(Error::Config(format!(
                 "protocol '{}' does not run interactive transactions: it orders whole \
-                 transactions before running them: run a workload through it (`txlab run`, \
-                 `Protocol::drive`)",
+                 transactions before running them: run a batch of procedures through it \
+                 (`Database::run_batch`) or a workload (`txlab run`, `Protocol::drive`)",
                 P::NAME
             )));
         }

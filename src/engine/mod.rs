@@ -1,5 +1,6 @@
 //! The engine contract and the driver: protocols, procedures, workloads, runs and results.
 
+pub mod batch;
 pub mod database;
 pub mod driver;
 pub mod loader;
@@ -11,6 +12,7 @@ pub mod retry;
 pub mod stats;
 pub mod workload;
 
+pub use batch::BatchOutcome;
 pub use database::{Builder, Database, DbOptions, Loader};
 pub use driver::{Backoff, RunConfig, RunLength};
 pub use options::{NoOptions, OptionSpec, ProtocolOptions};
