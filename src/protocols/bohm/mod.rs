@@ -23,7 +23,7 @@
 //! A key that depends on data other transactions in the pipeline change (TPC-C's next order
 //! number) is declared as the range it falls in (`AccessSet::write_within`), which puts its
 //! table in unit mode ([`units`]). It runs no interactive transactions: `Database::worker`
-//! refuses it.
+//! refuses it, and a library user runs batches of procedures through `Database::run_batch`.
 //!
 //! **Durability.** An execution thread logs a committed transaction's writes when it completes
 //! it, before producing any of its versions, with its timestamp as the commit stamp: for every
@@ -32,6 +32,12 @@
 //! recovered rows, which are loaded rows (see `crate::durability::recovery`). A commit is
 //! acknowledged (counted durable, waited for under `--sync commit`) by the execution thread
 //! that answers for its slot at the end of the batch.
+//!
+//! **Read-set annotation** (§3.2.3, `--opt read-annotation=on`, the default): the CC thread
+//! that owns a declared read's record stores the record's newest version when it plans the
+//! transaction, which is the version visible at its timestamp (the earlier transactions'
+//! placeholders are pushed, the later ones not), so the execution reads it without walking the
+//! chain. Reads of tables in unit mode and undeclared reads walk.
 //!
 //! **Departures from the paper.** Versions keep no end timestamp (readers walk newest first,
 //! see [`record`]). A placeholder a transaction declared and did not write (or wrote and rolled
@@ -49,7 +55,7 @@ pub mod units;
 pub mod worker;
 
 use crate::engine::driver::RunConfig;
-use crate::engine::options::{number, OptionSpec, ProtocolOptions};
+use crate::engine::options::{number, switch, OptionSpec, ProtocolOptions};
 use crate::engine::stats::WorkerStats;
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup, Workload};
 use crate::error::Error;
@@ -78,11 +84,15 @@ pub struct BohmOptions {
     pub cc_threads: u32,
     /// Transactions per batch.
     pub batch: u32,
+    /// Read-set annotation (§3.2.3): the CC threads give each declared read the version it
+    /// sees, so that the execution reads it without walking the record's chain.
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub read_annotation: bool,
 }
 
 impl Default for BohmOptions {
     fn default() -> Self {
-        BohmOptions { cc_threads: 0, batch: 1000 }
+        BohmOptions { cc_threads: 0, batch: 1000, read_annotation: true }
     }
 }
 
@@ -101,12 +111,20 @@ impl ProtocolOptions for BohmOptions {
             default: "1000",
             help: "transactions per batch: the CC threads synchronise once per batch (§3.2.4)",
         },
+        OptionSpec {
+            name: "read-annotation",
+            values: "on, off",
+            default: "on",
+            help: "read-set annotation (§3.2.3): the CC threads give each declared read the \
+                   version it sees, so execution reads it without walking the chain",
+        },
     ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         match name {
             "cc-threads" => self.cc_threads = number(name, value, 0u32, 1024)?,
             "batch" => self.batch = number(name, value, 1u32, 1_000_000)?,
+            "read-annotation" => self.read_annotation = switch(name, value)?,
             _ => return Err(format!("--opt {name}: not an option of bohm")),
         }
         Ok(())

@@ -87,6 +87,13 @@ pub struct Slot<P> {
     pub units: UnsafeCell<Vec<(TableId, u64)>>,
     /// The units' placeholders, index for index with `units`.
     pub unit_placeholders: UnsafeCell<Vec<AtomicPtr<BohmVersion>>>,
+    /// Its declared reads of keys of tables not in unit mode that it does not write, in
+    /// (table, key) order, when the protocol annotates reads (§3.2.3; set by the sequencer).
+    pub reads: UnsafeCell<Vec<(TableId, u64)>>,
+    /// Per read the version it sees: the record's newest version when the CC thread that owns
+    /// the record planned the transaction (null: none, or not planned; the execution then
+    /// finds it through the index and the chain).
+    pub read_refs: UnsafeCell<Vec<AtomicPtr<BohmVersion>>>,
     /// The timestamp (the position in the log).
     pub ts: AtomicU64,
     /// When the transaction was first submitted to the sequencer (the clock's raw reading).
@@ -115,6 +122,8 @@ impl<P> Slot<P> {
             placeholders: UnsafeCell::new(Vec::new()),
             units: UnsafeCell::new(Vec::new()),
             unit_placeholders: UnsafeCell::new(Vec::new()),
+            reads: UnsafeCell::new(Vec::new()),
+            read_refs: UnsafeCell::new(Vec::new()),
             ts: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
             log_epoch: AtomicU64::new(0),
@@ -126,13 +135,22 @@ impl<P> Slot<P> {
     /// Lists the declared writes and makes room for their placeholders (the sequencer, after
     /// declaring into `set`): a write of a table in unit mode, and every write range (which
     /// puts its table in unit mode), is a write of units ([`super::units`]), created here if
-    /// new. An unknown table is left to the execution, which reports it. `Err(table)` if a
-    /// write range of `table` covers more than [`super::units::MAX_RANGE_UNITS`] units.
+    /// new. With `annotate`, lists the declared reads the CC threads annotate (see
+    /// [`Slot::reads`]). An unknown table is left to the execution, which reports it.
+    /// `Err(table)` if a write range of `table` covers more than
+    /// [`super::units::MAX_RANGE_UNITS`] units.
     ///
     /// # Safety
     ///
     /// The caller owns the slot (its batch is being sequenced).
-    pub unsafe fn plan_writes(&self, units: &Units, g: &IndexGuard) -> Result<(), TableId> {
+    pub unsafe fn plan_writes(
+        &self,
+        units: &Units,
+        g: &IndexGuard,
+        annotate: bool,
+    ) -> Result<(), TableId> {
+        // SAFETY: the caller owns the slot.
+        let (reads, read_refs) = unsafe { (&mut *self.reads.get(), &mut *self.read_refs.get()) };
         // SAFETY: the caller owns the slot.
         let (set, writes, ph, us, uph) = unsafe {
             (
@@ -145,6 +163,7 @@ impl<P> Slot<P> {
         };
         writes.clear();
         us.clear();
+        reads.clear();
         // Ranges first: they may put a table in unit mode for this transaction's keys too.
         for (t, lo, hi, mode) in set.ranges() {
             if mode != AccessMode::Write || lo > hi || !units.has(t) {
@@ -153,10 +172,13 @@ impl<P> Slot<P> {
             let shift = units.switch(t, lo, hi);
             us.extend(Units::covering(shift, lo, hi).ok_or(t)?.map(|u| (t, u)));
         }
-        for (t, key, _) in set.keys().filter(|e| e.2 == AccessMode::Write) {
-            match units.shift(t) {
-                Some(shift) => us.push((t, unit_of(key, shift))),
-                None => writes.push((t, key)),
+        for (t, key, mode) in set.keys() {
+            match (mode, units.shift(t)) {
+                (AccessMode::Write, Some(shift)) => us.push((t, unit_of(key, shift))),
+                (AccessMode::Write, None) => writes.push((t, key)),
+                // A table in unit mode has rows no placeholder stands for: not annotated.
+                (AccessMode::Read, None) if annotate => reads.push((t, key)),
+                (AccessMode::Read, _) => {}
             }
         }
         us.sort_unstable();
@@ -164,7 +186,7 @@ impl<P> Slot<P> {
         for &(t, u) in us.iter() {
             units.get_or_create(t, u, g);
         }
-        for (list, n) in [(ph, writes.len()), (uph, us.len())] {
+        for (list, n) in [(ph, writes.len()), (uph, us.len()), (read_refs, reads.len())] {
             for p in list.iter() {
                 p.store(std::ptr::null_mut(), Ordering::Relaxed);
             }
@@ -329,6 +351,25 @@ impl<'db> Planner<'db> {
                 let rec = self.units.get(t, u, &self.ctx.guard).expect("the sequencer made it");
                 self.place(rec, unit_store, &uph[j], (number, ts, producer));
             }
+            // SAFETY: as above.
+            let (reads, refs) = unsafe { (&*slot.reads.get(), &*slot.read_refs.get()) };
+            for (j, &(t, key)) in reads.iter().enumerate() {
+                if owner(t, key, self.m) != self.index || t.index() >= storage.tables().len() {
+                    continue;
+                }
+                // The slots before this one are planned, the later ones not: the newest
+                // version is the one visible at `ts`.
+                let v = storage
+                    .table(t)
+                    .index
+                    .get(key, &self.ctx.guard)
+                    .and_then(|rid| storage.table(t).rows.get(rid).header.newest());
+                // Relaxed: published with the batch (the last CC thread's Release of PLANNED).
+                refs[j].store(
+                    v.map_or(std::ptr::null_mut(), |v| std::ptr::from_ref(v).cast_mut()),
+                    Ordering::Relaxed,
+                );
+            }
             for (j, &(t, key)) in writes.iter().enumerate() {
                 if owner(t, key, self.m) != self.index || t.index() >= storage.tables().len() {
                     continue;
@@ -415,7 +456,7 @@ mod tests {
                 set.write(t, 2);
                 set.read(t, 3);
                 set.seal();
-                slot.plan_writes(&units, &crate::storage::index::pin()).unwrap();
+                slot.plan_writes(&units, &crate::storage::index::pin(), true).unwrap();
             }
             slot.ts.store(Batch::<()>::ts_of(4, 2, i), Ordering::Relaxed);
         }
@@ -471,7 +512,7 @@ mod tests {
             set.read(TableId(0), 7);
             set.write(TableId(1), 2);
             set.seal();
-            slot.plan_writes(&Units::new(2), &crate::storage::index::pin()).unwrap();
+            slot.plan_writes(&Units::new(2), &crate::storage::index::pin(), true).unwrap();
             assert_eq!(*slot.writes.get(), vec![(TableId(0), 7), (TableId(1), 2)]);
             assert_eq!((*slot.placeholders.get()).len(), 2);
         }

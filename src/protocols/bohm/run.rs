@@ -303,6 +303,7 @@ fn sequence<W: Workload>(
         // A fresh index guard per batch, so that the index's memory can be reclaimed.
         ctx.guard.repin();
         let units = db.protocol().units();
+        let annotate = Protocol::options(db.protocol()).read_annotation;
         for (i, slot) in batch.slots.iter().enumerate() {
             // SAFETY: the batch is executed (Acquired in `wait_for`) or was never published:
             // the sequencer owns every slot.
@@ -315,7 +316,7 @@ fn sequence<W: Workload>(
                     set.clear();
                     set.seal();
                     // SAFETY: as above. Nothing is declared: nothing can fail.
-                    let _ = unsafe { slot.plan_writes(units, &ctx.guard) };
+                    let _ = unsafe { slot.plan_writes(units, &ctx.guard, false) };
                     slot.state.store(slot_state::COMPLETE, Ordering::Relaxed);
                     continue;
                 }
@@ -341,10 +342,12 @@ fn sequence<W: Workload>(
                 return Ok(());
             }
             // SAFETY: as above.
-            if let Err(t) = unsafe { slot.plan_writes(units, &ctx.guard) } {
+            if let Err(t) = unsafe { slot.plan_writes(units, &ctx.guard, annotate) } {
                 let ty = &shared.env.types[proc.txn_type()];
                 control.fail(Error::Config(format!(
-                    "bohm: a '{}' transaction declares a write range of table '{}' over more                      than {} units of keys (the first write range declared on a table sets the                      unit)",
+                    "bohm: a '{}' transaction declares a write range of table '{}' over more \
+                     than {} units of keys (the first write range declared on a table sets the \
+                     unit)",
                     ty.name,
                     db.storage().table(t).spec.name,
                     super::units::MAX_RANGE_UNITS

@@ -165,6 +165,9 @@ struct Buffered {
 #[derive(Default)]
 pub struct Scratchpad {
     writes: Vec<Buffered>,
+    /// The units (of tables in unit mode) whose writers before the transaction's timestamp
+    /// are known complete.
+    settled: Vec<(TableId, u64)>,
     arena: Vec<u8>,
     read: Vec<u8>,
     scan: ScanBuf,
@@ -186,6 +189,7 @@ impl Scratchpad {
 
     fn clear(&mut self) {
         self.writes.clear();
+        self.settled.clear();
         self.arena.clear();
     }
 
@@ -213,9 +217,10 @@ pub struct Exec<'a, 'db, P> {
     placeholders: &'a [AtomicPtr<BohmVersion>],
     /// The units it writes and their placeholders.
     unit_placeholders: &'a [AtomicPtr<BohmVersion>],
+    /// Its annotated reads and the versions they see (see [`Slot::reads`]).
+    reads: &'a [(TableId, u64)],
+    read_refs: &'a [AtomicPtr<BohmVersion>],
     heap: &'a mut Heap,
-    /// The last unit whose writers before this timestamp are known complete.
-    settled: Option<(TableId, u64)>,
 }
 
 impl<'db, P: Procedure> Exec<'_, 'db, P> {
@@ -235,6 +240,21 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
                     Some(Seen::Data(v)) => return Ok(self.observed(t, key, Some(v))),
                     Some(Seen::Pending { version, producer }) => {
                         self.evaluate(producer, super::record::begin_of(version))?
+                    }
+                }
+            }
+        }
+        // An annotated read: the version its CC thread found is the one visible here.
+        if let Ok(j) = self.reads.binary_search(&(t, key)) {
+            // SAFETY: as above (the CC thread stored it before the batch was PLANNED).
+            if let Some(v) = unsafe { self.read_refs[j].load(Ordering::Relaxed).as_ref() } {
+                loop {
+                    match seen_from(v) {
+                        Seen::Absent { .. } => return Ok(self.observed(t, key, None)),
+                        Seen::Data(v) => return Ok(self.observed(t, key, Some(v))),
+                        Seen::Pending { version, producer } => {
+                            self.evaluate(producer, begin_of(version))?
+                        }
                     }
                 }
             }
@@ -262,13 +282,14 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
     fn settle_unit(&mut self, t: TableId, key: u64) -> Result<(), Abort> {
         let Some(shift) = self.env.units.shift(t) else { return Ok(()) };
         let u = unit_of(key, shift);
-        if self.settled == Some((t, u)) {
+        // A unit's chain is walked once per transaction: its writers stay complete.
+        if self.pad.settled.contains(&(t, u)) {
             return Ok(());
         }
         if let Some(rec) = self.env.units.get(t, u, self.guard) {
             self.after_writers(rec)?;
         }
-        self.settled = Some((t, u));
+        self.pad.settled.push((t, u));
         Ok(())
     }
 
@@ -571,6 +592,9 @@ pub fn run_slot<P: Procedure>(
             &*slot.unit_placeholders.get(),
         )
     };
+    // SAFETY: as above (the sequencer wrote the reads, the CC threads their versions).
+    let (reads, read_refs) = unsafe { (&*slot.reads.get(), &*slot.read_refs.get()) };
+    let read_refs = &read_refs[..reads.len()];
     // The placeholder lists keep their length across transactions; the current ones are first.
     let unit_placeholders = &unit_placeholders[..units.len()];
     pad.clear();
@@ -590,8 +614,9 @@ pub fn run_slot<P: Procedure>(
         writes,
         placeholders,
         unit_placeholders,
+        reads,
+        read_refs,
         heap,
-        settled: None,
     };
     let ty = &env.types[proc.txn_type()];
     // BOHM needs the write set only: reads are at the timestamp, declared or not.
@@ -603,6 +628,9 @@ pub fn run_slot<P: Procedure>(
     };
     let mut result = exec.after_unit_writers();
     if result.is_ok() {
+        // Every writer before it of each unit it writes is complete now (each waited for the
+        // one before it).
+        exec.pad.settled.extend_from_slice(units);
         result = proc.run(&mut Tx::new(&mut exec, ty, checks));
     }
     if result.is_ok() && exec.pad.recorder.is_some() {
@@ -818,9 +846,11 @@ mod tests {
 
     /// Adds `add` to key 1 (and, when `stray`, writes key 2, which it does not declare; when
     /// `peek`, reads key 3, which it does not declare either); records the value it read; rolls
-    /// back when `abort`; `idle` declares key 1 and touches nothing.
+    /// back when `abort`; `idle` declares key 1 and touches nothing; `reader` declares a read
+    /// of key 1 and reads it.
     #[derive(Default)]
     struct Rmw {
+        reader: bool,
         add: u64,
         abort: bool,
         stray: bool,
@@ -834,11 +864,20 @@ mod tests {
             0
         }
         fn declare<R: Recon>(&self, _: &R, set: &mut AccessSet) -> bool {
-            set.write(T, 1);
+            if self.reader {
+                set.read(T, 1);
+            } else {
+                set.write(T, 1);
+            }
             true
         }
         fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
             if self.idle {
+                return Ok(());
+            }
+            if self.reader {
+                let v = tx.read(T, 1, |r| u64::from_le_bytes(r[..8].try_into().unwrap()))?;
+                self.saw.set(v.expect("key 1 exists"));
                 return Ok(());
             }
             let add = self.add;
@@ -888,7 +927,8 @@ mod tests {
                 let set = &mut *slot.set.get();
                 (*slot.proc.get()).declare(db, set);
                 set.seal();
-                slot.plan_writes(db.protocol().units(), &crate::storage::index::pin()).unwrap();
+                slot.plan_writes(db.protocol().units(), &crate::storage::index::pin(), true)
+                    .unwrap();
             }
             slot.ts.store(Batch::<Q>::ts_of(0, n, i), Ordering::Relaxed);
         }
@@ -976,6 +1016,39 @@ mod tests {
         assert_eq!(value(&db), committed + 128);
         assert_eq!(abandoned.deepest.get(), NO_PRODUCER);
         assert_eq!(abandoned.busy.get(), NO_PRODUCER);
+    }
+
+    #[test]
+    fn annotated_reads_see_the_version_below_them_without_the_chain() {
+        let reader = || Rmw { reader: true, ..Default::default() };
+        let procs = vec![
+            Rmw { add: 1, ..Default::default() },
+            reader(),
+            Rmw { add: 2, ..Default::default() },
+            reader(),
+        ];
+        let (db, batch) = setup(procs);
+        let env = env_of(&db, &batch);
+        // SAFETY: planned; the test owns the batch.
+        let (refs, ph) = unsafe {
+            let refs = |i: usize| {
+                let s = &batch.slots[i];
+                assert_eq!(*s.reads.get(), [(T, 1)], "slot {i} reads key 1");
+                (&*s.read_refs.get())[0].load(Ordering::Relaxed)
+            };
+            let ph = |i: usize| (&*batch.slots[i].placeholders.get())[0].load(Ordering::Relaxed);
+            ([refs(1), refs(3)], [ph(0), ph(2)])
+        };
+        assert_eq!(refs, ph, "each read sees the placeholder of the write before it");
+        let mut pads: Vec<Scratchpad> = (0..4).map(|_| Scratchpad::default()).collect();
+        let abandoned = Abandoned::default();
+        // The last reader first: it runs the writers below it; then the first reader.
+        assert_eq!(run_at(&env, 3, &mut pads, &abandoned), Ok(Outcome::Committed));
+        assert_eq!(run_at(&env, 1, &mut pads, &abandoned), Ok(Outcome::Committed));
+        // SAFETY: complete; the test owns the batch.
+        let saw = |i: usize| unsafe { &*batch.slots[i].proc.get() }.saw.get();
+        assert_eq!((saw(1), saw(3)), (1, 3));
+        assert_eq!(value(&db), 3);
     }
 
     #[test]
