@@ -130,7 +130,7 @@ fn recover_as<P: Protocol, W: FromSpec>(
         let mut total = 0i64;
         let last = crate::engine::driver::ACK_WORKERS - 1;
         db.visit_present(ack_table, 0, last, usize::MAX, |_, row| {
-            total += i64::from_le_bytes(row[8..16].try_into().expect("16-byte rows"));
+            total += crate::engine::driver::read_ack(row).1;
             std::ops::ControlFlow::Continue(())
         })
         .ok_or_else(|| Error::Config("the acknowledgement table cannot be read".into()))?;
@@ -183,9 +183,7 @@ fn check_acks<P: Protocol>(
     let mut out = Vec::new();
     let mut total = 0;
     for (&w, &n) in &acked {
-        let got = db
-            .peek(table, w, |row| u64::from_le_bytes(row[..8].try_into().expect("16-byte rows")))
-            .unwrap_or(0);
+        let got = db.peek(table, w, |row| crate::engine::driver::read_ack(row).0).unwrap_or(0);
         total += n;
         if got < n {
             out.push(format!(

@@ -562,7 +562,7 @@ fn worker_loop<P: Protocol, W: Workload>(
     };
     // Clock reading at the first transaction begun in the measurement window (see `window`).
     let mut measure_from = None;
-    let mut durable = DurableCommits::new(db.log(), cfg.acks.as_ref().map(|a| (&*a.file, i)));
+    let mut durable = DurableCommits::new(db.log(), cfg.acks.as_ref().map(|a| &*a.file));
     loop {
         if let Err(e) = durable.poll(&clock, &mut stats) {
             control.fail(e);
@@ -650,7 +650,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                     if measuring {
                         stats.commits[ty] += 1;
                         stats.latency[ty].saturating_record(clock.delta_as_nanos(t0, clock.raw()));
-                        durable.committed(worker.log_epoch(), t0, committed);
+                        durable.committed(worker.log_epoch(), t0, i, committed);
                     }
                     break;
                 }
@@ -709,7 +709,7 @@ fn worker_loop<P: Protocol, W: Workload>(
 }
 
 /// Writes `count` and `ledger` into row `worker` of the acknowledgement table ([`Acks`]).
-fn write_ack<W: Worker>(
+pub fn write_ack<W: Worker>(
     w: &mut W,
     t: crate::storage::TableId,
     worker: usize,
@@ -723,6 +723,12 @@ fn write_ack<W: Worker>(
         return Err(Abort::new(AbortReason::InsertConflict));
     }
     Ok(())
+}
+
+/// An acknowledgement row's commit count and ledger ([`write_ack`]).
+pub fn read_ack(row: &[u8]) -> (u64, i64) {
+    let word = |i: usize| row[i..i + 8].try_into().expect("acknowledgement rows are 16 bytes");
+    (u64::from_le_bytes(word(0)), i64::from_le_bytes(word(8)))
 }
 
 /// Closes a worker's statistics when it leaves ([`window`]), after waiting for its measured
@@ -743,28 +749,36 @@ fn close(
 /// first submission) once the log's durable epoch reaches its log epoch, and acknowledged in
 /// the acknowledgement file ([`Acks`]), if any. The interactive driver and pipelines (BOHM's
 /// execution threads) report durability through it. Without a log it does nothing.
+///
+/// Each commit names the acknowledgement row it wrote: its worker (a pipeline's logical
+/// client) and the commit count the row holds after it. A worker's lines in the file may come
+/// out of order (a pipeline's threads acknowledge the clients' commits as their batches end);
+/// the recovery check takes each worker's largest count.
 pub struct DurableCommits<'a> {
     log: Option<&'a std::sync::Arc<crate::durability::log::LogManager>>,
-    acks: Option<(&'a std::fs::File, usize)>,
+    acks: Option<&'a std::fs::File>,
     /// The measured commits not yet seen durable: (log epoch, first submission's clock
-    /// reading, the worker's commit count then).
-    undurable: VecDeque<(u64, u64, u64)>,
+    /// reading, worker, the count its acknowledgement row holds after the commit).
+    undurable: VecDeque<(u64, u64, usize, u64)>,
     /// The log epoch of the last commit that logged.
     last_epoch: u64,
+    /// Per worker with commits that became durable in one call of `seen`, the largest count.
+    newly: Vec<(usize, u64)>,
 }
 
 impl<'a> DurableCommits<'a> {
-    /// The bookkeeping of a worker for the database's log (`Database::log`), acknowledging
-    /// in `acks` as worker number `.1`, if any.
+    /// The bookkeeping of a thread for the database's log (`Database::log`), acknowledging
+    /// in `acks`, if any.
     pub fn new(
         log: Option<&'a std::sync::Arc<crate::durability::log::LogManager>>,
-        acks: Option<(&'a std::fs::File, usize)>,
+        acks: Option<&'a std::fs::File>,
     ) -> Self {
         DurableCommits {
             log,
             acks,
             undurable: VecDeque::with_capacity(if log.is_some() { 1 << 16 } else { 0 }),
             last_epoch: 0,
+            newly: Vec::new(),
         }
     }
 
@@ -785,21 +799,22 @@ impl<'a> DurableCommits<'a> {
     }
 
     /// A measured commit of log epoch `epoch` (0 or an epoch already seen: it logged nothing),
-    /// first submitted at clock reading `t0`, the worker's `count`th.
+    /// first submitted at clock reading `t0`, after which `worker`'s acknowledgement row holds
+    /// `count` (its commits so far; ignored without acknowledgements).
     #[inline]
-    pub fn committed(&mut self, epoch: u64, t0: u64, count: u64) {
+    pub fn committed(&mut self, epoch: u64, t0: u64, worker: usize, count: u64) {
         let Some(log) = self.log else { return };
         // A commit that logged nothing (read-only) is durable with the epoch in progress,
         // which covers whatever it read.
         let ticket = if epoch > self.last_epoch { epoch } else { log.epoch_now() };
         self.last_epoch = self.last_epoch.max(epoch);
-        self.undurable.push_back((ticket, t0, count));
+        self.undurable.push_back((ticket, t0, worker, count));
     }
 
     /// Waits for every commit counted so far to become durable (within a group interval, or
     /// until the log fails, which the run reports, and they are not counted) and counts them.
     pub fn close(&mut self, clock: &quanta::Clock, stats: &mut WorkerStats) {
-        if let (Some(log), Some(&(last, _, _))) = (self.log, self.undurable.back()) {
+        if let (Some(log), Some(&(last, ..))) = (self.log, self.undurable.back()) {
             if log.await_durable(last).is_ok() {
                 // Everything up to `last` is durable now.
                 self.seen(last, clock, stats);
@@ -807,29 +822,38 @@ impl<'a> DurableCommits<'a> {
         }
     }
 
-    /// Counts the commits whose log epoch is at most `durable` (and acknowledges the last of
-    /// them in the acknowledgement file, if any).
+    /// Counts the commits whose log epoch is at most `durable` (and acknowledges each
+    /// worker's largest count among them in the acknowledgement file, if any).
     #[inline]
     fn seen(&mut self, durable: u64, clock: &quanta::Clock, stats: &mut WorkerStats) {
-        if self.undurable.front().is_none_or(|&(e, _, _)| e > durable) {
+        if self.undurable.front().is_none_or(|&(e, ..)| e > durable) {
             return;
         }
         let now = clock.raw();
-        let mut last = 0;
-        while let Some(&(e, t0, count)) = self.undurable.front() {
+        while let Some(&(e, t0, worker, count)) = self.undurable.front() {
             if e > durable {
                 break;
             }
             self.undurable.pop_front();
-            last = count;
             stats.durable_commits += 1;
             stats.durable_latency.saturating_record(clock.delta_as_nanos(t0, now));
+            if self.acks.is_some() {
+                // A handful of workers at most (one for the interactive driver).
+                match self.newly.iter_mut().find(|(w, _)| *w == worker) {
+                    Some((_, c)) => *c = (*c).max(count),
+                    None => self.newly.push((worker, count)),
+                }
+            }
         }
-        if let Some((mut file, worker)) = self.acks {
+        if let Some(mut file) = self.acks {
             use std::io::Write as _;
-            // One append per batch: a short line is written whole (O_APPEND), whatever kills
-            // us.
-            let _ = file.write_all(format!("{worker} {last}\n").as_bytes());
+            let mut lines = String::new();
+            for (worker, count) in self.newly.drain(..) {
+                lines.push_str(&format!("{worker} {count}\n"));
+            }
+            // One append per call: short lines are written whole (O_APPEND), whatever kills
+            // us; a line cut anyway is ignored by the check.
+            let _ = file.write_all(lines.as_bytes());
         }
     }
 }

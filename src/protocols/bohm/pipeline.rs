@@ -101,6 +101,9 @@ pub struct Slot<P> {
     /// The log epoch of its commit (valid once COMPLETE and committed; 0 if it logged
     /// nothing): it is durable once the log's durable epoch reaches it.
     pub log_epoch: AtomicU64,
+    /// With acknowledgements (`RunConfig::acks`): the commit count its client's
+    /// acknowledgement row holds after it (valid once COMPLETE and committed).
+    pub ack_count: AtomicU64,
     /// Execution state.
     pub state: AtomicU8,
     /// How it ended (valid once COMPLETE; `Empty` once the sequencer has reported it).
@@ -127,6 +130,7 @@ impl<P> Slot<P> {
             ts: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
             log_epoch: AtomicU64::new(0),
+            ack_count: AtomicU64::new(0),
             state: AtomicU8::new(slot_state::UNPROCESSED),
             outcome: AtomicU8::new(Outcome::Empty as u8),
         }

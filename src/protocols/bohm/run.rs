@@ -73,6 +73,8 @@ pub const DEPTH: usize = 16;
 /// What the threads of one run share besides the ring.
 struct Shared<'a, P> {
     env: Env<'a, P>,
+    /// The acknowledgement file (`RunConfig::acks`), if any.
+    ack_file: Option<&'a std::fs::File>,
     /// Slots per batch.
     size: usize,
     /// Concurrency-control threads.
@@ -142,14 +144,6 @@ pub fn drive<W: Workload>(
     cfg: &RunConfig,
 ) -> Result<Vec<WorkerStats>, Error> {
     let (cc, exec) = db.protocol().split(cfg.threads)?;
-    if cfg.acks.is_some() {
-        // Each transaction would write its client's acknowledgement row, undeclared.
-        return Err(Error::Config(
-            "bohm cannot write acknowledgement rows (--ack-file): its transactions write only \
-             what they declare"
-                .into(),
-        ));
-    }
     let size = Protocol::options(db.protocol()).batch as usize;
     let clients = cfg.threads;
     let mut gens: Vec<W::Gen> =
@@ -187,7 +181,9 @@ pub fn drive<W: Workload>(
             units: db.protocol().units(),
             finished: &finished,
             size,
+            acks: cfg.acks.as_ref().map(|a| a.table),
         },
+        ack_file: cfg.acks.as_ref().map(|a| &*a.file),
         size,
         cc,
         exec,
@@ -330,6 +326,11 @@ fn sequence<W: Workload>(
             // as the range it falls in (see `super::units`).
             set.declare_guesses_as_ranges(true);
             let ok = ctx.pinned(|| proc.declare(db, set));
+            if let Some(t) = shared.env.acks {
+                // The client's acknowledgement row, which the execution updates (see
+                // `worker::run_slot`).
+                set.write(t, client as u64);
+            }
             set.seal();
             if !ok {
                 let ty = &shared.env.types[proc.txn_type()];
@@ -489,7 +490,7 @@ impl<'db> ExecRole<'db> {
             measure_from: None,
             pending: Vec::with_capacity(shared.size / shared.exec + 1),
             heap,
-            durable: DurableCommits::new(db.log(), None),
+            durable: DurableCommits::new(db.log(), shared.ack_file),
         })
     }
 
@@ -604,7 +605,11 @@ impl<'db> ExecRole<'db> {
                     stats.latency[ty].saturating_record(latency);
                     let epoch = slot.log_epoch.load(Ordering::Relaxed);
                     let submitted = slot.submitted.load(Ordering::Relaxed);
-                    self.durable.committed(epoch, submitted, self.committed);
+                    // SAFETY: complete: the sequencer writes the client before the slot is
+                    // sequenced again, after this thread is done with the batch.
+                    let client = unsafe { *slot.client.get() };
+                    let count = slot.ack_count.load(Ordering::Relaxed);
+                    self.durable.committed(epoch, submitted, client, count);
                 }
                 o if o == Outcome::User as u8 => {
                     stats.aborts[AbortReason::User as usize] += 1;

@@ -99,6 +99,9 @@ pub struct Env<'db, P> {
     pub finished: &'db [CachePadded<AtomicU64>],
     /// Slots per batch.
     pub size: usize,
+    /// The acknowledgement table (`RunConfig::acks`), if any: every transaction declares a
+    /// write of its client's row, and a committing one counts itself in it.
+    pub acks: Option<TableId>,
 }
 
 impl<P> Env<'_, P> {
@@ -633,6 +636,25 @@ pub fn run_slot<P: Procedure>(
         exec.pad.settled.extend_from_slice(units);
         result = proc.run(&mut Tx::new(&mut exec, ty, checks));
     }
+    if let (Ok(()), Some(t)) = (result, env.acks) {
+        // Counted in its client's acknowledgement row, a declared read-modify-write: the row
+        // holds the client's commits up to this timestamp and their ledger, as the
+        // interactive driver writes it.
+        // SAFETY: as above (the sequencer wrote the client before the batch was SEQUENCED).
+        let client = unsafe { *slot.client.get() };
+        let row = exec.read(t, client as u64, crate::engine::driver::read_ack);
+        result = row.and_then(|row| {
+            let (count, ledger) = row.unwrap_or((0, 0));
+            slot.ack_count.store(count + 1, Ordering::Relaxed);
+            crate::engine::driver::write_ack(
+                &mut exec,
+                t,
+                client,
+                count + 1,
+                ledger + proc.ledger(),
+            )
+        });
+    }
     if result.is_ok() && exec.pad.recorder.is_some() {
         result = exec.produce_prevs();
     }
@@ -974,6 +996,7 @@ mod tests {
             // One execution thread, at batch 0.
             finished: Box::leak(Box::new([CachePadded::new(AtomicU64::new(0))])),
             size: batch.slots.len(),
+            acks: None,
         }
     }
 
