@@ -564,7 +564,8 @@ fn check_quick_passes_for_bohm() {
     ];
     let out = txlab(&[&["check", "-p", "bohm", "--quick"][..], &small[..]].concat());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("every protocol showed only anomalies it permits"), "{stdout}");
 }
 
@@ -628,7 +629,8 @@ fn check_quick_passes_for_cicada_single_version() {
         "bank,write-skew,read-only,hot-rmw,scan-insert",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("observed no anomaly (serializable)"), "{stdout}");
     assert!(stdout.contains("overall: PASS (1 protocol(s) x 5 workload(s)"), "{stdout}");
     let out =
