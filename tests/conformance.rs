@@ -1227,6 +1227,7 @@ mod batch {
         cicada => txlab::protocols::cicada::Cicada,
         bohm => txlab::protocols::bohm::Bohm,
         bohm_small_batches => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2")],
+        bohm_cc_executes => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2"), ("cc-executes", "on")],
     }
 
     mod chain {
@@ -1244,6 +1245,7 @@ mod batch {
             cicada => txlab::protocols::cicada::Cicada,
             bohm => txlab::protocols::bohm::Bohm,
             bohm_small_batches => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2")],
+            bohm_cc_executes => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2"), ("cc-executes", "on")],
         }
     }
 }

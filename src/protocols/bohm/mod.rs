@@ -88,11 +88,15 @@ pub struct BohmOptions {
     /// sees, so that the execution reads it without walking the record's chain.
     #[serde(serialize_with = "crate::engine::options::serialize_switch")]
     pub read_annotation: bool,
+    /// The concurrency-control threads execute too: every thread is an execution thread, and
+    /// the first `cc_threads` of them plan their share of each batch before executing it.
+    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
+    pub cc_executes: bool,
 }
 
 impl Default for BohmOptions {
     fn default() -> Self {
-        BohmOptions { cc_threads: 0, batch: 1000, read_annotation: true }
+        BohmOptions { cc_threads: 0, batch: 1000, read_annotation: true, cc_executes: false }
     }
 }
 
@@ -118,6 +122,14 @@ impl ProtocolOptions for BohmOptions {
             help: "read-set annotation (§3.2.3): the CC threads give each declared read the \
                    version it sees, so execution reads it without walking the chain",
         },
+        OptionSpec {
+            name: "cc-executes",
+            values: "on, off",
+            default: "off",
+            help: "the CC threads execute too: every thread executes, and the first cc-threads \
+                   of them plan their share of each batch first, so the cores go to whichever \
+                   stage has work (the paper dedicates threads to each layer)",
+        },
     ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
@@ -125,6 +137,7 @@ impl ProtocolOptions for BohmOptions {
             "cc-threads" => self.cc_threads = number(name, value, 0u32, 1024)?,
             "batch" => self.batch = number(name, value, 1u32, 1_000_000)?,
             "read-annotation" => self.read_annotation = switch(name, value)?,
+            "cc-executes" => self.cc_executes = switch(name, value)?,
             _ => return Err(format!("--opt {name}: not an option of bohm")),
         }
         Ok(())
@@ -144,14 +157,24 @@ impl Bohm {
 
     /// How `threads` threads split into concurrency-control and execution threads (besides
     /// the sequencer); an error if the split leaves either side empty. One thread plays both
-    /// parts: the split is then one of each.
+    /// parts: the split is then one of each. With `cc-executes`, every thread executes and the
+    /// first `cc_threads` plan too: the split is then `(cc_threads, threads)`.
     pub fn split(&self, threads: usize) -> Result<(usize, usize), Error> {
         let cc = match self.options.cc_threads as usize {
             0 => (threads / 4).max(1),
             m => m,
         };
+        if self.options.cc_executes && threads > 0 && cc <= threads {
+            return Ok((cc, threads));
+        }
         if threads == 1 && cc == 1 {
             return Ok((1, 1));
+        }
+        if self.options.cc_executes {
+            return Err(Error::Config(format!(
+                "bohm: --opt cc-threads={cc} with cc-executes=on needs at least {cc} threads \
+                 (--threads {threads})"
+            )));
         }
         if threads == 0 || cc >= threads {
             return Err(Error::Config(format!(
@@ -309,5 +332,48 @@ impl Protocol for Bohm {
         cfg: &RunConfig,
     ) -> Result<Vec<WorkerStats>, Error> {
         run::drive(db, workload, cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Database;
+    use crate::storage::TableSpec;
+
+    fn split(opts: &[(&str, &str)], threads: usize) -> Result<(usize, usize), String> {
+        let pairs: Vec<(String, String)> =
+            opts.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        let db = Database::<Bohm>::builder(&[TableSpec::new("t", 8, 16)])
+            .protocol_options(BohmOptions::from_pairs(&pairs).unwrap())
+            .build()
+            .unwrap();
+        db.protocol().split(threads).map_err(|e| e.to_string())
+    }
+
+    /// The threads divide into the layers as the options say, or the options are refused
+    /// with the numbers that do not fit.
+    #[test]
+    fn threads_split_into_the_two_layers() {
+        assert_eq!(split(&[], 8), Ok((2, 6)), "a quarter plan by default");
+        assert_eq!(split(&[], 2), Ok((1, 1)));
+        assert_eq!(split(&[], 1), Ok((1, 1)), "one thread plays both parts");
+        assert_eq!(split(&[("cc-threads", "3")], 4), Ok((3, 1)));
+        assert_eq!(
+            split(&[("cc-threads", "2")], 2),
+            Err("bohm runs at least one concurrency-control and one execution thread: --threads \
+                 2 with --opt cc-threads=2 leaves 0 execution threads (cc-threads must be below \
+                 --threads, or both 1)"
+                .into())
+        );
+        assert_eq!(split(&[("cc-executes", "on")], 2), Ok((1, 2)), "every thread executes");
+        assert_eq!(split(&[("cc-executes", "on"), ("cc-threads", "2")], 2), Ok((2, 2)));
+        assert_eq!(split(&[("cc-executes", "on")], 1), Ok((1, 1)));
+        assert_eq!(
+            split(&[("cc-executes", "on"), ("cc-threads", "3")], 2),
+            Err("bohm: --opt cc-threads=3 with cc-executes=on needs at least 3 threads \
+                 (--threads 2)"
+                .into())
+        );
     }
 }

@@ -28,6 +28,14 @@
 //! (as `access-set-mismatch` aborts) and latency from the first submission to the sequencer.
 //! Abandoned attempts count as `dependency-busy` aborts of the thread that made them.
 //!
+//! **Shared threads.** With `--threads 1` one thread plays both parts, and with `cc-executes`
+//! every thread is an execution thread and the first `m` are CC threads too: each such thread
+//! plans its share of a batch, then executes its slots of it, then plans the next. A thread
+//! planning batch `b` waits for nothing but the sequencer, and one executing `b` only for
+//! batches up to `b` to be planned, so the order is free of cycles. The paper dedicates
+//! threads to each layer; sharing them gives the cores to whichever layer has work, which
+//! matters when the threads are few (on 2 cores, `--threads 2` otherwise executes on one).
+//!
 //! **Garbage collection (§3.3.2).** A version superseded by a write of batch `b` is invisible
 //! to every transaction after batch `b`, so once every execution thread has finished batch `b`
 //! (the low watermark is the minimum of their finished-batch counters) no transaction will
@@ -157,10 +165,11 @@ pub fn drive<W: Workload>(
             done: Default::default(),
         })
         .collect();
-    // One thread of each kind for `--threads 1`: one thread plays both.
+    // Threads that play both parts (`--threads 1`, or `cc-executes`): execution thread `e`
+    // is CC thread `e` too if there is one.
     let combined = cc + exec > cfg.threads;
     let roles: Vec<(Option<usize>, Option<usize>)> = if combined {
-        vec![(Some(0), Some(0))]
+        (0..exec).map(|e| ((e < cc).then_some(e), Some(e))).collect()
     } else {
         (0..exec).map(|e| (None, Some(e))).chain((0..cc).map(|c| (Some(c), None))).collect()
     };
@@ -828,7 +837,9 @@ mod tests {
         for (threads, opts) in [
             (4, vec![("batch", "16")]),
             (5, vec![("batch", "7"), ("cc-threads", "2")]),
+            (5, vec![("batch", "7"), ("cc-threads", "2"), ("cc-executes", "on")]),
             (2, vec![("batch", "1000")]),
+            (2, vec![("batch", "9"), ("cc-executes", "on")]),
             (1, vec![("batch", "3")]),
         ] {
             let (check, ended) = smallbank(threads, &opts, 600);
