@@ -25,8 +25,9 @@
 //! run the deepest producer it reached at the top of its stack, so every abandonment either
 //! waits for another thread's progress or makes some. Transactions are counted by the thread
 //! that answers for them, when it sees them complete: commits, user aborts, re-submissions
-//! (as `access-set-mismatch` aborts) and latency from the first submission to the sequencer.
-//! Abandoned attempts count as `dependency-busy` aborts of the thread that made them.
+//! (as `access-set-mismatch` aborts) and latency from the first submission to the sequencer,
+//! for every batch that overlaps the measurement window (`ExecRole::step`). Abandoned
+//! attempts count as `dependency-busy` aborts of the thread that made them.
 //!
 //! **Shared threads.** With `--threads 1` one thread plays both parts, and with `cc-executes`
 //! every thread is an execution thread and the first `m` are CC threads too: each such thread
@@ -471,8 +472,10 @@ struct ExecRole<'db> {
     pads: Vec<Scratchpad>,
     abandoned: Abandoned,
     committed: u64,
-    /// Clock reading at the first batch it began in the measurement window.
+    /// Clock readings at the start of the first batch it counted and at the end of the last
+    /// (see [`ExecRole::step`]): its measured window.
     measure_from: Option<u64>,
+    measure_to: u64,
     /// Its slots of the batch that are not complete yet, each with the producer (and its
     /// timestamp) another thread was executing when its last attempt was abandoned, if any.
     pending: Vec<(usize, (u64, u64))>,
@@ -497,6 +500,7 @@ impl<'db> ExecRole<'db> {
             abandoned: Abandoned::default(),
             committed: 0,
             measure_from: None,
+            measure_to: 0,
             pending: Vec::with_capacity(shared.size / shared.exec + 1),
             heap,
             durable: DurableCommits::new(db.log(), shared.ack_file),
@@ -505,12 +509,17 @@ impl<'db> ExecRole<'db> {
 
     /// Executes this thread's slots of batch `number` (PLANNED, Acquired by the caller) and
     /// counts them; `false` if the run failed.
+    ///
+    /// A batch is the unit of completion: its transactions are counted if it overlaps the
+    /// measurement window (begun before the leader stopped the run, ended after the window
+    /// opened), and the thread's window runs from the start of the first batch it counts to
+    /// the end of the last. A batch longer than the window (10 000-record reads in batches of
+    /// 1 000) is counted whole, over its whole time, rather than missed.
     fn step<P: Procedure>(&mut self, shared: &Shared<'_, P>, number: u64) -> bool {
         let (env, control, clock) = (&shared.env, shared.control, &shared.clock);
-        let measuring = control.phase() == RunPhase::Measure;
-        if measuring && self.measure_from.is_none() {
-            self.measure_from = Some(clock.raw());
-        }
+        let started = clock.raw();
+        let begun_in = control.phase();
+        let measuring = begun_in == RunPhase::Measure;
         if let Err(e) = self.durable.poll(clock, &mut self.stats) {
             control.fail(e);
             return false;
@@ -594,6 +603,11 @@ impl<'db> ExecRole<'db> {
             log.wait_durable(last.max().unwrap_or(0));
         }
         let now = clock.raw();
+        let measuring = overlaps_window(begun_in, control.phase());
+        if measuring {
+            self.measure_from.get_or_insert(started);
+            self.measure_to = now;
+        }
         for i in mine {
             let slot = &batch.slots[i];
             // SAFETY: complete (Acquired above): nobody writes the procedure until the
@@ -692,12 +706,19 @@ impl<'db> ExecRole<'db> {
             }
         }
         if let Some(from) = self.measure_from {
-            self.stats.window_ns = clock.delta_as_nanos(from, clock.raw());
+            self.stats.window_ns = clock.delta_as_nanos(from, self.measure_to);
             self.stats.windows = 1;
         }
         self.durable.close(clock, &mut self.stats);
         self.stats
     }
+}
+
+/// Whether a batch begun in phase `begun` and ended in phase `ended` overlaps the measurement
+/// window: begun before the leader stopped the run, and ended after the window opened (the
+/// leader goes from warm-up to measuring, pausing within it, to stopping).
+fn overlaps_window(begun: RunPhase, ended: RunPhase) -> bool {
+    begun != RunPhase::Stop && ended != RunPhase::Warmup
 }
 
 /// Runs a thread's roles over the batches: execution thread `exec` (if any) and CC thread
@@ -830,6 +851,22 @@ mod tests {
             assert_eq!(ended(&stats), 4 * per_worker, "run {run}");
             assert_eq!(sb.check(&db), Ok(()), "run {run}");
         }
+    }
+
+    /// A batch counts when any of it falls in the window, however long it is.
+    #[test]
+    fn batches_count_when_they_overlap_the_window() {
+        use super::{
+            overlaps_window,
+            RunPhase::{Measure, Pause, Stop, Warmup},
+        };
+        assert!(!overlaps_window(Warmup, Warmup), "all of it before the window");
+        assert!(overlaps_window(Warmup, Measure), "straddles the opening");
+        assert!(overlaps_window(Warmup, Stop), "spans the whole window");
+        assert!(overlaps_window(Measure, Measure));
+        assert!(overlaps_window(Measure, Pause) && overlaps_window(Pause, Measure));
+        assert!(overlaps_window(Measure, Stop), "straddles the close");
+        assert!(!overlaps_window(Stop, Stop), "all of it after the window");
     }
 
     #[test]
