@@ -645,6 +645,7 @@ pub fn run_slot<P: Procedure>(
         let row = exec.read(t, client as u64, crate::engine::driver::read_ack);
         result = row.and_then(|row| {
             let (count, ledger) = row.unwrap_or((0, 0));
+            // Relaxed: published by `complete`'s Release of the slot's state.
             slot.ack_count.store(count + 1, Ordering::Relaxed);
             crate::engine::driver::write_ack(
                 &mut exec,
