@@ -852,7 +852,8 @@ impl<'a> DurableCommits<'a> {
                 lines.push_str(&format!("{worker} {count}\n"));
             }
             // One append per call: short lines are written whole (O_APPEND), whatever kills
-            // us; a line cut anyway is ignored by the check.
+            // us; a line cut anyway is ignored by the check or reads as a smaller count, which
+            // claims less than was acknowledged.
             let _ = file.write_all(lines.as_bytes());
         }
     }
