@@ -59,6 +59,15 @@ impl Reclaimer {
         self.to_unlink.push_back(Retired { table, key, rid, epoch });
     }
 
+    /// Queues a record whose index entry the caller has already removed, at `epoch` (a
+    /// protocol that unlinks its deleted rows itself, where it has the right to: BOHM's
+    /// record owners). Only the second grace period is left: its slot is reused once no
+    /// transaction that could have found the row id before the removal is running.
+    #[inline]
+    pub fn unlinked(&mut self, table: TableId, key: u64, rid: RowId, epoch: u64) {
+        self.to_free.push_back(Retired { table, key, rid, epoch });
+    }
+
     /// Moves every queued record of `other` into `self` (a worker adopting a departed worker's
     /// queues; order within each stage is kept per source, which is all `collect` relies on
     /// for progress, not for safety: every entry is checked against the epochs on its own).

@@ -361,11 +361,23 @@ pub struct VersionPool<V> {
     /// With `Malloc`: versions this pool allocated minus those it freed (wrapping; added to
     /// the store's count when the pool is released).
     net: u64,
+    /// How many allocations ahead `alloc` prefetches (see [`VersionPool::with_lookahead`]).
+    ahead: usize,
 }
 
 impl<V> Default for VersionPool<V> {
     fn default() -> Self {
-        VersionPool { free: Vec::new(), next: 0, end: 0, net: 0 }
+        VersionPool { free: Vec::new(), next: 0, end: 0, net: 0, ahead: 1 }
+    }
+}
+
+impl<V> VersionPool<V> {
+    /// An empty pool whose allocations prefetch the version `ahead` allocations later (1 by
+    /// default): a caller that allocates many versions in a row with little work between them
+    /// (BOHM's concurrency-control layer, one per declared write) otherwise waits on each
+    /// reclaimed version's cold line, one prefetch being too close to hide the miss.
+    pub fn with_lookahead(ahead: usize) -> Self {
+        VersionPool { ahead: ahead.max(1), ..Self::default() }
     }
 }
 
@@ -382,9 +394,11 @@ impl<V: VersionExt> VersionPool<V> {
             return store.malloc();
         }
         let v = self.take(store);
-        let next = match self.free.last() {
-            Some(p) => p.0.as_ptr() as usize,
-            None => self.next,
+        // The version the allocation `ahead` from now hands out, if the pool knows it.
+        let next = match self.free.len().checked_sub(self.ahead) {
+            Some(i) => self.free[i].0.as_ptr() as usize,
+            None if self.free.is_empty() => self.next + (self.ahead - 1) * store.bytes,
+            None => return v,
         };
         for line in (next & !63..next + store.bytes).step_by(64).take(4) {
             prefetch_line::<true>(line as *const u8);
