@@ -548,25 +548,29 @@ fn check_quick_passes_for_ermia_ssi_with_marked_reads() {
 }
 
 /// BOHM runs no interactive transactions: its checks run through its pipeline (the same
-/// transactions, declared, executed at their timestamps), with the default split and with
-/// small batches over two CC threads; no anomaly either way.
+/// transactions, declared, executed at their timestamps), with the default split, with
+/// small batches over two CC threads, and with the adaptive split; no anomaly any way.
 #[test]
 fn check_quick_passes_for_bohm() {
     let s = quick_check_passes("bohm", &[]);
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
-    let small = [
-        "--opt",
-        "batch=7",
-        "--opt",
-        "cc-threads=2",
-        "-w",
-        "bank,write-skew,read-only,hot-rmw,scan-insert",
-    ];
-    let out = txlab(&[&["check", "-p", "bohm", "--quick"][..], &small[..]].concat());
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(stdout.contains("every protocol showed only anomalies it permits"), "{stdout}");
+    for split in ["dedicated", "adaptive"] {
+        let small = [
+            "--opt",
+            "batch=7",
+            "--opt",
+            "cc-threads=2",
+            "--opt",
+            &format!("split={split}"),
+            "-w",
+            "bank,write-skew,read-only,hot-rmw,scan-insert",
+        ];
+        let out = txlab(&[&["check", "-p", "bohm", "--quick"][..], &small[..]].concat());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{split}: {stdout}\n{stderr}");
+        assert!(stdout.contains("every protocol showed only anomalies it permits"), "{stdout}");
+    }
 }
 
 /// Hekaton validates at its commit timestamp and reads speculatively: no anomaly.

@@ -1227,7 +1227,7 @@ mod batch {
         cicada => txlab::protocols::cicada::Cicada,
         bohm => txlab::protocols::bohm::Bohm,
         bohm_small_batches => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2")],
-        bohm_cc_executes => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2"), ("cc-executes", "on")],
+        bohm_adaptive => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "3"), ("split", "adaptive")],
     }
 
     mod chain {
@@ -1245,7 +1245,7 @@ mod batch {
             cicada => txlab::protocols::cicada::Cicada,
             bohm => txlab::protocols::bohm::Bohm,
             bohm_small_batches => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2")],
-            bohm_cc_executes => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2"), ("cc-executes", "on")],
+            bohm_adaptive => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "3"), ("split", "adaptive")],
         }
     }
 }

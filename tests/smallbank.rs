@@ -131,14 +131,14 @@ fn cicada_single_version_conserves_money() {
 #[test]
 fn bohm_conserves_money() {
     // Eight threads: two CC threads and six execution threads by default; small batches turn
-    // the ring over often; three CC threads split the records differently, and execute too
-    // with `cc-executes`.
+    // the ring over often; three CC threads split the records differently; with the adaptive
+    // split every thread executes and plans the three partitions as they wait.
     conserves::<txlab::protocols::bohm::Bohm>();
     conserves_with::<txlab::protocols::bohm::Bohm>(&[("batch", "7"), ("cc-threads", "3")]);
     conserves_with::<txlab::protocols::bohm::Bohm>(&[
         ("batch", "7"),
         ("cc-threads", "3"),
-        ("cc-executes", "on"),
+        ("split", "adaptive"),
     ]);
 }
 

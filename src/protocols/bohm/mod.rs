@@ -55,7 +55,7 @@ pub mod units;
 pub mod worker;
 
 use crate::engine::driver::RunConfig;
-use crate::engine::options::{number, switch, OptionSpec, ProtocolOptions};
+use crate::engine::options::{choice, number, switch, OptionSpec, ProtocolOptions};
 use crate::engine::stats::WorkerStats;
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup, Workload};
 use crate::error::Error;
@@ -88,16 +88,41 @@ pub struct BohmOptions {
     /// sees, so that the execution reads it without walking the record's chain.
     #[serde(serialize_with = "crate::engine::options::serialize_switch")]
     pub read_annotation: bool,
-    /// The concurrency-control threads execute too: every thread is an execution thread, and
-    /// the first `cc_threads` of them plan their share of each batch before executing it.
-    #[serde(serialize_with = "crate::engine::options::serialize_switch")]
-    pub cc_executes: bool,
+    /// How the threads divide between the two layers.
+    pub split: Split,
+}
+
+/// How BOHM's threads divide between concurrency control and execution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Split {
+    /// The paper's: `cc-threads` threads plan, the rest execute, each layer on its own
+    /// threads, the slots of a batch dealt round-robin to the execution threads.
+    Dedicated,
+    /// Every thread executes and plans: a thread plans a partition of a batch whenever one
+    /// waits to be planned, and otherwise takes the next few slots of the oldest planned
+    /// batch, so the threads go to whichever layer has work (the dynamic allocation of threads
+    /// to stages the paper proposes after SEDA, §3.2.4, and does not build; see `run`).
+    Adaptive,
 }
 
 impl Default for BohmOptions {
     fn default() -> Self {
-        BohmOptions { cc_threads: 0, batch: 1000, read_annotation: true, cc_executes: false }
+        BohmOptions { cc_threads: 0, batch: 1000, read_annotation: true, split: Split::Dedicated }
     }
+}
+
+/// How a run's threads divide (see [`Bohm::split`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Threads {
+    /// Partitions of the records for the concurrency-control layer: with dedicated threads,
+    /// one per CC thread.
+    pub partitions: usize,
+    /// Execution threads.
+    pub exec: usize,
+    /// Whether the execution threads plan too (`split=adaptive`, or a run on one thread);
+    /// otherwise `partitions` threads of their own plan.
+    pub shared: bool,
 }
 
 impl ProtocolOptions for BohmOptions {
@@ -106,8 +131,10 @@ impl ProtocolOptions for BohmOptions {
             name: "cc-threads",
             values: "0 to 1024",
             default: "0",
-            help: "concurrency-control threads (§3.2); the execution threads are the rest of \
-                   --threads; 0: a quarter of the threads, at least one",
+            help: "concurrency-control threads (§3.2), each owning a partition of the records; \
+                   the execution threads are the rest of --threads (with split=adaptive: the \
+                   partitions, which any thread plans); 0: a quarter of the threads, at least \
+                   one",
         },
         OptionSpec {
             name: "batch",
@@ -123,12 +150,13 @@ impl ProtocolOptions for BohmOptions {
                    version it sees, so execution reads it without walking the chain",
         },
         OptionSpec {
-            name: "cc-executes",
-            values: "on, off",
-            default: "off",
-            help: "the CC threads execute too: every thread executes, and the first cc-threads \
-                   of them plan their share of each batch first, so the cores go to whichever \
-                   stage has work (the paper dedicates threads to each layer)",
+            name: "split",
+            values: "dedicated, adaptive",
+            default: "dedicated",
+            help: "dedicated: cc-threads threads plan and the rest execute (the paper); \
+                   adaptive: every thread plans a waiting batch's partitions first and \
+                   otherwise executes slots as it takes them, so the threads go to whichever \
+                   layer has work (the dynamic allocation the paper proposes, §3.2.4)",
         },
     ];
 
@@ -137,7 +165,10 @@ impl ProtocolOptions for BohmOptions {
             "cc-threads" => self.cc_threads = number(name, value, 0u32, 1024)?,
             "batch" => self.batch = number(name, value, 1u32, 1_000_000)?,
             "read-annotation" => self.read_annotation = switch(name, value)?,
-            "cc-executes" => self.cc_executes = switch(name, value)?,
+            "split" => {
+                let choices = [("dedicated", Split::Dedicated), ("adaptive", Split::Adaptive)];
+                self.split = choice(name, value, &choices)?;
+            }
             _ => return Err(format!("--opt {name}: not an option of bohm")),
         }
         Ok(())
@@ -155,26 +186,17 @@ impl Bohm {
         &self.units
     }
 
-    /// How `threads` threads split into concurrency-control and execution threads (besides
-    /// the sequencer); an error if the split leaves either side empty. One thread plays both
-    /// parts: the split is then one of each. With `cc-executes`, every thread executes and the
-    /// first `cc_threads` plan too: the split is then `(cc_threads, threads)`.
-    pub fn split(&self, threads: usize) -> Result<(usize, usize), Error> {
+    /// How `threads` threads divide into the layers (besides the sequencer); an error if a
+    /// dedicated split leaves either side empty. One thread plays both parts (`--threads 1`
+    /// with one CC thread). With `split=adaptive` every thread executes and plans, and the
+    /// records are cut into `cc_threads` partitions.
+    pub fn split(&self, threads: usize) -> Result<Threads, Error> {
         let cc = match self.options.cc_threads as usize {
             0 => (threads / 4).max(1),
             m => m,
         };
-        if self.options.cc_executes && threads > 0 && cc <= threads {
-            return Ok((cc, threads));
-        }
-        if threads == 1 && cc == 1 {
-            return Ok((1, 1));
-        }
-        if self.options.cc_executes {
-            return Err(Error::Config(format!(
-                "bohm: --opt cc-threads={cc} with cc-executes=on needs at least {cc} threads \
-                 (--threads {threads})"
-            )));
+        if threads > 0 && (self.options.split == Split::Adaptive || (threads == 1 && cc == 1)) {
+            return Ok(Threads { partitions: cc, exec: threads, shared: true });
         }
         if threads == 0 || cc >= threads {
             return Err(Error::Config(format!(
@@ -184,7 +206,7 @@ impl Bohm {
                 threads.saturating_sub(cc)
             )));
         }
-        Ok((cc, threads - cc))
+        Ok(Threads { partitions: cc, exec: threads - cc, shared: false })
     }
 }
 
@@ -341,24 +363,27 @@ mod tests {
     use crate::engine::Database;
     use crate::storage::TableSpec;
 
-    fn split(opts: &[(&str, &str)], threads: usize) -> Result<(usize, usize), String> {
+    fn split(opts: &[(&str, &str)], threads: usize) -> Result<(usize, usize, bool), String> {
         let pairs: Vec<(String, String)> =
             opts.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
         let db = Database::<Bohm>::builder(&[TableSpec::new("t", 8, 16)])
             .protocol_options(BohmOptions::from_pairs(&pairs).unwrap())
             .build()
             .unwrap();
-        db.protocol().split(threads).map_err(|e| e.to_string())
+        db.protocol()
+            .split(threads)
+            .map(|t| (t.partitions, t.exec, t.shared))
+            .map_err(|e| e.to_string())
     }
 
     /// The threads divide into the layers as the options say, or the options are refused
     /// with the numbers that do not fit.
     #[test]
     fn threads_split_into_the_two_layers() {
-        assert_eq!(split(&[], 8), Ok((2, 6)), "a quarter plan by default");
-        assert_eq!(split(&[], 2), Ok((1, 1)));
-        assert_eq!(split(&[], 1), Ok((1, 1)), "one thread plays both parts");
-        assert_eq!(split(&[("cc-threads", "3")], 4), Ok((3, 1)));
+        assert_eq!(split(&[], 8), Ok((2, 6, false)), "a quarter plan by default");
+        assert_eq!(split(&[], 2), Ok((1, 1, false)));
+        assert_eq!(split(&[], 1), Ok((1, 1, true)), "one thread plays both parts");
+        assert_eq!(split(&[("cc-threads", "3")], 4), Ok((3, 1, false)));
         assert_eq!(
             split(&[("cc-threads", "2")], 2),
             Err("bohm runs at least one concurrency-control and one execution thread: --threads \
@@ -366,14 +391,14 @@ mod tests {
                  --threads, or both 1)"
                 .into())
         );
-        assert_eq!(split(&[("cc-executes", "on")], 2), Ok((1, 2)), "every thread executes");
-        assert_eq!(split(&[("cc-executes", "on"), ("cc-threads", "2")], 2), Ok((2, 2)));
-        assert_eq!(split(&[("cc-executes", "on")], 1), Ok((1, 1)));
+        let adaptive = ("split", "adaptive");
+        assert_eq!(split(&[adaptive], 2), Ok((1, 2, true)), "every thread executes and plans");
+        assert_eq!(split(&[adaptive, ("cc-threads", "4")], 2), Ok((4, 2, true)), "partitions");
+        assert_eq!(split(&[adaptive], 1), Ok((1, 1, true)));
+        assert_eq!(split(&[adaptive], 8), Ok((2, 8, true)));
         assert_eq!(
-            split(&[("cc-executes", "on"), ("cc-threads", "3")], 2),
-            Err("bohm: --opt cc-threads=3 with cc-executes=on needs at least 3 threads \
-                 (--threads 2)"
-                .into())
+            BohmOptions::from_pairs(&[("split".into(), "mixed".into())]).map(|_| ()),
+            Err("--opt split=mixed: expected dedicated or adaptive".into())
         );
     }
 }

@@ -24,8 +24,9 @@ use crate::engine::AccessMode;
 use crate::error::Abort;
 use crate::storage::context::WorkerCtx;
 use crate::storage::index::IndexGuard;
+use crate::storage::row_store::prefetch_line;
 use crate::storage::version::{VersionPool, VersionStore};
-use crate::storage::TableId;
+use crate::storage::{RowId, TableId};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::ptr::NonNull;
@@ -212,8 +213,11 @@ pub struct Batch<P> {
     pub number: AtomicU64,
     /// Slots in use.
     pub len: AtomicU32,
-    /// CC threads done with it, then execution threads done with it.
+    /// CC partitions done with it, then execution threads done with it.
     pub done: AtomicU32,
+    /// The next slot to hand out, when execution threads take slots as they go rather than
+    /// round-robin (`split=adaptive`; reset by the sequencer).
+    pub cursor: AtomicU32,
 }
 
 impl<P> Batch<P> {
@@ -288,57 +292,97 @@ pub fn executing<P>(ring: &[Batch<P>], producer: u64, ts: u64) -> bool {
         && slot.ts.load(Ordering::Relaxed) == ts
 }
 
-/// Which CC thread owns `key` of `table` among `m`.
+/// Which CC partition owns `key` of `table` among `m`.
 #[inline]
 pub fn owner(table: TableId, key: u64, m: usize) -> usize {
     let h = (key ^ u64::from(table.0).rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (((h >> 32) * m as u64) >> 32) as usize
 }
 
-/// Which CC thread owns unit `unit` of `table` among `m`.
+/// Which CC partition owns unit `unit` of `table` among `m`.
 #[inline]
 pub fn unit_owner(table: TableId, unit: u64, m: usize) -> usize {
     owner(table, !unit, m)
 }
 
-/// A concurrency-control thread (§3.2.2): it owns the records `owner(table, key, m) == index`,
-/// and is the only thread that pushes versions onto them or inserts their keys.
+/// How many slots ahead of the one it plans a partition prefetches the records (and twice as
+/// far the index slots) of (see [`Planner::plan`]).
+const AHEAD: usize = 2;
+
+/// A placeholder the CC layer pushed (see [`Planner::superseding`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Placed {
+    /// The number of the batch that pushed it.
+    pub batch: u64,
+    /// Its store: a table's, or one past the last table, the units'.
+    pub store: TableId,
+    /// The version.
+    pub version: NonNull<BohmVersion>,
+    /// A row's key and slot (`None` for a unit's): the row is unlinked if the version turns
+    /// out to be a deletion that nothing is pushed over.
+    pub row: Option<(u64, RowId)>,
+}
+
+/// The concurrency-control work of one partition of the records (§3.2.2): it owns the records
+/// `owner(table, key, m) == index`, and is the only one that pushes versions onto them or
+/// inserts their keys. A partition is planned by one thread at a time, batch after batch (a
+/// dedicated CC thread, or with `split=adaptive` whichever thread takes it); the thread lends
+/// it its storage context.
 pub struct Planner<'db> {
-    /// The thread's storage context (slot allocation, the index guard, its epoch).
-    pub ctx: WorkerCtx<'db, BohmRecord>,
     /// Per table its versions, then the units' (see [`super::Bohm::stores`]).
     stores: &'db [VersionStore<BohmExt>],
     units: &'db Units,
     pools: Vec<VersionPool<BohmExt>>,
     index: usize,
     m: usize,
-    /// Versions pushed over another, with the number of the batch that pushed them and their
-    /// store (a table's, or one past the last table: the units'): once every execution thread
-    /// is past that batch, the versions below them are garbage.
-    pub superseding: VecDeque<(u64, TableId, NonNull<BohmVersion>)>,
+    /// Every placeholder pushed onto a row, and every one pushed over an older version of a
+    /// unit: once every execution thread is past its batch, the versions below it are garbage
+    /// (and a row whose newest version it still is, deleted, is unlinked).
+    pub superseding: VecDeque<Placed>,
 }
 
 impl<'db> Planner<'db> {
-    /// CC thread `index` of `m`.
+    /// Partition `index` of `m`.
     pub fn new(
-        ctx: WorkerCtx<'db, BohmRecord>,
         stores: &'db [VersionStore<BohmExt>],
         units: &'db Units,
         index: usize,
         m: usize,
     ) -> Self {
-        let pools = stores.iter().map(|_| VersionPool::default()).collect();
-        Planner { ctx, stores, units, pools, index, m, superseding: VecDeque::new() }
+        // Allocations come one per declared write, back to back.
+        let pools = stores.iter().map(|_| VersionPool::with_lookahead(8)).collect();
+        Planner { stores, units, pools, index, m, superseding: VecDeque::new() }
     }
 
-    /// Plans `batch` (at ring index `ring_index`): for every slot in order, a placeholder for
-    /// each declared write and each written unit this thread owns. An unknown table is left to
-    /// the execution, which reports it; a full table fails the run.
-    pub fn plan<P>(&mut self, batch: &Batch<P>, ring_index: usize) -> Result<(), Abort> {
-        let storage = self.ctx.storage;
+    /// Plans `batch` (at ring index `ring_index`) with the calling thread's storage context
+    /// `ctx`: for every slot in order, a placeholder for each declared write and each written
+    /// unit this partition owns. An unknown table is left to the execution, which reports it;
+    /// a full table fails the run.
+    pub fn plan<P>(
+        &mut self,
+        ctx: &mut WorkerCtx<'db, BohmRecord>,
+        batch: &Batch<P>,
+        ring_index: usize,
+    ) -> Result<(), Abort> {
+        let storage = ctx.storage;
         let number = batch.number.load(Ordering::Relaxed);
         let len = batch.len.load(Ordering::Relaxed) as usize;
-        for (i, slot) in batch.slots[..len].iter().enumerate() {
+        let slots = &batch.slots[..len];
+        // The keys' index slots two distances ahead, their records one distance ahead: the
+        // misses of several slots overlap instead of stalling one by one.
+        for s in slots.iter().take(2 * AHEAD) {
+            self.prefetch(ctx, s, false);
+        }
+        for s in slots.iter().take(AHEAD) {
+            self.prefetch(ctx, s, true);
+        }
+        for (i, slot) in slots.iter().enumerate() {
+            if let Some(s) = slots.get(i + 2 * AHEAD) {
+                self.prefetch(ctx, s, false);
+            }
+            if let Some(s) = slots.get(i + AHEAD) {
+                self.prefetch(ctx, s, true);
+            }
             // SAFETY: the batch is SEQUENCED (Acquired by the caller): the sequencer is done
             // with these fields, and CC threads only read them; each CC thread stores only
             // the placeholders of the writes it owns.
@@ -352,8 +396,8 @@ impl<'db> Planner<'db> {
                 if unit_owner(t, u, self.m) != self.index {
                     continue;
                 }
-                let rec = self.units.get(t, u, &self.ctx.guard).expect("the sequencer made it");
-                self.place(rec, unit_store, &uph[j], (number, ts, producer));
+                let rec = self.units.get(t, u, &ctx.guard).expect("the sequencer made it");
+                self.place(rec, unit_store, &uph[j], (number, ts, producer), None);
             }
             // SAFETY: as above.
             let (reads, refs) = unsafe { (&*slot.reads.get(), &*slot.read_refs.get()) };
@@ -366,7 +410,7 @@ impl<'db> Planner<'db> {
                 let v = storage
                     .table(t)
                     .index
-                    .get(key, &self.ctx.guard)
+                    .get(key, &ctx.guard)
                     .and_then(|rid| storage.table(t).rows.get(rid).header.newest());
                 // Relaxed: published with the batch (the last CC thread's Release of PLANNED).
                 refs[j].store(
@@ -379,39 +423,79 @@ impl<'db> Planner<'db> {
                     continue;
                 }
                 let tbl = storage.table(t);
-                let rid = match tbl.index.get(key, &self.ctx.guard) {
+                let rid = match tbl.index.get(key, &ctx.guard) {
                     Some(rid) => rid,
                     None => {
-                        let rid = self.ctx.alloc(t)?;
+                        let rid = ctx.alloc(t)?;
                         tbl.rows.get(rid).header.clear();
-                        // This thread is the only inserter of `key`: the insert succeeds.
-                        let inserted = tbl.index.insert_if_absent(key, rid, &self.ctx.guard);
+                        // This partition is the only inserter of `key`: the insert succeeds.
+                        let inserted = tbl.index.insert_if_absent(key, rid, &ctx.guard);
                         debug_assert!(inserted.is_ok(), "only the owner inserts a key");
                         rid
                     }
                 };
-                self.place(tbl.rows.get(rid).header, t, &ph[j], (number, ts, producer));
+                let at = (number, ts, producer);
+                self.place(tbl.rows.get(rid).header, t, &ph[j], at, Some((key, rid)));
             }
         }
         Ok(())
     }
 
-    /// Pushes a placeholder from `store`'s pool onto `rec` for the transaction at `ts` in slot
-    /// `producer` of batch `number`, into `slot`; a version it supersedes is garbage once that
-    /// batch is past.
+    /// Prefetches what planning `slot` will touch of this partition's records: the index
+    /// slots of its declared writes and annotated reads, or (`records`) the record heads they
+    /// map to, a head to be written for a write.
+    #[inline]
+    fn prefetch<P>(&self, ctx: &WorkerCtx<'db, BohmRecord>, slot: &Slot<P>, records: bool) {
+        let storage = ctx.storage;
+        // SAFETY: the batch is SEQUENCED (Acquired by the caller of `plan`): the sequencer is
+        // done with these fields.
+        let (writes, reads) = unsafe { (&*slot.writes.get(), &*slot.reads.get()) };
+        if records {
+            // The placeholder lists this partition fills in (the sequencer cleared them).
+            // SAFETY: as above.
+            let (ph, refs) = unsafe { (&*slot.placeholders.get(), &*slot.read_refs.get()) };
+            for list in [&ph[..writes.len()], &refs[..reads.len()]] {
+                if let Some(first) = list.first() {
+                    prefetch_line::<true>(std::ptr::from_ref(first).cast());
+                }
+            }
+        }
+        let ours = writes.iter().map(|&w| (w, true)).chain(reads.iter().map(|&r| (r, false)));
+        for ((t, key), write) in ours {
+            if owner(t, key, self.m) != self.index {
+                continue;
+            }
+            let Some(tbl) = storage.try_table(t) else { continue };
+            if !records {
+                tbl.index.prefetch(key, &ctx.guard);
+            } else if let Some(rid) = tbl.index.get(key, &ctx.guard) {
+                let head = std::ptr::from_ref(tbl.rows.get(rid).header).cast::<u8>();
+                if write {
+                    prefetch_line::<true>(head);
+                } else {
+                    prefetch_line::<false>(head);
+                }
+            }
+        }
+    }
+
+    /// Pushes a placeholder from `store`'s pool onto `rec` (row `row`, or a unit) for the
+    /// transaction at `ts` in slot `producer` of batch `number`, into `slot`; a version it
+    /// supersedes is garbage once that batch is past.
     fn place(
         &mut self,
         rec: &BohmRecord,
         store: TableId,
         slot: &AtomicPtr<BohmVersion>,
         (number, ts, producer): (u64, u64, u64),
+        row: Option<(u64, RowId)>,
     ) {
         let had = rec.newest().is_some();
-        let v = self.pools[store.index()].alloc(&self.stores[store.index()]);
-        rec.push(v, ts, producer);
-        slot.store(v.as_ptr(), Ordering::Relaxed);
-        if had {
-            self.superseding.push_back((number, store, v));
+        let version = self.pools[store.index()].alloc(&self.stores[store.index()]);
+        rec.push(version, ts, producer);
+        slot.store(version.as_ptr(), Ordering::Relaxed);
+        if had || row.is_some() {
+            self.superseding.push_back(Placed { batch: number, store, version, row });
         }
     }
 
@@ -451,6 +535,7 @@ mod tests {
             number: AtomicU64::new(4),
             len: AtomicU32::new(2),
             done: AtomicU32::new(0),
+            cursor: AtomicU32::new(0),
         };
         for (i, slot) in batch.slots.iter().enumerate() {
             // SAFETY: the test owns the batch.
@@ -464,11 +549,10 @@ mod tests {
             }
             slot.ts.store(Batch::<()>::ts_of(4, 2, i), Ordering::Relaxed);
         }
-        let mut planners: Vec<_> = (0..m)
-            .map(|c| Planner::new(WorkerCtx::new(&storage).unwrap(), &stores, &units, c, m))
-            .collect();
+        let mut planners: Vec<_> = (0..m).map(|c| Planner::new(&stores, &units, c, m)).collect();
+        let mut ctx = WorkerCtx::new(&storage).unwrap();
         for p in &mut planners {
-            p.plan(&batch, 1).unwrap();
+            p.plan(&mut ctx, &batch, 1).unwrap();
         }
         let g = crate::storage::index::pin();
         for (i, slot) in batch.slots.iter().enumerate() {
@@ -488,9 +572,9 @@ mod tests {
             }
         }
         assert!(storage.table(t).index.get(3, &g).is_none(), "reads insert nothing");
-        // Key 1 had a version before each placeholder, key 2 only before the second one.
+        // Every placeholder on a row is listed: the GC looks at each.
         let superseding: usize = planners.iter().map(|p| p.superseding.len()).sum();
-        assert_eq!(superseding, 3);
+        assert_eq!(superseding, 4);
     }
 
     #[test]

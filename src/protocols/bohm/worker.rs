@@ -27,7 +27,7 @@
 use super::pipeline::{claim, slot_state, Batch, Claim, Outcome, Slot};
 use super::record::{
     begin_of, cut_after, next_of, origin_of, produce, seen_from, settle, BohmExt, BohmRecord,
-    BohmVersion, Seen, LOADED, NEVER, PASS, TOMBSTONE,
+    BohmVersion, Seen, LOADED, NEVER, PASS, PRODUCED, TOMBSTONE,
 };
 use super::units::{unit_of, Units};
 use crate::durability::log::LogWriter;
@@ -37,9 +37,10 @@ use crate::history::{Recorder, Stamp, INITIAL, UNBORN};
 use crate::protocols::common::{check_len, table};
 use crate::storage::index::{IndexGuard, ScanBuf};
 use crate::storage::projection::Columns;
+use crate::storage::reclaim::{Reclaimer, Unlink};
 use crate::storage::row_store::SlotCache;
 use crate::storage::version::{VersionPool, VersionStore};
-use crate::storage::{Storage, TableId};
+use crate::storage::{RowId, Storage, TableId};
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -115,14 +116,19 @@ impl<P> Env<'_, P> {
 
 /// An execution thread's own resources, shared by its recursion depths: its log stream, when
 /// the database logs, and its memory for the rows it writes in unit mode ([`super::units`]):
-/// version pools and row slot caches per table, and the versions it cut off, each with the
-/// epoch it was cut in, until their grace period has passed.
+/// version pools and row slot caches per table, the versions it cut off, each with the
+/// epoch it was cut in, until their grace period has passed, and the rows it unlinked, until
+/// theirs has.
 pub struct Heap {
     /// The thread's log stream (taken from its storage context).
     pub log: Option<LogWriter>,
     pools: Vec<VersionPool<BohmExt>>,
-    caches: Vec<SlotCache>,
+    /// Row slots per table (public so that the thread can hand them to the storage when it
+    /// leaves, and adopt what departed threads left).
+    pub caches: Vec<SlotCache>,
     dead: VecDeque<(TableId, NonNull<BohmVersion>, u64)>,
+    /// Rows it unlinked, until their slots may be reused (public as `caches`).
+    pub reclaimer: Reclaimer,
     buf: Vec<u8>,
     scan: ScanBuf,
 }
@@ -135,13 +141,14 @@ impl Heap {
             pools: (0..tables).map(|_| VersionPool::default()).collect(),
             caches: (0..tables).map(|_| SlotCache::default()).collect(),
             dead: VecDeque::new(),
+            reclaimer: Reclaimer::default(),
             buf: Vec::new(),
             scan: ScanBuf::default(),
         }
     }
 
-    /// Frees the versions whose grace period has passed into the pools.
-    pub fn collect<P>(&mut self, env: &Env<'_, P>) {
+    /// Frees the versions and row slots whose grace period has passed.
+    pub fn collect<P>(&mut self, env: &Env<'_, P>, guard: &IndexGuard) {
         let safe = env.storage.epochs().min_active();
         while let Some(&(t, v, e)) = self.dead.front() {
             if e >= safe {
@@ -149,6 +156,19 @@ impl Heap {
             }
             self.dead.pop_front();
             self.pools[t.index()].free(&env.stores[t.index()], v);
+        }
+        // Only unlinked rows are queued (BOHM retires none for the reclaimer to unlink).
+        self.reclaimer.collect(env.storage, &mut self.caches, guard, |_, _, _, _| Unlink::Gone);
+    }
+
+    /// Queues the versions from `v` down, cut off their chain, for freeing after the grace
+    /// period of epoch `e`.
+    fn retire_chain(&mut self, t: TableId, v: NonNull<BohmVersion>, e: u64) {
+        let mut next = Some(v);
+        while let Some(p) = next {
+            // SAFETY: the cut chain is this thread's alone; freed after the grace.
+            next = NonNull::new(unsafe { p.as_ref() }.next.load(Ordering::Relaxed));
+            self.dead.push_back((t, p, e));
         }
     }
 }
@@ -171,6 +191,9 @@ pub struct Scratchpad {
     /// The units (of tables in unit mode) whose writers before the transaction's timestamp
     /// are known complete.
     settled: Vec<(TableId, u64)>,
+    /// Rows of units it writes that it found deleted (a tombstone, the newest version):
+    /// candidates for unlinking at completion (see [`Exec::unlink_deleted`]).
+    deleted: Vec<(TableId, u64, RowId)>,
     arena: Vec<u8>,
     read: Vec<u8>,
     scan: ScanBuf,
@@ -193,6 +216,7 @@ impl Scratchpad {
     fn clear(&mut self) {
         self.writes.clear();
         self.settled.clear();
+        self.deleted.clear();
         self.arena.clear();
     }
 
@@ -218,7 +242,8 @@ pub struct Exec<'a, 'db, P> {
     /// The transaction's declared writes and their placeholders (see [`Slot`]).
     writes: &'a [(TableId, u64)],
     placeholders: &'a [AtomicPtr<BohmVersion>],
-    /// The units it writes and their placeholders.
+    /// The units it writes (sorted) and their placeholders.
+    units: &'a [(TableId, u64)],
     unit_placeholders: &'a [AtomicPtr<BohmVersion>],
     /// Its annotated reads and the versions they see (see [`Slot::reads`]).
     reads: &'a [(TableId, u64)],
@@ -271,7 +296,12 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
         loop {
             match rec.seen(self.ts) {
                 Seen::Data(v) => return Ok(self.observed(t, key, Some(v))),
-                Seen::Absent { .. } => return Ok(self.observed(t, key, None)),
+                Seen::Absent { origin } => {
+                    if origin != NEVER {
+                        self.found_deleted(t, key, rid);
+                    }
+                    return Ok(self.observed(t, key, None));
+                }
                 Seen::Pending { version, producer } => {
                     self.evaluate(producer, super::record::begin_of(version))?
                 }
@@ -294,6 +324,56 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
         }
         self.pad.settled.push((t, u));
         Ok(())
+    }
+
+    /// Notes a row this transaction found deleted if it is a row of a unit the transaction
+    /// writes: it may unlink it at completion ([`Exec::unlink_deleted`]).
+    #[inline]
+    fn found_deleted(&mut self, t: TableId, key: u64, rid: RowId) {
+        if let Some(shift) = self.env.units.shift(t) {
+            if self.units.binary_search(&(t, unit_of(key, shift))).is_ok() {
+                self.pad.deleted.push((t, key, rid));
+            }
+        }
+    }
+
+    /// Unlinks the rows noted by [`Exec::found_deleted`] whose deletion no running transaction
+    /// can see past (its tombstone is the row's newest version, older than the watermark
+    /// batch's first timestamp `first_live`) and that this transaction does not write: their
+    /// keys leave the index, their versions and slots are freed after a grace period. Without
+    /// this a table in unit mode keeps every row it ever deleted, and scans over it (TPC-C's
+    /// Delivery looking for a district's oldest new order) walk them all.
+    ///
+    /// Only the writer of a unit may do this, before it produces its unit placeholder: it is
+    /// then the only thread that pushes versions onto the unit's rows or inserts its keys. A
+    /// reader that looks the key up later finds it absent, which is what the tombstone said at
+    /// its timestamp; one that found the row id before runs inside its epoch, which the grace
+    /// period waits for.
+    fn unlink_deleted(&mut self, first_live: u64) {
+        let mut stamp = None;
+        for k in 0..self.pad.deleted.len() {
+            let (t, key, rid) = self.pad.deleted[k];
+            if self.pad.find(t, key).is_some() {
+                continue;
+            }
+            let tbl = self.env.storage.table(t);
+            if tbl.index.get(key, self.guard) != Some(rid) {
+                continue;
+            }
+            let Some(head) = tbl.rows.get(rid).header.newest() else { continue };
+            // Acquire: pairs with the Release in `produce` / `push_produced`.
+            let f = head.flags.load(Ordering::Acquire);
+            if f & (PRODUCED | TOMBSTONE | PASS) != PRODUCED | TOMBSTONE
+                || begin_of(head) >= first_live
+            {
+                continue;
+            }
+            let removed = tbl.index.remove_if(key, rid, self.guard);
+            debug_assert!(removed, "only the unit's writer removes its keys");
+            let e = *stamp.get_or_insert_with(|| self.env.storage.epochs().retire_stamp());
+            self.heap.retire_chain(t, NonNull::from(head), e);
+            self.heap.reclaimer.unlinked(t, key, rid, e);
+        }
     }
 
     /// Waits (by evaluating it, or abandoning the attempt) for the newest version of unit
@@ -385,6 +465,7 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
     /// it. `TableFull` if a new row finds no slot.
     fn push_unit_writes(&mut self) -> Result<(), Abort> {
         let first_live = Batch::<P>::ts_of(self.env.watermark(), self.env.size, 0);
+        self.unlink_deleted(first_live);
         for i in 0..self.pad.writes.len() {
             let b = self.pad.writes[i];
             if self.writes.contains(&(b.table, b.key)) {
@@ -444,12 +525,7 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
                 settle(self.env.stores, t, keep, &mut self.heap.buf);
                 if let Some(cut) = cut_after(keep) {
                     let e = self.env.storage.epochs().retire_stamp();
-                    let mut next = Some(cut);
-                    while let Some(p) = next {
-                        // SAFETY: the cut chain is this thread's alone; freed after the grace.
-                        next = NonNull::new(unsafe { p.as_ref() }.next.load(Ordering::Relaxed));
-                        self.heap.dead.push_back((t, p, e));
-                    }
+                    self.heap.retire_chain(t, cut, e);
                 }
             }
         }
@@ -567,6 +643,45 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
     }
 }
 
+/// Prefetches what running `slot` (of a planned batch the caller executes) touches first:
+/// the placeholders it fills, or (`deep`, once they are cached) the versions below them,
+/// which its read-modify-writes read, and the versions its annotated reads see. Execution
+/// otherwise waits on these lines one by one: the CC layer wrote the placeholders batches
+/// ago, and the versions below are wherever their records' last writers left them.
+#[inline]
+pub fn prefetch_slot<P>(slot: &Slot<P>, deep: bool) {
+    use crate::storage::row_store::prefetch_line;
+    // SAFETY: the batch is PLANNED (Acquired by the caller) and being executed: the lists are
+    // read-only, and the versions they name live until the batch watermark passes it.
+    let (writes, ph) = unsafe { (&*slot.writes.get(), &*slot.placeholders.get()) };
+    // SAFETY: as above.
+    let (reads, refs) = unsafe { (&*slot.reads.get(), &*slot.read_refs.get()) };
+    let version = |v: *const BohmVersion| {
+        prefetch_line::<false>(v.cast());
+        prefetch_line::<false>(v.cast::<u8>().wrapping_add(64));
+    };
+    for p in &ph[..writes.len()] {
+        let v = p.load(Ordering::Relaxed);
+        if !deep {
+            prefetch_line::<true>(v.cast());
+        } else if !v.is_null() {
+            // SAFETY: as above.
+            let below = unsafe { &*v }.next.load(Ordering::Relaxed);
+            if !below.is_null() {
+                version(below);
+            }
+        }
+    }
+    if deep {
+        for r in &refs[..reads.len()] {
+            let v = r.load(Ordering::Relaxed);
+            if !v.is_null() {
+                version(v);
+            }
+        }
+    }
+}
+
 /// Runs the transaction of `slot`, which the caller moved to EXECUTING, with `pad` as its
 /// buffers and `deeper` for recursion. On completion returns its outcome; an abandoned attempt
 /// (`DependencyBusy`) sets the slot back to UNPROCESSED and returns the abort, having named
@@ -616,6 +731,7 @@ pub fn run_slot<P: Procedure>(
         abandoned,
         writes,
         placeholders,
+        units,
         unit_placeholders,
         reads,
         read_refs,
@@ -943,6 +1059,7 @@ mod tests {
             number: AtomicU64::new(0),
             len: AtomicU32::new(n as u32),
             done: AtomicU32::new(0),
+            cursor: AtomicU32::new(0),
         };
         for (i, slot) in batch.slots.iter().enumerate() {
             // SAFETY: the test owns the batch.
@@ -957,9 +1074,9 @@ mod tests {
         }
         {
             let stores = db.protocol().stores();
-            let ctx = WorkerCtx::new(db.storage()).unwrap();
-            let mut planner = Planner::new(ctx, stores, db.protocol().units(), 0, 1);
-            planner.plan(&batch, 0).unwrap();
+            let mut ctx = WorkerCtx::new(db.storage()).unwrap();
+            let mut planner = Planner::new(stores, db.protocol().units(), 0, 1);
+            planner.plan(&mut ctx, &batch, 0).unwrap();
         }
         batch.stage.store(stage::PLANNED, Ordering::Release);
         batch
