@@ -707,19 +707,11 @@ impl<'db> ExecRole<'db> {
         let mut failed = None;
         while failed.is_none() {
             let mut progress = false;
-            if taking {
+            if taking && self.pending.is_empty() {
                 // Planning first: it feeds the execution (two loads per partition when no
                 // batch waits).
                 progress = plans && plan_some(shared, &mut self.ctx, self.e);
-                // Relaxed: a counter; the slots' contents came with the PLANNED stage.
-                let i = batch.cursor.fetch_add(CHUNK, Ordering::Relaxed) as usize;
-                if i < len {
-                    let took = i..(i + CHUNK as usize).min(len);
-                    self.mine.extend(took.clone());
-                    self.pending.extend(took.map(|j| (j, NO_PRODUCER)));
-                } else {
-                    taking = false;
-                }
+                taking = take_chunk(batch, len, &mut self.mine, &mut self.pending);
             }
             if self.pending.is_empty() {
                 if taking {
@@ -729,6 +721,17 @@ impl<'db> ExecRole<'db> {
             }
             let mut k = 0;
             while k < self.pending.len() {
+                // The next chunk before this one runs out, so that prefetching looks ahead
+                // across chunks; not while many of its slots wait for dependencies other
+                // threads are producing (taking more would mostly take more waiters, each
+                // attempt abandoned again and again).
+                if taking
+                    && k + 2 * PREFETCH >= self.pending.len()
+                    && self.pending.len() < 2 * CHUNK as usize
+                {
+                    progress |= plans && plan_some(shared, &mut self.ctx, self.e);
+                    taking = take_chunk(batch, len, &mut self.mine, &mut self.pending);
+                }
                 let (i, waits_for) = self.pending[k];
                 let slot = &batch.slots[i];
                 // The placeholders two distances ahead, the versions below them one ahead.
@@ -914,6 +917,25 @@ impl<'db> ExecRole<'db> {
         self.ctx.storage.leave(&mut self.heap.reclaimer, &mut self.heap.caches);
         self.stats
     }
+}
+
+/// Takes the next [`CHUNK`] slots of `batch` (of `len`) for the calling execution thread to
+/// answer for (`split=adaptive`); `false` if none are left.
+fn take_chunk<P>(
+    batch: &Batch<P>,
+    len: usize,
+    mine: &mut Vec<usize>,
+    pending: &mut Vec<(usize, (u64, u64))>,
+) -> bool {
+    // Relaxed: a counter; the slots' contents came with the PLANNED stage.
+    let i = batch.cursor.fetch_add(CHUNK, Ordering::Relaxed) as usize;
+    if i >= len {
+        return false;
+    }
+    let took = i..(i + CHUNK as usize).min(len);
+    mine.extend(took.clone());
+    pending.extend(took.map(|j| (j, NO_PRODUCER)));
+    true
 }
 
 /// Whether a batch begun in phase `begun` and ended in phase `ended` overlaps the measurement
