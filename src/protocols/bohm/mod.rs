@@ -344,6 +344,12 @@ impl Protocol for Bohm {
         Some(v.stamp.load(Ordering::Relaxed))
     }
 
+    /// A row inserted into a table needs a version of its own (its placeholder, or in unit
+    /// mode the version its writer pushes); the versions of updates are recycled by the GC.
+    fn prefault(&self, table: TableId, rows: u64, budget: usize) -> usize {
+        self.stores.get(table.index()).map_or(0, |s| s.prefault(rows, budget))
+    }
+
     fn worker(_: &Database<Self>) -> Result<NoWorker, Error> {
         Err(Error::Config("bohm runs no interactive transactions".into()))
     }
