@@ -1282,3 +1282,35 @@ fn check_quick_passes_for_silo_with_nowait_validation() {
         "{s}"
     );
 }
+
+/// `txlab analyze` prints TPC-C's SC-graph as IC3 builds it: the read-only types left out,
+/// New-Order's order and order-line pieces merged (Delivery touches all their tables in one
+/// piece), New-Order's warehouse read unconstrained (Payment writes other columns), and the
+/// graph for Graphviz; bad input is refused.
+#[test]
+fn analyze_prints_the_static_conflict_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let dot = dir.path().join("tpcc.dot");
+    let out = txlab(&["analyze", "-w", "tpcc", "--dot", dot.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for line in [
+        "workload tpcc: 3 transaction types analysed, 10 template pieces -> 9 pieces",
+        "read-only (run on snapshots, not analysed): order-status, stock-level",
+        "  piece 0: warehouse  [r:warehouse]\n    no C-edge: runs unconstrained",
+        "  piece 3: order + lines  (merged)",
+        "  piece 0: warehouse  [r:warehouse w:warehouse]\n    C-edges: payment/0",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    let graph = std::fs::read_to_string(&dot).unwrap();
+    assert!(graph.starts_with("graph sc {") && graph.contains("[style=dashed]"), "{graph}");
+    let sb = txlab(&["analyze", "-w", "smallbank"]);
+    assert_eq!(sb.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&sb.stdout).contains("read-only (run on snapshots"));
+    fails_with(
+        &["analyze", "-w", "ycsb", "--analytic"],
+        2,
+        "error: --analytic is a TPC-C flag (add -w tpcc)",
+    );
+}

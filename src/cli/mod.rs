@@ -3,6 +3,7 @@
 //! Bad input never panics: every error is one line on stderr that names the flag and the valid
 //! range, and the exit status is 2 for usage errors and 1 for failures while running.
 
+mod analyze;
 mod check;
 mod experiments;
 mod interrupt;
@@ -99,6 +100,12 @@ slurm jobs/   (a Slurm job array, one task per point; then txlab merge)"
     Compare(experiments::CompareArgs),
     /// List the protocols (with what they guarantee), workloads and YCSB presets.
     List,
+    /// Analyse a workload's transaction templates statically: the SC-graph of transaction
+    /// chopping as IC3 builds it (two instances of each type that writes, C-edges between
+    /// pieces touching a common column, one of them writing), the pieces merged to remove
+    /// deadlock-prone cycles, each piece's C-edges and rendezvous pieces; in words, and with
+    /// --dot as a Graphviz graph.
+    Analyze(analyze::AnalyzeArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -619,6 +626,7 @@ where
         }
     };
     match cli.command {
+        Command::Analyze(args) => exit_status(analyze::analyze(&args).map(|()| 0)),
         Command::List => {
             print!("{}", list());
             0

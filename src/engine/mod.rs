@@ -9,6 +9,7 @@ pub mod procedure;
 pub mod protocol;
 pub mod report;
 pub mod retry;
+pub mod scgraph;
 pub mod stats;
 pub mod workload;
 

@@ -1,0 +1,61 @@
+//! `txlab analyze`: the static conflict analysis of a workload's transaction templates
+//! ([`crate::engine::scgraph`]), in words or as a Graphviz graph.
+
+use super::run::{create_output, Failure};
+use crate::engine::scgraph::Analysis;
+use crate::engine::Workload;
+use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
+use crate::workloads::tpcc::{AnalyticConfig, Tpcc, TpccConfig};
+use crate::workloads::ycsb::{Ycsb, YcsbConfig};
+use crate::workloads::WorkloadKind;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub(super) struct AnalyzeArgs {
+    /// Workload whose transaction templates are analysed
+    #[arg(long, short = 'w', value_enum, default_value = "tpcc")]
+    workload: WorkloadKind,
+    /// TPC-C: include the analytic transaction type (see `txlab run --analytic`)
+    #[arg(long)]
+    analytic: bool,
+    /// Also write the SC-graph in Graphviz's DOT language to this file (`dot -Tsvg`)
+    #[arg(long, value_name = "FILE.dot")]
+    dot: Option<PathBuf>,
+}
+
+/// Prints the analysis of the chosen workload's templates, and writes its graph if asked.
+pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
+    if args.analytic && args.workload != WorkloadKind::Tpcc {
+        return Err(Failure::Usage("--analytic is a TPC-C flag (add -w tpcc)".into()));
+    }
+    let mut out = args.dot.as_deref().map(|p| create_output("--dot", p)).transpose()?;
+    let (types, tables) = match args.workload {
+        WorkloadKind::Tpcc => {
+            let mut cfg = TpccConfig::new(1);
+            if args.analytic {
+                cfg.analytic =
+                    Some(AnalyticConfig { share: 10, scan: AnalyticConfig::DEFAULT_SCAN });
+            }
+            let w = Tpcc::new(cfg);
+            (w.txn_types().to_vec(), w.tables())
+        }
+        WorkloadKind::Smallbank => {
+            let w = SmallBank::new(SmallBankConfig { customers: 100, spin_us: 0 });
+            (w.txn_types().to_vec(), w.tables())
+        }
+        WorkloadKind::Ycsb => {
+            let w = Ycsb::new(YcsbConfig::default(), 1);
+            (w.txn_types().to_vec(), w.tables())
+        }
+    };
+    let names = tables.into_iter().map(|t| t.name).collect();
+    let analysis = Analysis::new(&types).with_table_names(names);
+    print!("workload {}: {}", args.workload.name(), analysis.text(&types));
+    if let (Some(f), Some(path)) = (&mut out, &args.dot) {
+        f.write_all(analysis.dot(&types).as_bytes())
+            .map_err(|e| Failure::Run(format!("--dot {}: {e}", path.display())))?;
+        println!("\nSC-graph written to {} (render with: dot -Tsvg)", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,543 @@
+//! Static conflict analysis of a workload's transaction templates: the SC-graph of transaction
+//! chopping (Shasha et al., TODS 1995) as IC3 builds and uses it (Wang et al., SIGMOD 2016,
+//! §3.1, §3.3, §4.2, §5.1).
+//!
+//! **The graph.** Every transaction type that writes ([`TxnType`] templates whose pieces
+//! declare a write access; read-only types run on snapshots, as in IC3 and Silo, and take no
+//! part) appears as *two instances*, each a chain of its template's pieces joined by
+//! S(ibling)-edges in execution order. Two pieces of different instances (the two instances of
+//! one type included) are joined by a C(onflict)-edge when they access a common column of a
+//! common table and at least one of the two writes it. A cycle through both kinds of edges (an
+//! SC-cycle) is where interleaving pieces may break serializability; IC3's runtime constrains
+//! the pieces on such cycles instead of merging them away, as chopping would.
+//!
+//! **Merging deadlock-prone cycles (§3.3).** Some SC-cycles cannot be constrained without a
+//! deadlock: those whose conflicting pieces reach common tables in different orders, or
+//! several of whose conflicting pieces of one transaction touch a common table. IC3 removes
+//! them by combining pieces:
+//!
+//! 1. S-edges are directed in execution order;
+//! 2. pieces joined by C-edges, transitively, become one vertex;
+//! 3. vertices on a common directed cycle are merged until the graph is acyclic (here in one
+//!    step: the strongly connected components of the vertex graph);
+//! 4. the pieces of one instance in a merged vertex are combined into one piece.
+//!
+//! Step 3 also makes a combined piece contiguous: a piece between two pieces of one vertex has
+//! an S-edge from the vertex and one back to it, so it is on the cycle. The construction is
+//! symmetric in the two instances of a type, so both are chopped alike, and the result is
+//! described per type ([`Chopping`]).
+//!
+//! **What the runtime asks.** After merging, all the pieces of one instance that share a
+//! C-edge with a given piece lie in that piece's vertex, so they were combined: a piece `p` of
+//! type `T` conflicts with *at most one* piece of any type `T'` ([`Analysis::partner`]; IC3's
+//! case 2, Algorithm 1 line 6). When it conflicts with none of `T'`, the *rendezvous piece*
+//! (§4.2) is a piece of `T'` that conflicts with a later piece of `T`: once it has committed,
+//! `T'` forms no new conflict with `T` through `p`, so `p` waits for it instead of `T'`'s
+//! commit ([`Analysis::rendezvous`]; the earliest such piece, the shortest wait; IC3's paper
+//! does not say which of several to take).
+//!
+//! The graphs are small (two instances of a handful of types with a few pieces each), so
+//! vertex reachability is a plain transitive closure rather than a graph library's SCC.
+
+use super::procedure::{AccessMode, TxnType};
+use std::fmt::Write as _;
+use std::ops::Range;
+
+/// One transaction type's pieces after merging.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chopping {
+    /// The type's index in the workload's [`TxnType`] table.
+    pub txn_type: usize,
+    /// The type's name.
+    pub name: &'static str,
+    /// The pieces in execution order, each a range of the template's pieces.
+    pub pieces: Vec<Range<usize>>,
+}
+
+impl Chopping {
+    /// The piece that template piece `template_piece` belongs to.
+    pub fn piece_of(&self, template_piece: usize) -> usize {
+        self.pieces.iter().position(|r| r.contains(&template_piece)).expect("a template piece")
+    }
+}
+
+/// A C-edge between pieces of two analysed types (indices into [`Analysis::types`]): piece `a.1`
+/// of type `a.0` and piece `b.1` of type `b.0`, with `a <= b`; `a.0 == b.0` for a conflict
+/// between the two instances of one type (then `a == b` is a piece conflicting with itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CEdge {
+    /// One end: (analysed type, piece).
+    pub a: (usize, usize),
+    /// The other end.
+    pub b: (usize, usize),
+}
+
+/// The analysis of a workload's templates (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Analysis {
+    /// The analysed types (those that write), in template order, with their pieces.
+    pub types: Vec<Chopping>,
+    /// The types left out: they write nothing (run on snapshots).
+    pub read_only: Vec<&'static str>,
+    /// The C-edges between pieces, sorted, each once.
+    pub edges: Vec<CEdge>,
+    /// Per analysed type, per piece, per analysed type: the piece it conflicts with there.
+    partner: Vec<Vec<Vec<Option<usize>>>>,
+    /// Per analysed type, per piece, per analysed type: its rendezvous piece there.
+    rendezvous: Vec<Vec<Vec<Option<usize>>>>,
+    /// The table names, for printing (indexed by table id), if given.
+    table_names: Vec<String>,
+}
+
+/// A piece of one of the two instances: (analysed type, instance 0 or 1, template piece).
+type Node = (usize, usize, usize);
+
+impl Analysis {
+    /// Analyses the templates `types` (indexed like the workload's).
+    pub fn new(types: &[TxnType]) -> Self {
+        let analysed: Vec<usize> = (0..types.len()).filter(|&t| writes(&types[t])).collect();
+        let read_only =
+            (0..types.len()).filter(|t| !analysed.contains(t)).map(|t| types[t].name).collect();
+        let tpl = |a: usize| &types[analysed[a]];
+        // Nodes: every template piece of both instances of every analysed type.
+        let mut nodes: Vec<Node> = Vec::new();
+        for a in 0..analysed.len() {
+            for i in 0..2 {
+                nodes.extend((0..tpl(a).pieces.len()).map(|p| (a, i, p)));
+            }
+        }
+        let index = |n: Node| nodes.iter().position(|&m| m == n).expect("a node");
+        // Step 2: pieces joined by C-edges, transitively, form one vertex (union-find).
+        let mut parent: Vec<usize> = (0..nodes.len()).collect();
+        fn find(parent: &mut [usize], x: usize) -> usize {
+            let mut r = x;
+            while parent[r] != r {
+                r = parent[r];
+            }
+            parent[x] = r;
+            r
+        }
+        for x in 0..nodes.len() {
+            for y in x + 1..nodes.len() {
+                let (n, m) = (nodes[x], nodes[y]);
+                if (n.0, n.1) != (m.0, m.1) && conflict(tpl(n.0), n.2, tpl(m.0), m.2) {
+                    let (rx, ry) = (find(&mut parent, x), find(&mut parent, y));
+                    parent[rx] = ry;
+                }
+            }
+        }
+        let vertex: Vec<usize> = (0..nodes.len()).map(|x| find(&mut parent, x)).collect();
+        // Step 3: the vertices on a common directed cycle of S-edges merge (mutual
+        // reachability in the transitive closure of the vertex graph).
+        let n = nodes.len();
+        let mut reach = vec![vec![false; n]; n];
+        for x in 0..n {
+            reach[vertex[x]][vertex[x]] = true;
+            let (a, i, p) = nodes[x];
+            if p + 1 < tpl(a).pieces.len() {
+                reach[vertex[x]][vertex[index((a, i, p + 1))]] = true;
+            }
+        }
+        for k in 0..n {
+            let via = reach[k].clone();
+            for row in reach.iter_mut().filter(|row| row[k]) {
+                for (r, &v) in row.iter_mut().zip(&via) {
+                    *r |= v;
+                }
+            }
+        }
+        // The merged vertex of a node: the smallest vertex on a common cycle with its own.
+        let merged: Vec<usize> = (0..n)
+            .map(|x| (0..n).find(|&v| reach[vertex[x]][v] && reach[v][vertex[x]]).expect("itself"))
+            .collect();
+        // Step 4: an instance's consecutive pieces in one merged vertex form one piece (instance
+        // 0 stands for both: the construction is symmetric).
+        let choppings: Vec<Chopping> = (0..analysed.len())
+            .map(|a| {
+                let mut pieces: Vec<Range<usize>> = Vec::new();
+                for p in 0..tpl(a).pieces.len() {
+                    let v = merged[index((a, 0, p))];
+                    match pieces.last_mut() {
+                        Some(r) if merged[index((a, 0, r.start))] == v => r.end = p + 1,
+                        _ => pieces.push(p..p + 1),
+                    }
+                }
+                Chopping { txn_type: analysed[a], name: tpl(a).name, pieces }
+            })
+            .collect();
+        // C-edges between the final pieces.
+        let mut edges = Vec::new();
+        for (a, ca) in choppings.iter().enumerate() {
+            for (b, cb) in choppings.iter().enumerate().skip(a) {
+                for (p, rp) in ca.pieces.iter().enumerate() {
+                    for (q, rq) in cb.pieces.iter().enumerate() {
+                        if (a, p) > (b, q) {
+                            continue;
+                        }
+                        let hit =
+                            rp.clone().any(|x| rq.clone().any(|y| conflict(tpl(a), x, tpl(b), y)));
+                        if hit {
+                            edges.push(CEdge { a: (a, p), b: (b, q) });
+                        }
+                    }
+                }
+            }
+        }
+        edges.sort();
+        let mut analysis = Analysis {
+            types: choppings,
+            read_only,
+            edges,
+            partner: Vec::new(),
+            rendezvous: Vec::new(),
+            table_names: Vec::new(),
+        };
+        analysis.tabulate();
+        analysis
+    }
+
+    /// Names the tables (by table id) in what [`Analysis::text`] and [`Analysis::dot`] print.
+    pub fn with_table_names(mut self, names: Vec<String>) -> Self {
+        self.table_names = names;
+        self
+    }
+
+    /// Fills the runtime's tables from the C-edges.
+    fn tabulate(&mut self) {
+        let k = self.types.len();
+        let blank = |t: &Chopping| vec![vec![None; k]; t.pieces.len()];
+        self.partner = self.types.iter().map(blank).collect();
+        self.rendezvous = self.types.iter().map(blank).collect();
+        for e in &self.edges {
+            for (x, y) in [(e.a, e.b), (e.b, e.a)] {
+                let slot = &mut self.partner[x.0][x.1][y.0];
+                debug_assert!(slot.is_none_or(|q| q == y.1), "merging left two partners");
+                *slot = Some(y.1);
+            }
+        }
+        for t in 0..k {
+            for p in 0..self.types[t].pieces.len() {
+                for u in 0..k {
+                    if self.partner[t][p][u].is_some() {
+                        continue;
+                    }
+                    // The earliest piece of `u` that conflicts with a later piece of `t`.
+                    let later = p + 1..self.types[t].pieces.len();
+                    self.rendezvous[t][p][u] = later.filter_map(|q| self.partner[t][q][u]).min();
+                }
+            }
+        }
+    }
+
+    /// The analysed type of the workload's type `txn_type`, if it is analysed.
+    pub fn analysed(&self, txn_type: usize) -> Option<usize> {
+        self.types.iter().position(|c| c.txn_type == txn_type)
+    }
+
+    /// Whether piece `p` of analysed type `t` has a C-edge at all (IC3's case 1 when not).
+    pub fn conflicting(&self, t: usize, p: usize) -> bool {
+        self.partner[t][p].iter().any(Option::is_some)
+    }
+
+    /// The piece of analysed type `u` that piece `p` of analysed type `t` conflicts with, if
+    /// any (at most one; see the module docs).
+    pub fn partner(&self, t: usize, p: usize, u: usize) -> Option<usize> {
+        self.partner[t][p][u]
+    }
+
+    /// The rendezvous piece in analysed type `u` of piece `p` of analysed type `t`, when `p`
+    /// has no partner there (see the module docs).
+    pub fn rendezvous(&self, t: usize, p: usize, u: usize) -> Option<usize> {
+        self.rendezvous[t][p][u]
+    }
+
+    fn table_name(&self, t: u32) -> String {
+        self.table_names.get(t as usize).cloned().unwrap_or_else(|| format!("table {t}"))
+    }
+
+    /// The analysis in words: each type's pieces (and the template pieces merged into each),
+    /// the C-edges and the rendezvous pieces.
+    pub fn text(&self, types: &[TxnType]) -> String {
+        let mut s = String::new();
+        let (before, after): (usize, usize) = self
+            .types
+            .iter()
+            .map(|c| (types[c.txn_type].pieces.len(), c.pieces.len()))
+            .fold((0, 0), |(x, y), (a, b)| (x + a, y + b));
+        let _ = writeln!(
+            s,
+            "{} transaction types analysed, {before} template pieces -> {after} pieces after \
+             merging deadlock-prone cycles; {} C-edges",
+            self.types.len(),
+            self.edges.len()
+        );
+        if !self.read_only.is_empty() {
+            let _ = writeln!(
+                s,
+                "read-only (run on snapshots, not analysed): {}",
+                self.read_only.join(", ")
+            );
+        }
+        for (t, c) in self.types.iter().enumerate() {
+            let tpl = &types[c.txn_type];
+            let _ = writeln!(
+                s,
+                "\n{} ({} template pieces -> {}):",
+                c.name,
+                tpl.pieces.len(),
+                c.pieces.len()
+            );
+            for (p, r) in c.pieces.iter().enumerate() {
+                let names: Vec<&str> = r.clone().map(|x| tpl.pieces[x].name).collect();
+                let merged = if r.len() > 1 { "  (merged)" } else { "" };
+                let mut tables: Vec<String> = r
+                    .clone()
+                    .flat_map(|x| tpl.pieces[x].accesses.iter())
+                    .map(|a| {
+                        let m = if a.mode == AccessMode::Write { "w" } else { "r" };
+                        format!("{m}:{}", self.table_name(a.table.0))
+                    })
+                    .collect();
+                tables.dedup();
+                let _ = writeln!(
+                    s,
+                    "  piece {p}: {}{merged}  [{}]",
+                    names.join(" + "),
+                    tables.join(" ")
+                );
+                let conflicts: Vec<String> = (0..self.types.len())
+                    .filter_map(|u| {
+                        self.partner(t, p, u).map(|q| format!("{}/{q}", self.types[u].name))
+                    })
+                    .collect();
+                if conflicts.is_empty() {
+                    let _ = writeln!(s, "    no C-edge: runs unconstrained");
+                } else {
+                    let _ = writeln!(s, "    C-edges: {}", conflicts.join(", "));
+                }
+                let rv: Vec<String> = (0..self.types.len())
+                    .filter_map(|u| {
+                        self.rendezvous(t, p, u).map(|q| format!("{}/{q}", self.types[u].name))
+                    })
+                    .collect();
+                if !rv.is_empty() && !conflicts.is_empty() {
+                    let _ = writeln!(s, "    rendezvous: {}", rv.join(", "));
+                }
+            }
+        }
+        s
+    }
+
+    /// The SC-graph in Graphviz's DOT language: two instances per type, S-edges within them,
+    /// C-edges (dashed) between them, each piece labelled with the template pieces it holds.
+    pub fn dot(&self, types: &[TxnType]) -> String {
+        let mut s = String::from("graph sc {\n  rankdir=LR;\n  node [shape=box];\n");
+        for (t, c) in self.types.iter().enumerate() {
+            let tpl = &types[c.txn_type];
+            for i in 0..2 {
+                let prime = if i == 0 { "" } else { "'" };
+                let _ =
+                    writeln!(s, "  subgraph cluster_{t}_{i} {{\n    label=\"{}{prime}\";", c.name);
+                for (p, r) in c.pieces.iter().enumerate() {
+                    let names: Vec<&str> = r.clone().map(|x| tpl.pieces[x].name).collect();
+                    let _ = writeln!(s, "    n{t}_{i}_{p} [label=\"{}\"];", names.join("+"));
+                }
+                for p in 1..c.pieces.len() {
+                    let _ = writeln!(s, "    n{t}_{i}_{} -- n{t}_{i}_{p};", p - 1);
+                }
+                s.push_str("  }\n");
+            }
+        }
+        for e in &self.edges {
+            let (a, b) = (e.a, e.b);
+            // Between the two instances: a -- b' (and b -- a' for two pieces of one type).
+            let _ = writeln!(s, "  n{}_0_{} -- n{}_1_{} [style=dashed];", a.0, a.1, b.0, b.1);
+            if a.0 != b.0 {
+                let _ = writeln!(s, "  n{}_0_{} -- n{}_1_{} [style=dashed];", b.0, b.1, a.0, a.1);
+            } else if a.1 != b.1 {
+                let _ = writeln!(s, "  n{}_0_{} -- n{}_1_{} [style=dashed];", a.0, b.1, a.0, a.1);
+            }
+        }
+        s.push_str("}\n");
+        s
+    }
+}
+
+/// Whether a template writes anything.
+fn writes(t: &TxnType) -> bool {
+    t.pieces.iter().flat_map(|p| p.accesses.iter()).any(|a| a.mode == AccessMode::Write)
+}
+
+/// Whether template piece `p` of `a` and template piece `q` of `b` conflict: a common column of
+/// a common table, one of them writing it.
+fn conflict(a: &TxnType, p: usize, b: &TxnType, q: usize) -> bool {
+    a.pieces[p].accesses.iter().any(|x| {
+        b.pieces[q].accesses.iter().any(|y| {
+            x.table == y.table
+                && x.columns & y.columns != 0
+                && (x.mode == AccessMode::Write || y.mode == AccessMode::Write)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::procedure::{Piece, TableAccess};
+    use crate::engine::ALL_COLUMNS;
+    use crate::storage::TableId;
+
+    const fn r(t: u32) -> TableAccess {
+        TableAccess { table: TableId(t), mode: AccessMode::Read, columns: ALL_COLUMNS }
+    }
+    const fn w(t: u32) -> TableAccess {
+        TableAccess { table: TableId(t), mode: AccessMode::Write, columns: ALL_COLUMNS }
+    }
+    const fn cols(t: u32, mode: AccessMode, columns: u64) -> TableAccess {
+        TableAccess { table: TableId(t), mode, columns }
+    }
+
+    fn ranges(a: &Analysis, t: usize) -> Vec<Range<usize>> {
+        a.types[t].pieces.clone()
+    }
+
+    /// Figure 2: one type, R(Tab1) W(Tab1) R(Tab2) W(Tab2), one operation per piece. Both
+    /// operations on a table conflict across the instances, so each table's two pieces merge
+    /// (Fig. 2b); the two merged pieces keep an SC-cycle (each conflicts with its twin), which
+    /// IC3 constrains at run time rather than merging.
+    #[test]
+    fn figure_2_merges_each_tables_pieces() {
+        static P: [Piece; 4] = [
+            Piece { name: "R(A)", accesses: &[r(1)] },
+            Piece { name: "W(A)", accesses: &[w(1)] },
+            Piece { name: "R(B)", accesses: &[r(2)] },
+            Piece { name: "W(B)", accesses: &[w(2)] },
+        ];
+        let types = [TxnType { name: "T", pieces: &P }];
+        let a = Analysis::new(&types);
+        assert_eq!(ranges(&a, 0), vec![0..2, 2..4]);
+        assert_eq!(a.edges, vec![CEdge { a: (0, 0), b: (0, 0) }, CEdge { a: (0, 1), b: (0, 1) }]);
+        assert_eq!(a.partner(0, 0, 0), Some(0));
+        assert_eq!(a.partner(0, 1, 0), Some(1));
+        assert!(a.conflicting(0, 0) && a.conflicting(0, 1));
+        assert_eq!(a.rendezvous(0, 0, 0), None, "a partner, no rendezvous");
+    }
+
+    /// Figure 3: T1 reaches Tab1 then Tab2, T2 the other way round (and both touch Tab3 last,
+    /// without conflict): a deadlock-prone cycle, so each type's two conflicting pieces merge;
+    /// the unconflicted piece stays apart and unconstrained.
+    #[test]
+    fn figure_3_merges_a_deadlock_prone_cycle() {
+        static T1: [Piece; 3] = [
+            Piece { name: "R1(A)", accesses: &[r(1)] },
+            Piece { name: "W1(B)", accesses: &[w(2)] },
+            Piece { name: "R1(C)", accesses: &[r(3)] },
+        ];
+        static T2: [Piece; 3] = [
+            Piece { name: "R2(B)", accesses: &[r(2)] },
+            Piece { name: "W2(A)", accesses: &[w(1)] },
+            Piece { name: "R2(C)", accesses: &[r(3)] },
+        ];
+        let types = [TxnType { name: "T1", pieces: &T1 }, TxnType { name: "T2", pieces: &T2 }];
+        let a = Analysis::new(&types);
+        assert_eq!(ranges(&a, 0), vec![0..2, 2..3]);
+        assert_eq!(ranges(&a, 1), vec![0..2, 2..3]);
+        assert!(
+            !a.conflicting(0, 1) && !a.conflicting(1, 1),
+            "reads of Tab3 conflict with nothing"
+        );
+        assert_eq!(a.partner(0, 0, 1), Some(0));
+        assert_eq!(a.partner(0, 0, 0), Some(0), "W1(B) meets its twin");
+    }
+
+    /// Without the cycle (both types reach Tab1 before Tab2) nothing merges: the SC-cycle is
+    /// one IC3 constrains.
+    #[test]
+    fn a_consistent_order_merges_nothing() {
+        static T1: [Piece; 2] = [
+            Piece { name: "W1(A)", accesses: &[w(1)] },
+            Piece { name: "W1(B)", accesses: &[w(2)] },
+        ];
+        static T2: [Piece; 2] = [
+            Piece { name: "R2(A)", accesses: &[r(1)] },
+            Piece { name: "W2(B)", accesses: &[w(2)] },
+        ];
+        let types = [TxnType { name: "T1", pieces: &T1 }, TxnType { name: "T2", pieces: &T2 }];
+        let a = Analysis::new(&types);
+        assert_eq!(ranges(&a, 0), vec![0..1, 1..2]);
+        assert_eq!(ranges(&a, 1), vec![0..1, 1..2]);
+        assert_eq!(a.partner(1, 1, 0), Some(1));
+        assert_eq!(a.partner(1, 0, 1), None, "two readers do not conflict");
+        assert_eq!(a.partner(1, 0, 0), Some(0), "a reader meets the writer");
+        assert!(a.read_only.is_empty());
+    }
+
+    /// Figure 6: T1 = P1 P2 P3, T2 = P1 P2, where T1's P3 conflicts with T2's P2 and T1's P2
+    /// conflicts with nothing of T2: T2's P2 is the rendezvous piece of T1's P2 (and of its P1).
+    #[test]
+    fn figure_6_finds_the_rendezvous_piece() {
+        static T1: [Piece; 3] = [
+            Piece { name: "T1.P1", accesses: &[w(1)] },
+            Piece { name: "T1.P2", accesses: &[w(2)] },
+            Piece { name: "T1.P3", accesses: &[w(3)] },
+        ];
+        static T2: [Piece; 2] = [
+            Piece { name: "T2.P1", accesses: &[w(4)] },
+            Piece { name: "T2.P2", accesses: &[r(3)] },
+        ];
+        let types = [TxnType { name: "T1", pieces: &T1 }, TxnType { name: "T2", pieces: &T2 }];
+        let a = Analysis::new(&types);
+        assert_eq!(ranges(&a, 0), vec![0..1, 1..2, 2..3]);
+        assert_eq!(a.partner(0, 1, 1), None);
+        assert_eq!(a.rendezvous(0, 1, 1), Some(1), "T2's P2");
+        assert_eq!(a.rendezvous(0, 0, 1), Some(1));
+        assert_eq!(a.partner(0, 2, 1), Some(1));
+        assert_eq!(a.rendezvous(0, 2, 1), None, "no later piece");
+        assert!(a.text(&types).contains("rendezvous: T2/1"), "{}", a.text(&types));
+    }
+
+    /// Two pieces of one type that touch a common table, conflicting: they merge with
+    /// everything between them (the piece in between lies on the cycle).
+    #[test]
+    fn pieces_of_one_table_merge_with_what_lies_between() {
+        static T: [Piece; 4] = [
+            Piece { name: "a", accesses: &[w(1)] },
+            Piece { name: "b", accesses: &[r(2)] },
+            Piece { name: "c", accesses: &[r(1)] },
+            Piece { name: "d", accesses: &[w(3)] },
+        ];
+        let types = [TxnType { name: "T", pieces: &T }];
+        let a = Analysis::new(&types);
+        assert_eq!(ranges(&a, 0), vec![0..3, 3..4]);
+        assert_eq!(a.types[0].piece_of(1), 0);
+        assert_eq!(a.types[0].piece_of(3), 1);
+    }
+
+    /// Conflicts are per column: a piece writing some columns of a table and another reading
+    /// others do not conflict; read-only types are left out.
+    #[test]
+    fn conflicts_are_per_column_and_read_only_types_are_left_out() {
+        static T1: [Piece; 2] = [
+            Piece { name: "ytd", accesses: &[cols(1, AccessMode::Write, 0b01)] },
+            Piece { name: "x", accesses: &[w(2)] },
+        ];
+        static T2: [Piece; 2] = [
+            Piece { name: "name", accesses: &[cols(1, AccessMode::Read, 0b10)] },
+            Piece { name: "y", accesses: &[w(3)] },
+        ];
+        static RO: [Piece; 1] = [Piece { name: "all", accesses: &[r(1), r(2)] }];
+        let types = [
+            TxnType { name: "T1", pieces: &T1 },
+            TxnType { name: "T2", pieces: &T2 },
+            TxnType { name: "report", pieces: &RO },
+        ];
+        let a = Analysis::new(&types);
+        assert_eq!(a.read_only, vec!["report"]);
+        assert_eq!(a.analysed(2), None);
+        assert_eq!(a.partner(0, 0, 1), None, "disjoint columns");
+        assert_eq!(a.partner(0, 0, 0), Some(0), "the writer meets its twin");
+        assert!(!a.conflicting(1, 0));
+        let dot = a.dot(&types);
+        assert!(dot.starts_with("graph sc {") && dot.contains("style=dashed"), "{dot}");
+    }
+}
