@@ -42,6 +42,17 @@ pub mod stage {
     pub const PLANNED: u64 = 2;
     /// Every slot is complete: the sequencer may report it.
     pub const EXECUTED: u64 = 3;
+
+    /// The word a batch's `stage` holds: the stage and the number of the batch it belongs to,
+    /// in one atomic word. A thread waiting for batch `n` of a ring position must not take the
+    /// stage of the batch `n - RING` that the position held before: with the two in separate
+    /// words, a waiter that loaded the old batch's PLANNED, was preempted while that batch
+    /// finished and the sequencer refilled the position, and then loaded the new number, ran
+    /// an unplanned batch (a null placeholder: the SIGSEGV CI saw).
+    #[inline]
+    pub const fn of(number: u64, stage: u64) -> u64 {
+        number << 2 | stage
+    }
 }
 
 /// A slot's execution state (§3.3.1).
@@ -207,7 +218,7 @@ impl<P> Slot<P> {
 pub struct Batch<P> {
     /// The slots; only the first [`Batch::len`] are in use.
     pub slots: Box<[Slot<P>]>,
-    /// The stage (see [`stage`]).
+    /// The stage and the number of the batch it belongs to, in one word ([`stage::of`]).
     pub stage: AtomicU64,
     /// The batch's number (its first slot's timestamp is `number * slots + 1`).
     pub number: AtomicU64,
@@ -221,6 +232,14 @@ pub struct Batch<P> {
 }
 
 impl<P> Batch<P> {
+    /// Whether this ring position holds batch `number` in stage `want` (see [`stage::of`]);
+    /// an Acquire load, which pairs with the Release that published the stage, so the batch's
+    /// fields written before it are visible.
+    #[inline]
+    pub fn is_at(&self, number: u64, want: u64) -> bool {
+        self.stage.load(Ordering::Acquire) == stage::of(number, want)
+    }
+
     /// The timestamp of slot `i` of batch `number` of batches of `size` slots: positions in
     /// the log, from 1 (0 is the loaded rows').
     #[inline]
@@ -531,7 +550,7 @@ mod tests {
         }
         let batch = Batch {
             slots: vec![Slot::new((), 0), Slot::new((), 1)].into_boxed_slice(),
-            stage: AtomicU64::new(stage::SEQUENCED),
+            stage: AtomicU64::new(stage::of(4, stage::SEQUENCED)),
             number: AtomicU64::new(4),
             len: AtomicU32::new(2),
             done: AtomicU32::new(0),
@@ -575,6 +594,28 @@ mod tests {
         // Every placeholder on a row is listed: the GC looks at each.
         let superseding: usize = planners.iter().map(|p| p.superseding.len()).sum();
         assert_eq!(superseding, 4);
+    }
+
+    /// A ring position being refilled: the sequencer has stored the new batch's number but
+    /// not yet its stage, which still says the old batch (four ring turns earlier) was
+    /// planned. A waiter for the new batch must not take it as planned (it then ran slots
+    /// with null placeholders); the old batch's own waiters still see it.
+    #[test]
+    fn a_refilled_position_is_not_taken_for_the_batch_it_held() {
+        let batch = Batch {
+            slots: vec![Slot::new((), 0)].into_boxed_slice(),
+            stage: AtomicU64::new(stage::of(3, stage::PLANNED)),
+            number: AtomicU64::new(7),
+            len: AtomicU32::new(1),
+            done: AtomicU32::new(0),
+            cursor: AtomicU32::new(0),
+        };
+        assert!(!batch.is_at(7, stage::PLANNED), "the new batch is not planned yet");
+        assert!(!batch.is_at(7, stage::SEQUENCED), "nor sequenced");
+        assert!(batch.is_at(3, stage::PLANNED));
+        batch.stage.store(stage::of(7, stage::SEQUENCED), Ordering::Release);
+        assert!(batch.is_at(7, stage::SEQUENCED));
+        assert!(!batch.is_at(7, stage::PLANNED));
     }
 
     #[test]

@@ -138,11 +138,7 @@ impl<P> Shared<'_, P> {
         let mut spin = SpinWait::default();
         let mut idle = 0u32;
         loop {
-            // Acquire: pairs with the Release that published the stage; the batch's fields
-            // written before it are visible.
-            if batch.stage.load(Ordering::Acquire) == want
-                && batch.number.load(Ordering::Relaxed) == number
-            {
+            if batch.is_at(number, want) {
                 return true;
             }
             // Acquire: pairs with the sequencer's Release store of `end`.
@@ -174,11 +170,11 @@ impl<P> Shared<'_, P> {
 
     /// Counts batch `number` done by one more of `threads` threads; the last publishes
     /// `next` (Release: what the threads wrote into the batch before).
-    fn done(&self, batch: &Batch<P>, threads: usize, next: u64) {
+    fn done(&self, batch: &Batch<P>, number: u64, threads: usize, next: u64) {
         // AcqRel: the last thread's increment sees every other thread's writes before it.
         if batch.done.fetch_add(1, Ordering::AcqRel) + 1 == threads as u32 {
             batch.done.store(0, Ordering::Relaxed);
-            batch.stage.store(next, Ordering::Release);
+            batch.stage.store(stage::of(number, next), Ordering::Release);
         }
     }
 }
@@ -425,7 +421,7 @@ fn sequence<W: Workload>(
         batch.number.store(number, Ordering::Relaxed);
         batch.cursor.store(0, Ordering::Relaxed);
         // Release: pairs with the CC threads' Acquire in `wait_for`.
-        batch.stage.store(stage::SEQUENCED, Ordering::Release);
+        batch.stage.store(stage::of(number, stage::SEQUENCED), Ordering::Release);
         number += 1;
     }
 }
@@ -495,7 +491,7 @@ impl<'db> Partition<'db> {
             shared.control.fail(Error::Fatal { txn: "(planning)".into(), reason: a.reason });
             return false;
         }
-        shared.done(batch, shared.partitions.len(), stage::PLANNED);
+        shared.done(batch, number, shared.partitions.len(), stage::PLANNED);
         // Versions superseded in batches every execution thread has finished.
         let (storage, stores) = (shared.env.storage, shared.env.stores);
         let epochs = storage.epochs();
@@ -599,10 +595,8 @@ fn plan_some<'db, P>(
         // Relaxed: a hint; the stage check below and the lock decide.
         let number = cell.next.load(Ordering::Relaxed);
         let batch = &shared.env.ring[(number % RING as u64) as usize];
-        // Acquire: pairs with the sequencer's Release of the stage.
-        if batch.stage.load(Ordering::Acquire) != stage::SEQUENCED
-            || batch.number.load(Ordering::Relaxed) != number
-        {
+        // Acquire (in `is_at`): pairs with the sequencer's Release of the stage.
+        if !batch.is_at(number, stage::SEQUENCED) {
             continue;
         }
         let Ok(mut part) = cell.partition.try_lock() else { continue };
@@ -853,7 +847,7 @@ impl<'db> ExecRole<'db> {
         self.heap.collect(env, &self.ctx.guard);
         // Release: pairs with the watermark's Acquire (this thread's reads are done).
         shared.env.finished[self.e].store(number + 1, Ordering::Release);
-        shared.done(batch, shared.exec, stage::EXECUTED);
+        shared.done(batch, number, shared.exec, stage::EXECUTED);
         true
     }
 

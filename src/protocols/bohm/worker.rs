@@ -1055,7 +1055,7 @@ mod tests {
         let n = procs.len();
         let batch = Batch {
             slots: procs.into_iter().map(|p| Slot::new(p, 0)).collect(),
-            stage: AtomicU64::new(stage::SEQUENCED),
+            stage: AtomicU64::new(stage::of(0, stage::SEQUENCED)),
             number: AtomicU64::new(0),
             len: AtomicU32::new(n as u32),
             done: AtomicU32::new(0),
@@ -1078,7 +1078,7 @@ mod tests {
             let mut planner = Planner::new(stores, db.protocol().units(), 0, 1);
             planner.plan(&mut ctx, &batch, 0).unwrap();
         }
-        batch.stage.store(stage::PLANNED, Ordering::Release);
+        batch.stage.store(stage::of(0, stage::PLANNED), Ordering::Release);
         batch
     }
 
