@@ -392,9 +392,12 @@ impl Procedure for MicroTxn {
     }
 
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
-        self.increments.set(0);
-        *self.violation.borrow_mut() = None;
-        tx.piece(0, |tx| self.body(tx))
+        tx.piece(0, |tx| {
+            // Set afresh on every run of the piece (it may run again under IC3).
+            self.increments.set(0);
+            *self.violation.borrow_mut() = None;
+            self.body(tx)
+        })
     }
 }
 

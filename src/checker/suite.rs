@@ -134,7 +134,8 @@ use crate::storage::pause::pause;
 /// A worker that pauses at random (see [`pause`]) before every operation and before each row a
 /// scan hands over, so that benchmark procedures written without pauses (TPC-C) interleave as
 /// finely as the hand-written check workloads do: in mid-transaction, with locks held, between
-/// a scan's rows. Hints (`prefetch`, `piece`) and the transaction's own boundaries pass through.
+/// a scan's rows. Hints (`prefetch`, the type, piece boundaries) and the transaction's own
+/// boundaries pass through.
 struct Pausing<'a, W> {
     inner: &'a mut W,
     rng: &'a mut Rng,
@@ -232,8 +233,20 @@ impl<W: Worker> Worker for Pausing<'_, W> {
         self.inner.prefetch_many(keys);
     }
 
-    fn piece(&mut self, piece: usize) -> Result<(), Abort> {
-        self.inner.piece(piece)
+    fn typed(&mut self, ty: usize) {
+        self.inner.typed(ty);
+    }
+
+    fn piece_begin(&mut self, piece: usize) -> Result<(), Abort> {
+        self.inner.piece_begin(piece)
+    }
+
+    fn piece_end(
+        &mut self,
+        piece: usize,
+        body: Result<(), Abort>,
+    ) -> Result<crate::engine::PieceEnd, Abort> {
+        self.inner.piece_end(piece, body)
     }
 
     fn reads_still_valid(&mut self) -> bool {
@@ -391,6 +404,7 @@ fn run_workload<P: Protocol, W: Workload>(
                     let proc = &slot;
                     let ty = &types[proc.txn_type()];
                     let begin = |w: &mut P::Worker<'_>| {
+                        w.typed(proc.txn_type());
                         if !P::CAPS.needs_access_set {
                             return Intent::of(proc).begin(w);
                         }

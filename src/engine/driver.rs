@@ -613,6 +613,7 @@ fn worker_loop<P: Protocol, W: Workload>(
             // A crash test's acknowledgement row is written in the same transaction.
             let read_only = proc.read_only() && cfg.acks.is_none();
             let s = start();
+            worker.typed(ty);
             match (declared, Intent::of(proc)) {
                 (Some(set), _) if P::CAPS.needs_access_set => worker.begin_declared(set),
                 (_, Intent::ReadOnly) if !read_only => worker.begin(),

@@ -21,7 +21,7 @@ pub use procedure::{
     AccessMode, AccessSet, Checks, Columns, Intent, Piece, Procedure, Recon, TableAccess, Tx,
     TxnType, ALL_COLUMNS,
 };
-pub use protocol::{Capabilities, Isolation, Protocol, Reads, Setup, Worker};
+pub use protocol::{Capabilities, Isolation, PieceEnd, Protocol, Reads, Setup, Worker};
 pub use report::RunReport;
 pub use retry::Retry;
 pub use stats::WorkerStats;

@@ -13,7 +13,7 @@
 //!   [`Tx::piece`]. IC3 needs the templates; when template checks are on, an operation outside the
 //!   current piece's declaration aborts with `TemplateViolation` (a procedure bug that stops a run).
 
-use super::protocol::Worker;
+use super::protocol::{PieceEnd, Worker};
 use super::stats::{Phase, PhaseTicks};
 use crate::error::{Abort, AbortReason};
 use crate::storage::TableId;
@@ -367,20 +367,31 @@ impl<'a, W: Worker> Tx<'a, W> {
         }
     }
 
-    /// Runs `body` as piece `piece` of this transaction's template.
+    /// Runs `body` as piece `piece` of this transaction's template, between
+    /// [`Worker::piece_begin`] and [`Worker::piece_end`], and again for as long as the end asks
+    /// for it ([`PieceEnd::Again`]: a protocol that validates pieces on their own discarded the
+    /// run). So `body` must be re-runnable: everything it does outside the transaction's
+    /// operations (its output, counters, flags) it either returns or sets afresh on every run,
+    /// never accumulates.
     pub fn piece<T>(
         &mut self,
         piece: usize,
-        body: impl FnOnce(&mut Self) -> Result<T, Abort>,
+        mut body: impl FnMut(&mut Self) -> Result<T, Abort>,
     ) -> Result<T, Abort> {
         if self.check_templates && piece >= self.ty.pieces.len() {
             return Err(Abort::new(AbortReason::TemplateViolation));
         }
-        self.worker.piece(piece)?;
-        let outer = self.piece.replace(piece);
-        let r = body(self);
-        self.piece = outer;
-        r
+        loop {
+            self.worker.piece_begin(piece)?;
+            let outer = self.piece.replace(piece);
+            let out = body(self);
+            self.piece = outer;
+            let status = out.as_ref().map(|_| ()).map_err(|a| *a);
+            match self.worker.piece_end(piece, status)? {
+                PieceEnd::Done => return out,
+                PieceEnd::Again => {}
+            }
+        }
     }
 
     /// See [`Worker::read`].
@@ -515,6 +526,175 @@ impl<'a, W: Worker> Tx<'a, W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::AbortReason;
+
+    /// A worker that records the calls the engine makes and ends each piece as scripted: the
+    /// first `again` ends ask for the piece to run again.
+    #[derive(Default)]
+    struct Scripted {
+        calls: Vec<String>,
+        again: usize,
+        commits_fail: usize,
+    }
+
+    impl Worker for Scripted {
+        fn begin(&mut self) {
+            self.calls.push("begin".into());
+        }
+        fn typed(&mut self, ty: usize) {
+            self.calls.push(format!("typed {ty}"));
+        }
+        fn piece_begin(&mut self, piece: usize) -> Result<(), Abort> {
+            self.calls.push(format!("piece_begin {piece}"));
+            Ok(())
+        }
+        fn piece_end(&mut self, piece: usize, body: Result<(), Abort>) -> Result<PieceEnd, Abort> {
+            self.calls.push(format!("piece_end {piece} {}", body.is_ok()));
+            body?;
+            if self.again > 0 {
+                self.again -= 1;
+                return Ok(PieceEnd::Again);
+            }
+            Ok(PieceEnd::Done)
+        }
+        fn read_for_update<T>(
+            &mut self,
+            _: TableId,
+            _: u64,
+            _: impl FnOnce(&[u8]) -> T,
+        ) -> Result<Option<T>, Abort> {
+            Ok(None)
+        }
+        fn write(&mut self, _: TableId, _: u64, _: &[u8]) -> Result<bool, Abort> {
+            Ok(false)
+        }
+        fn read_cols<T>(
+            &mut self,
+            _: TableId,
+            key: u64,
+            _: Columns,
+            f: impl FnOnce(&[u8]) -> T,
+        ) -> Result<Option<T>, Abort> {
+            self.calls.push(format!("read {key}"));
+            Ok(Some(f(&key.to_le_bytes())))
+        }
+        fn update_cols<T>(
+            &mut self,
+            _: TableId,
+            _: u64,
+            _: Columns,
+            _: Columns,
+            _: impl FnOnce(&mut [u8]) -> T,
+        ) -> Result<Option<T>, Abort> {
+            Ok(None)
+        }
+        fn insert(&mut self, _: TableId, _: u64, _: &[u8]) -> Result<bool, Abort> {
+            Ok(false)
+        }
+        fn delete(&mut self, _: TableId, _: u64) -> Result<bool, Abort> {
+            Ok(false)
+        }
+        fn scan(
+            &mut self,
+            _: TableId,
+            _: u64,
+            _: u64,
+            _: usize,
+            _: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
+        ) -> Result<usize, Abort> {
+            Ok(0)
+        }
+        fn commit(&mut self) -> Result<(), Abort> {
+            self.calls.push("commit".into());
+            if self.commits_fail > 0 {
+                self.commits_fail -= 1;
+                return Err(Abort::new(AbortReason::WriteConflict));
+            }
+            Ok(())
+        }
+        fn abort(&mut self) {
+            self.calls.push("abort".into());
+        }
+    }
+
+    const T: TableId = TableId(0);
+    static PIECES: [Piece; 2] = [
+        Piece {
+            name: "a",
+            accesses: &[TableAccess { table: T, mode: AccessMode::Read, columns: 1 }],
+        },
+        Piece {
+            name: "b",
+            accesses: &[TableAccess { table: T, mode: AccessMode::Read, columns: 1 }],
+        },
+    ];
+    static TY: TxnType = TxnType { name: "t", pieces: &PIECES };
+
+    #[test]
+    fn a_piece_asked_again_runs_its_body_again_and_returns_the_last_run() {
+        let mut w = Scripted { again: 2, ..Scripted::default() };
+        let checks = Checks { templates: true, ..Checks::default() };
+        let mut tx = Tx::new(&mut w, &TY, checks);
+        let mut runs = 0;
+        let out = tx
+            .piece(1, |tx| {
+                runs += 1;
+                tx.read_cols(T, runs, 1, |r| r[0])
+            })
+            .unwrap();
+        assert_eq!((runs, out), (3, Some(3)), "three runs, the last one's result");
+        let want = [
+            "piece_begin 1",
+            "read 1",
+            "piece_end 1 true",
+            "piece_begin 1",
+            "read 2",
+            "piece_end 1 true",
+            "piece_begin 1",
+            "read 3",
+            "piece_end 1 true",
+        ];
+        assert_eq!(w.calls, want);
+    }
+
+    #[test]
+    fn a_failing_piece_body_reaches_the_piece_end_and_ends_the_attempt() {
+        let mut w = Scripted { again: 5, ..Scripted::default() };
+        let mut tx = Tx::new(&mut w, &TY, Checks { templates: true, ..Checks::default() });
+        let err = tx.piece(0, |tx| tx.read_cols(T, 7, 2, |_| ())).unwrap_err();
+        assert_eq!(err.reason, AbortReason::TemplateViolation, "column 2 is undeclared");
+        assert_eq!(w.calls, ["piece_begin 0", "piece_end 0 false"]);
+        let mut tx = Tx::new(&mut w, &TY, Checks { templates: true, ..Checks::default() });
+        let err = tx.piece(2, |_| Ok(())).unwrap_err();
+        assert_eq!(err.reason, AbortReason::TemplateViolation, "the type has two pieces");
+    }
+
+    /// One NewOrder-like procedure of type 1, for the retry loop.
+    struct Typed;
+    impl Procedure for Typed {
+        fn txn_type(&self) -> usize {
+            1
+        }
+        fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+            tx.piece(0, |tx| tx.read_cols(T, 4, 1, |_| ()).map(drop))
+        }
+    }
+
+    #[test]
+    fn every_attempt_of_a_procedure_is_typed_before_it_begins() {
+        let mut w = Scripted { commits_fail: 1, ..Scripted::default() };
+        let checks = Checks { templates: true, ..Checks::default() };
+        super::super::Retry::new().run_procedure(&mut w, &TY, &Typed, checks).unwrap();
+        let attempt = ["typed 1", "begin", "piece_begin 0", "read 4", "piece_end 0 true", "commit"];
+        let mut want: Vec<&str> = attempt.to_vec();
+        want.push("abort");
+        want.extend(attempt);
+        assert_eq!(w.calls, want);
+        // An untyped transaction is begun without a type.
+        w.calls.clear();
+        super::super::Retry::new().run(&mut w, |w| w.read_cols(T, 5, 1, |_| ()).map(drop)).unwrap();
+        assert_eq!(w.calls, ["begin", "read 5", "commit"]);
+    }
 
     #[test]
     fn a_guessed_write_is_the_guess_or_its_range() {
@@ -583,7 +763,14 @@ impl Intent {
         }
     }
 
-    /// Begins an attempt on `w` as declared.
+    /// Begins an attempt of a transaction of type `ty` ([`Worker::typed`]) on `w` as declared.
+    #[inline]
+    pub fn begin_typed<W: Worker>(self, w: &mut W, ty: usize) {
+        w.typed(ty);
+        self.begin(w);
+    }
+
+    /// Begins an untyped attempt on `w` as declared.
     #[inline]
     pub fn begin<W: Worker>(self, w: &mut W) {
         match self {

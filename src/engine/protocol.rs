@@ -235,6 +235,15 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     }
 }
 
+/// What the end of a piece asks for ([`Worker::piece_end`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PieceEnd {
+    /// The piece is done.
+    Done,
+    /// The piece's run was discarded: run its body again.
+    Again,
+}
+
 /// The operation interface a protocol implements. See the module docs for the conventions.
 pub trait Worker {
     /// Starts a transaction attempt. An attempt that follows [`Worker::abort`] is a retry of the
@@ -381,12 +390,34 @@ pub trait Worker {
         }
     }
 
-    /// Marks the start of piece `piece` of the transaction's template. IC3 acts on it; other
-    /// protocols ignore it.
+    /// Names the transaction type of the attempt begun next: `ty` indexes the templates the
+    /// protocol was set up with ([`Setup::txn_types`]). The engine calls it before every
+    /// attempt of a typed transaction (the driver, [`crate::engine::Retry::run_procedure`], the
+    /// checker); the next `begin*` consumes it, so an attempt begun without it is untyped. A
+    /// protocol that schedules by template (IC3) acts on it; the others ignore it (the default).
     #[inline]
-    fn piece(&mut self, piece: usize) -> Result<(), Abort> {
+    fn typed(&mut self, ty: usize) {
+        let _ = ty;
+    }
+
+    /// Marks the start of (one run of) piece `piece` of the transaction's template, before its
+    /// body runs. A protocol that runs pieces on their own (IC3) may wait here for the pieces
+    /// it depends on. The default does nothing.
+    #[inline]
+    fn piece_begin(&mut self, piece: usize) -> Result<(), Abort> {
         let _ = piece;
         Ok(())
+    }
+
+    /// Marks the end of a run of piece `piece`, whose body returned `body`. Returns
+    /// [`PieceEnd::Again`] when the piece must run again: the protocol has discarded what the
+    /// run did (its piece-level validation failed), and [`crate::engine::Tx::piece`] runs the
+    /// body once more from [`Worker::piece_begin`]. An `Err` ends the transaction attempt (the
+    /// caller then aborts). The default passes the body's outcome on.
+    #[inline]
+    fn piece_end(&mut self, piece: usize, body: Result<(), Abort>) -> Result<PieceEnd, Abort> {
+        let _ = piece;
+        body.map(|()| PieceEnd::Done)
     }
 
     /// Whether every read of the open transaction would still pass validation now. Optimistic

@@ -92,7 +92,7 @@ impl Retry {
         w: &mut W,
         body: impl FnMut(&mut W) -> Result<T, Abort>,
     ) -> Result<T, Abort> {
-        self.run_as(w, Intent::ReadWrite, body)
+        self.run_as(w, Intent::ReadWrite, None, body)
     }
 
     /// [`Retry::run`] for a transaction that reads much and writes little: every attempt begins
@@ -102,7 +102,7 @@ impl Retry {
         w: &mut W,
         body: impl FnMut(&mut W) -> Result<T, Abort>,
     ) -> Result<T, Abort> {
-        self.run_as(w, Intent::ReadMostly, body)
+        self.run_as(w, Intent::ReadMostly, None, body)
     }
 
     /// [`Retry::run`] for a transaction that writes nothing: every attempt begins with
@@ -112,18 +112,22 @@ impl Retry {
         w: &mut W,
         body: impl FnMut(&mut W) -> Result<T, Abort>,
     ) -> Result<T, Abort> {
-        self.run_as(w, Intent::ReadOnly, body)
+        self.run_as(w, Intent::ReadOnly, None, body)
     }
 
     fn run_as<W: Worker, T>(
         &mut self,
         w: &mut W,
         intent: Intent,
+        ty: Option<usize>,
         mut body: impl FnMut(&mut W) -> Result<T, Abort>,
     ) -> Result<T, Abort> {
         let mut attempts = 0u32;
         loop {
-            intent.begin(w);
+            match ty {
+                Some(ty) => intent.begin_typed(w, ty),
+                None => intent.begin(w),
+            }
             let abort = match body(w) {
                 Ok(out) => match w.commit() {
                     Ok(()) => return Ok(out),
@@ -158,7 +162,8 @@ impl Retry {
     ) -> Result<(), Abort> {
         let read_only = procedure.read_only();
         let checks = Checks { read_only, ..checks };
-        self.run_as(w, Intent::of(procedure), |w| procedure.run(&mut Tx::new(w, ty, checks)))
+        let body = |w: &mut W| procedure.run(&mut Tx::new(w, ty, checks));
+        self.run_as(w, Intent::of(procedure), Some(procedure.txn_type()), body)
     }
 
     /// Waits a random time below `min(2^attempts µs, max_backoff)`: spinning for short waits

@@ -325,9 +325,10 @@ impl Procedure for SmallBankTxn {
     }
 
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
-        self.delta.set(0);
         let (c1, c2) = (self.c1, self.c2);
         tx.piece(0, |tx| {
+            // Set afresh on every run of the piece (it may run again under IC3).
+            self.delta.set(0);
             tx.read(ACCOUNTS, c1, |_| ())?;
             self.spin();
             match self.kind {

@@ -135,6 +135,26 @@ impl TpccTxn {
     fn emit(&self, v: u64) {
         self.output.set(self.output.get().rotate_left(5) ^ v);
     }
+
+    /// Emits what a piece folded (as if each of its values had been emitted in turn).
+    fn emit_fold(&self, f: Fold) {
+        self.output.set(self.output.get().rotate_left(5 * (f.n % 64)) ^ f.v);
+    }
+}
+
+/// Output values folded inside a piece, which may run again (IC3) and so returns them instead
+/// of emitting them ([`TpccTxn::emit_fold`] after the piece).
+#[derive(Clone, Copy, Debug, Default)]
+struct Fold {
+    v: u64,
+    n: u32,
+}
+
+impl Fold {
+    fn emit(&mut self, v: u64) {
+        self.v = self.v.rotate_left(5) ^ v;
+        self.n += 1;
+    }
 }
 
 trait Must<T> {
@@ -405,8 +425,10 @@ impl TpccTxn {
             )?)
         })?;
         let dist_col = st::C::dist(d);
-        let mut total = 0i64;
-        tx.piece(4, |tx| {
+        // The piece may run again (IC3): it returns the order's total and, per line, whether
+        // the brand is generic, instead of accumulating them outside.
+        let (total, brands) = tx.piece(4, |tx| {
+            let (mut total, mut brands) = (0i64, 0u16);
             for (n, l) in lines.iter().enumerate() {
                 let item = tx.read_cols(ITEM, u64::from(l.item), NO_I, |r| {
                     (it::i64(r, it::I_PRICE), super::random::has_original(it::get(r, it::I_DATA)))
@@ -438,7 +460,7 @@ impl TpccTxn {
                 let amount = i64::from(l.quantity) * price;
                 total += amount;
                 // Brand-generic: 'B' when both the item and the stock are ORIGINAL.
-                self.emit(u64::from(i_original && s_original));
+                brands |= u16::from(i_original && s_original) << n;
                 let mut row = [0u8; ol::SIZE];
                 ol::set_u32(&mut row, ol::OL_O_ID, o);
                 ol::set_u32(&mut row, ol::OL_D_ID, d);
@@ -456,8 +478,11 @@ impl TpccTxn {
                     &row,
                 )?)?;
             }
-            Ok(())
+            Ok((total, brands))
         })?;
+        for n in 0..lines.len() {
+            self.emit(u64::from(brands >> n & 1));
+        }
         // total * (1 - C_DISCOUNT) * (1 + W_TAX + D_TAX), rates in 1/10 000.
         let (disc, bad_credit) = discount;
         let total =
@@ -485,39 +510,38 @@ impl TpccTxn {
 
     fn payment<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         let (w, d, amount) = (self.w, self.d, self.amount);
-        let w_name = tx
+        let (w_name, w_zip) = tx
             .piece(0, |tx| {
                 tx.update_cols(WAREHOUSE, u64::from(w), PAY_W_R, PAY_W_W, |r| {
                     wh::set_i64(r, wh::W_YTD, wh::i64(r, wh::W_YTD) + amount);
                     let mut name = [0u8; 10];
                     name.copy_from_slice(wh::get(r, wh::W_NAME));
-                    self.emit(wh::get(r, wh::W_ZIP)[0].into());
-                    name
+                    (name, wh::get(r, wh::W_ZIP)[0])
                 })
             })?
             .must()?;
-        let d_name = tx
+        self.emit(w_zip.into());
+        let (d_name, d_zip) = tx
             .piece(1, |tx| {
                 tx.update_cols(DISTRICT, key::district(w, d), PAY_D_R, PAY_D_W, |r| {
                     di::set_i64(r, di::D_YTD, di::i64(r, di::D_YTD) + amount);
                     let mut name = [0u8; 10];
                     name.copy_from_slice(di::get(r, di::D_NAME));
-                    self.emit(di::get(r, di::D_ZIP)[0].into());
-                    name
+                    (name, di::get(r, di::D_ZIP)[0])
                 })
             })?
             .must()?;
+        self.emit(d_zip.into());
         let (c_w, c_d) = (self.c_w, self.c_d);
-        let c = tx.piece(2, |tx| {
+        let (c, balance) = tx.piece(2, |tx| {
             let c = self.select_customer(tx, c_w, c_d)?;
             let key = key::customer(c_w, c_d, c);
-            let bad_credit = tx
+            let (bad_credit, balance) = tx
                 .update_cols(CUSTOMER, key, PAY_C_R, PAY_C_W & !PAY_C_DATA, |r| {
                     cu::set_i64(r, cu::C_BALANCE, cu::i64(r, cu::C_BALANCE) - amount);
                     cu::set_i64(r, cu::C_YTD_PAYMENT, cu::i64(r, cu::C_YTD_PAYMENT) + amount);
                     cu::set_u32(r, cu::C_PAYMENT_CNT, cu::u32(r, cu::C_PAYMENT_CNT) + 1);
-                    self.emit(cu::i64(r, cu::C_BALANCE) as u64);
-                    cu::get(r, cu::C_CREDIT) == b"BC"
+                    (cu::get(r, cu::C_CREDIT) == b"BC", cu::i64(r, cu::C_BALANCE))
                 })?
                 .must()?;
             // The 500-byte C_DATA is read and rewritten for bad-credit customers only (10 %).
@@ -527,8 +551,9 @@ impl TpccTxn {
                 })?
                 .must()?;
             }
-            Ok(c)
+            Ok((c, balance))
         })?;
+        self.emit(balance as u64);
         tx.piece(3, |tx| {
             let mut row = [0u8; hi::SIZE];
             hi::set_u32(&mut row, hi::H_C_ID, c);
@@ -551,15 +576,15 @@ impl TpccTxn {
 
     fn order_status<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         let (w, d) = (self.w, self.d);
-        let c = tx.piece(0, |tx| {
+        let (c, balance) = tx.piece(0, |tx| {
             let c = self.select_customer(tx, w, d)?;
             let balance = tx
                 .read_cols(CUSTOMER, key::customer(w, d, c), OS_C, |r| cu::i64(r, cu::C_BALANCE))?
                 .must()?;
-            self.emit(balance as u64);
-            Ok(c)
+            Ok((c, balance))
         })?;
-        let o = tx.piece(1, |tx| {
+        self.emit(balance as u64);
+        let (o, carrier) = tx.piece(1, |tx| {
             let mut last = None;
             let (lo, hi) =
                 (key::order_customer(w, d, c, 0), key::order_customer(w, d, c, u32::MAX));
@@ -571,25 +596,29 @@ impl TpccTxn {
             let carrier = tx
                 .read_cols(ORDER, key::order(w, d, o), OS_O, |r| or::u32(r, or::O_CARRIER_ID))?
                 .must()?;
-            self.emit(u64::from(carrier));
-            Ok(o)
+            Ok((o, carrier))
         })?;
-        tx.piece(2, |tx| {
+        self.emit(u64::from(carrier));
+        let lines = tx.piece(2, |tx| {
             let (lo, hi) = (key::order_line(w, d, o, 1), key::order_line(w, d, o, 15));
+            let mut lines = Fold::default();
             tx.scan(ORDER_LINE, lo, hi, usize::MAX, |_, r| {
-                self.emit(ol::i64(r, ol::OL_AMOUNT) as u64 ^ u64::from(ol::u32(r, ol::OL_I_ID)));
+                lines.emit(ol::i64(r, ol::OL_AMOUNT) as u64 ^ u64::from(ol::u32(r, ol::OL_I_ID)));
                 ControlFlow::Continue(())
             })?;
-            Ok(())
-        })
+            Ok(lines)
+        })?;
+        self.emit_fold(lines);
+        Ok(())
     }
 
     fn delivery<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         let w = self.w;
         for d in 1..=schema::DISTRICTS {
             let slot = (d - 1) as usize;
-            self.delivered[slot].set(0);
             tx.piece(0, |tx| {
+                // Set afresh on every run of the piece (it may run again under IC3).
+                self.delivered[slot].set(0);
                 // The oldest undelivered order: new-order rows below the hint cannot exist.
                 let (lo, hi) = (key::order(w, d, self.hints[slot]), key::order(w, d, u32::MAX));
                 let mut oldest = None;
