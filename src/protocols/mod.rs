@@ -9,6 +9,7 @@ pub mod common;
 pub mod ermia_ssi;
 pub mod ermia_ssn;
 pub mod hekaton;
+pub mod ic3;
 pub mod mocc;
 pub mod nocc;
 pub mod si;

@@ -1,0 +1,309 @@
+//! IC3's transaction contexts: what a transaction publishes for the transactions that depend on
+//! it (its attempt, its type and how many of its pieces have committed), the waits of
+//! Algorithm 1 (a piece of a dependency, or its end) and Algorithm 2 (every dependency's end),
+//! and the dependency queue.
+//!
+//! A context belongs to one worker at a time and is reused for every attempt it runs (the
+//! paper's fixed-size, reused context, §5.2). Its state is one word, so a waiter reads a
+//! consistent triple with one load: the attempt's *generation* (a new one for every attempt,
+//! retries included), its analysed type, and its *progress* (the number of its merged pieces
+//! that have committed, or [`DONE`] once the attempt committed or rolled back). A dependency is
+//! a context and a generation ([`TxnRef`]): once the context's generation moves on, the
+//! attempt it named is over, however it ended (a rolled-back attempt marks the accessor-list
+//! entries that saw its writes before it lets go of its generation, so its dependents learn
+//! that from their own entries: see `record`).
+//!
+//! Contexts live in the protocol, not in the workers, so that a dependency queue's pointers
+//! stay valid after the worker that ran the attempt is gone.
+
+use crate::protocols::common::SpinWait;
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Progress of an attempt that has ended (committed or rolled back).
+pub const DONE: u64 = 0xFFFF;
+/// The type of an untyped attempt (or one of a type the analysis leaves out).
+pub const UNTYPED: u64 = 0xFF;
+const PROGRESS_BITS: u32 = 16;
+const TYPE_BITS: u32 = 8;
+const GEN_SHIFT: u32 = PROGRESS_BITS + TYPE_BITS;
+
+/// The most analysed types a context can name (the type field's width, less [`UNTYPED`]).
+pub const MAX_TYPES: usize = UNTYPED as usize;
+/// The most merged pieces a type may have (below [`DONE`]).
+pub const MAX_PIECES: usize = DONE as usize - 1;
+
+/// A context's state word, unpacked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct State {
+    /// The attempt's generation.
+    pub gen: u64,
+    /// Its analysed type, or [`UNTYPED`].
+    pub ty: u64,
+    /// Merged pieces committed, or [`DONE`].
+    pub progress: u64,
+}
+
+impl State {
+    fn pack(self) -> u64 {
+        debug_assert!(self.ty <= UNTYPED && self.progress <= DONE);
+        self.gen << GEN_SHIFT | self.ty << PROGRESS_BITS | self.progress
+    }
+
+    fn unpack(w: u64) -> Self {
+        State {
+            gen: w >> GEN_SHIFT,
+            ty: (w >> PROGRESS_BITS) & ((1 << TYPE_BITS) - 1),
+            progress: w & DONE,
+        }
+    }
+}
+
+/// One transaction context (see the module docs).
+#[derive(Debug, Default)]
+pub struct TxnCtx {
+    state: AtomicU64,
+}
+
+impl TxnCtx {
+    /// The current state.
+    #[inline]
+    pub fn load(&self) -> State {
+        // Acquire: pairs with the Release stores of `begin`, `progress` and `end`, so a waiter
+        // that sees a piece committed or an attempt over also sees what it did before (its
+        // accessor-list entries, the payloads it installed, the abort marks it set).
+        State::unpack(self.state.load(Ordering::Acquire))
+    }
+
+    /// Starts a new attempt of analysed type `ty` ([`UNTYPED`] for none) and returns its
+    /// reference. Only the owning worker calls it, when its previous attempt has ended.
+    pub fn begin(&self, ty: u64) -> TxnRef {
+        debug_assert!(ty <= UNTYPED);
+        let gen = self.load().gen + 1;
+        // Release: see `load`.
+        self.state.store(State { gen, ty, progress: 0 }.pack(), Ordering::Release);
+        TxnRef { ctx: self, gen }
+    }
+
+    /// Publishes that the running attempt has committed `pieces` merged pieces.
+    pub fn progress(&self, pieces: u64) {
+        debug_assert!(pieces < DONE);
+        let s = self.load();
+        self.state.store(State { progress: pieces, ..s }.pack(), Ordering::Release);
+    }
+
+    /// Publishes that the running attempt is over (committed, or rolled back and its entries
+    /// marked).
+    pub fn end(&self) {
+        let s = self.load();
+        self.state.store(State { progress: DONE, ..s }.pack(), Ordering::Release);
+    }
+}
+
+/// An attempt: its context and generation. Valid as long as the protocol's contexts are.
+#[derive(Clone, Copy, Debug)]
+pub struct TxnRef {
+    ctx: *const TxnCtx,
+    gen: u64,
+}
+
+// SAFETY: a TxnRef only reads its context's atomic word, and contexts live in the protocol
+// (`Contexts`), which outlives every worker and every attempt that holds a reference.
+unsafe impl Send for TxnRef {}
+// SAFETY: as for Send.
+unsafe impl Sync for TxnRef {}
+
+impl PartialEq for TxnRef {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.ctx, other.ctx) && self.gen == other.gen
+    }
+}
+impl Eq for TxnRef {}
+
+impl TxnRef {
+    /// The context's state now.
+    #[inline]
+    pub fn state(&self) -> State {
+        // SAFETY: contexts outlive every reference to them (see the Send impl).
+        unsafe { &*self.ctx }.load()
+    }
+
+    /// The attempt's analysed type while it runs, `None` once it is over.
+    pub fn running_type(&self) -> Option<u64> {
+        let s = self.state();
+        (s.gen == self.gen && s.progress != DONE).then_some(s.ty)
+    }
+
+    /// Whether the attempt is over (committed or rolled back).
+    #[inline]
+    pub fn over(&self) -> bool {
+        let s = self.state();
+        s.gen != self.gen || s.progress == DONE
+    }
+
+    /// Whether the attempt has committed its merged piece `piece` (or is over).
+    #[inline]
+    pub fn passed(&self, piece: usize) -> bool {
+        let s = self.state();
+        s.gen != self.gen || s.progress > piece as u64
+    }
+}
+
+/// How a worker waits for another transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitPolicy {
+    /// Spins (the paper's default), yielding the core after a while so that the transaction
+    /// waited for can run when workers outnumber cores.
+    Spin,
+    /// Yields the core at once every time it looks (the closest a thread-per-worker design
+    /// comes to the paper's suspend-wait without coroutines).
+    Yield,
+}
+
+/// Waits until `done` holds.
+#[inline]
+pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool) {
+    let mut spin = SpinWait::spinning(match policy {
+        WaitPolicy::Spin => 256,
+        WaitPolicy::Yield => 0,
+    });
+    while !done() {
+        spin.spin();
+    }
+}
+
+/// The protocol's contexts, one per worker slot.
+pub struct Contexts {
+    slots: Box<[CachePadded<(TxnCtx, AtomicBool)>]>,
+}
+
+impl Contexts {
+    /// `n` contexts.
+    pub fn new(n: usize) -> Self {
+        Contexts { slots: (0..n).map(|_| CachePadded::new(Default::default())).collect() }
+    }
+
+    /// Takes a free context for a new worker, `None` when all are taken.
+    pub fn take(&self) -> Option<&TxnCtx> {
+        self.slots.iter().find_map(|s| {
+            // Acquire: pairs with the Release of `give_back`: the previous owner's last
+            // attempt is over before the context is reused.
+            s.1.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+                .then_some(&s.0)
+        })
+    }
+
+    /// Returns a context taken with [`Contexts::take`] (its attempt over).
+    pub fn give_back(&self, ctx: &TxnCtx) {
+        debug_assert_eq!(ctx.load().progress, DONE);
+        if let Some(s) = self.slots.iter().find(|s| std::ptr::eq(&s.0, ctx)) {
+            // Release: see `take`.
+            s.1.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// A transaction's direct dependencies (Algorithm 1, lines 19 and 23), each once.
+#[derive(Debug, Default)]
+pub struct DepQueue {
+    deps: Vec<TxnRef>,
+}
+
+impl DepQueue {
+    /// Empties the queue (capacity kept).
+    pub fn clear(&mut self) {
+        self.deps.clear();
+    }
+
+    /// Adds `dep` unless it is there already.
+    pub fn push(&mut self, dep: TxnRef) {
+        if !self.deps.contains(&dep) {
+            self.deps.push(dep);
+        }
+    }
+
+    /// The dependencies, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &TxnRef> {
+        self.deps.iter()
+    }
+
+    /// Drops the dependencies that are over (they constrain nothing any more).
+    pub fn prune(&mut self) {
+        self.deps.retain(|d| !d.over());
+    }
+
+    /// Number of dependencies.
+    pub fn len(&self) -> usize {
+        self.deps.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.deps.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_sees_its_attempt_progress_and_end_and_not_the_next_attempt() {
+        let ctx = TxnCtx::default();
+        let a = ctx.begin(3);
+        assert_eq!(a.running_type(), Some(3));
+        assert!(!a.passed(0) && !a.over());
+        ctx.progress(1);
+        assert!(a.passed(0) && !a.passed(1));
+        ctx.end();
+        assert!(a.over() && a.passed(7));
+        assert_eq!(a.running_type(), None);
+        let b = ctx.begin(UNTYPED);
+        assert!(a.over(), "a retry is a new attempt: the old one stays over");
+        assert!(!b.over() && b != a);
+        assert_eq!(b.running_type(), Some(UNTYPED));
+    }
+
+    #[test]
+    fn waiting_for_a_piece_returns_once_another_thread_commits_it() {
+        let ctx = TxnCtx::default();
+        let a = ctx.begin(0);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(move || {
+                wait_until(WaitPolicy::Spin, || a.passed(1));
+                a.state().progress
+            });
+            ctx.progress(1);
+            ctx.progress(2);
+            let seen = waiter.join().unwrap();
+            assert!(seen >= 2, "piece 1 is passed only at progress 2, saw {seen}");
+        });
+    }
+
+    #[test]
+    fn contexts_are_taken_once_and_given_back() {
+        let c = Contexts::new(2);
+        let (x, y) = (c.take().unwrap(), c.take().unwrap());
+        assert!(c.take().is_none(), "two slots");
+        x.begin(0);
+        x.end();
+        c.give_back(x);
+        assert!(std::ptr::eq(c.take().unwrap(), x));
+        let _ = y;
+    }
+
+    #[test]
+    fn the_dependency_queue_holds_each_attempt_once_and_prunes_ended_ones() {
+        let (c1, c2) = (TxnCtx::default(), TxnCtx::default());
+        let (a, b) = (c1.begin(0), c2.begin(1));
+        let mut q = DepQueue::default();
+        q.push(a);
+        q.push(b);
+        q.push(a);
+        assert_eq!(q.len(), 2);
+        c1.end();
+        q.prune();
+        assert_eq!(q.iter().copied().collect::<Vec<_>>(), vec![b]);
+    }
+}
