@@ -9,17 +9,21 @@
 //!
 //! * [`txn`]: transaction contexts (attempt, type, committed pieces in one word), the waits of
 //!   Algorithms 1 and 2, and the dependency queue;
-//! * [`record`]: the record (a version word for piece validation and the accessor list with
-//!   the writers' stashes), appending with the dependency it creates, unlinking at commit, and
-//!   rolling back with the abort marks of §4.4.
+//! * [`record`]: the record (a version word for piece validation, the payload holding the
+//!   visible value, an accessor list whose writer entries keep before-images), appending with
+//!   the dependency it creates, leaving at commit, and rolling back with the marks of §4.4.
 //!
-//! Decisions taken where the paper is silent, kept here as the worker grows:
+//! Decisions taken where the paper is silent or where this engine differs, kept here as the
+//! worker grows:
 //!
+//! * The visible value (the paper's stash) is the payload itself, and writer entries keep
+//!   before-images (see [`record`]): reads stay plain seqlock reads and a transaction's commit
+//!   installs nothing; a rollback restores.
 //! * A rolled-back *reader* marks nobody (the paper marks every entry after any rolled-back
 //!   entry); only a writer's successors saw or overwrote what is undone.
-//! * A reader that would read a doomed stash (its writer's entry is marked) fails validation
-//!   and runs its piece again, rather than depending on a transaction that cannot commit.
-//! * Installing a committed image keeps the record's version: it changes nothing a reader sees.
+//! * A piece that would read or overwrite a doomed value (the last writer's entry is marked)
+//!   fails validation and runs again, rather than depending on a transaction that cannot
+//!   commit.
 
 pub mod record;
 pub mod txn;

@@ -1,19 +1,25 @@
 //! IC3's record: a version word that makes each piece atomic by OCC, and the accessor list of
 //! the uncommitted transactions that read or wrote the record (§3.2, §5.2).
 //!
-//! **The word.** Bit 0 locks the record (a piece commits, or a transaction installs or
-//! unlinks its entries, holding it); bit 1 says that uncommitted writer entries exist
-//! ([`PENDING`]); bits 2 and 3 are absence and unlinking, as in the other protocols; the rest is
-//! a version that changes whenever the *visible value* changes: when a piece commits a write
-//! (a new stash) and when a rolled-back writer's entry leaves (the stash before it shows
-//! again). Installing a committed transaction's image into the payload changes nothing a
-//! reader sees (the image is the stash it read already, or a later writer's stash hides it),
-//! so it keeps the version.
+//! **The visible value lives in the payload.** IC3 reads the *stash*, the value the last
+//! committed piece wrote, and installs a transaction's writes into the record at transaction
+//! commit. Here a committed piece writes the payload itself and its accessor entry keeps the
+//! *before-image* it replaced: the same values are visible (the payload is the stash), but a
+//! read is the plain seqlock read every optimistic protocol here makes, with no lock and no
+//! list walk even on a hot record with pending writers, and a transaction's commit installs
+//! nothing (it only leaves the lists). The price is paid by the rare rollback: a rolled-back
+//! writer that is the record's last writer puts its before-image back; one with later writers
+//! (who are marked and will roll back too) hands its before-image to the next of them, so
+//! that the last rollback restores the committed value. The committed value is the first
+//! writer entry's before-image, or the payload when there is none ([`Locked::read_committed`],
+//! for checkpoints).
 //!
-//! **The visible value** is the stash of the last writer entry, else the payload: what a read
-//! returns (pieces of uncommitted transactions are visible once committed, the point of IC3).
-//! A stash is the image the writer's piece committed, kept in the writer's own memory and read
-//! only under the lock; removing the entry reverts the visible value with no copy.
+//! **The word.** Bit 0 locks the record (a piece commits, or a transaction leaves the list or
+//! rolls back, holding it); bit 1 says that uncommitted writer entries exist ([`PENDING`]);
+//! bits 2 and 3 are absence and unlinking, as in the other protocols; the rest is a version
+//! that moves whenever the payload changes (a piece's write, a rollback's restore), which is
+//! what a piece validates. Leaving the list after a commit changes no value, so it keeps the
+//! version (only [`PENDING`] may clear: validation ignores that bit).
 //!
 //! **The list** is oldest first and changes only under the lock. Entries live in their owner's
 //! [`EntryPool`], which does not move them and reuses them only after the owner unlinked them
@@ -32,7 +38,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// Lock bit.
 pub const LOCK: u64 = 1 << 0;
-/// Uncommitted writer entries exist: the visible value is a stash.
+/// Uncommitted writer entries exist: the payload is not (only) committed data.
 pub const PENDING: u64 = 1 << 1;
 /// Absent: deleted, or inserted and not committed yet.
 pub const ABSENT: u64 = 1 << 2;
@@ -40,6 +46,12 @@ pub const ABSENT: u64 = 1 << 2;
 pub const UNLINKED: u64 = 1 << 3;
 /// One version step.
 pub const VERSION: u64 = 1 << 4;
+
+/// Whether two words name the same visible value (lock and [`PENDING`] aside).
+#[inline]
+pub fn same_version(a: u64, b: u64) -> bool {
+    (a ^ b) & !(LOCK | PENDING) == 0
+}
 
 /// The record header (see the module docs).
 #[repr(C, align(8))]
@@ -49,16 +61,17 @@ pub struct Ic3Record {
     head: AtomicPtr<Entry>,
 }
 
-// SAFETY: two atomic words; all zeros is a valid unlocked record with no entries (absent bit
-// clear: loading sets the version); no Drop; align 8.
+// SAFETY: two atomic words; all zeros is a valid unlocked record with no entries (loading sets
+// the version); no Drop; align 8.
 unsafe impl RecordHeader for Ic3Record {}
 
 /// One accessor-list entry: an uncommitted transaction that read or wrote a record.
 pub struct Entry {
     txn: Option<TxnRef>,
-    writer: bool,
-    /// The writer's committed image (the table's row size), in the owner's memory.
-    stash: *const u8,
+    /// A writer's before-image (the row's size, in the owner's memory); null for a reader.
+    before: *mut u8,
+    /// Whether the record was absent before the writer's piece.
+    before_absent: AtomicBool,
     /// The next (younger) entry; changed under the record's lock.
     next: AtomicPtr<Entry>,
     /// Set by a rolled-back writer before it (under the record's lock); read by the owner
@@ -70,17 +83,16 @@ impl Default for Entry {
     fn default() -> Self {
         Entry {
             txn: None,
-            writer: false,
-            stash: std::ptr::null(),
+            before: std::ptr::null_mut(),
+            before_absent: AtomicBool::new(false),
             next: AtomicPtr::default(),
             aborted: AtomicBool::new(false),
         }
     }
 }
 
-// SAFETY: the raw pointers are a stash in the owner's memory, read only under the record's
-// lock while the entry is linked (the owner frees neither before unlinking it), and the list
-// link, changed only under the lock.
+// SAFETY: `before` is a buffer in the owner's memory that the owner keeps while the entry is
+// linked, written and read only under the record's lock; `next` changes only under the lock.
 unsafe impl Send for Entry {}
 // SAFETY: as for Send.
 unsafe impl Sync for Entry {}
@@ -96,7 +108,7 @@ impl Entry {
 
     /// Whether the entry is a writer's.
     pub fn writer(&self) -> bool {
-        self.writer
+        !self.before.is_null()
     }
 }
 
@@ -111,9 +123,9 @@ pub struct EntryPool {
 const CHUNK: usize = 64;
 
 impl EntryPool {
-    /// A fresh entry for `txn` (a writer's with its stash `stash` of the row's size, a
-    /// reader's with none).
-    pub fn entry(&mut self, txn: TxnRef, stash: Option<NonNull<u8>>) -> NonNull<Entry> {
+    /// A fresh entry for `txn`: a writer's with `before`, a buffer of the row's size for its
+    /// before-image (which the owner keeps until the entry is unlinked), or a reader's.
+    pub fn entry(&mut self, txn: TxnRef, before: Option<NonNull<u8>>) -> NonNull<Entry> {
         let (chunk, slot) = (self.used / CHUNK, self.used % CHUNK);
         if chunk == self.chunks.len() {
             self.chunks.push((0..CHUNK).map(|_| Entry::default()).collect());
@@ -121,8 +133,8 @@ impl EntryPool {
         self.used += 1;
         let e = &mut self.chunks[chunk][slot];
         e.txn = Some(txn);
-        e.writer = stash.is_some();
-        e.stash = stash.map_or(std::ptr::null(), |p| p.as_ptr().cast_const());
+        e.before = before.map_or(std::ptr::null_mut(), NonNull::as_ptr);
+        *e.before_absent.get_mut() = false;
         *e.next.get_mut() = std::ptr::null_mut();
         *e.aborted.get_mut() = false;
         NonNull::from(e)
@@ -162,7 +174,7 @@ impl Ic3Record {
         let mut spin = SpinWait::default();
         loop {
             let w = self.word.load(Ordering::Relaxed);
-            // Acquire: the holder's changes (list, stash, payload) before its unlock are seen.
+            // Acquire: the holder's changes (list, payload) before its unlock are seen.
             if w & LOCK == 0
                 && self
                     .word
@@ -175,9 +187,8 @@ impl Ic3Record {
         }
     }
 
-    /// Copies the visible value into `buf` (the row's size) and returns the word it goes
-    /// with (unlocked), the version a piece validates. Without pending writers it is a
-    /// seqlock read of the payload; with some, a read under the lock.
+    /// Copies the visible value (the payload) into `buf` and returns the word it goes with
+    /// (unlocked): a seqlock read, waiting while the record is locked.
     pub fn read(&self, row: &RowRef<'_, Ic3Record>, buf: &mut [u8]) -> u64 {
         let mut spin = SpinWait::default();
         loop {
@@ -186,14 +197,9 @@ impl Ic3Record {
                 spin.spin();
                 continue;
             }
-            if v1 & PENDING != 0 {
-                let locked = self.lock();
-                locked.read_visible(row, buf);
-                return locked.word();
-            }
             row.read_into(buf);
             // Acquire fence: the copy happens before the re-check (seqlock read; pairs with
-            // the Acquire of `lock`, which orders a writer's payload stores after its lock).
+            // the Acquire of `lock`, which keeps a writer's payload stores after its lock).
             fence(Ordering::Acquire);
             if self.word.load(Ordering::Relaxed) == v1 {
                 return v1;
@@ -208,13 +214,6 @@ pub struct Locked<'r> {
     word: u64,
 }
 
-/// What appending an entry found.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Appended {
-    /// The transaction the appender now depends on directly, if any.
-    pub dep: Option<TxnRef>,
-}
-
 impl Locked<'_> {
     /// The word as it will be unlocked.
     #[inline]
@@ -222,12 +221,7 @@ impl Locked<'_> {
         self.word
     }
 
-    /// The record.
-    pub fn record(&self) -> &Ic3Record {
-        self.rec
-    }
-
-    /// Moves the version on: the visible value changed.
+    /// Moves the version on: the payload changed.
     pub fn bump(&mut self) {
         self.word = self.word.wrapping_add(VERSION);
     }
@@ -250,38 +244,43 @@ impl Locked<'_> {
         })
     }
 
-    /// The stash of the last writer entry, if any.
-    fn stash(&self) -> Option<*const u8> {
-        self.entries().filter(|e| e.writer).last().map(|e| e.stash)
-    }
-
-    /// Copies the visible value into `buf`.
-    pub fn read_visible(&self, row: &RowRef<'_, Ic3Record>, buf: &mut [u8]) {
-        match self.stash() {
-            // SAFETY: a linked writer's stash is the row's size and stays valid while linked.
-            Some(s) => buf.copy_from_slice(unsafe { std::slice::from_raw_parts(s, buf.len()) }),
-            None => row.read_into(buf),
+    /// Copies the latest committed value into `buf` and says whether it is present: the first
+    /// writer entry's before-image, else the payload.
+    pub fn read_committed(&self, row: &RowRef<'_, Ic3Record>, buf: &mut [u8]) -> bool {
+        match self.entries().find(|e| e.writer()) {
+            Some(e) => {
+                // SAFETY: a linked writer's before-image is the row's size and stays valid
+                // while linked; it changes only under this lock.
+                buf.copy_from_slice(unsafe { std::slice::from_raw_parts(e.before, buf.len()) });
+                !e.before_absent.load(Ordering::Relaxed)
+            }
+            None => {
+                row.read_into(buf);
+                self.word & ABSENT == 0
+            }
         }
     }
 
     /// Whether the last writer entry not `txn`'s was marked by a rolled-back writer: what
-    /// `txn` would read or overwrite there will be rolled back (validation fails; the piece
+    /// `txn` read or would overwrite there will be rolled back (validation fails; the piece
     /// runs again once the marked entries are gone).
     pub fn doomed_for(&self, txn: TxnRef) -> bool {
-        self.entries().filter(|e| e.writer && e.txn != Some(txn)).last().is_some_and(Entry::aborted)
+        let last = self.entries().filter(|e| e.writer() && e.txn != Some(txn)).last();
+        last.is_some_and(Entry::aborted)
     }
 
     /// Appends `entry` (its owner's, fresh from [`EntryPool::entry`]) and returns the
-    /// dependency it creates (Algorithm 1, lines 18 and 22). A writer's entry makes its stash
-    /// the visible value: the version moves on.
-    pub fn append(&mut self, entry: NonNull<Entry>) -> Appended {
+    /// transaction it now depends on directly, if any (Algorithm 1, lines 18 and 22). A
+    /// writer's entry takes the record's current payload as its before-image: the caller then
+    /// writes its piece's image into the payload, and the version moves on.
+    pub fn append(&mut self, row: &RowRef<'_, Ic3Record>, entry: NonNull<Entry>) -> Option<TxnRef> {
         // SAFETY: the caller's entry, fresh and unlinked.
         let e = unsafe { entry.as_ref() };
         let me = e.txn;
         let mut dep = None;
         let mut last: Option<&Entry> = None;
         for x in self.entries() {
-            if x.txn != me && (x.writer || e.writer) {
+            if x.txn != me && (x.writer() || e.writer()) {
                 dep = x.txn;
             }
             last = Some(x);
@@ -290,17 +289,26 @@ impl Locked<'_> {
             Some(l) => l.next.store(entry.as_ptr(), Ordering::Relaxed),
             None => self.rec.head.store(entry.as_ptr(), Ordering::Relaxed),
         }
-        if e.writer {
+        if e.writer() {
+            // SAFETY: the owner's buffer of the row's size, not linked anywhere before now.
+            let before = unsafe { std::slice::from_raw_parts_mut(e.before, row.len()) };
+            row.read_into(before);
+            e.before_absent.store(self.word & ABSENT != 0, Ordering::Relaxed);
             self.word |= PENDING;
             self.bump();
         }
-        Appended { dep }
+        dep
     }
 
     /// Unlinks `entry`. When its transaction rolled back (`rolled_back`) and the entry is a
-    /// writer's, every entry after it is marked and the version moves on (the visible value
-    /// reverts).
-    pub fn unlink(&mut self, entry: NonNull<Entry>, rolled_back: bool) {
+    /// writer's, every entry after it is marked, and its before-image goes back into the
+    /// payload (it was the last writer) or to the next writer entry (see the module docs).
+    pub fn unlink(
+        &mut self,
+        row: &RowRef<'_, Ic3Record>,
+        entry: NonNull<Entry>,
+        rolled_back: bool,
+    ) {
         // SAFETY: an entry of the caller's, linked here.
         let e = unsafe { entry.as_ref() };
         let next = e.next.load(Ordering::Relaxed);
@@ -314,17 +322,37 @@ impl Locked<'_> {
                 p.next.store(next, Ordering::Relaxed);
             }
         }
-        if rolled_back && e.writer {
+        if rolled_back && e.writer() {
+            let mut heir: Option<&Entry> = None;
             // SAFETY: the entries after `e` are linked (the list is unchanged but for `e`).
             let mut x = unsafe { next.as_ref() };
             while let Some(y) = x {
                 y.aborted.store(true, Ordering::Relaxed);
+                if heir.is_none() && y.writer() {
+                    heir = Some(y);
+                }
                 // SAFETY: as above.
                 x = unsafe { y.next.load(Ordering::Relaxed).as_ref() };
             }
-            self.bump();
+            let len = row.len();
+            // SAFETY: both before-images are the row's size, valid while their entries are
+            // (`e` until its owner resets its pool, after this), changed only under the lock.
+            let mine = unsafe { std::slice::from_raw_parts(e.before, len) };
+            let absent = e.before_absent.load(Ordering::Relaxed);
+            match heir {
+                Some(h) => {
+                    // SAFETY: as above; distinct buffers (different entries).
+                    unsafe { std::slice::from_raw_parts_mut(h.before, len) }.copy_from_slice(mine);
+                    h.before_absent.store(absent, Ordering::Relaxed);
+                }
+                None => {
+                    row.write_from(mine);
+                    self.word = if absent { self.word | ABSENT } else { self.word & !ABSENT };
+                    self.bump();
+                }
+            }
         }
-        if e.writer && !self.entries().any(|x| x.writer) {
+        if e.writer() && !self.entries().any(Entry::writer) {
             self.word &= !PENDING;
         }
     }
@@ -337,8 +365,8 @@ impl Locked<'_> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        // Release: publishes the list, stash and payload changes made under the lock (pairs
-        // with the Acquire of `lock` and `load`).
+        // Release: publishes the list and payload changes made under the lock (pairs with the
+        // Acquire of `lock` and `load`).
         self.rec.word.store(self.word & !LOCK, Ordering::Release);
     }
 }
@@ -349,94 +377,190 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
 
-    fn row<'a>(rec: &'a Ic3Record, words: &'a [AtomicU64]) -> RowRef<'a, Ic3Record> {
-        RowRef::from_parts(rec, words, 8)
+    /// A one-word record holding `v`.
+    struct Cell {
+        rec: Ic3Record,
+        words: [AtomicU64; 1],
     }
 
-    fn stash(v: u64) -> Box<[u8; 8]> {
-        Box::new(v.to_le_bytes())
+    impl Cell {
+        fn new(v: u64) -> Self {
+            let rec = Ic3Record { word: AtomicU64::new(VERSION), head: AtomicPtr::default() };
+            Cell { rec, words: [AtomicU64::new(v)] }
+        }
+        fn row(&self) -> RowRef<'_, Ic3Record> {
+            RowRef::from_parts(&self.rec, &self.words, 8)
+        }
+        fn read(&self) -> (u64, u64) {
+            let mut buf = [0u8; 8];
+            let w = self.rec.read(&self.row(), &mut buf);
+            (u64::from_le_bytes(buf), w)
+        }
+        /// A piece of the entry's owner commits a write of `v`.
+        fn write(&self, e: NonNull<Entry>, v: u64) -> Option<TxnRef> {
+            let mut l = self.rec.lock();
+            let dep = l.append(&self.row(), e);
+            self.row().write_from(&v.to_le_bytes());
+            dep
+        }
+        fn committed(&self) -> u64 {
+            let mut buf = [0u8; 8];
+            assert!(self.rec.lock().read_committed(&self.row(), &mut buf));
+            u64::from_le_bytes(buf)
+        }
     }
 
-    fn read(rec: &Ic3Record, words: &[AtomicU64]) -> (u64, u64) {
-        let mut buf = [0u8; 8];
-        let w = rec.read(&row(rec, words), &mut buf);
-        (u64::from_le_bytes(buf), w)
+    fn buffer() -> Box<[u8; 8]> {
+        Box::new([0; 8])
     }
 
     #[test]
-    fn reads_see_the_last_writers_stash_and_dependencies_follow_the_list() {
-        let rec = Ic3Record { word: AtomicU64::new(VERSION), head: AtomicPtr::default() };
-        let words = [AtomicU64::new(10)];
+    fn reads_see_the_last_pieces_write_and_dependencies_follow_the_list() {
+        let c = Cell::new(10);
         let (c1, c2, c3) = (TxnCtx::default(), TxnCtx::default(), TxnCtx::default());
         let (t1, t2, t3) = (c1.begin(0), c2.begin(0), c3.begin(0));
         let (mut p1, mut p2, mut p3) =
             (EntryPool::default(), EntryPool::default(), EntryPool::default());
-        let (s1, s2) = (stash(11), stash(12));
-        let (v0, w0) = read(&rec, &words);
-        assert_eq!(v0, 10, "no entries: the payload");
-        // T1 reads (no writer before it), then writes.
-        let a = rec.lock().append(p1.entry(t1, None));
-        assert!(a.dep.is_none());
-        let a = rec.lock().append(p1.entry(t1, Some(NonNull::from(&s1[0]))));
-        assert!(a.dep.is_none(), "its own reader entry is no dependency");
-        let (v, w) = read(&rec, &words);
-        assert_eq!(v, 11, "T1's stash");
-        assert_ne!(w, w0, "a new stash is a new version");
-        assert!(w & PENDING != 0);
+        let (mut b1, mut b3) = (buffer(), buffer());
+        let (v0, w0) = c.read();
+        assert_eq!(v0, 10);
+        // T1 reads (no writer before it), then writes 11.
+        assert!(c.rec.lock().append(&c.row(), p1.entry(t1, None)).is_none());
+        let dep = c.write(p1.entry(t1, Some(NonNull::from(&mut b1[0]))), 11);
+        assert!(dep.is_none(), "its own reader entry is no dependency");
+        let (v, w) = c.read();
+        assert_eq!(v, 11, "T1's piece is visible before T1 commits");
+        assert!(!same_version(w, w0) && w & PENDING != 0);
+        assert_eq!(c.committed(), 10, "the committed value is T1's before-image");
         // T2 reads: depends on T1 (write-read); T3 writes: depends on T2 (read-write).
-        assert_eq!(rec.lock().append(p2.entry(t2, None)).dep, Some(t1));
-        let e3 = p3.entry(t3, Some(NonNull::from(&s2[0])));
-        assert_eq!(rec.lock().append(e3).dep, Some(t2));
-        assert_eq!(read(&rec, &words).0, 12, "the last writer's stash");
-        // T3 rolls back: the visible value reverts to T1's stash, nothing after T3 to mark.
-        rec.lock().unlink(e3, true);
-        assert_eq!(read(&rec, &words).0, 11);
-        assert!(!rec.lock().doomed_for(t3));
+        assert_eq!(c.rec.lock().append(&c.row(), p2.entry(t2, None)), Some(t1));
+        let e3 = p3.entry(t3, Some(NonNull::from(&mut b3[0])));
+        assert_eq!(c.write(e3, 12), Some(t2));
+        assert_eq!(c.read().0, 12);
+        // T3 rolls back as the last writer: T1's value is back, under a new version.
+        let before = c.read().1;
+        c.rec.lock().unlink(&c.row(), e3, true);
+        let (v, w) = c.read();
+        assert_eq!(v, 11);
+        assert!(!same_version(w, before));
+        assert!(!c.rec.lock().doomed_for(t3));
     }
 
     #[test]
-    fn a_rolled_back_writer_marks_the_entries_after_it_and_commit_unlinks_quietly() {
-        let rec = Ic3Record { word: AtomicU64::new(VERSION), head: AtomicPtr::default() };
-        let words = [AtomicU64::new(10)];
+    fn a_rolled_back_writer_marks_its_successors_and_hands_its_before_image_on() {
+        let c = Cell::new(10);
         let (c1, c2, c3) = (TxnCtx::default(), TxnCtx::default(), TxnCtx::default());
         let (t1, t2, t3) = (c1.begin(0), c2.begin(0), c3.begin(0));
         let (mut p1, mut p2, mut p3) =
             (EntryPool::default(), EntryPool::default(), EntryPool::default());
-        let (s1, s2) = (stash(20), stash(30));
+        let (mut b2, mut b3) = (buffer(), buffer());
         let r1 = p1.entry(t1, None);
-        rec.lock().append(r1);
-        let w2 = p2.entry(t2, Some(NonNull::from(&s1[0])));
-        rec.lock().append(w2);
+        c.rec.lock().append(&c.row(), r1);
+        let w2 = p2.entry(t2, Some(NonNull::from(&mut b2[0])));
+        c.write(w2, 20);
         let r3 = p3.entry(t3, None);
-        rec.lock().append(r3);
-        let w3 = p3.entry(t3, Some(NonNull::from(&s2[0])));
-        rec.lock().append(w3);
-        // T1 (a reader) rolls back: nobody is marked, the value is unchanged.
-        let before = read(&rec, &words);
-        rec.lock().unlink(r1, true);
-        assert_eq!(read(&rec, &words), before, "a reader leaving changes nothing visible");
-        // T2 (a writer) rolls back: T3's entries are marked, T3's stash stays visible until
-        // T3 leaves too, and T3 itself sees that what it overwrote is doomed.
-        rec.lock().unlink(w2, true);
+        c.rec.lock().append(&c.row(), r3);
+        let w3 = p3.entry(t3, Some(NonNull::from(&mut b3[0])));
+        c.write(w3, 30);
+        // T1 (a reader) rolls back: nobody is marked, nothing changes.
+        let before = c.read();
+        c.rec.lock().unlink(&c.row(), r1, true);
+        assert_eq!(c.read(), before, "a reader leaving changes nothing visible");
+        // T2 (a writer) rolls back with T3 after it: T3's entries are marked, the payload
+        // keeps T3's write until T3 rolls back too, and T3 inherits the committed value.
+        c.rec.lock().unlink(&c.row(), w2, true);
         // SAFETY: the pool keeps the entries alive.
         assert!(unsafe { r3.as_ref() }.aborted() && unsafe { w3.as_ref() }.aborted());
-        assert_eq!(read(&rec, &words).0, 30);
+        assert_eq!(c.read().0, 30);
+        assert_eq!(c.committed(), 10);
         let c4 = TxnCtx::default();
-        assert!(rec.lock().doomed_for(c4.begin(0)), "a new reader would read doomed data");
-        rec.lock().unlink(r3, true);
-        rec.lock().unlink(w3, true);
-        assert!(rec.lock().no_entries());
-        let (v, w) = read(&rec, &words);
-        assert_eq!(v, 10, "back to the payload");
+        assert!(c.rec.lock().doomed_for(c4.begin(0)), "a new reader would read doomed data");
+        c.rec.lock().unlink(&c.row(), r3, true);
+        c.rec.lock().unlink(&c.row(), w3, true);
+        assert!(c.rec.lock().no_entries());
+        let (v, w) = c.read();
+        assert_eq!(v, 10, "the committed value is back");
         assert_eq!(w & PENDING, 0);
-        // A committed writer installs its stash, then unlinks without a new version.
-        let w5 = p1.entry(c1.begin(0), Some(NonNull::from(&s1[0])));
-        rec.lock().append(w5);
-        let (_, seen) = read(&rec, &words);
-        let mut l = rec.lock();
-        words[0].store(20, Ordering::Relaxed);
-        l.unlink(w5, false);
+        // A committed writer only leaves the list: its value stays, under the same version.
+        let w5 = p1.entry(c1.begin(0), Some(NonNull::from(&mut b2[0])));
+        c.write(w5, 50);
+        let seen = c.read();
+        c.rec.lock().unlink(&c.row(), w5, false);
+        let (v, w) = c.read();
+        assert_eq!(v, 50);
+        assert!(same_version(w, seen.1) && w & PENDING == 0);
+    }
+
+    /// Threads (more than cores) run one-piece transactions that each add 1 to one record,
+    /// wait for the writer before them, and roll back when marked or at random (one in
+    /// eight), as cascading aborts do: the value ends as the number of commits.
+    #[test]
+    fn concurrent_increments_with_cascading_rollbacks_keep_exactly_the_committed_ones() {
+        use super::super::txn::{wait_until, Contexts, WaitPolicy};
+        const THREADS: usize = 6;
+        const TXNS: u64 = 3_000;
+        let c = Cell::new(0);
+        let contexts = Contexts::new(THREADS);
+        let commits = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for seed in 0..THREADS as u64 {
+                let (c, contexts, commits) = (&c, &contexts, &commits);
+                s.spawn(move || {
+                    let ctx = contexts.take().expect("a context per thread");
+                    let mut pool = EntryPool::default();
+                    let mut before = buffer();
+                    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    for _ in 0..TXNS {
+                        let t = ctx.begin(0);
+                        let e = pool.entry(t, Some(NonNull::from(&mut before[0])));
+                        let dep = {
+                            let mut l = c.rec.lock();
+                            let dep = l.append(&c.row(), e);
+                            let v = c.words[0].load(Ordering::Relaxed);
+                            c.words[0].store(v + 1, Ordering::Relaxed);
+                            dep
+                        };
+                        if let Some(d) = dep {
+                            wait_until(WaitPolicy::Yield, || d.over());
+                        }
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        // SAFETY: the pool keeps the entry until `reset`.
+                        let marked = unsafe { e.as_ref() }.aborted();
+                        let roll_back = marked || rng % 8 == 0;
+                        c.rec.lock().unlink(&c.row(), e, roll_back);
+                        if !roll_back {
+                            commits.fetch_add(1, Ordering::Relaxed);
+                        }
+                        ctx.end();
+                        pool.reset();
+                    }
+                    contexts.give_back(ctx);
+                });
+            }
+        });
+        let commits = commits.load(Ordering::Relaxed);
+        assert!(commits > 0 && commits < THREADS as u64 * TXNS);
+        assert_eq!(c.read().0, commits, "every committed increment and no other");
+        assert!(c.rec.lock().no_entries());
+    }
+
+    #[test]
+    fn rolling_back_an_insert_makes_the_record_absent_again() {
+        let c = Cell::new(0);
+        c.rec.init(VERSION | ABSENT);
+        let ctx = TxnCtx::default();
+        let mut pool = EntryPool::default();
+        let mut b = buffer();
+        let e = pool.entry(ctx.begin(0), Some(NonNull::from(&mut b[0])));
+        let mut l = c.rec.lock();
+        l.append(&c.row(), e);
+        l.set(ABSENT, false);
         drop(l);
-        assert_eq!(read(&rec, &words), (20, seen & !PENDING));
+        let mut buf = [0u8; 8];
+        assert!(!c.rec.lock().read_committed(&c.row(), &mut buf), "not committed yet");
+        c.rec.lock().unlink(&c.row(), e, true);
+        assert!(c.rec.load() & ABSENT != 0);
     }
 }
