@@ -267,6 +267,21 @@ impl Recorder {
         self.history.stamp_ordered = true;
     }
 
+    /// Where the open attempt's events end now: a mark for [`Recorder::rewind`].
+    #[inline]
+    pub fn mark(&self) -> usize {
+        self.history.events.len()
+    }
+
+    /// Forgets the events recorded since `mark` (taken in the same attempt): a part of the
+    /// attempt that the protocol discarded and runs again (IC3's piece that failed its
+    /// validation) observed nothing the transaction keeps.
+    #[inline]
+    pub fn rewind(&mut self, mark: usize) {
+        debug_assert!(self.open.as_ref().is_some_and(|o| o.first <= mark));
+        self.history.events.truncate(mark);
+    }
+
     /// Records a predicate read of `[lo, hi]`.
     #[inline]
     pub fn range(&mut self, table: u32, lo: u64, hi: u64) {

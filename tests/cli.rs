@@ -21,7 +21,7 @@ fn an_unknown_protocol_is_refused_with_the_valid_names() {
     fails_with(
         &["run", "--protocol", "foo"],
         2,
-        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, 2pl-ordered, silo, tictoc, mocc, si, ermia-ssn, ermia-ssi, hekaton, cicada, bohm)",
+        "error: --protocol 'foo' is not valid (expected one of: nocc, 2pl-nowait, 2pl-waitdie, 2pl-ordered, silo, tictoc, mocc, si, ermia-ssn, ermia-ssi, hekaton, cicada, bohm, ic3)",
     );
 }
 
@@ -551,6 +551,11 @@ fn check_quick_passes_for_ermia_ssi_with_marked_reads() {
 /// transactions, declared, executed at their timestamps), with the default split, with
 /// small batches over two CC threads, and with the adaptive split; no anomaly any way.
 #[test]
+fn check_quick_passes_for_ic3() {
+    quick_check_passes("ic3", &[]);
+}
+
+#[test]
 fn check_quick_passes_for_bohm() {
     let s = quick_check_passes("bohm", &[]);
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
@@ -1038,8 +1043,8 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         &["run", "--opt", "validation-lock=nowait"],
         2,
         "error: --opt validation-lock applies to silo, tictoc and mocc, not to nocc, 2pl-nowait, \
-         2pl-waitdie, 2pl-ordered, si, ermia-ssn, ermia-ssi, hekaton, cicada and bohm (choose protocols with -p, or \
-         name one: \
+         2pl-waitdie, 2pl-ordered, si, ermia-ssn, ermia-ssi, hekaton, cicada, bohm and ic3 (choose protocols \
+         with -p, or name one: \
          --opt silo:validation-lock=nowait)",
     );
     fails_with(
@@ -1291,11 +1296,13 @@ fn check_quick_passes_for_silo_with_nowait_validation() {
 fn analyze_prints_the_static_conflict_graph() {
     let dir = tempfile::tempdir().unwrap();
     let dot = dir.path().join("tpcc.dot");
-    let out = txlab(&["analyze", "-w", "tpcc", "--dot", dot.to_str().unwrap()]);
+    let dot_arg = dot.to_str().unwrap();
+    let out = txlab(&["analyze", "-w", "tpcc", "--granularity", "column", "--dot", dot_arg]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     for line in [
-        "workload tpcc: 3 transaction types analysed, 10 template pieces -> 9 pieces",
+        "workload tpcc: 3 transaction types analysed (conflicts per column), 10 template pieces \
+         -> 9 pieces",
         "read-only (run on snapshots, not analysed): order-status, stock-level",
         "  piece 0: warehouse  [r:warehouse]\n    no C-edge: runs unconstrained",
         "  piece 3: order + lines  (merged)",
@@ -1305,6 +1312,24 @@ fn analyze_prints_the_static_conflict_graph() {
     }
     let graph = std::fs::read_to_string(&dot).unwrap();
     assert!(graph.starts_with("graph sc {") && graph.contains("[style=dashed]"), "{graph}");
+    // What the ic3 protocol runs with (the default): conflicts per table, so New-Order's
+    // warehouse read meets Payment's warehouse update, and its customer piece merges with the
+    // order and lines (Delivery touches CUSTOMER and the order tables in one piece).
+    let out = txlab(&["analyze", "-w", "tpcc"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "workload tpcc: 3 transaction types analysed (conflicts per table), 10 template pieces \
+         -> 8 pieces",
+        "  piece 0: warehouse  [r:warehouse]\n    C-edges: payment/0",
+        "  piece 2: customer + order + lines  (merged)",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    fails_with(
+        &["analyze", "--granularity", "row"],
+        2,
+        "error: --granularity 'row' is not valid (expected one of: column, table)",
+    );
     let sb = txlab(&["analyze", "-w", "smallbank"]);
     assert_eq!(sb.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&sb.stdout).contains("read-only (run on snapshots"));

@@ -347,6 +347,7 @@ serializable_suite! {
     mocc_hot_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("validation-lock", "nowait"), ("read-phase-extension", "2000")],
     mocc_hot_mql => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql")],
     mocc_hot_mql_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql"), ("validation-lock", "nowait")],
+    ic3 => txlab::protocols::ic3::Ic3,
 }
 
 /// The positive control: the same bank workload under `nocc` loses updates.

@@ -871,6 +871,8 @@ protocol_suite! {
     mocc_hot_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("validation-lock", "nowait"), ("read-phase-extension", "2000")],
     mocc_hot_mql => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql")],
     mocc_hot_mql_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql"), ("validation-lock", "nowait")],
+    ic3 => txlab::protocols::ic3::Ic3,
+    ic3_pessimistic_yield => txlab::protocols::ic3::Ic3 [("optimistic", "off"), ("rendezvous", "off"), ("wait", "yield")],
 }
 
 mod serializable {
@@ -899,6 +901,8 @@ mod serializable {
         mocc_hot_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("validation-lock", "nowait"), ("read-phase-extension", "2000")],
         mocc_hot_mql => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql")],
         mocc_hot_mql_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql"), ("validation-lock", "nowait")],
+        ic3 => txlab::protocols::ic3::Ic3,
+        ic3_pessimistic_yield => txlab::protocols::ic3::Ic3 [("optimistic", "off"), ("rendezvous", "off"), ("wait", "yield")],
     }
 }
 
@@ -1228,6 +1232,7 @@ mod batch {
         bohm => txlab::protocols::bohm::Bohm,
         bohm_small_batches => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2")],
         bohm_adaptive => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "3"), ("split", "adaptive")],
+        ic3 => txlab::protocols::ic3::Ic3,
     }
 
     mod chain {
@@ -1246,6 +1251,7 @@ mod batch {
             bohm => txlab::protocols::bohm::Bohm,
             bohm_small_batches => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "2")],
             bohm_adaptive => txlab::protocols::bohm::Bohm [("batch", "7"), ("cc-threads", "3"), ("split", "adaptive")],
+            ic3 => txlab::protocols::ic3::Ic3,
         }
     }
 }

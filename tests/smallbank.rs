@@ -114,6 +114,12 @@ fn hekaton_conserves_money() {
 }
 
 #[test]
+fn ic3_conserves_money() {
+    conserves::<txlab::protocols::ic3::Ic3>();
+    conserves_with::<txlab::protocols::ic3::Ic3>(&[("optimistic", "off"), ("wait", "yield")]);
+}
+
+#[test]
 fn cicada_conserves_money() {
     conserves::<txlab::protocols::cicada::Cicada>();
 }

@@ -189,6 +189,13 @@ fn silo_keeps_the_consistency_conditions() {
 }
 
 #[test]
+fn ic3_keeps_the_consistency_conditions() {
+    // New-Order's user rollbacks (1 %) roll back its committed district piece: the New-Orders
+    // and Payments that depend on it cascade.
+    contended::<txlab::protocols::ic3::Ic3>(4);
+}
+
+#[test]
 fn tictoc_keeps_the_consistency_conditions() {
     contended::<txlab::protocols::tictoc::TicToc>(4);
 }

@@ -2,7 +2,7 @@
 //! ([`crate::engine::scgraph`]), in words or as a Graphviz graph.
 
 use super::run::{create_output, Failure};
-use crate::engine::scgraph::Analysis;
+use crate::engine::scgraph::{Analysis, Granularity};
 use crate::engine::Workload;
 use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
 use crate::workloads::tpcc::{AnalyticConfig, Tpcc, TpccConfig};
@@ -19,6 +19,10 @@ pub(super) struct AnalyzeArgs {
     /// TPC-C: include the analytic transaction type (see `txlab run --analytic`)
     #[arg(long)]
     analytic: bool,
+    /// What two accesses must share to conflict: a table (what the ic3 protocol runs with,
+    /// since it tracks conflicts per record) or a column (the IC3 paper's analysis)
+    #[arg(long, value_enum, default_value = "table")]
+    granularity: Granularity,
     /// Also write the SC-graph in Graphviz's DOT language to this file (`dot -Tsvg`)
     #[arg(long, value_name = "FILE.dot")]
     dot: Option<PathBuf>,
@@ -50,7 +54,7 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
         }
     };
     let names = tables.into_iter().map(|t| t.name).collect();
-    let analysis = Analysis::new(&types).with_table_names(names);
+    let analysis = Analysis::with_granularity(&types, args.granularity).with_table_names(names);
     print!("workload {}: {}", args.workload.name(), analysis.text(&types));
     if let (Some(f), Some(path)) = (&mut out, &args.dot) {
         f.write_all(analysis.dot(&types).as_bytes())

@@ -623,7 +623,7 @@ fn worker_loop<P: Protocol, W: Workload>(
                 stats.phase_ticks.add(&clock, Phase::Begin, s);
             }
             let checks = Checks {
-                templates: cfg.check_templates,
+                templates: cfg.check_templates || P::CAPS.templates,
                 access_set: declared,
                 read_only,
                 writes_only: false,

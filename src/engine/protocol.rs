@@ -53,6 +53,11 @@ pub struct Capabilities {
     /// (BOHM's pipeline) is not interactive: it runs workloads through [`Protocol::drive`], and
     /// `Database::worker` refuses it.
     pub interactive: bool,
+    /// Schedules by the workload's piece templates (IC3): every operation is checked against
+    /// its piece's template whatever the run asks (`RunConfig::check_templates`), because an
+    /// access the template does not declare would break what the protocol's static analysis
+    /// promised, and a transaction typed with no template runs the protocol's untyped path.
+    pub templates: bool,
 }
 
 /// How a protocol's reads show up in shared memory.
@@ -71,6 +76,9 @@ pub enum Reads {
     /// A read registers in the version it read (a bit of its reader bitmap, SSN) and
     /// validation publishes its commit timestamp there.
     Registered,
+    /// A read is invisible while its piece runs, and leaves an entry in the record's accessor
+    /// list when the piece commits (IC3).
+    Listed,
 }
 
 impl Reads {
@@ -82,6 +90,7 @@ impl Reads {
             Reads::Visible => "visible (read locks)",
             Reads::VisibleWhenHot => "visible on hot records (read locks), else invisible",
             Reads::Registered => "visible (a bit in the version's reader bitmap)",
+            Reads::Listed => "visible from its piece's commit (an accessor-list entry)",
         }
     }
 }

@@ -72,9 +72,31 @@ pub struct CEdge {
     pub b: (usize, usize),
 }
 
+/// What two accesses must share to conflict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Granularity {
+    /// A column of a table (the paper's analysis, §5.1).
+    Column,
+    /// A table: what a runtime that tracks conflicts per record (not per column) needs, so
+    /// that every dependency it finds between two pieces has a C-edge behind it (IC3 here).
+    Table,
+}
+
+impl Granularity {
+    /// The command-line word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Granularity::Column => "column",
+            Granularity::Table => "table",
+        }
+    }
+}
+
 /// The analysis of a workload's templates (see the module docs).
 #[derive(Clone, Debug)]
 pub struct Analysis {
+    /// What two accesses must share to conflict.
+    pub granularity: Granularity,
     /// The analysed types (those that write), in template order, with their pieces.
     pub types: Vec<Chopping>,
     /// The types left out: they write nothing (run on snapshots).
@@ -93,8 +115,14 @@ pub struct Analysis {
 type Node = (usize, usize, usize);
 
 impl Analysis {
-    /// Analyses the templates `types` (indexed like the workload's).
+    /// Analyses the templates `types` (indexed like the workload's) at column granularity.
     pub fn new(types: &[TxnType]) -> Self {
+        Self::with_granularity(types, Granularity::Column)
+    }
+
+    /// Analyses the templates `types` with conflicts at granularity `g`.
+    pub fn with_granularity(types: &[TxnType], g: Granularity) -> Self {
+        let conflict = |a: &TxnType, p: usize, b: &TxnType, q: usize| conflict(a, p, b, q, g);
         let analysed: Vec<usize> = (0..types.len()).filter(|&t| writes(&types[t])).collect();
         let read_only =
             (0..types.len()).filter(|t| !analysed.contains(t)).map(|t| types[t].name).collect();
@@ -185,6 +213,7 @@ impl Analysis {
         }
         edges.sort();
         let mut analysis = Analysis {
+            granularity: g,
             types: choppings,
             read_only,
             edges,
@@ -266,9 +295,10 @@ impl Analysis {
             .fold((0, 0), |(x, y), (a, b)| (x + a, y + b));
         let _ = writeln!(
             s,
-            "{} transaction types analysed, {before} template pieces -> {after} pieces after \
-             merging deadlock-prone cycles; {} C-edges",
+            "{} transaction types analysed (conflicts per {}), {before} template pieces -> \
+             {after} pieces after merging deadlock-prone cycles; {} C-edges",
             self.types.len(),
+            self.granularity.name(),
             self.edges.len()
         );
         if !self.read_only.is_empty() {
@@ -370,11 +400,11 @@ fn writes(t: &TxnType) -> bool {
 
 /// Whether template piece `p` of `a` and template piece `q` of `b` conflict: a common column of
 /// a common table, one of them writing it.
-fn conflict(a: &TxnType, p: usize, b: &TxnType, q: usize) -> bool {
+fn conflict(a: &TxnType, p: usize, b: &TxnType, q: usize, g: Granularity) -> bool {
     a.pieces[p].accesses.iter().any(|x| {
         b.pieces[q].accesses.iter().any(|y| {
             x.table == y.table
-                && x.columns & y.columns != 0
+                && (g == Granularity::Table || x.columns & y.columns != 0)
                 && (x.mode == AccessMode::Write || y.mode == AccessMode::Write)
         })
     })
@@ -539,5 +569,11 @@ mod tests {
         assert!(!a.conflicting(1, 0));
         let dot = a.dot(&types);
         assert!(dot.starts_with("graph sc {") && dot.contains("style=dashed"), "{dot}");
+        // Per table, the two pieces on table 1 conflict (one writes it): what a runtime that
+        // tracks records needs.
+        let t = Analysis::with_granularity(&types, Granularity::Table);
+        assert_eq!(t.partner(0, 0, 1), Some(0));
+        assert!(t.conflicting(1, 0));
+        assert!(t.text(&types).contains("(conflicts per table)"), "{}", t.text(&types));
     }
 }

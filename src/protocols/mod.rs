@@ -75,11 +75,15 @@ pub enum ProtocolKind {
     #[value(name = "bohm")]
     #[serde(rename = "bohm")]
     Bohm,
+    /// IC3: piece-wise OCC with dependency tracking, constrained by static analysis.
+    #[value(name = "ic3")]
+    #[serde(rename = "ic3")]
+    Ic3,
 }
 
 impl ProtocolKind {
     /// All protocols, in the order comparisons print them.
-    pub const ALL: [ProtocolKind; 13] = [
+    pub const ALL: [ProtocolKind; 14] = [
         ProtocolKind::Nocc,
         ProtocolKind::TwoPlNoWait,
         ProtocolKind::TwoPlWaitDie,
@@ -93,6 +97,7 @@ impl ProtocolKind {
         ProtocolKind::Hekaton,
         ProtocolKind::Cicada,
         ProtocolKind::Bohm,
+        ProtocolKind::Ic3,
     ];
 
     /// The command-line name.
@@ -112,6 +117,7 @@ impl ProtocolKind {
             ProtocolKind::Hekaton => hekaton::Hekaton::NAME,
             ProtocolKind::Cicada => cicada::Cicada::NAME,
             ProtocolKind::Bohm => bohm::Bohm::NAME,
+            ProtocolKind::Ic3 => ic3::Ic3::NAME,
         }
     }
 
@@ -132,6 +138,7 @@ impl ProtocolKind {
             ProtocolKind::Hekaton => hekaton::Hekaton::DESCRIPTION,
             ProtocolKind::Cicada => cicada::Cicada::DESCRIPTION,
             ProtocolKind::Bohm => bohm::Bohm::DESCRIPTION,
+            ProtocolKind::Ic3 => ic3::Ic3::DESCRIPTION,
         }
     }
 
@@ -179,6 +186,7 @@ impl ProtocolKind {
             ProtocolKind::Hekaton => hekaton::Hekaton::CAPS,
             ProtocolKind::Cicada => cicada::Cicada::CAPS,
             ProtocolKind::Bohm => bohm::Bohm::CAPS,
+            ProtocolKind::Ic3 => ic3::Ic3::CAPS,
         }
     }
 }
@@ -246,6 +254,10 @@ macro_rules! with_protocol {
             }
             $crate::protocols::ProtocolKind::Bohm => {
                 type $P = $crate::protocols::bohm::Bohm;
+                $body
+            }
+            $crate::protocols::ProtocolKind::Ic3 => {
+                type $P = $crate::protocols::ic3::Ic3;
                 $body
             }
         }

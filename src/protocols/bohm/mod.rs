@@ -285,6 +285,7 @@ impl Protocol for Bohm {
         snapshot_reads: false,
         reads: Reads::Invisible,
         interactive: false,
+        templates: false,
     };
     type Record = BohmRecord;
     type Worker<'db> = NoWorker;

@@ -720,6 +720,7 @@ impl Protocol for Cicada {
         snapshot_reads: true,
         reads: Reads::InvisibleUntilValidation,
         interactive: true,
+        templates: false,
     };
     const BUCKET_CLOCKS: bool = true;
     const DEFAULT_BACKOFF: Backoff = Backoff::Adaptive;

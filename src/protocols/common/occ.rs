@@ -22,7 +22,7 @@
 //! (`storage::phantom`): commit re-checks them ([`OccWorker::validate_phantoms`]).
 
 use crate::engine::procedure::ALL_COLUMNS;
-use crate::engine::Worker;
+use crate::engine::{PieceEnd, Worker};
 use crate::error::{Abort, AbortReason};
 use crate::history::{Recorder, Stamp};
 use crate::protocols::common::scan::{self, ScanSteps};
@@ -266,18 +266,20 @@ pub trait OccProtocol: Sized + 'static {
     /// [`Worker::reads_still_valid`]).
     fn reads_still_valid(w: &mut OccWorker<'_, Self>) -> bool;
 
-    /// Called when the read phase is about to touch row `rid` of table `t` (record `rec`), which
-    /// is not in the write set yet: to read it, or to write it when `write`. MOCC takes its
-    /// pessimistic locks on hot records here; an `Err` aborts the operation. Nothing by default.
+    /// Called when the read phase is about to touch row `rid` (key `key`) of table `t` (record
+    /// `rec`), which is not in the write set yet: to read it, or to write it when `write`. MOCC
+    /// takes its pessimistic locks on hot records here; IC3 notes the keys of records being
+    /// inserted; an `Err` aborts the operation. Nothing by default.
     #[inline(always)]
     fn access(
         w: &mut OccWorker<'_, Self>,
         t: TableId,
+        key: u64,
         rid: RowId,
         rec: &Self::Record,
         write: bool,
     ) -> Result<(), Abort> {
-        let _ = (w, t, rid, rec, write);
+        let _ = (w, t, key, rid, rec, write);
         Ok(())
     }
 
@@ -287,6 +289,37 @@ pub trait OccProtocol: Sized + 'static {
     #[inline(always)]
     fn end(w: &mut OccWorker<'_, Self>, committed: bool) {
         let _ = (w, committed);
+    }
+
+    /// Called when an attempt begins, after its epoch is entered. Nothing by default.
+    #[inline(always)]
+    fn begin(w: &mut OccWorker<'_, Self>) {
+        let _ = w;
+    }
+
+    /// [`Worker::typed`]. Nothing by default.
+    #[inline(always)]
+    fn typed(w: &mut OccWorker<'_, Self>, ty: usize) {
+        let _ = (w, ty);
+    }
+
+    /// [`Worker::piece_begin`]. Nothing by default.
+    #[inline(always)]
+    fn piece_begin(w: &mut OccWorker<'_, Self>, piece: usize) -> Result<(), Abort> {
+        let _ = (w, piece);
+        Ok(())
+    }
+
+    /// [`Worker::piece_end`]: a protocol that commits pieces on their own (IC3) does it here.
+    /// The body's outcome by default.
+    #[inline(always)]
+    fn piece_end(
+        w: &mut OccWorker<'_, Self>,
+        piece: usize,
+        body: Result<(), Abort>,
+    ) -> Result<PieceEnd, Abort> {
+        let _ = (w, piece);
+        body.map(|()| PieceEnd::Done)
     }
 }
 
@@ -723,7 +756,7 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                     _ => Some(f(self.buffered(i, tbl, cols)?)),
                 });
             }
-            P::access(self, t, rid, tbl.rows.get(rid).header, write)?;
+            P::access(self, t, key, rid, tbl.rows.get(rid).header, write)?;
             let buf = self.scratch.get(len);
             match Self::stable_read(
                 tbl.rows.get(rid),
@@ -750,16 +783,44 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
     /// the epoch.
     pub fn finish(&mut self, committed: bool) {
         P::end(self, committed);
+        self.clear_sets();
+        self.active = false;
+        self.ctx.exit();
+    }
+
+    /// Empties the read, write and phantom sets and the buffers without ending the attempt:
+    /// a protocol that commits parts of a transaction on their own (IC3's pieces) starts the
+    /// next part with it. Commit-time locks must have been released (or installed).
+    pub fn clear_sets(&mut self) {
+        self.locked = 0;
         self.reads.clear();
         self.writes.clear();
         self.phantoms.clear();
         self.arena.clear();
         self.lock_order.clear();
-        self.locked = 0;
-        self.active = false;
         self.written = 0;
         self.extra_reads = 0;
-        self.ctx.exit();
+    }
+
+    /// Discards what the sets hold without ending the attempt (a part of the transaction that
+    /// failed its validation and runs again): undoes the inserts, as [`Self::rollback`] does,
+    /// and empties the sets.
+    pub fn discard_sets(&mut self) {
+        self.unlock_held();
+        self.undo_inserts();
+        self.clear_sets();
+    }
+
+    /// The row write entry `i` installs and the columns it changed: its buffer, or `None` when
+    /// the row is in the record already (an insert's) or there is none (a delete's).
+    #[inline]
+    pub fn write_image(&self, i: usize) -> Option<(&[u8], Columns)> {
+        let w = &self.writes[i];
+        if w.off == NO_BUFFER || !w.kind.present() {
+            return None;
+        }
+        let len = self.ctx.storage.table(w.table).spec.row_size;
+        Some((self.arena.get(w.off, len), w.dirty))
     }
 
     /// CCBench's ReadPhaseExtension (§6.2): when this attempt's read phase met a concurrent
@@ -880,9 +941,15 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
 
     /// Releases commit-time locks and undoes inserts after a failed commit or an abort.
     pub fn rollback(&mut self) {
-        let storage = self.ctx.storage;
         self.unlock_held();
-        // Our inserts stay in the index as absent records: unlock them and let the GC unlink them.
+        self.undo_inserts();
+        self.finish(false);
+    }
+
+    /// Our inserts stay in the index as absent records: unlocks them and lets the GC unlink
+    /// them.
+    fn undo_inserts(&mut self) {
+        let storage = self.ctx.storage;
         for i in 0..self.writes.len() {
             let w = self.writes[i];
             if matches!(w.kind, WriteKind::Insert | WriteKind::InsertDeleted) {
@@ -891,7 +958,6 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                 self.ctx.retire(w.table, w.key, w.rid);
             }
         }
-        self.finish(false);
     }
 
     /// Commit step: installs the write set and unlocks it, logging it with commit stamp `stamp`
@@ -987,6 +1053,22 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
     fn begin(&mut self) {
         self.ctx.enter(unlink::<P::Record>);
         self.active = true;
+        P::begin(self);
+    }
+
+    #[inline]
+    fn typed(&mut self, ty: usize) {
+        P::typed(self, ty);
+    }
+
+    #[inline]
+    fn piece_begin(&mut self, piece: usize) -> Result<(), Abort> {
+        P::piece_begin(self, piece)
+    }
+
+    #[inline]
+    fn piece_end(&mut self, piece: usize, body: Result<(), Abort>) -> Result<PieceEnd, Abort> {
+        P::piece_end(self, piece, body)
     }
 
     #[inline]
@@ -1033,7 +1115,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 self.writes[i].dirty = ALL_COLUMNS;
                 return Ok(true);
             }
-            P::access(self, t, rid, tbl.rows.get(rid).header, true)?;
+            P::access(self, t, key, rid, tbl.rows.get(rid).header, true)?;
             let (word, aux) = Self::stable_word(tbl.rows.get(rid).header, &mut self.extra_reads);
             if !is_unlinked(word) {
                 break (rid, word, aux);
@@ -1071,7 +1153,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 self.writes[i].dirty |= writes;
                 return Ok(Some(out));
             }
-            P::access(self, t, rid, tbl.rows.get(rid).header, true)?;
+            P::access(self, t, key, rid, tbl.rows.get(rid).header, true)?;
             let off = self.arena.push_reused(len);
             let buf = self.arena.get_mut(off, len);
             match Self::stable_read(tbl.rows.get(rid), buf, p, cols, &mut self.extra_reads) {
@@ -1155,7 +1237,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 return Err(Abort::new(AbortReason::InsertConflict));
             }
             // Revive a deleted record: its word must not change before we lock it at commit.
-            P::access(self, t, rid, rec, true)?;
+            P::access(self, t, key, rid, rec, true)?;
             let (word, aux) = Self::stable_word(rec, &mut self.extra_reads);
             if word != cur {
                 continue;
@@ -1175,7 +1257,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
             if self.find_write(t, rid).is_some() {
                 break (rid, 0, Default::default());
             }
-            P::access(self, t, rid, tbl.rows.get(rid).header, true)?;
+            P::access(self, t, key, rid, tbl.rows.get(rid).header, true)?;
             let (word, aux) = Self::stable_word(tbl.rows.get(rid).header, &mut self.extra_reads);
             if !is_unlinked(word) {
                 break (rid, word, aux);
@@ -1290,7 +1372,7 @@ impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
             }
             return self.buffered(i, tbl, ALL_COLUMNS).map(|row| Some(&*row));
         }
-        P::access(self, t, rid, tbl.rows.get(rid).header, false)?;
+        P::access(self, t, key, rid, tbl.rows.get(rid).header, false)?;
         let len = tbl.spec.row_size;
         let data = self.scratch.get(len);
         match Self::stable_read(

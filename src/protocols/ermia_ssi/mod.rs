@@ -110,6 +110,7 @@ const CAPS: Capabilities = Capabilities {
     snapshot_reads: true,
     reads: Reads::Registered,
     interactive: true,
+    templates: false,
 };
 
 /// `ermia-ssi`'s options: the substrate's, and ERMIA's read optimisation (serialized under

@@ -74,4 +74,5 @@ const CAPS: Capabilities = Capabilities {
     snapshot_reads: true,
     reads: Reads::Registered,
     interactive: true,
+    templates: false,
 };

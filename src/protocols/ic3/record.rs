@@ -1,5 +1,7 @@
 //! IC3's record: a version word that makes each piece atomic by OCC, and the accessor list of
-//! the uncommitted transactions that read or wrote the record (§3.2, §5.2).
+//! the uncommitted transactions that read or wrote the record (§3.2, §5.2). The same header
+//! serves as the pseudo-record of a phantom bucket (its list holds the scans that covered the
+//! bucket and the inserts and deletes in it; it has no payload).
 //!
 //! **The visible value lives in the payload.** IC3 reads the *stash*, the value the last
 //! committed piece wrote, and installs a transaction's writes into the record at transaction
@@ -16,10 +18,15 @@
 //!
 //! **The word.** Bit 0 locks the record (a piece commits, or a transaction leaves the list or
 //! rolls back, holding it); bit 1 says that uncommitted writer entries exist ([`PENDING`]);
-//! bits 2 and 3 are absence and unlinking, as in the other protocols; the rest is a version
-//! that moves whenever the payload changes (a piece's write, a rollback's restore), which is
-//! what a piece validates. Leaving the list after a commit changes no value, so it keeps the
-//! version (only [`PENDING`] may clear: validation ignores that bit).
+//! bits 2 and 3 are absence and unlinking, as in the other protocols; bit 4 says that the list
+//! is not empty ([`LISTED`]: the GC leaves such a record alone). The rest is the *version*:
+//! the stamp of the piece that wrote the visible value, unique among all writes (its
+//! transaction context's number and a sequence, see `txn`), which is what a piece validates and
+//! what histories name. A rollback puts the before-image back *with its version*, so a reader
+//! of the restored value reads the version that committed it, and a piece that read the
+//! rolled-back value fails validation (versions are never reused). Leaving the list after a
+//! commit changes no value and keeps the version (only [`PENDING`] and [`LISTED`] may clear:
+//! validation ignores them).
 //!
 //! **The list** is oldest first and changes only under the lock. Entries live in their owner's
 //! [`EntryPool`], which does not move them and reuses them only after the owner unlinked them
@@ -30,11 +37,11 @@
 //! Only a writer's entry marks: a rolled-back reader's successors saw nothing of it (the
 //! paper marks after any entry; marking after readers would only abort more).
 
-use super::txn::TxnRef;
+use super::txn::{DepQueue, TxnRef};
 use crate::protocols::common::SpinWait;
 use crate::storage::row_store::{RecordHeader, RowRef};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// Lock bit.
 pub const LOCK: u64 = 1 << 0;
@@ -44,13 +51,29 @@ pub const PENDING: u64 = 1 << 1;
 pub const ABSENT: u64 = 1 << 2;
 /// The GC is removing the record from the index.
 pub const UNLINKED: u64 = 1 << 3;
-/// One version step.
-pub const VERSION: u64 = 1 << 4;
+/// The accessor list is not empty.
+pub const LISTED: u64 = 1 << 4;
+/// Where the version starts.
+pub const VERSION_SHIFT: u32 = 5;
+/// The bits that say which value the record holds: its version and whether it is absent.
+pub const VALUE: u64 = !(LOCK | PENDING | UNLINKED | LISTED);
 
-/// Whether two words name the same visible value (lock and [`PENDING`] aside).
+/// Whether two words name the same visible value (lock, [`PENDING`] and [`LISTED`] aside).
 #[inline]
 pub fn same_version(a: u64, b: u64) -> bool {
-    (a ^ b) & !(LOCK | PENDING) == 0
+    (a ^ b) & !(LOCK | PENDING | LISTED) == 0
+}
+
+/// The version of a word.
+#[inline]
+pub fn version(word: u64) -> u64 {
+    word >> VERSION_SHIFT
+}
+
+/// The word bits of version `v`.
+#[inline]
+pub fn with_version(word: u64, v: u64) -> u64 {
+    (word & ((1 << VERSION_SHIFT) - 1)) | v << VERSION_SHIFT
 }
 
 /// The record header (see the module docs).
@@ -61,6 +84,12 @@ pub struct Ic3Record {
     head: AtomicPtr<Entry>,
 }
 
+impl Default for Ic3Record {
+    fn default() -> Self {
+        Ic3Record { word: AtomicU64::new(0), head: AtomicPtr::default() }
+    }
+}
+
 // SAFETY: two atomic words; all zeros is a valid unlocked record with no entries (loading sets
 // the version); no Drop; align 8.
 unsafe impl RecordHeader for Ic3Record {}
@@ -68,25 +97,34 @@ unsafe impl RecordHeader for Ic3Record {}
 /// One accessor-list entry: an uncommitted transaction that read or wrote a record.
 pub struct Entry {
     txn: Option<TxnRef>,
-    /// A writer's before-image (the row's size, in the owner's memory); null for a reader.
+    /// A writer's (an insert or delete, on a bucket's pseudo-record).
+    writer: bool,
+    /// A row writer's before-image (the row's size, in the owner's memory); null otherwise.
     before: *mut u8,
-    /// Whether the record was absent before the writer's piece.
-    before_absent: AtomicBool,
+    /// The word's [`VALUE`] bits before the writer's piece (its version and absence).
+    before_word: AtomicU64,
     /// The next (younger) entry; changed under the record's lock.
     next: AtomicPtr<Entry>,
     /// Set by a rolled-back writer before it (under the record's lock); read by the owner
     /// before it commits.
     aborted: AtomicBool,
+    /// The record it is linked on (debug builds check that an entry is never reused while
+    /// linked, appended twice, or unlinked from another record).
+    #[cfg(debug_assertions)]
+    linked_on: AtomicPtr<Ic3Record>,
 }
 
 impl Default for Entry {
     fn default() -> Self {
         Entry {
             txn: None,
+            writer: false,
             before: std::ptr::null_mut(),
-            before_absent: AtomicBool::new(false),
+            before_word: AtomicU64::new(0),
             next: AtomicPtr::default(),
             aborted: AtomicBool::new(false),
+            #[cfg(debug_assertions)]
+            linked_on: AtomicPtr::default(),
         }
     }
 }
@@ -107,8 +145,9 @@ impl Entry {
     }
 
     /// Whether the entry is a writer's.
+    #[inline]
     pub fn writer(&self) -> bool {
-        !self.before.is_null()
+        self.writer
     }
 }
 
@@ -123,18 +162,28 @@ pub struct EntryPool {
 const CHUNK: usize = 64;
 
 impl EntryPool {
-    /// A fresh entry for `txn`: a writer's with `before`, a buffer of the row's size for its
-    /// before-image (which the owner keeps until the entry is unlinked), or a reader's.
-    pub fn entry(&mut self, txn: TxnRef, before: Option<NonNull<u8>>) -> NonNull<Entry> {
+    /// A fresh entry for `txn`: a reader's, or a writer's when `writer`, whose `before` is a
+    /// buffer of the row's size for its before-image (which the owner keeps until the entry is
+    /// unlinked; none for a bucket's pseudo-record).
+    pub fn entry(
+        &mut self,
+        txn: TxnRef,
+        writer: bool,
+        before: Option<NonNull<u8>>,
+    ) -> NonNull<Entry> {
+        debug_assert!(writer || before.is_none(), "a reader keeps no image");
         let (chunk, slot) = (self.used / CHUNK, self.used % CHUNK);
         if chunk == self.chunks.len() {
             self.chunks.push((0..CHUNK).map(|_| Entry::default()).collect());
         }
         self.used += 1;
         let e = &mut self.chunks[chunk][slot];
+        #[cfg(debug_assertions)]
+        assert!(e.linked_on.get_mut().is_null(), "an entry reused while linked");
         e.txn = Some(txn);
+        e.writer = writer;
         e.before = before.map_or(std::ptr::null_mut(), NonNull::as_ptr);
-        *e.before_absent.get_mut() = false;
+        *e.before_word.get_mut() = 0;
         *e.next.get_mut() = std::ptr::null_mut();
         *e.aborted.get_mut() = false;
         NonNull::from(e)
@@ -164,7 +213,13 @@ impl Ic3Record {
         self.word.load(Ordering::Acquire)
     }
 
-    /// Sets the word of a record being loaded (no transaction runs on it).
+    /// The word itself (for `common::occ`'s read phase).
+    #[inline]
+    pub fn word(&self) -> &AtomicU64 {
+        &self.word
+    }
+
+    /// Sets the word of a record no transaction can reach (loading, a fresh insert).
     pub fn init(&self, word: u64) {
         self.word.store(word, Ordering::Release);
     }
@@ -173,15 +228,39 @@ impl Ic3Record {
     pub fn lock(&self) -> Locked<'_> {
         let mut spin = SpinWait::default();
         loop {
-            let w = self.word.load(Ordering::Relaxed);
-            // Acquire: the holder's changes (list, payload) before its unlock are seen.
-            if w & LOCK == 0
-                && self
-                    .word
-                    .compare_exchange_weak(w, w | LOCK, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return Locked { rec: self, word: w };
+            if let Some(l) = self.try_lock() {
+                return l;
+            }
+            spin.spin();
+        }
+    }
+
+    /// Locks the record if it is free now.
+    #[inline]
+    pub fn try_lock(&self) -> Option<Locked<'_>> {
+        let w = self.word.load(Ordering::Relaxed);
+        // Acquire: the holder's changes (list, payload) before its unlock are seen.
+        let locked = w & LOCK == 0
+            && self
+                .word
+                .compare_exchange_weak(w, w | LOCK, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok();
+        // Lazily: a guard made and dropped would unlock the record.
+        locked.then(|| Locked { rec: self, word: w })
+    }
+
+    /// Locks the record for a piece's commit, spinning while another commit holds it, but not
+    /// while it is absent and locked: that is an insert whose piece has not committed yet (the
+    /// inserter holds the lock from the insert to its piece's commit, and may be waiting for
+    /// the caller meanwhile). `None` then.
+    pub fn lock_unless_inserting(&self) -> Option<Locked<'_>> {
+        let mut spin = SpinWait::default();
+        loop {
+            if let Some(l) = self.try_lock() {
+                return Some(l);
+            }
+            if self.load() & (LOCK | ABSENT) == LOCK | ABSENT {
+                return None;
             }
             spin.spin();
         }
@@ -189,6 +268,7 @@ impl Ic3Record {
 
     /// Copies the visible value (the payload) into `buf` and returns the word it goes with
     /// (unlocked): a seqlock read, waiting while the record is locked.
+    #[cfg(test)]
     pub fn read(&self, row: &RowRef<'_, Ic3Record>, buf: &mut [u8]) -> u64 {
         let mut spin = SpinWait::default();
         loop {
@@ -198,9 +278,8 @@ impl Ic3Record {
                 continue;
             }
             row.read_into(buf);
-            // Acquire fence: the copy happens before the re-check (seqlock read; pairs with
-            // the Acquire of `lock`, which keeps a writer's payload stores after its lock).
-            fence(Ordering::Acquire);
+            // Acquire fence: the copy happens before the re-check (seqlock read).
+            std::sync::atomic::fence(Ordering::Acquire);
             if self.word.load(Ordering::Relaxed) == v1 {
                 return v1;
             }
@@ -214,22 +293,40 @@ pub struct Locked<'r> {
     word: u64,
 }
 
-impl Locked<'_> {
+impl<'r> Locked<'r> {
+    /// Keeps the lock past this guard and returns the word to [`Locked::resume`] it with.
+    #[inline]
+    pub fn keep(self) -> u64 {
+        let w = self.word;
+        std::mem::forget(self);
+        w
+    }
+
+    /// A guard for a lock the caller holds: one it kept ([`Locked::keep`], with the word it
+    /// returned) or the lock of a fresh insert (with the word without the lock bit).
+    ///
+    /// # Safety
+    /// The caller holds the record's lock, and no other guard for it exists.
+    #[inline]
+    pub unsafe fn resume(rec: &'r Ic3Record, word: u64) -> Self {
+        Locked { rec, word: word & !LOCK }
+    }
+
     /// The word as it will be unlocked.
     #[inline]
     pub fn word(&self) -> u64 {
         self.word
     }
 
-    /// Moves the version on: the payload changed.
-    pub fn bump(&mut self) {
-        self.word = self.word.wrapping_add(VERSION);
-    }
-
     /// Sets or clears status bits ([`ABSENT`], [`UNLINKED`]).
     pub fn set(&mut self, bits: u64, on: bool) {
-        debug_assert_eq!(bits & (LOCK | PENDING), 0);
+        debug_assert_eq!(bits & (LOCK | PENDING | LISTED), 0);
         self.word = if on { self.word | bits } else { self.word & !bits };
+    }
+
+    /// Sets the version: a piece (or a transaction committing at once) wrote the payload.
+    pub fn set_version(&mut self, v: u64) {
+        self.word = with_version(self.word, v);
     }
 
     fn entries(&self) -> impl Iterator<Item = &Entry> {
@@ -244,73 +341,105 @@ impl Locked<'_> {
         })
     }
 
-    /// Copies the latest committed value into `buf` and says whether it is present: the first
-    /// writer entry's before-image, else the payload.
-    pub fn read_committed(&self, row: &RowRef<'_, Ic3Record>, buf: &mut [u8]) -> bool {
-        match self.entries().find(|e| e.writer()) {
+    /// Copies the latest committed value into `buf` and returns its word's [`VALUE`] bits
+    /// (version and absence): the first writer entry's before-image, else the payload.
+    pub fn read_committed(&self, row: &RowRef<'_, Ic3Record>, buf: &mut [u8]) -> u64 {
+        match self.entries().find(|e| !e.before.is_null()) {
             Some(e) => {
                 // SAFETY: a linked writer's before-image is the row's size and stays valid
                 // while linked; it changes only under this lock.
                 buf.copy_from_slice(unsafe { std::slice::from_raw_parts(e.before, buf.len()) });
-                !e.before_absent.load(Ordering::Relaxed)
+                e.before_word.load(Ordering::Relaxed)
             }
             None => {
                 row.read_into(buf);
-                self.word & ABSENT == 0
+                self.word & VALUE
             }
         }
     }
 
-    /// Whether the last writer entry not `txn`'s was marked by a rolled-back writer: what
-    /// `txn` read or would overwrite there will be rolled back (validation fails; the piece
-    /// runs again once the marked entries are gone).
-    pub fn doomed_for(&self, txn: TxnRef) -> bool {
-        let last = self.entries().filter(|e| e.writer() && e.txn != Some(txn)).last();
-        last.is_some_and(Entry::aborted)
+    /// The transaction of the last writer entry not `txn`'s, if a rolled-back writer marked
+    /// it: a value `txn` read there, or would overwrite, will be rolled back.
+    pub fn doomed_writer(&self, txn: TxnRef) -> Option<TxnRef> {
+        let last = self.entries().filter(|e| e.writer && e.txn != Some(txn)).last()?;
+        if last.aborted() {
+            last.txn
+        } else {
+            None
+        }
     }
 
-    /// Appends `entry` (its owner's, fresh from [`EntryPool::entry`]) and returns the
-    /// transaction it now depends on directly, if any (Algorithm 1, lines 18 and 22). A
-    /// writer's entry takes the record's current payload as its before-image: the caller then
-    /// writes its piece's image into the payload, and the version moves on.
-    pub fn append(&mut self, row: &RowRef<'_, Ic3Record>, entry: NonNull<Entry>) -> Option<TxnRef> {
+    /// Appends `entry` (its owner's, fresh from [`EntryPool::entry`]) and adds to `deps` the
+    /// transactions it now depends on directly (Algorithm 1, lines 18 and 22): a reader the
+    /// last writer; a writer the last writer and every reader after it (the paper's last
+    /// accessor alone is not enough: a reader between two writers may roll back on its own,
+    /// without marking anyone, and the second writer could then commit before the first, whose
+    /// rollback would undo it). The owner's own entries are skipped. A row writer's entry (one
+    /// with a before-image; `row` is then the record's row) takes the record's current payload
+    /// and version as its before-image: the caller then writes its piece's image into the
+    /// payload and sets the new version.
+    pub fn append(
+        &mut self,
+        row: Option<&RowRef<'_, Ic3Record>>,
+        entry: NonNull<Entry>,
+        deps: &mut DepQueue,
+    ) {
         // SAFETY: the caller's entry, fresh and unlinked.
         let e = unsafe { entry.as_ref() };
         let me = e.txn;
-        let mut dep = None;
         let mut last: Option<&Entry> = None;
-        for x in self.entries() {
-            if x.txn != me && (x.writer() || e.writer()) {
-                dep = x.txn;
+        let mut last_writer = None;
+        for (i, x) in self.entries().enumerate() {
+            if x.writer && x.txn != me {
+                last_writer = Some(i);
             }
             last = Some(x);
+        }
+        for (i, x) in self.entries().enumerate() {
+            let after = last_writer.is_none_or(|w| i >= w);
+            if x.txn != me && after && (x.writer || e.writer) {
+                deps.push(x.txn.expect("linked entries have a transaction"));
+            }
         }
         match last {
             Some(l) => l.next.store(entry.as_ptr(), Ordering::Relaxed),
             None => self.rec.head.store(entry.as_ptr(), Ordering::Relaxed),
         }
-        if e.writer() {
+        #[cfg(debug_assertions)]
+        {
+            let on = e.linked_on.swap(std::ptr::from_ref(self.rec).cast_mut(), Ordering::Relaxed);
+            assert!(on.is_null(), "an entry appended twice");
+        }
+        self.word |= LISTED;
+        if e.writer {
+            self.word |= PENDING;
+        }
+        if !e.before.is_null() {
+            let row = row.expect("a row writer's entry goes on a row");
             // SAFETY: the owner's buffer of the row's size, not linked anywhere before now.
             let before = unsafe { std::slice::from_raw_parts_mut(e.before, row.len()) };
             row.read_into(before);
-            e.before_absent.store(self.word & ABSENT != 0, Ordering::Relaxed);
-            self.word |= PENDING;
-            self.bump();
+            e.before_word.store(self.word & VALUE, Ordering::Relaxed);
         }
-        dep
     }
 
     /// Unlinks `entry`. When its transaction rolled back (`rolled_back`) and the entry is a
-    /// writer's, every entry after it is marked, and its before-image goes back into the
-    /// payload (it was the last writer) or to the next writer entry (see the module docs).
+    /// writer's, every entry after it is marked; a row writer's before-image (with its
+    /// version) goes back into the payload when it was the last row writer, or to the next
+    /// row writer's entry (see the module docs).
     pub fn unlink(
         &mut self,
-        row: &RowRef<'_, Ic3Record>,
+        row: Option<&RowRef<'_, Ic3Record>>,
         entry: NonNull<Entry>,
         rolled_back: bool,
     ) {
         // SAFETY: an entry of the caller's, linked here.
         let e = unsafe { entry.as_ref() };
+        #[cfg(debug_assertions)]
+        {
+            let on = e.linked_on.swap(std::ptr::null_mut(), Ordering::Relaxed);
+            assert!(std::ptr::eq(on, self.rec), "an entry unlinked from another record");
+        }
         let next = e.next.load(Ordering::Relaxed);
         let head = self.rec.head.load(Ordering::Relaxed);
         if head == entry.as_ptr() {
@@ -322,37 +451,46 @@ impl Locked<'_> {
                 p.next.store(next, Ordering::Relaxed);
             }
         }
-        if rolled_back && e.writer() {
+        if rolled_back && e.writer {
             let mut heir: Option<&Entry> = None;
             // SAFETY: the entries after `e` are linked (the list is unchanged but for `e`).
             let mut x = unsafe { next.as_ref() };
             while let Some(y) = x {
                 y.aborted.store(true, Ordering::Relaxed);
-                if heir.is_none() && y.writer() {
+                if let Some(t) = y.txn {
+                    t.doom();
+                }
+                if heir.is_none() && !y.before.is_null() {
                     heir = Some(y);
                 }
                 // SAFETY: as above.
                 x = unsafe { y.next.load(Ordering::Relaxed).as_ref() };
             }
-            let len = row.len();
-            // SAFETY: both before-images are the row's size, valid while their entries are
-            // (`e` until its owner resets its pool, after this), changed only under the lock.
-            let mine = unsafe { std::slice::from_raw_parts(e.before, len) };
-            let absent = e.before_absent.load(Ordering::Relaxed);
-            match heir {
-                Some(h) => {
-                    // SAFETY: as above; distinct buffers (different entries).
-                    unsafe { std::slice::from_raw_parts_mut(h.before, len) }.copy_from_slice(mine);
-                    h.before_absent.store(absent, Ordering::Relaxed);
-                }
-                None => {
-                    row.write_from(mine);
-                    self.word = if absent { self.word | ABSENT } else { self.word & !ABSENT };
-                    self.bump();
+            if !e.before.is_null() {
+                let row = row.expect("a row writer's entry is on a row");
+                let len = row.len();
+                // SAFETY: both before-images are the row's size, valid while their entries
+                // are (`e` until its owner resets its pool, after this), changed only under
+                // the lock.
+                let mine = unsafe { std::slice::from_raw_parts(e.before, len) };
+                let before = e.before_word.load(Ordering::Relaxed);
+                match heir {
+                    Some(h) => {
+                        // SAFETY: as above; distinct buffers (different entries).
+                        unsafe { std::slice::from_raw_parts_mut(h.before, len) }
+                            .copy_from_slice(mine);
+                        h.before_word.store(before, Ordering::Relaxed);
+                    }
+                    None => {
+                        row.write_from(mine);
+                        self.word = (self.word & !VALUE) | before;
+                    }
                 }
             }
         }
-        if e.writer() && !self.entries().any(Entry::writer) {
+        if self.rec.head.load(Ordering::Relaxed).is_null() {
+            self.word &= !(PENDING | LISTED);
+        } else if e.writer && !self.entries().any(Entry::writer) {
             self.word &= !PENDING;
         }
     }
@@ -385,7 +523,8 @@ mod tests {
 
     impl Cell {
         fn new(v: u64) -> Self {
-            let rec = Ic3Record { word: AtomicU64::new(VERSION), head: AtomicPtr::default() };
+            let rec =
+                Ic3Record { word: AtomicU64::new(1 << VERSION_SHIFT), head: AtomicPtr::default() };
             Cell { rec, words: [AtomicU64::new(v)] }
         }
         fn row(&self) -> RowRef<'_, Ic3Record> {
@@ -396,22 +535,38 @@ mod tests {
             let w = self.rec.read(&self.row(), &mut buf);
             (u64::from_le_bytes(buf), w)
         }
-        /// A piece of the entry's owner commits a write of `v`.
-        fn write(&self, e: NonNull<Entry>, v: u64) -> Option<TxnRef> {
+        /// A piece of the entry's owner commits a write of `v` (as version `v` too).
+        fn write(&self, e: NonNull<Entry>, v: u64) -> Vec<TxnRef> {
             let mut l = self.rec.lock();
-            let dep = l.append(&self.row(), e);
+            let mut deps = DepQueue::default();
+            l.append(Some(&self.row()), e, &mut deps);
             self.row().write_from(&v.to_le_bytes());
-            dep
+            l.set_version(v);
+            deps.iter().copied().collect()
+        }
+        /// An entry's owner appends a reader entry.
+        fn look(&self, e: NonNull<Entry>) -> Vec<TxnRef> {
+            let mut deps = DepQueue::default();
+            self.rec.lock().append(Some(&self.row()), e, &mut deps);
+            deps.iter().copied().collect()
+        }
+        fn unlink(&self, e: NonNull<Entry>, rolled_back: bool) {
+            self.rec.lock().unlink(Some(&self.row()), e, rolled_back);
         }
         fn committed(&self) -> u64 {
             let mut buf = [0u8; 8];
-            assert!(self.rec.lock().read_committed(&self.row(), &mut buf));
+            let w = self.rec.lock().read_committed(&self.row(), &mut buf);
+            assert_eq!(w & ABSENT, 0);
             u64::from_le_bytes(buf)
         }
     }
 
     fn buffer() -> Box<[u8; 8]> {
         Box::new([0; 8])
+    }
+
+    fn writer(pool: &mut EntryPool, t: TxnRef, b: &mut [u8; 8]) -> NonNull<Entry> {
+        pool.entry(t, true, Some(NonNull::from(&mut b[0])))
     }
 
     #[test]
@@ -425,25 +580,27 @@ mod tests {
         let (v0, w0) = c.read();
         assert_eq!(v0, 10);
         // T1 reads (no writer before it), then writes 11.
-        assert!(c.rec.lock().append(&c.row(), p1.entry(t1, None)).is_none());
-        let dep = c.write(p1.entry(t1, Some(NonNull::from(&mut b1[0]))), 11);
-        assert!(dep.is_none(), "its own reader entry is no dependency");
+        assert!(c.look(p1.entry(t1, false, None)).is_empty());
+        let deps = c.write(writer(&mut p1, t1, &mut b1), 11);
+        assert!(deps.is_empty(), "its own reader entry is no dependency");
         let (v, w) = c.read();
         assert_eq!(v, 11, "T1's piece is visible before T1 commits");
         assert!(!same_version(w, w0) && w & PENDING != 0);
         assert_eq!(c.committed(), 10, "the committed value is T1's before-image");
-        // T2 reads: depends on T1 (write-read); T3 writes: depends on T2 (read-write).
-        assert_eq!(c.rec.lock().append(&c.row(), p2.entry(t2, None)), Some(t1));
-        let e3 = p3.entry(t3, Some(NonNull::from(&mut b3[0])));
-        assert_eq!(c.write(e3, 12), Some(t2));
+        // T2 reads: depends on T1 (write-read); T3 writes: depends on T2 (read-write) and on
+        // T1 too (write-write): T2 could roll back on its own without marking T3, and T3 must
+        // not commit before T1 then (T1's rollback would undo T3's write).
+        assert_eq!(c.look(p2.entry(t2, false, None)), vec![t1]);
+        let e3 = writer(&mut p3, t3, &mut b3);
+        assert_eq!(c.write(e3, 12), vec![t1, t2]);
         assert_eq!(c.read().0, 12);
-        // T3 rolls back as the last writer: T1's value is back, under a new version.
+        // T3 rolls back as the last writer: T1's value is back, under T1's version.
         let before = c.read().1;
-        c.rec.lock().unlink(&c.row(), e3, true);
+        c.unlink(e3, true);
         let (v, w) = c.read();
         assert_eq!(v, 11);
-        assert!(!same_version(w, before));
-        assert!(!c.rec.lock().doomed_for(t3));
+        assert!(!same_version(w, before), "a reader of T3's write fails validation");
+        assert_eq!(version(w), 11, "the version that wrote the restored value");
     }
 
     #[test]
@@ -454,41 +611,41 @@ mod tests {
         let (mut p1, mut p2, mut p3) =
             (EntryPool::default(), EntryPool::default(), EntryPool::default());
         let (mut b2, mut b3) = (buffer(), buffer());
-        let r1 = p1.entry(t1, None);
-        c.rec.lock().append(&c.row(), r1);
-        let w2 = p2.entry(t2, Some(NonNull::from(&mut b2[0])));
+        let r1 = p1.entry(t1, false, None);
+        c.look(r1);
+        let w2 = writer(&mut p2, t2, &mut b2);
         c.write(w2, 20);
-        let r3 = p3.entry(t3, None);
-        c.rec.lock().append(&c.row(), r3);
-        let w3 = p3.entry(t3, Some(NonNull::from(&mut b3[0])));
+        let r3 = p3.entry(t3, false, None);
+        c.look(r3);
+        let w3 = writer(&mut p3, t3, &mut b3);
         c.write(w3, 30);
         // T1 (a reader) rolls back: nobody is marked, nothing changes.
         let before = c.read();
-        c.rec.lock().unlink(&c.row(), r1, true);
+        c.unlink(r1, true);
         assert_eq!(c.read(), before, "a reader leaving changes nothing visible");
         // T2 (a writer) rolls back with T3 after it: T3's entries are marked, the payload
         // keeps T3's write until T3 rolls back too, and T3 inherits the committed value.
-        c.rec.lock().unlink(&c.row(), w2, true);
+        c.unlink(w2, true);
         // SAFETY: the pool keeps the entries alive.
         assert!(unsafe { r3.as_ref() }.aborted() && unsafe { w3.as_ref() }.aborted());
         assert_eq!(c.read().0, 30);
         assert_eq!(c.committed(), 10);
-        let c4 = TxnCtx::default();
-        assert!(c.rec.lock().doomed_for(c4.begin(0)), "a new reader would read doomed data");
-        c.rec.lock().unlink(&c.row(), r3, true);
-        c.rec.lock().unlink(&c.row(), w3, true);
+        assert_eq!(version(c.read().1), 30);
+        c.unlink(r3, true);
+        c.unlink(w3, true);
         assert!(c.rec.lock().no_entries());
         let (v, w) = c.read();
         assert_eq!(v, 10, "the committed value is back");
-        assert_eq!(w & PENDING, 0);
+        assert_eq!(version(w), 1, "with its version");
+        assert_eq!(w & (PENDING | LISTED), 0);
         // A committed writer only leaves the list: its value stays, under the same version.
-        let w5 = p1.entry(c1.begin(0), Some(NonNull::from(&mut b2[0])));
+        let w5 = writer(&mut p1, c1.begin(0), &mut b2);
         c.write(w5, 50);
         let seen = c.read();
-        c.rec.lock().unlink(&c.row(), w5, false);
+        c.unlink(w5, false);
         let (v, w) = c.read();
         assert_eq!(v, 50);
-        assert!(same_version(w, seen.1) && w & PENDING == 0);
+        assert!(same_version(w, seen.1) && w & (PENDING | LISTED) == 0);
     }
 
     /// Threads (more than cores) run one-piece transactions that each add 1 to one record,
@@ -510,17 +667,18 @@ mod tests {
                     let mut pool = EntryPool::default();
                     let mut before = buffer();
                     let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-                    for _ in 0..TXNS {
+                    for i in 0..TXNS {
                         let t = ctx.begin(0);
-                        let e = pool.entry(t, Some(NonNull::from(&mut before[0])));
-                        let dep = {
+                        let e = writer(&mut pool, t, &mut before);
+                        let mut deps = DepQueue::default();
+                        {
                             let mut l = c.rec.lock();
-                            let dep = l.append(&c.row(), e);
+                            l.append(Some(&c.row()), e, &mut deps);
+                            l.set_version((seed + 2) << 32 | i);
                             let v = c.words[0].load(Ordering::Relaxed);
                             c.words[0].store(v + 1, Ordering::Relaxed);
-                            dep
-                        };
-                        if let Some(d) = dep {
+                        }
+                        for d in deps.iter() {
                             wait_until(WaitPolicy::Yield, || d.over());
                         }
                         rng ^= rng << 13;
@@ -529,7 +687,7 @@ mod tests {
                         // SAFETY: the pool keeps the entry until `reset`.
                         let marked = unsafe { e.as_ref() }.aborted();
                         let roll_back = marked || rng % 8 == 0;
-                        c.rec.lock().unlink(&c.row(), e, roll_back);
+                        c.unlink(e, roll_back);
                         if !roll_back {
                             commits.fetch_add(1, Ordering::Relaxed);
                         }
@@ -549,18 +707,53 @@ mod tests {
     #[test]
     fn rolling_back_an_insert_makes_the_record_absent_again() {
         let c = Cell::new(0);
-        c.rec.init(VERSION | ABSENT);
+        c.rec.init(ABSENT | LOCK);
+        assert!(c.rec.lock_unless_inserting().is_none(), "an insert in progress is not waited for");
         let ctx = TxnCtx::default();
         let mut pool = EntryPool::default();
         let mut b = buffer();
-        let e = pool.entry(ctx.begin(0), Some(NonNull::from(&mut b[0])));
-        let mut l = c.rec.lock();
-        l.append(&c.row(), e);
+        let e = writer(&mut pool, ctx.begin(0), &mut b);
+        // SAFETY: the lock is the insert's, held since `init`.
+        let mut l = unsafe { Locked::resume(&c.rec, c.rec.load()) };
+        l.append(Some(&c.row()), e, &mut DepQueue::default());
         l.set(ABSENT, false);
+        l.set_version(7);
         drop(l);
         let mut buf = [0u8; 8];
-        assert!(!c.rec.lock().read_committed(&c.row(), &mut buf), "not committed yet");
-        c.rec.lock().unlink(&c.row(), e, true);
-        assert!(c.rec.load() & ABSENT != 0);
+        let committed = c.rec.lock().read_committed(&c.row(), &mut buf);
+        assert!(committed & ABSENT != 0 && version(committed) == 0, "not committed yet");
+        c.unlink(e, true);
+        assert_eq!(c.rec.load(), ABSENT, "absent, unborn, unlocked, no entries");
+    }
+
+    /// A bucket's pseudo-record: a scan's reader entry, then an insert's writer entry (no
+    /// image), which depends on the scan; the insert's rollback marks what follows and changes
+    /// no value.
+    #[test]
+    fn bucket_entries_order_scans_and_inserts_without_images() {
+        let b = Ic3Record::default();
+        let (c1, c2, c3) = (TxnCtx::default(), TxnCtx::default(), TxnCtx::default());
+        let (t1, t2, t3) = (c1.begin(0), c2.begin(0), c3.begin(0));
+        let (mut p1, mut p2, mut p3) =
+            (EntryPool::default(), EntryPool::default(), EntryPool::default());
+        let append = |e| {
+            let mut deps = DepQueue::default();
+            b.lock().append(None, e, &mut deps);
+            deps.iter().copied().collect::<Vec<_>>()
+        };
+        let scan = p1.entry(t1, false, None);
+        assert!(append(scan).is_empty());
+        let insert = p2.entry(t2, true, None);
+        assert_eq!(append(insert), vec![t1], "the insert follows the scan");
+        assert_eq!(b.load() & (PENDING | LISTED), PENDING | LISTED);
+        let later = p3.entry(t3, false, None);
+        assert_eq!(append(later), vec![t2], "a later scan sees the insert");
+        b.lock().unlink(None, insert, true);
+        // SAFETY: the pool keeps the entry alive.
+        assert!(unsafe { later.as_ref() }.aborted(), "it saw a rolled-back insert");
+        assert_eq!(b.load() & (PENDING | LISTED), LISTED);
+        b.lock().unlink(None, scan, false);
+        b.lock().unlink(None, later, true);
+        assert_eq!(b.load(), 0);
     }
 }

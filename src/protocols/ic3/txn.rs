@@ -63,7 +63,17 @@ impl State {
 #[derive(Debug, Default)]
 pub struct TxnCtx {
     state: AtomicU64,
+    /// The context's number among the protocol's (part of every version it gives).
+    id: u64,
+    /// Versions given so far (only the owning worker touches it).
+    versions: AtomicU64,
+    /// The latest generation a rolled-back writer doomed (§4.4: it marked one of the attempt's
+    /// entries), so that the attempt learns it while it waits instead of at its commit.
+    doomed: AtomicU64,
 }
+
+/// How many bits of a version count a context's writes (the rest names the context).
+const VERSION_SEQ_BITS: u32 = 40;
 
 impl TxnCtx {
     /// The current state.
@@ -98,6 +108,19 @@ impl TxnCtx {
         let s = self.load();
         self.state.store(State { progress: DONE, ..s }.pack(), Ordering::Release);
     }
+
+    /// A version no write has had: the context's number above a count of its writes, so
+    /// never 0 (unborn) or 1 (loaded), and unique across the workers that use the context in
+    /// turn. Only the owning worker calls it.
+    #[inline]
+    pub fn next_version(&self) -> u64 {
+        // Relaxed: only the owner reads and writes the count (a new owner takes the context
+        // through `Contexts::take`, whose Acquire orders it after the old owner's last use).
+        let n = self.versions.load(Ordering::Relaxed) + 1;
+        self.versions.store(n, Ordering::Relaxed);
+        debug_assert!(n < 1 << VERSION_SEQ_BITS);
+        (self.id + 1) << VERSION_SEQ_BITS | n
+    }
 }
 
 /// An attempt: its context and generation. Valid as long as the protocol's contexts are.
@@ -121,6 +144,22 @@ impl PartialEq for TxnRef {
 impl Eq for TxnRef {}
 
 impl TxnRef {
+    /// Tells the attempt that a rolled-back writer marked one of its entries.
+    #[inline]
+    pub fn doom(&self) {
+        // SAFETY: contexts outlive every reference to them (see the Send impl).
+        // Relaxed: a hint read by the owner's waits; the mark itself (the entry's flag) is
+        // what its commit checks, after seeing the marker end (Acquire there).
+        unsafe { &*self.ctx }.doomed.fetch_max(self.gen, Ordering::Relaxed);
+    }
+
+    /// Whether a rolled-back writer has doomed the attempt (see [`TxnRef::doom`]).
+    #[inline]
+    pub fn doomed(&self) -> bool {
+        // SAFETY: as in `doom`.
+        unsafe { &*self.ctx }.doomed.load(Ordering::Relaxed) == self.gen
+    }
+
     /// The context's state now.
     #[inline]
     pub fn state(&self) -> State {
@@ -150,7 +189,8 @@ impl TxnRef {
 }
 
 /// How a worker waits for another transaction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum WaitPolicy {
     /// Spins (the paper's default), yielding the core after a while so that the transaction
     /// waited for can run when workers outnumber cores.
@@ -178,9 +218,16 @@ pub struct Contexts {
 }
 
 impl Contexts {
-    /// `n` contexts.
+    /// `n` contexts, each with no attempt running.
     pub fn new(n: usize) -> Self {
-        Contexts { slots: (0..n).map(|_| CachePadded::new(Default::default())).collect() }
+        let slots = (0..n as u64)
+            .map(|id| {
+                let ctx = TxnCtx { id, ..TxnCtx::default() };
+                ctx.end();
+                CachePadded::new((ctx, AtomicBool::new(false)))
+            })
+            .collect();
+        Contexts { slots }
     }
 
     /// Takes a free context for a new worker, `None` when all are taken.

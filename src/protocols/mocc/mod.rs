@@ -206,6 +206,7 @@ impl Protocol for Mocc {
         snapshot_reads: false,
         reads: Reads::VisibleWhenHot,
         interactive: true,
+        templates: false,
     };
     type Record = MoccRecord;
     type Worker<'db> = MoccWorker<'db>;

@@ -265,6 +265,7 @@ impl OccProtocol for Mocc {
     fn access(
         w: &mut MoccWorker<'_>,
         t: TableId,
+        _: u64,
         rid: RowId,
         rec: &MoccRecord,
         write: bool,

@@ -36,6 +36,7 @@ impl Protocol for Nocc {
         snapshot_reads: false,
         reads: Reads::Invisible,
         interactive: true,
+        templates: false,
     };
     type Record = NoccRecord;
     type Worker<'db> = NoccWorker<'db>;

@@ -53,4 +53,5 @@ const CAPS: Capabilities = Capabilities {
     snapshot_reads: true,
     reads: Reads::Invisible,
     interactive: true,
+    templates: false,
 };

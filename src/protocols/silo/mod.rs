@@ -111,6 +111,7 @@ impl Protocol for Silo {
         snapshot_reads: false,
         reads: Reads::Invisible,
         interactive: true,
+        templates: false,
     };
     type Record = SiloRecord;
     type Worker<'db> = SiloWorker<'db>;

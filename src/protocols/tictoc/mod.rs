@@ -151,6 +151,7 @@ impl Protocol for TicToc {
         snapshot_reads: false,
         reads: Reads::InvisibleUntilValidation,
         interactive: true,
+        templates: false,
     };
     const BUCKET_CLOCKS: bool = true;
     type Record = TicTocRecord;

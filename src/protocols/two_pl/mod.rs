@@ -93,6 +93,7 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
         snapshot_reads: false,
         reads: Reads::Visible,
         interactive: true,
+        templates: false,
     };
     type Record = TwoPlRecord;
     type Worker<'db> = TwoPlWorker<'db, L>;

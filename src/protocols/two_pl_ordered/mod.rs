@@ -70,6 +70,7 @@ impl Protocol for TwoPlOrdered {
         snapshot_reads: false,
         reads: Reads::Visible,
         interactive: true,
+        templates: false,
     };
     type Record = OrderedRecord;
     type Worker<'db> = OrderedWorker<'db>;

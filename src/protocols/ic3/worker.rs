@@ -1,0 +1,1001 @@
+//! IC3's worker: `common::occ`'s read phase for each piece, and IC3's piece commit, waits,
+//! transaction commit and rollback (Algorithms 1 and 2, §4.1, §4.2, §4.4).
+//!
+//! A typed transaction (one whose type the analysis knows) runs *merged piece* by merged
+//! piece. A merged piece is the declared pieces the analysis combined (`Chopping::pieces`);
+//! its operations gather in the read phase's sets until its last declared piece ends, and then
+//! it commits on its own ([`commit_piece`]): it locks every record it read or wrote and the
+//! phantom buckets it covered or changed, in one global order (rows, then buckets; by table and
+//! row or slot), validates its reads as OCC does, appends its entries to the accessor lists
+//! (collecting the transactions it now depends on), writes its images into the payloads under
+//! fresh versions, and unlocks. A merged piece of one declared piece that fails validation
+//! runs again ([`PieceEnd::Again`]); one of several cannot (only the last declared piece's body
+//! could run again), so the attempt rolls back and the transaction runs again.
+//!
+//! Before a merged piece commits (after its execution with optimistic constraining, §4.1, else
+//! before it), it waits for its dependencies as Algorithm 1 says: not at all when it has no
+//! C-edge; for the dependency's partner piece (case 2) or, with rendezvous pieces on, its
+//! rendezvous piece (§4.2); otherwise for the dependency's end (case 3). The transaction
+//! commits once every dependency has ended (Algorithm 2), unless a rolled-back writer marked
+//! one of its entries (§4.4): it then rolls back (a cascading abort).
+//!
+//! Transactions without an analysed type (untyped ones, and read-only types, which the
+//! analysis leaves out) run *directly*: one OCC unit that commits at once and leaves no entry,
+//! and so may read and overwrite only committed data ([`commit_direct`]).
+//!
+//! **Records being inserted.** An insert holds its fresh record locked (and absent) from the
+//! insert to its piece's commit, and its transaction may wait for others meanwhile (optimistic
+//! constraining). A piece that read such a record as absent does not wait for its lock (that
+//! could deadlock): it leaves a reader entry on the record's phantom bucket instead, which the
+//! insert's piece, when it commits, must append after (the inserter locks the bucket before it
+//! releases the record, so a reader that holds the bucket and still sees the record locked is
+//! before it).
+
+use super::record::{
+    same_version, version, Entry, EntryPool, Ic3Record, Locked, ABSENT, LISTED, LOCK, PENDING,
+    UNLINKED,
+};
+use super::txn::{wait_until, DepQueue, TxnCtx, TxnRef, UNTYPED};
+use super::{Ic3, Shared};
+use crate::engine::PieceEnd;
+use crate::error::{Abort, AbortReason};
+use crate::protocols::common::occ::{OccProtocol, OccWorker, WriteKind};
+use crate::storage::{RowId, TableId};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// An IC3 worker.
+pub type Ic3Worker<'db> = OccWorker<'db, Ic3>;
+
+/// How the running attempt executes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Piece by piece, as analysed type `t` (an index into `Analysis::types`).
+    Typed(usize),
+    /// As one unit over committed data (untyped, or a type the analysis leaves out).
+    Direct,
+}
+
+/// What an entry is on.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Row(TableId, RowId),
+    Bucket(TableId, u32),
+}
+
+/// How a commit holds an item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hold {
+    /// Not locked (yet).
+    No,
+    /// Locked by this commit.
+    Locked,
+    /// Our own insert's record, locked since the insert.
+    Own,
+    /// A record being inserted by another transaction, read as absent: covered by its bucket.
+    Skipped,
+}
+
+/// A record or bucket a commit locks.
+#[derive(Clone, Copy, Debug)]
+struct Item {
+    /// The lock order: rows before buckets, then table, then row or slot.
+    order: u128,
+    target: Target,
+    /// Read (rows: in the read set; buckets: covered by a scan or an absent read).
+    read: bool,
+    /// Rows: the write-set index. Buckets: `Some(0)` when a key in it is inserted or deleted.
+    write: Option<u32>,
+    hold: Hold,
+    /// The word when locked (without the lock bit).
+    word: u64,
+}
+
+impl Item {
+    fn row(t: TableId, rid: RowId, read: bool, write: Option<u32>) -> Self {
+        let order = u128::from(t.0) << 64 | u128::from(rid.0);
+        Item { order, target: Target::Row(t, rid), read, write, hold: Hold::No, word: 0 }
+    }
+
+    fn bucket(t: TableId, slot: u32, write: bool) -> Self {
+        let order = 1 << 127 | u128::from(t.0) << 64 | u128::from(slot);
+        let write = write.then_some(0);
+        let target = Target::Bucket(t, slot);
+        Item { order, target, read: write.is_none(), write, hold: Hold::No, word: 0 }
+    }
+
+    fn is_bucket(&self) -> bool {
+        matches!(self.target, Target::Bucket(..))
+    }
+}
+
+/// Before-images of row writers' entries: chunks that never move while the attempt runs.
+#[derive(Default)]
+struct Images {
+    chunks: Vec<Box<[u64]>>,
+    chunk: usize,
+    used: usize,
+}
+
+/// Words in an image chunk (rows larger than this get a chunk of their own).
+const IMAGE_CHUNK: usize = 4096;
+
+impl Images {
+    /// A buffer of `len` bytes, valid until [`Images::reset`].
+    fn alloc(&mut self, len: usize) -> NonNull<u8> {
+        let words = len.div_ceil(8).max(1);
+        loop {
+            if self.chunk == self.chunks.len() {
+                self.chunks.push(vec![0u64; words.max(IMAGE_CHUNK)].into_boxed_slice());
+            }
+            let c = &mut self.chunks[self.chunk];
+            if self.used + words <= c.len() {
+                // In bounds: `used + words <= len`. A pointer from `as_mut_ptr` covers the
+                // whole chunk, so the image may span `words` of it.
+                let p = c.as_mut_ptr().wrapping_add(self.used);
+                self.used += words;
+                return NonNull::new(p.cast()).expect("a chunk's pointer");
+            }
+            self.chunk += 1;
+            self.used = 0;
+        }
+    }
+
+    fn reset(&mut self) {
+        self.chunk = 0;
+        self.used = 0;
+    }
+}
+
+/// An IC3 worker's own state.
+pub struct Ic3Local {
+    /// Keeps `shared_ptr` valid.
+    _shared: Arc<Shared>,
+    /// The protocol's shared state (see [`Ic3Local::shared`]).
+    shared_ptr: NonNull<Shared>,
+    /// This worker's transaction context, in `shared.contexts`.
+    ctx: NonNull<TxnCtx>,
+    /// The running attempt.
+    txn: Option<TxnRef>,
+    /// The workload type named for the next attempt ([`crate::engine::Worker::typed`]).
+    next_type: Option<usize>,
+    mode: Mode,
+    /// The merged piece executing and not committed yet.
+    open: Option<usize>,
+    /// The latest merged piece begun.
+    reached: Option<usize>,
+    /// Where the history's events stood when the open merged piece began.
+    mark: usize,
+    deps: DepQueue,
+    pool: EntryPool,
+    images: Images,
+    /// The attempt's entries, in the order they were appended.
+    entries: Vec<(Target, NonNull<Entry>)>,
+    /// Records to retire when the attempt commits (deleted) or rolls back (inserted).
+    retire_on_commit: Vec<(TableId, u64, RowId)>,
+    retire_on_rollback: Vec<(TableId, u64, RowId)>,
+    /// Records found being inserted by others when read in the open piece, with their keys.
+    inserting: Vec<(TableId, RowId, u64)>,
+    items: Vec<Item>,
+    /// Piece runs discarded by a failed validation, since the worker was created.
+    pub piece_retries: u64,
+}
+
+// SAFETY: `ctx` points into `shared`, which the local keeps alive; the context's state is
+// atomic. Entries and images are this worker's own.
+unsafe impl Send for Ic3Local {}
+
+impl Ic3Local {
+    pub(super) fn new(shared: Arc<Shared>) -> Option<Self> {
+        let ctx = NonNull::from(shared.contexts.take()?);
+        Some(Ic3Local {
+            shared_ptr: NonNull::from(&*shared),
+            _shared: shared,
+            ctx,
+            txn: None,
+            next_type: None,
+            mode: Mode::Direct,
+            open: None,
+            reached: None,
+            mark: 0,
+            deps: DepQueue::default(),
+            pool: EntryPool::default(),
+            images: Images::default(),
+            entries: Vec::new(),
+            retire_on_commit: Vec::new(),
+            retire_on_rollback: Vec::new(),
+            inserting: Vec::new(),
+            items: Vec::new(),
+            piece_retries: 0,
+        })
+    }
+
+    /// This worker's transaction context, borrowed apart from the local.
+    fn ctx<'a>(&self) -> &'a TxnCtx {
+        // SAFETY: the context lives in the shared state, which this local keeps alive
+        // (`_shared`) for as long as it exists; the reference is used within calls on the
+        // worker, never kept.
+        unsafe { self.ctx.as_ref() }
+    }
+
+    /// The protocol's shared state, borrowed apart from the local (so that the worker's other
+    /// fields can change meanwhile) without touching the `Arc`'s shared count.
+    fn shared<'a>(&self) -> &'a Shared {
+        // SAFETY: as for `ctx`: `_shared` keeps it alive, and no reference outlives a call.
+        unsafe { self.shared_ptr.as_ref() }
+    }
+}
+
+impl Drop for Ic3Local {
+    fn drop(&mut self) {
+        // The worker's drop rolled back any open attempt (ending it) before its local drops.
+        self.shared().contexts.give_back(self.ctx());
+    }
+}
+
+/// The record of a row.
+fn row_rec<'db>(w: &Ic3Worker<'db>, t: TableId, rid: RowId) -> &'db Ic3Record {
+    w.ctx.storage.table(t).rows.get(rid).header
+}
+
+/// The pseudo-record of a bucket.
+fn bucket_rec(shared: &Shared, t: TableId, slot: u32) -> &Ic3Record {
+    &shared.buckets()[t.index()][slot as usize]
+}
+
+/// Whether merged piece `m` of analysed type `t` waits after its execution (optimistic
+/// constraining, §4.1) rather than before: only a merged piece of one declared piece, which can
+/// run again when what it read changed while it waited (a merged piece of several would roll
+/// the transaction back, see the module docs).
+fn waits_after(shared: &Shared, t: usize, m: usize) -> bool {
+    let a = shared.analysis.as_ref().expect("a typed attempt has an analysis");
+    shared.options.optimistic && a.types[t].pieces[m].len() == 1
+}
+
+/// The abort of an attempt that learnt it is doomed (a rolled-back writer marked its entries).
+fn cascade() -> Abort {
+    Abort::new(AbortReason::CascadingAbort)
+}
+
+/// Algorithm 1's wait phase for merged piece `m` of analysed type `t`. Ends early with a
+/// cascading abort when the attempt is doomed meanwhile.
+fn wait_phase(l: &mut Ic3Local, t: usize, m: usize) -> Result<(), Abort> {
+    let shared = l.shared();
+    let a = shared.analysis.as_ref().expect("a typed attempt has an analysis");
+    if !a.conflicting(t, m) {
+        return Ok(()); // case 1
+    }
+    let me = l.txn.expect("an attempt is running");
+    let policy = shared.options.wait;
+    l.deps.prune();
+    for d in l.deps.iter() {
+        let Some(u) = d.running_type() else { continue };
+        let piece = if u == UNTYPED {
+            None
+        } else {
+            let u = u as usize;
+            a.partner(t, m, u) // case 2
+                .or_else(|| a.rendezvous(t, m, u).filter(|_| shared.options.rendezvous))
+        };
+        match piece {
+            Some(q) => wait_until(policy, || d.passed(q) || me.doomed()),
+            None => wait_until(policy, || d.over() || me.doomed()), // case 3
+        }
+        if me.doomed() {
+            return Err(cascade());
+        }
+    }
+    Ok(())
+}
+
+/// Gathers the items the open piece's commit locks, in lock order.
+fn gather(w: &mut Ic3Worker<'_>) {
+    let storage = w.ctx.storage;
+    let items = &mut w.local.items;
+    items.clear();
+    items.extend(w.reads.iter().map(|r| Item::row(r.table, r.rid, true, None)));
+    for (i, x) in w.writes.iter().enumerate() {
+        items.push(Item::row(x.table, x.rid, false, Some(i as u32)));
+        if x.kind != WriteKind::Update {
+            // An insert or delete changes which keys exist: its bucket's writer.
+            let slot = storage.table(x.table).buckets.slot_of(x.key) as u32;
+            items.push(Item::bucket(x.table, slot, true));
+        }
+    }
+    items.extend(w.phantoms.iter().map(|p| Item::bucket(p.table, p.slot, false)));
+    sort_items(items);
+}
+
+/// Sorts items into lock order and merges the duplicates.
+fn sort_items(items: &mut Vec<Item>) {
+    items.sort_unstable_by_key(|x| x.order);
+    items.dedup_by(|later, kept| {
+        if later.order != kept.order {
+            return false;
+        }
+        kept.read |= later.read;
+        kept.write = kept.write.or(later.write);
+        if kept.hold == Hold::No {
+            kept.hold = later.hold;
+            kept.word = later.word;
+        }
+        true
+    });
+}
+
+/// Unlocks what a commit locked (rows first, then buckets: see the module docs), and our
+/// inserts' records too when `own` (their pieces committed).
+fn release(w: &mut Ic3Worker<'_>, own: bool) {
+    for i in 0..w.local.items.len() {
+        let it = w.local.items[i];
+        if it.hold == Hold::Locked || (own && it.hold == Hold::Own) {
+            let rec = match it.target {
+                Target::Row(t, rid) => row_rec(w, t, rid),
+                Target::Bucket(t, slot) => bucket_rec(w.local.shared(), t, slot),
+            };
+            // SAFETY: this commit holds the lock (taken and kept, or our insert's).
+            drop(unsafe { Locked::resume(rec, it.word) });
+            w.local.items[i].hold = Hold::No;
+        }
+    }
+}
+
+/// Locks the gathered items; `false` (nothing held) when a record this piece writes is being
+/// inserted by another transaction, or a record read as absent is locked and not known to be
+/// an insert in progress (a revive committing: the piece runs again).
+fn lock(w: &mut Ic3Worker<'_>) -> bool {
+    let storage = w.ctx.storage;
+    let rows = w.local.items.iter().take_while(|x| !x.is_bucket()).count();
+    let mut late = false;
+    for i in 0..rows {
+        let it = w.local.items[i];
+        let Target::Row(t, rid) = it.target else { unreachable!("rows come first") };
+        let rec = row_rec(w, t, rid);
+        let own = it.write.is_some_and(|j| {
+            matches!(w.writes[j as usize].kind, WriteKind::Insert | WriteKind::InsertDeleted)
+        });
+        let (hold, word) = if own {
+            (Hold::Own, rec.load() & !LOCK)
+        } else if let Some(l) = rec.lock_unless_inserting() {
+            (Hold::Locked, l.keep())
+        } else {
+            let known = w.local.inserting.iter().find(|&&(a, b, _)| a == t && b == rid);
+            match known {
+                Some(&(_, _, key)) if it.write.is_none() => {
+                    let slot = storage.table(t).buckets.slot_of(key) as u32;
+                    w.local.items.push(Item::bucket(t, slot, false));
+                    late = true;
+                    (Hold::Skipped, 0)
+                }
+                _ => {
+                    release(w, false);
+                    return false;
+                }
+            }
+        };
+        w.local.items[i].hold = hold;
+        w.local.items[i].word = word;
+    }
+    if late {
+        sort_items(&mut w.local.items);
+    }
+    let shared = w.local.shared();
+    for it in w.local.items.iter_mut().filter(|x| x.is_bucket()) {
+        let Target::Bucket(t, slot) = it.target else { unreachable!() };
+        it.word = bucket_rec(shared, t, slot).lock().keep();
+        it.hold = Hold::Locked;
+    }
+    true
+}
+
+/// The item of row `rid` of table `t` (gathered and locked).
+fn item_of(items: &[Item], t: TableId, rid: RowId) -> &Item {
+    let order = u128::from(t.0) << 64 | u128::from(rid.0);
+    let i = items.binary_search_by_key(&order, |x| x.order).expect("every row was gathered");
+    &items[i]
+}
+
+/// What a commit's validation found.
+#[derive(Clone, Copy, Debug)]
+enum Verdict {
+    Valid,
+    /// Something read changed (or a lock could not be taken).
+    Stale,
+    /// A value read or overwritten is a doomed transaction's (marked by a rolled-back writer):
+    /// depending on it would only cascade; the piece runs again once that transaction is over.
+    Doomed(TxnRef),
+    /// The piece touched a table its template does not declare (or wrote one it declares
+    /// read-only): the analysis' promise does not cover it, so it must not commit.
+    Undeclared,
+}
+
+/// Validates the locked items: every read still sees the version it read, every write finds
+/// the record present or absent as its kind needs, every phantom bucket its version. A piece
+/// does not build on a doomed transaction's writes; a direct commit needs committed data: no
+/// pending writer where it read, no entry where it writes (see the module docs of `ic3`).
+fn validate(w: &Ic3Worker<'_>, direct: bool) -> Verdict {
+    let items = &w.local.items;
+    for r in &w.reads {
+        let it = item_of(items, r.table, r.rid);
+        let now = match it.hold {
+            Hold::Skipped => row_rec(w, r.table, r.rid).load(),
+            _ => it.word,
+        };
+        if !same_version(now, r.word) || (direct && it.hold == Hold::Locked && now & PENDING != 0) {
+            return Verdict::Stale;
+        }
+    }
+    for it in items.iter().filter(|x| x.hold == Hold::Locked) {
+        if !direct && !it.is_bucket() && it.word & PENDING != 0 {
+            let Target::Row(t, rid) = it.target else { unreachable!() };
+            // SAFETY: this commit holds the lock (`lock` kept it).
+            let g = unsafe { Locked::resume(row_rec(w, t, rid), it.word) };
+            let doomed = g.doomed_writer(w.local.txn.expect("a typed attempt is running"));
+            g.keep();
+            if let Some(d) = doomed {
+                return Verdict::Doomed(d);
+            }
+        }
+        let Some(j) = it.write else {
+            if direct && it.is_bucket() && it.word & PENDING != 0 {
+                return Verdict::Stale; // an insert or delete in a range we read is pending
+            }
+            continue;
+        };
+        if direct && it.word & LISTED != 0 {
+            return Verdict::Stale;
+        }
+        if it.is_bucket() {
+            continue;
+        }
+        let absent = it.word & ABSENT != 0;
+        let ok = match w.writes[j as usize].kind {
+            WriteKind::Update | WriteKind::Delete => !absent,
+            WriteKind::Revive => absent && it.word & UNLINKED == 0,
+            WriteKind::Insert | WriteKind::InsertDeleted => true,
+        };
+        if !ok {
+            return Verdict::Stale;
+        }
+    }
+    let storage = w.ctx.storage;
+    let phantoms_ok = w
+        .phantoms
+        .iter()
+        .all(|p| storage.table(p.table).buckets.version(p.slot as usize) == p.version);
+    if phantoms_ok {
+        Verdict::Valid
+    } else {
+        Verdict::Stale
+    }
+}
+
+/// Writes write-set entry `j`'s image into its locked record `g` under a fresh version, and
+/// reports the write to the history.
+fn install(w: &mut Ic3Worker<'_>, j: usize, g: &mut Locked<'_>) {
+    let x = w.writes[j];
+    let tbl = w.ctx.storage.table(x.table);
+    if let Some((image, dirty)) = w.write_image(j) {
+        tbl.rows.get(x.rid).write_cols_from(image, &tbl.projection, dirty);
+    }
+    let prev = version(g.word());
+    let v = w.local.ctx().next_version();
+    g.set_version(v);
+    g.set(ABSENT, !x.kind.present());
+    if let Some(h) = &mut w.ctx.history {
+        h.write(x.table.0, x.key, u128::from(v), u128::from(prev), x.kind.present());
+    }
+}
+
+/// Commits the open merged piece (see the module docs); when its validation fails, nothing is
+/// held and the sets are as they were.
+fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
+    gather(w);
+    if !declared(w) {
+        return Verdict::Undeclared;
+    }
+    if !lock(w) {
+        return Verdict::Stale;
+    }
+    match validate(w, false) {
+        Verdict::Valid => {}
+        v => {
+            release(w, false);
+            return v;
+        }
+    }
+    let txn = w.local.txn.expect("a typed attempt is running");
+    let storage = w.ctx.storage;
+    let shared = w.local.shared();
+    for i in 0..w.local.items.len() {
+        let it = w.local.items[i];
+        if it.hold == Hold::Skipped {
+            continue;
+        }
+        let (rec, row) = match it.target {
+            Target::Row(t, rid) => {
+                let row = storage.table(t).rows.get(rid);
+                (row.header, Some(row))
+            }
+            Target::Bucket(t, slot) => (bucket_rec(shared, t, slot), None),
+        };
+        // SAFETY: `lock` took this lock (or it is our insert's) and kept it.
+        let mut g = unsafe { Locked::resume(rec, it.word) };
+        let l = &mut w.local;
+        let e = match (it.target, it.write) {
+            (Target::Row(_, _), Some(_)) => {
+                let len = row.as_ref().map_or(0, |r| r.len());
+                let before = l.images.alloc(len);
+                l.pool.entry(txn, true, Some(before))
+            }
+            (_, write) => l.pool.entry(txn, write.is_some(), None),
+        };
+        g.append(row.as_ref(), e, &mut l.deps);
+        l.entries.push((it.target, e));
+        if let (Target::Row(t, rid), Some(j)) = (it.target, it.write) {
+            let j = j as usize;
+            install(w, j, &mut g);
+            let x = w.writes[j];
+            let l = &mut w.local;
+            match x.kind {
+                WriteKind::Update => {}
+                WriteKind::Insert | WriteKind::Revive => l.retire_on_rollback.push((t, x.key, rid)),
+                WriteKind::Delete => l.retire_on_commit.push((t, x.key, rid)),
+                WriteKind::InsertDeleted => {
+                    l.retire_on_commit.push((t, x.key, rid));
+                    l.retire_on_rollback.push((t, x.key, rid));
+                }
+            }
+        }
+        w.local.items[i].word = g.keep();
+    }
+    release(w, true);
+    w.local.inserting.clear();
+    w.clear_sets();
+    Verdict::Valid
+}
+
+/// Whether every table the open merged piece touched is one its template pieces declare, and
+/// every table it wrote one they declare written: the table-level analysis covers nothing else.
+/// (The engine checks templates per column too, `Capabilities::templates`; this check holds
+/// whatever the caller's checks.)
+fn declared(w: &Ic3Worker<'_>) -> bool {
+    let (Mode::Typed(t), Some(m)) = (w.local.mode, w.local.open) else { return true };
+    let tables = &w.local.shared().tables[t][m];
+    let allowed = |table: TableId, write: bool| {
+        tables.iter().any(|&(x, writable)| x == table && (writable || !write))
+    };
+    w.local.items.iter().all(|it| match it.target {
+        Target::Row(table, _) | Target::Bucket(table, _) => allowed(table, it.write.is_some()),
+    })
+}
+
+/// Commits an attempt that runs directly (see the module docs): at once, leaving no entry.
+fn commit_direct(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
+    gather(w);
+    if !lock(w) {
+        w.rollback();
+        return Err(Abort::new(AbortReason::ReadValidation));
+    }
+    if !matches!(validate(w, true), Verdict::Valid) {
+        release(w, false);
+        w.rollback();
+        return Err(Abort::new(AbortReason::ReadValidation));
+    }
+    if let Some(h) = &mut w.ctx.history {
+        h.serial_point();
+        h.committed();
+    }
+    let storage = w.ctx.storage;
+    for i in 0..w.local.items.len() {
+        let it = w.local.items[i];
+        let (Target::Row(t, rid), Some(j)) = (it.target, it.write) else { continue };
+        let rec = storage.table(t).rows.get(rid).header;
+        // SAFETY: `lock` took this lock (or it is our insert's) and kept it.
+        let mut g = unsafe { Locked::resume(rec, it.word) };
+        install(w, j as usize, &mut g);
+        w.local.items[i].word = g.keep();
+        let x = w.writes[j as usize];
+        if !x.kind.present() {
+            w.ctx.retire(t, x.key, rid);
+        }
+    }
+    release(w, true);
+    w.local.inserting.clear();
+    w.finish(true);
+    w.ctx.commit_returning();
+    Ok(())
+}
+
+/// Commits open merged piece `m` of analysed type `t` where no declared piece can run again
+/// (its last declared piece was skipped, or the transaction commits): waits first if it waits
+/// after execution, and fails the attempt when validation fails.
+fn commit_last(w: &mut Ic3Worker<'_>, t: usize, m: usize) -> Result<(), Abort> {
+    if waits_after(w.local.shared(), t, m) {
+        wait_phase(&mut w.local, t, m)?;
+    }
+    match commit_piece(w) {
+        Verdict::Valid => {
+            w.local.open = None;
+            Ok(())
+        }
+        Verdict::Undeclared => Err(Abort::new(AbortReason::TemplateViolation)),
+        _ => Err(Abort::new(AbortReason::ReadValidation)),
+    }
+}
+
+impl OccProtocol for Ic3 {
+    type Record = Ic3Record;
+    type Local = Ic3Local;
+
+    fn typed(w: &mut Ic3Worker<'_>, ty: usize) {
+        w.local.next_type = Some(ty);
+    }
+
+    fn begin(w: &mut Ic3Worker<'_>) {
+        let l = &mut w.local;
+        let ty = l.next_type.take();
+        let analysed = ty.and_then(|ty| l.shared().analysis.as_ref()?.analysed(ty));
+        l.mode = analysed.map_or(Mode::Direct, Mode::Typed);
+        let code = analysed.map_or(UNTYPED, |t| t as u64);
+        l.txn = Some(l.ctx().begin(code));
+        l.open = None;
+        l.reached = None;
+    }
+
+    fn access(
+        w: &mut Ic3Worker<'_>,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+        rec: &Ic3Record,
+        write: bool,
+    ) -> Result<(), Abort> {
+        if !write && rec.load() & (LOCK | ABSENT) == LOCK | ABSENT {
+            w.local.inserting.push((t, rid, key));
+        }
+        Ok(())
+    }
+
+    fn piece_begin(w: &mut Ic3Worker<'_>, piece: usize) -> Result<(), Abort> {
+        let Mode::Typed(t) = w.local.mode else { return Ok(()) };
+        let shared = w.local.shared();
+        let a = shared.analysis.as_ref().expect("a typed attempt has an analysis");
+        let Some(m) = a.types[t].pieces.iter().position(|r| r.contains(&piece)) else {
+            return Err(Abort::new(AbortReason::TemplateViolation));
+        };
+        if w.local.reached.is_some_and(|k| m < k) {
+            // The analysis orders pieces as the template does: going back breaks it.
+            return Err(Abort::new(AbortReason::TemplateViolation));
+        }
+        if w.local.txn.is_some_and(|me| me.doomed()) {
+            return Err(cascade());
+        }
+        if let Some(k) = w.local.open.filter(|&k| k != m) {
+            // A merged piece whose last declared piece was skipped: it commits now.
+            commit_last(w, t, k)?;
+        }
+        let l = &mut w.local;
+        if l.reached.is_none_or(|k| k < m) {
+            // Every merged piece before `m` has committed, for good.
+            l.ctx().progress(m as u64);
+        }
+        l.reached = Some(m);
+        if l.open == Some(m) {
+            return Ok(());
+        }
+        l.open = Some(m);
+        l.mark = w.ctx.history.as_ref().map_or(0, |h| h.mark());
+        if !waits_after(shared, t, m) {
+            wait_phase(l, t, m)?;
+        }
+        Ok(())
+    }
+
+    fn piece_end(
+        w: &mut Ic3Worker<'_>,
+        piece: usize,
+        body: Result<(), Abort>,
+    ) -> Result<PieceEnd, Abort> {
+        body?;
+        let Mode::Typed(t) = w.local.mode else { return Ok(PieceEnd::Done) };
+        let shared = w.local.shared();
+        let a = shared.analysis.as_ref().expect("a typed attempt has an analysis");
+        let Some(m) = w.local.open else {
+            return Err(Abort::new(AbortReason::TemplateViolation));
+        };
+        let range = &a.types[t].pieces[m];
+        if piece + 1 != range.end {
+            return Ok(PieceEnd::Done); // the merged piece goes on
+        }
+        if waits_after(shared, t, m) {
+            wait_phase(&mut w.local, t, m)?;
+        }
+        let doomed = match commit_piece(w) {
+            Verdict::Valid => {
+                w.local.open = None;
+                return Ok(PieceEnd::Done);
+            }
+            Verdict::Undeclared => return Err(Abort::new(AbortReason::TemplateViolation)),
+            _ if range.len() > 1 => {
+                // Only the last declared piece could run again: the transaction does.
+                return Err(Abort::new(AbortReason::ReadValidation));
+            }
+            Verdict::Stale => None,
+            Verdict::Doomed(d) => Some(d),
+        };
+        w.local.piece_retries += 1;
+        w.discard_sets();
+        w.local.inserting.clear();
+        if let Some(h) = &mut w.ctx.history {
+            h.rewind(w.local.mark);
+        }
+        if let Some(d) = doomed {
+            // Nothing held now: wait for the doomed transaction to roll back.
+            let me = w.local.txn.expect("a typed attempt is running");
+            wait_until(shared.options.wait, || d.over() || me.doomed());
+            if me.doomed() {
+                return Err(cascade());
+            }
+        }
+        Ok(PieceEnd::Again)
+    }
+
+    fn reads_still_valid(w: &mut Ic3Worker<'_>) -> bool {
+        w.reads.iter().all(|r| same_version(row_rec(w, r.table, r.rid).load(), r.word))
+    }
+
+    fn commit(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
+        let Mode::Typed(t) = w.local.mode else { return commit_direct(w) };
+        if let Some(m) = w.local.open {
+            if let Err(a) = commit_last(w, t, m) {
+                w.rollback();
+                return Err(a);
+            }
+        } else if !(w.reads.is_empty() && w.writes.is_empty() && w.phantoms.is_empty()) {
+            // Operations outside the pieces of a typed transaction: no analysis covers them.
+            w.rollback();
+            return Err(Abort::new(AbortReason::TemplateViolation));
+        }
+        // Algorithm 2: every dependency ends first.
+        let policy = w.local.shared().options.wait;
+        let me = w.local.txn.expect("an attempt is running");
+        for d in w.local.deps.iter() {
+            wait_until(policy, || d.over() || me.doomed());
+        }
+        // SAFETY: the entries stay in the pool until the attempt ends.
+        if w.local.entries.iter().any(|&(_, e)| unsafe { e.as_ref() }.aborted()) {
+            w.rollback();
+            return Err(Abort::new(AbortReason::CascadingAbort));
+        }
+        if let Some(h) = &mut w.ctx.history {
+            h.serial_point();
+            h.committed();
+        }
+        w.finish(true);
+        w.ctx.commit_returning();
+        Ok(())
+    }
+
+    /// Leaves every accessor list (rolling back, with §4.4's marks, unless `committed`),
+    /// retires what the outcome leaves absent, and ends the attempt.
+    fn end(w: &mut Ic3Worker<'_>, committed: bool) {
+        let storage = w.ctx.storage;
+        let entries = std::mem::take(&mut w.local.entries);
+        // Newest first: a rolled-back record gets its images back in reverse order.
+        for &(target, e) in entries.iter().rev() {
+            match target {
+                Target::Row(t, rid) => {
+                    let row = storage.table(t).rows.get(rid);
+                    row.header.lock().unlink(Some(&row), e, !committed);
+                }
+                Target::Bucket(t, slot) => {
+                    bucket_rec(w.local.shared(), t, slot).lock().unlink(None, e, !committed);
+                }
+            }
+        }
+        w.local.entries = entries;
+        w.local.entries.clear();
+        let retire = if committed {
+            std::mem::take(&mut w.local.retire_on_commit)
+        } else {
+            std::mem::take(&mut w.local.retire_on_rollback)
+        };
+        for &(t, key, rid) in &retire {
+            w.ctx.retire(t, key, rid);
+        }
+        let l = &mut w.local;
+        if committed {
+            l.retire_on_commit = retire;
+        } else {
+            l.retire_on_rollback = retire;
+        }
+        l.retire_on_commit.clear();
+        l.retire_on_rollback.clear();
+        if l.txn.take().is_some() {
+            l.ctx().end();
+        }
+        l.deps.clear();
+        l.pool.reset();
+        l.images.reset();
+        l.inserting.clear();
+        l.open = None;
+        l.reached = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Ic3;
+    use crate::engine::{
+        AccessMode, Checks, Database, DbOptions, Piece, TableAccess, Tx, TxnType, Worker,
+        ALL_COLUMNS,
+    };
+    use crate::error::{Abort, AbortReason};
+    use crate::storage::{TableId, TableSpec};
+
+    const A: TableId = TableId(0);
+    const B: TableId = TableId(1);
+    const fn w(t: TableId) -> TableAccess {
+        TableAccess { table: t, mode: AccessMode::Write, columns: ALL_COLUMNS }
+    }
+    const fn r(t: TableId) -> TableAccess {
+        TableAccess { table: t, mode: AccessMode::Read, columns: ALL_COLUMNS }
+    }
+    /// `AB`: writes table A, then table B (each piece conflicts with its twin only: case 2).
+    static AB: [Piece; 2] =
+        [Piece { name: "a", accesses: &[w(A)] }, Piece { name: "b", accesses: &[w(B)] }];
+    /// `RA`: reads table A only (left out of the analysis: it runs directly).
+    static RA: [Piece; 1] = [Piece { name: "a", accesses: &[r(A)] }];
+    static TYPES: [TxnType; 2] =
+        [TxnType { name: "AB", pieces: &AB }, TxnType { name: "RA", pieces: &RA }];
+    const K: u64 = 1;
+
+    fn db(opts: &[(&str, &str)]) -> Database<Ic3> {
+        use crate::engine::ProtocolOptions;
+        let pairs: Vec<(String, String)> =
+            opts.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        let db =
+            Database::<Ic3>::builder(&[TableSpec::new("a", 8, 16), TableSpec::new("b", 8, 16)])
+                .options(DbOptions { max_workers: 4, ..Default::default() })
+                .protocol_options(super::super::Ic3Options::from_pairs(&pairs).unwrap())
+                .txn_types(&TYPES)
+                .build()
+                .unwrap();
+        {
+            let mut l = db.worker().unwrap();
+            l.begin();
+            assert!(l.insert(A, K, &0u64.to_le_bytes()).unwrap());
+            assert!(l.insert(B, K, &0u64.to_le_bytes()).unwrap());
+            l.commit().unwrap();
+        }
+        db
+    }
+
+    fn value(bytes: &[u8]) -> u64 {
+        u64::from_le_bytes(bytes.try_into().unwrap())
+    }
+
+    /// Adds `by` to `key` of `t`, returning the value it found.
+    fn add<W: Worker>(tx: &mut Tx<'_, W>, t: TableId, by: u64) -> Result<u64, Abort> {
+        let seen = tx.read(t, K, value)?.expect("loaded");
+        assert!(tx.write(t, K, &(seen + by).to_le_bytes())?);
+        Ok(seen)
+    }
+
+    fn committed(db: &Database<Ic3>, t: TableId) -> u64 {
+        let mut w = db.worker().unwrap();
+        w.begin();
+        let v = w.read(t, K, value).unwrap().unwrap();
+        w.commit().unwrap();
+        v
+    }
+
+    /// Case 2: T2 overwrites T1's piece on A, so it depends on T1; its piece on B conflicts
+    /// with T1's piece on B, so it waits for T1's to commit, and always builds on it (T2's
+    /// piece on B sees 1), whatever the interleaving of the threads. Both wait settings, with
+    /// and without optimistic constraining.
+    #[test]
+    fn case_2_a_dependent_piece_waits_for_its_partner() {
+        for opts in [&[][..], &[("optimistic", "off"), ("wait", "yield")][..]] {
+            let db = db(opts);
+            let (tx2, rx2) = std::sync::mpsc::channel();
+            std::thread::scope(|s| {
+                let mut t1 = db.worker().unwrap();
+                t1.typed(0);
+                t1.begin();
+                let mut tx = Tx::new(&mut t1, &TYPES[0], Checks::default());
+                assert_eq!(tx.piece(0, |tx| add(tx, A, 1)).unwrap(), 0);
+                let db = &db;
+                let t2 = s.spawn(move || {
+                    let mut t2 = db.worker().unwrap();
+                    t2.typed(0);
+                    t2.begin();
+                    let mut tx = Tx::new(&mut t2, &TYPES[0], Checks::default());
+                    let a = tx.piece(0, |tx| add(tx, A, 10)).unwrap();
+                    tx2.send(()).unwrap();
+                    let b = tx.piece(1, |tx| add(tx, B, 10)).unwrap();
+                    t2.commit().unwrap();
+                    (a, b)
+                });
+                // T2 has committed its piece on A after T1's: it depends on T1.
+                rx2.recv().unwrap();
+                assert_eq!(tx.piece(1, |tx| add(tx, B, 1)).unwrap(), 0);
+                t1.commit().unwrap();
+                assert_eq!(t2.join().unwrap(), (1, 1), "T2 read T1's A and waited for its B");
+            });
+            assert_eq!((committed(&db, A), committed(&db, B)), (11, 11));
+        }
+    }
+
+    /// §4.4: T2 builds on T1's committed piece, T1 rolls back: T2's commit is a cascading
+    /// abort and the value T1 overwrote is back.
+    #[test]
+    fn a_rollback_cascades_to_the_transactions_that_saw_it() {
+        let db = db(&[]);
+        let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
+        t1.typed(0);
+        t1.begin();
+        Tx::new(&mut t1, &TYPES[0], Checks::default()).piece(0, |tx| add(tx, A, 5)).unwrap();
+        t2.typed(0);
+        t2.begin();
+        let mut tx = Tx::new(&mut t2, &TYPES[0], Checks::default());
+        assert_eq!(tx.piece(0, |tx| add(tx, A, 1)).unwrap(), 5, "T1's piece is visible");
+        t1.abort();
+        assert_eq!(t2.commit().map_err(|a| a.reason), Err(AbortReason::CascadingAbort));
+        assert_eq!(committed(&db, A), 0, "both writes undone");
+    }
+
+    /// An untyped transaction reads committed data only: it cannot commit over a pending
+    /// piece's write, and commits once that transaction has.
+    #[test]
+    fn untyped_transactions_commit_only_over_committed_data() {
+        let db = db(&[]);
+        let (mut t1, mut u) = (db.worker().unwrap(), db.worker().unwrap());
+        t1.typed(0);
+        t1.begin();
+        Tx::new(&mut t1, &TYPES[0], Checks::default()).piece(0, |tx| add(tx, A, 5)).unwrap();
+        u.begin();
+        assert_eq!(u.read(A, K, value).unwrap(), Some(5));
+        assert_eq!(u.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
+        t1.commit().unwrap();
+        u.begin();
+        assert_eq!(u.read(A, K, value).unwrap(), Some(5));
+        assert!(u.write(A, K, &6u64.to_le_bytes()).unwrap());
+        u.commit().unwrap();
+        assert_eq!(committed(&db, A), 6);
+    }
+
+    /// A piece that touches a table its template does not declare cannot commit, whatever the
+    /// caller's checks (here none): the analysis does not cover it.
+    #[test]
+    fn an_undeclared_table_is_refused_at_the_piece_commit() {
+        let db = db(&[]);
+        let mut t = db.worker().unwrap();
+        t.typed(0);
+        t.begin();
+        let mut tx = Tx::new(&mut t, &TYPES[0], Checks::default());
+        let wrote_b = tx.piece(0, |tx| add(tx, B, 1)).map_err(|a| a.reason);
+        assert_eq!(wrote_b, Err(AbortReason::TemplateViolation), "piece 0 declares A only");
+        t.abort();
+        assert_eq!((committed(&db, A), committed(&db, B)), (0, 0));
+    }
+
+    /// A read-only type is left out of the analysis and runs directly, like an untyped one.
+    #[test]
+    fn a_type_the_analysis_leaves_out_runs_directly() {
+        let db = db(&[]);
+        let (mut t1, mut ro) = (db.worker().unwrap(), db.worker().unwrap());
+        t1.typed(0);
+        t1.begin();
+        Tx::new(&mut t1, &TYPES[0], Checks::default()).piece(0, |tx| add(tx, A, 5)).unwrap();
+        ro.typed(1);
+        ro.begin();
+        let seen = Tx::new(&mut ro, &TYPES[1], Checks::default())
+            .piece(0, |tx| Ok(tx.read(A, K, value)?.unwrap()))
+            .unwrap();
+        assert_eq!(seen, 5);
+        assert_eq!(ro.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
+        t1.commit().unwrap();
+    }
+}
