@@ -664,8 +664,10 @@ impl OccProtocol for Ic3 {
         let Some(m) = a.types[t].pieces.iter().position(|r| r.contains(&piece)) else {
             return Err(Abort::new(AbortReason::TemplateViolation));
         };
-        if w.local.reached.is_some_and(|k| m < k) {
-            // The analysis orders pieces as the template does: going back breaks it.
+        if w.local.reached.is_some_and(|k| m < k || (m == k && w.local.open != Some(m))) {
+            // The analysis orders pieces as the template does, each run once: going back, or
+            // running a committed piece again (a loop over a piece: a loop belongs inside one
+            // piece), would let a dependent that waited for the piece meet it again.
             return Err(Abort::new(AbortReason::TemplateViolation));
         }
         if w.local.txn.is_some_and(|me| me.doomed()) {
@@ -977,6 +979,30 @@ mod tests {
         let mut tx = Tx::new(&mut t, &TYPES[0], Checks::default());
         let wrote_b = tx.piece(0, |tx| add(tx, B, 1)).map_err(|a| a.reason);
         assert_eq!(wrote_b, Err(AbortReason::TemplateViolation), "piece 0 declares A only");
+        t.abort();
+        assert_eq!((committed(&db, A), committed(&db, B)), (0, 0));
+    }
+
+    /// A piece that has committed cannot run again (a loop over a piece): a dependent that
+    /// waited for it would meet it again. Going back to an earlier piece is refused too.
+    #[test]
+    fn a_committed_piece_cannot_run_again() {
+        let db = db(&[]);
+        let mut t = db.worker().unwrap();
+        t.typed(0);
+        t.begin();
+        let mut tx = Tx::new(&mut t, &TYPES[0], Checks::default());
+        tx.piece(0, |tx| add(tx, A, 1)).unwrap();
+        let again = tx.piece(0, |tx| add(tx, A, 1)).map_err(|a| a.reason);
+        assert_eq!(again, Err(AbortReason::TemplateViolation), "a loop over a piece");
+        t.abort();
+        t.typed(0);
+        t.begin();
+        let mut tx = Tx::new(&mut t, &TYPES[0], Checks::default());
+        tx.piece(0, |tx| add(tx, A, 1)).unwrap();
+        tx.piece(1, |tx| add(tx, B, 1)).unwrap();
+        let back = tx.piece(0, |tx| add(tx, A, 1)).map_err(|a| a.reason);
+        assert_eq!(back, Err(AbortReason::TemplateViolation), "back to an earlier piece");
         t.abort();
         assert_eq!((committed(&db, A), committed(&db, B)), (0, 0));
     }
