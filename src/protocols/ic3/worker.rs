@@ -783,9 +783,8 @@ impl OccProtocol for Ic3 {
     /// retires what the outcome leaves absent, and ends the attempt.
     fn end(w: &mut Ic3Worker<'_>, committed: bool) {
         let storage = w.ctx.storage;
-        let entries = std::mem::take(&mut w.local.entries);
         // Newest first: a rolled-back record gets its images back in reverse order.
-        for &(target, e) in entries.iter().rev() {
+        for &(target, e) in w.local.entries.iter().rev() {
             match target {
                 Target::Row(t, rid) => {
                     let row = storage.table(t).rows.get(rid);
@@ -796,22 +795,13 @@ impl OccProtocol for Ic3 {
                 }
             }
         }
-        w.local.entries = entries;
-        w.local.entries.clear();
-        let retire = if committed {
-            std::mem::take(&mut w.local.retire_on_commit)
-        } else {
-            std::mem::take(&mut w.local.retire_on_rollback)
-        };
-        for &(t, key, rid) in &retire {
+        let retire =
+            if committed { &w.local.retire_on_commit } else { &w.local.retire_on_rollback };
+        for &(t, key, rid) in retire {
             w.ctx.retire(t, key, rid);
         }
         let l = &mut w.local;
-        if committed {
-            l.retire_on_commit = retire;
-        } else {
-            l.retire_on_rollback = retire;
-        }
+        l.entries.clear();
         l.retire_on_commit.clear();
         l.retire_on_rollback.clear();
         if l.txn.take().is_some() {
