@@ -348,6 +348,7 @@ serializable_suite! {
     mocc_hot_mql => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql")],
     mocc_hot_mql_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql"), ("validation-lock", "nowait")],
     ic3 => txlab::protocols::ic3::Ic3,
+    ic3_suspend => txlab::protocols::ic3::Ic3 [("wait", "suspend")],
 }
 
 /// The positive control: the same bank workload under `nocc` loses updates.

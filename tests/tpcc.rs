@@ -196,6 +196,15 @@ fn ic3_keeps_the_consistency_conditions() {
 }
 
 #[test]
+fn ic3_suspending_keeps_the_consistency_conditions() {
+    // Waits that sleep until the transaction waited for changes its state: a lost wake-up
+    // would stall a worker until its timeout, a missed doom would hang it.
+    common::with_options(&[("wait", "suspend")], || {
+        contended::<txlab::protocols::ic3::Ic3>(9);
+    });
+}
+
+#[test]
 fn tictoc_keeps_the_consistency_conditions() {
     contended::<txlab::protocols::tictoc::TicToc>(4);
 }
@@ -287,6 +296,13 @@ fn contended_with_analytics<P: Protocol>(seed: u64) {
 #[test]
 fn silo_keeps_the_conditions_with_analytics() {
     contended_with_analytics::<txlab::protocols::silo::Silo>(11);
+}
+
+#[test]
+fn ic3_keeps_the_conditions_with_analytics() {
+    // The analytic type reads 2 000 stock rows in one piece while New-Orders' pieces update
+    // them; its sums must be those of one consistent state.
+    contended_with_analytics::<txlab::protocols::ic3::Ic3>(13);
 }
 
 #[test]

@@ -143,6 +143,20 @@ pub trait OccRecord: RecordHeader {
         a == b
     }
 
+    /// When the version `word` names is not committed (a protocol whose pieces write the
+    /// payload before their transaction commits: IC3), copies the latest committed image of
+    /// `row` into `buf` and returns its word (unlocked; absent when the committed state is) and
+    /// extra. `None` when `word`'s version is committed, which it always is by default. Read
+    /// phases that must see committed data only ([`OccProtocol::reads_committed`]) ask it first.
+    #[inline(always)]
+    fn committed_image(row: RowRef<'_, Self>, word: u64, buf: &mut [u8]) -> Option<(u64, Self::Aux)>
+    where
+        Self: Sized,
+    {
+        let _ = (row, word, buf);
+        None
+    }
+
     /// The history stamp of the version `(word, aux)` of row `rid`.
     fn stamp(word: u64, aux: Self::Aux, rid: RowId) -> Stamp;
 
@@ -265,6 +279,15 @@ pub trait OccProtocol: Sized + 'static {
     /// Whether every read would still pass validation now (see
     /// [`Worker::reads_still_valid`]).
     fn reads_still_valid(w: &mut OccWorker<'_, Self>) -> bool;
+
+    /// Whether the running attempt's reads see committed data only (see
+    /// [`OccRecord::committed_image`]): IC3's transactions that run outside its analysis. False
+    /// by default.
+    #[inline(always)]
+    fn reads_committed(w: &OccWorker<'_, Self>) -> bool {
+        let _ = w;
+        false
+    }
 
     /// Called when the read phase is about to touch row `rid` (key `key`) of table `t` (record
     /// `rec`), which is not in the write set yet: to read it, or to write it when `write`. MOCC
@@ -496,18 +519,31 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
     }
 
     /// Reads a consistent copy of the columns `cols` of the record into `buf` (Silo §4.4: wait
-    /// while locked, copy, re-check). Absent records are not copied.
+    /// while locked, copy, re-check). Absent records are not copied. With `committed`, a
+    /// version not committed yet is not read: its record's committed image is
+    /// ([`OccRecord::committed_image`]; a version that becomes uncommitted between the two loads
+    /// is a new one, so the re-check catches it).
     #[inline]
     fn stable_read(
         rec: RowRef<'_, P::Record>,
         buf: &mut [u8],
         p: &Projection,
         cols: Columns,
+        committed: bool,
         extra: &mut u32,
     ) -> Stable<<P::Record as OccRecord>::Aux> {
         let mut spin = SpinWait::default();
         loop {
             let v1 = rec.header.load();
+            if committed {
+                if let Some((word, aux)) = P::Record::committed_image(rec, v1, buf) {
+                    return if is_absent(word) {
+                        Stable::Absent(word, aux)
+                    } else {
+                        Stable::Present(word, aux)
+                    };
+                }
+            }
             if is_absent(v1) {
                 // Absent records (deleted, uncommitted inserts) are not waited for: their word
                 // goes into the read set and validation catches any change.
@@ -653,8 +689,16 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
             return Err(Abort::new(AbortReason::ReadValidation));
         };
         let p = &tbl.projection;
+        let committed = P::reads_committed(self);
         let fresh = self.scratch.get(len);
-        match Self::stable_read(tbl.rows.get(w.rid), fresh, p, want, &mut self.extra_reads) {
+        match Self::stable_read(
+            tbl.rows.get(w.rid),
+            fresh,
+            p,
+            want,
+            committed,
+            &mut self.extra_reads,
+        ) {
             Stable::Present(word, _) if P::Record::same_version(word, seen) => {}
             _ => return Err(Abort::new(AbortReason::ReadValidation)),
         }
@@ -757,12 +801,14 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                 });
             }
             P::access(self, t, key, rid, tbl.rows.get(rid).header, write)?;
+            let committed = P::reads_committed(self);
             let buf = self.scratch.get(len);
             match Self::stable_read(
                 tbl.rows.get(rid),
                 buf,
                 &tbl.projection,
                 cols,
+                committed,
                 &mut self.extra_reads,
             ) {
                 Stable::Present(word, aux) => {
@@ -1154,9 +1200,17 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 return Ok(Some(out));
             }
             P::access(self, t, key, rid, tbl.rows.get(rid).header, true)?;
+            let committed = P::reads_committed(self);
             let off = self.arena.push_reused(len);
             let buf = self.arena.get_mut(off, len);
-            match Self::stable_read(tbl.rows.get(rid), buf, p, cols, &mut self.extra_reads) {
+            match Self::stable_read(
+                tbl.rows.get(rid),
+                buf,
+                p,
+                cols,
+                committed,
+                &mut self.extra_reads,
+            ) {
                 Stable::Present(word, aux) => {
                     self.push_read(t, key, rid, word, aux, true);
                     let out = apply_update(p, writes, self.arena.get_mut(off, len), f)?;
@@ -1374,12 +1428,14 @@ impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
         }
         P::access(self, t, key, rid, tbl.rows.get(rid).header, false)?;
         let len = tbl.spec.row_size;
+        let committed = P::reads_committed(self);
         let data = self.scratch.get(len);
         match Self::stable_read(
             tbl.rows.get(rid),
             data,
             &tbl.projection,
             ALL_COLUMNS,
+            committed,
             &mut self.extra_reads,
         ) {
             Stable::Present(word, aux) => {

@@ -12,9 +12,10 @@
 //! nothing (it only leaves the lists). The price is paid by the rare rollback: a rolled-back
 //! writer that is the record's last writer puts its before-image back; one with later writers
 //! (who are marked and will roll back too) hands its before-image to the next of them, so
-//! that the last rollback restores the committed value. The committed value is the first
-//! writer entry's before-image, or the payload when there is none ([`Locked::read_committed`],
-//! for checkpoints).
+//! that the last rollback restores the committed value. The committed value is the
+//! before-image of the first writer entry whose transaction has not passed its commit point
+//! (`txn::COMMITTED`), or the payload when there is none ([`Locked::read_committed`]: for
+//! checkpoints, and for the transactions that read committed data only, see `worker`).
 //!
 //! **The word.** Bit 0 locks the record (a piece commits, or a transaction leaves the list or
 //! rolls back, holding it); bit 1 says that uncommitted writer entries exist ([`PENDING`]);
@@ -341,10 +342,28 @@ impl<'r> Locked<'r> {
         })
     }
 
+    /// The first row writer entry whose transaction has not passed its commit point: its
+    /// before-image is the committed value. (Writers commit in list order, each depending on
+    /// the writer before it, so the committed ones come first.)
+    fn first_uncommitted_writer(&self) -> Option<&Entry> {
+        self.entries()
+            .find(|e| !e.before.is_null() && !e.txn.expect("linked entries have one").committed())
+    }
+
+    /// The [`VALUE`] bits (version and absence) of the latest committed value: those of the
+    /// first uncommitted writer's before-image, else the word's. What a reader of committed
+    /// images validates against.
+    pub fn committed_word(&self) -> u64 {
+        match self.first_uncommitted_writer() {
+            Some(e) => e.before_word.load(Ordering::Relaxed),
+            None => self.word & VALUE,
+        }
+    }
+
     /// Copies the latest committed value into `buf` and returns its word's [`VALUE`] bits
-    /// (version and absence): the first writer entry's before-image, else the payload.
+    /// (version and absence): the first uncommitted writer's before-image, else the payload.
     pub fn read_committed(&self, row: &RowRef<'_, Ic3Record>, buf: &mut [u8]) -> u64 {
-        match self.entries().find(|e| !e.before.is_null()) {
+        match self.first_uncommitted_writer() {
             Some(e) => {
                 // SAFETY: a linked writer's before-image is the row's size and stays valid
                 // while linked; it changes only under this lock.
@@ -653,7 +672,7 @@ mod tests {
     /// eight), as cascading aborts do: the value ends as the number of commits.
     #[test]
     fn concurrent_increments_with_cascading_rollbacks_keep_exactly_the_committed_ones() {
-        use super::super::txn::{wait_until, Contexts, WaitPolicy};
+        use super::super::txn::{Contexts, WaitPolicy};
         const THREADS: usize = 6;
         const TXNS: u64 = 3_000;
         let c = Cell::new(0);
@@ -679,7 +698,7 @@ mod tests {
                             c.words[0].store(v + 1, Ordering::Relaxed);
                         }
                         for d in deps.iter() {
-                            wait_until(WaitPolicy::Yield, || d.over());
+                            d.wait(WaitPolicy::Suspend, || d.over());
                         }
                         rng ^= rng << 13;
                         rng ^= rng >> 7;
@@ -702,6 +721,35 @@ mod tests {
         assert!(commits > 0 && commits < THREADS as u64 * TXNS);
         assert_eq!(c.read().0, commits, "every committed increment and no other");
         assert!(c.rec.lock().no_entries());
+    }
+
+    /// The committed value skips the writers past their commit point, which are still linked
+    /// while they leave the lists: T1's write is committed from T1's commit point on, before T1
+    /// unlinks, and T2's pending write on top of it is not.
+    #[test]
+    fn committed_writers_count_from_their_commit_point() {
+        let c = Cell::new(10);
+        let (c1, c2) = (TxnCtx::default(), TxnCtx::default());
+        let (t1, t2) = (c1.begin(0), c2.begin(0));
+        let (mut p1, mut p2) = (EntryPool::default(), EntryPool::default());
+        let (mut b1, mut b2) = (buffer(), buffer());
+        let w1 = writer(&mut p1, t1, &mut b1);
+        c.write(w1, 11);
+        let w2 = writer(&mut p2, t2, &mut b2);
+        c.write(w2, 12);
+        assert_eq!(c.committed(), 10);
+        assert_eq!(version(c.rec.lock().committed_word()), 1);
+        c1.commit();
+        assert!(t1.committed() && !t2.committed());
+        assert_eq!(c.committed(), 11, "T1 committed, still linked");
+        assert_eq!(version(c.rec.lock().committed_word()), 11);
+        c.unlink(w1, false);
+        c1.end();
+        assert_eq!(c.committed(), 11);
+        c2.commit();
+        assert_eq!(c.committed(), 12, "no uncommitted writer: the payload");
+        c.unlink(w2, false);
+        assert_eq!(version(c.rec.lock().committed_word()), 12);
     }
 
     #[test]

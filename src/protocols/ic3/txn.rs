@@ -7,7 +7,8 @@
 //! paper's fixed-size, reused context, §5.2). Its state is one word, so a waiter reads a
 //! consistent triple with one load: the attempt's *generation* (a new one for every attempt,
 //! retries included), its analysed type, and its *progress* (the number of its merged pieces
-//! that have committed, or [`DONE`] once the attempt committed or rolled back). A dependency is
+//! that have committed; [`COMMITTED`] from its commit point while it leaves the accessor lists;
+//! [`DONE`] once the attempt committed or rolled back). A dependency is
 //! a context and a generation ([`TxnRef`]): once the context's generation moves on, the
 //! attempt it named is over, however it ended (a rolled-back attempt marks the accessor-list
 //! entries that saw its writes before it lets go of its generation, so its dependents learn
@@ -18,10 +19,15 @@
 
 use crate::protocols::common::SpinWait;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Progress of an attempt that has ended (committed or rolled back).
 pub const DONE: u64 = 0xFFFF;
+/// Progress of an attempt that has committed and is leaving the accessor lists: its writes are
+/// committed data from this store on (the commit point that reads of committed images see,
+/// `record::Locked::committed_word`).
+pub const COMMITTED: u64 = DONE - 1;
 /// The type of an untyped attempt (or one of a type the analysis leaves out).
 pub const UNTYPED: u64 = 0xFF;
 const PROGRESS_BITS: u32 = 16;
@@ -30,8 +36,8 @@ const GEN_SHIFT: u32 = PROGRESS_BITS + TYPE_BITS;
 
 /// The most analysed types a context can name (the type field's width, less [`UNTYPED`]).
 pub const MAX_TYPES: usize = UNTYPED as usize;
-/// The most merged pieces a type may have (below [`DONE`]).
-pub const MAX_PIECES: usize = DONE as usize - 1;
+/// The most merged pieces a type may have (below [`COMMITTED`]).
+pub const MAX_PIECES: usize = COMMITTED as usize - 1;
 
 /// A context's state word, unpacked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +76,8 @@ pub struct TxnCtx {
     /// The latest generation a rolled-back writer doomed (§4.4: it marked one of the attempt's
     /// entries), so that the attempt learns it while it waits instead of at its commit.
     doomed: AtomicU64,
+    /// Workers parked until this context's state changes ([`WaitPolicy::Suspend`]).
+    sleepers: AtomicU32,
 }
 
 /// How many bits of a version count a context's writes (the rest names the context).
@@ -86,7 +94,8 @@ impl TxnCtx {
     }
 
     /// Starts a new attempt of analysed type `ty` ([`UNTYPED`] for none) and returns its
-    /// reference. Only the owning worker calls it, when its previous attempt has ended.
+    /// reference. Only the owning worker calls it, when its previous attempt has ended (which
+    /// woke its waiters: nobody waits for a new attempt's start).
     pub fn begin(&self, ty: u64) -> TxnRef {
         debug_assert!(ty <= UNTYPED);
         let gen = self.load().gen + 1;
@@ -95,18 +104,46 @@ impl TxnCtx {
         TxnRef { ctx: self, gen }
     }
 
+    /// Stores a new state and wakes the workers parked on the context.
+    #[inline]
+    fn publish(&self, s: State) {
+        // SeqCst (a Release store, for `load`, and more): in the single order of SeqCst
+        // operations, either this store comes before a parking waiter's load of the state
+        // (made after it counted itself in `sleepers`, SeqCst, in `TxnRef::wait`), which then
+        // sees it and does not sleep, or the waiter's count comes before the load below, which
+        // sees it and wakes it: no wake-up is lost.
+        self.state.store(s.pack(), Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) != 0 {
+            // SAFETY: the key is this context's address, which only `TxnRef::wait` parks on;
+            // the token is the default one, which nobody interprets.
+            unsafe {
+                parking_lot_core::unpark_all(self.key(), parking_lot_core::DEFAULT_UNPARK_TOKEN)
+            };
+        }
+    }
+
+    /// The parking key of the context: its address.
+    fn key(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
     /// Publishes that the running attempt has committed `pieces` merged pieces.
     pub fn progress(&self, pieces: u64) {
-        debug_assert!(pieces < DONE);
-        let s = self.load();
-        self.state.store(State { progress: pieces, ..s }.pack(), Ordering::Release);
+        debug_assert!(pieces < COMMITTED);
+        self.publish(State { progress: pieces, ..self.load() });
+    }
+
+    /// Publishes that the running attempt has committed: the commit point (see [`COMMITTED`]).
+    /// It then leaves the accessor lists and [ends](TxnCtx::end). (A reader of committed images
+    /// that loads this state, Acquire, counts the attempt's writes as committed.)
+    pub fn commit(&self) {
+        self.publish(State { progress: COMMITTED, ..self.load() });
     }
 
     /// Publishes that the running attempt is over (committed, or rolled back and its entries
     /// marked).
     pub fn end(&self) {
-        let s = self.load();
-        self.state.store(State { progress: DONE, ..s }.pack(), Ordering::Release);
+        self.publish(State { progress: DONE, ..self.load() });
     }
 
     /// A version no write has had: the context's number above a count of its writes, so
@@ -180,6 +217,15 @@ impl TxnRef {
         s.gen != self.gen || s.progress == DONE
     }
 
+    /// Whether the attempt has passed its commit point ([`TxnCtx::commit`]) or is over. For
+    /// the attempt of an entry still linked (seen under the record's lock), whether it
+    /// committed: its entries leave before it ends.
+    #[inline]
+    pub fn committed(&self) -> bool {
+        let s = self.state();
+        s.gen != self.gen || s.progress == COMMITTED
+    }
+
     /// Whether the attempt has committed its merged piece `piece` (or is over).
     #[inline]
     pub fn passed(&self, piece: usize) -> bool {
@@ -195,20 +241,57 @@ pub enum WaitPolicy {
     /// Spins (the paper's default), yielding the core after a while so that the transaction
     /// waited for can run when workers outnumber cores.
     Spin,
-    /// Yields the core at once every time it looks (the closest a thread-per-worker design
-    /// comes to the paper's suspend-wait without coroutines).
+    /// Yields the core at once every time it looks.
     Yield,
+    /// Yields the core a few times, then sleeps until the transaction waited for changes its
+    /// state (the paper's suspend-wait; a sleeping worker leaves its core to the others).
+    Suspend,
 }
 
-/// Waits until `done` holds.
-#[inline]
-pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool) {
-    let mut spin = SpinWait::spinning(match policy {
-        WaitPolicy::Spin => 256,
-        WaitPolicy::Yield => 0,
-    });
-    while !done() {
-        spin.spin();
+/// Yields of the core before a suspend-wait sleeps (it does not spin first: on 2 cores with 4
+/// or 8 workers, spinning before yielding cost TPC-C a third of its throughput, and sleeping
+/// at once a quarter, against yielding alone).
+const SUSPEND_YIELDS: u32 = 8;
+/// The longest a suspended worker sleeps before it looks again. Only a doomed attempt (marked
+/// by a rolled-back writer it does not wait for) needs it: every other condition a worker
+/// waits for is a state change of the transaction it sleeps on, which wakes it.
+const SUSPEND_TIMEOUT: Duration = Duration::from_millis(1);
+
+impl TxnRef {
+    /// Waits until `done` holds, as `policy` says. `done` is a condition on this attempt's
+    /// state (or the waiter's own doom, see [`SUSPEND_TIMEOUT`]); a suspended waiter sleeps
+    /// on its context until that state changes.
+    pub fn wait(&self, policy: WaitPolicy, mut done: impl FnMut() -> bool) {
+        let spins = match policy {
+            WaitPolicy::Spin => 256,
+            WaitPolicy::Yield | WaitPolicy::Suspend => 0,
+        };
+        let mut spin = SpinWait::spinning(spins);
+        let mut yields = 0;
+        while !done() {
+            if policy != WaitPolicy::Suspend || yields < SUSPEND_YIELDS {
+                yields += u32::from(spin.exhausted());
+                spin.spin();
+                continue;
+            }
+            // SAFETY: contexts outlive every reference to them (see the Send impl).
+            let ctx = unsafe { &*self.ctx };
+            // SeqCst: see `TxnCtx::publish`.
+            ctx.sleepers.fetch_add(1, Ordering::SeqCst);
+            // SAFETY: the key is the context's address (see `TxnCtx::publish`); `validate`
+            // only loads atomics (it runs under the queue's lock, and must not park or panic).
+            unsafe {
+                parking_lot_core::park(
+                    ctx.key(),
+                    || !done(),
+                    || {},
+                    |_, _| {},
+                    parking_lot_core::DEFAULT_PARK_TOKEN,
+                    Some(Instant::now() + SUSPEND_TIMEOUT),
+                )
+            };
+            ctx.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -318,7 +401,7 @@ mod tests {
         let a = ctx.begin(0);
         std::thread::scope(|s| {
             let waiter = s.spawn(move || {
-                wait_until(WaitPolicy::Spin, || a.passed(1));
+                a.wait(WaitPolicy::Spin, || a.passed(1));
                 a.state().progress
             });
             ctx.progress(1);

@@ -21,7 +21,17 @@
 //!
 //! Transactions without an analysed type (untyped ones, and read-only types, which the
 //! analysis leaves out) run *directly*: one OCC unit that commits at once and leaves no entry,
-//! and so may read and overwrite only committed data ([`commit_direct`]).
+//! and so reads and overwrites only committed data ([`commit_direct`]). Its reads of a record
+//! with a pending writer copy the record's committed image (the first uncommitted writer's
+//! before-image, under the record's lock), and its validation checks that each value read is
+//! still its record's committed one. A typed transaction's writes become committed data at its
+//! commit point, one store of its context's state (`txn::COMMITTED`) before it leaves the
+//! lists: readers of committed images see all of them from there or none. The values read were
+//! all committed at once between the last read and the first check (each is its record's
+//! committed value at both, and a record's committed version only moves forward), and the
+//! transactions committed at any instant are closed under dependencies (a transaction
+//! commits after every transaction it depends on ended), so the reads are a consistent state:
+//! read-only transactions neither wait for nor starve behind pending writers.
 //!
 //! **Records being inserted.** An insert holds its fresh record locked (and absent) from the
 //! insert to its piece's commit, and its transaction may wait for others meanwhile (optimistic
@@ -35,7 +45,7 @@ use super::record::{
     same_version, version, Entry, EntryPool, Ic3Record, Locked, ABSENT, LISTED, LOCK, PENDING,
     UNLINKED,
 };
-use super::txn::{wait_until, DepQueue, TxnCtx, TxnRef, UNTYPED};
+use super::txn::{DepQueue, TxnCtx, TxnRef, UNTYPED};
 use super::{Ic3, Shared};
 use crate::engine::PieceEnd;
 use crate::error::{Abort, AbortReason};
@@ -278,8 +288,8 @@ fn wait_phase(l: &mut Ic3Local, t: usize, m: usize) -> Result<(), Abort> {
                 .or_else(|| a.rendezvous(t, m, u).filter(|_| shared.options.rendezvous))
         };
         match piece {
-            Some(q) => wait_until(policy, || d.passed(q) || me.doomed()),
-            None => wait_until(policy, || d.over() || me.doomed()), // case 3
+            Some(q) => d.wait(policy, || d.passed(q) || me.doomed()),
+            None => d.wait(policy, || d.over() || me.doomed()), // case 3
         }
         if me.doomed() {
             return Err(cascade());
@@ -411,17 +421,28 @@ enum Verdict {
 
 /// Validates the locked items: every read still sees the version it read, every write finds
 /// the record present or absent as its kind needs, every phantom bucket its version. A piece
-/// does not build on a doomed transaction's writes; a direct commit needs committed data: no
-/// pending writer where it read, no entry where it writes (see the module docs of `ic3`).
+/// does not build on a doomed transaction's writes. A direct commit read committed values, and
+/// each must still be its record's committed value; it writes only where no entry is (see the
+/// module docs of `ic3`).
 fn validate(w: &Ic3Worker<'_>, direct: bool) -> Verdict {
     let items = &w.local.items;
     for r in &w.reads {
         let it = item_of(items, r.table, r.rid);
         let now = match it.hold {
+            // Being inserted (absent; a direct read of one with a pending writer fails here:
+            // its committed value cannot be read without its lock).
             Hold::Skipped => row_rec(w, r.table, r.rid).load(),
+            Hold::Locked if direct && it.word & PENDING != 0 => {
+                // A direct read saw the committed value: is it still the committed one?
+                // SAFETY: this commit holds the lock (`lock` kept it).
+                let g = unsafe { Locked::resume(row_rec(w, r.table, r.rid), it.word) };
+                let committed = g.committed_word();
+                g.keep();
+                committed
+            }
             _ => it.word,
         };
-        if !same_version(now, r.word) || (direct && it.hold == Hold::Locked && now & PENDING != 0) {
+        if !same_version(now, r.word) {
             return Verdict::Stale;
         }
     }
@@ -436,12 +457,7 @@ fn validate(w: &Ic3Worker<'_>, direct: bool) -> Verdict {
                 return Verdict::Doomed(d);
             }
         }
-        let Some(j) = it.write else {
-            if direct && it.is_bucket() && it.word & PENDING != 0 {
-                return Verdict::Stale; // an insert or delete in a range we read is pending
-            }
-            continue;
-        };
+        let Some(j) = it.write else { continue };
         if direct && it.word & LISTED != 0 {
             return Verdict::Stale;
         }
@@ -735,7 +751,7 @@ impl OccProtocol for Ic3 {
         if let Some(d) = doomed {
             // Nothing held now: wait for the doomed transaction to roll back.
             let me = w.local.txn.expect("a typed attempt is running");
-            wait_until(shared.options.wait, || d.over() || me.doomed());
+            d.wait(shared.options.wait, || d.over() || me.doomed());
             if me.doomed() {
                 return Err(cascade());
             }
@@ -744,7 +760,20 @@ impl OccProtocol for Ic3 {
     }
 
     fn reads_still_valid(w: &mut Ic3Worker<'_>) -> bool {
-        w.reads.iter().all(|r| same_version(row_rec(w, r.table, r.rid).load(), r.word))
+        let direct = w.local.mode == Mode::Direct;
+        w.reads.iter().all(|r| {
+            let rec = row_rec(w, r.table, r.rid);
+            let now = rec.load();
+            // (A record this attempt writes may be locked by it: its payload is compared.)
+            let committed = direct && now & PENDING != 0 && w.find_write(r.table, r.rid).is_none();
+            let now = if committed { rec.lock().committed_word() } else { now };
+            same_version(now, r.word)
+        })
+    }
+
+    #[inline]
+    fn reads_committed(w: &Ic3Worker<'_>) -> bool {
+        w.local.mode == Mode::Direct
     }
 
     fn commit(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
@@ -763,7 +792,7 @@ impl OccProtocol for Ic3 {
         let policy = w.local.shared().options.wait;
         let me = w.local.txn.expect("an attempt is running");
         for d in w.local.deps.iter() {
-            wait_until(policy, || d.over() || me.doomed());
+            d.wait(policy, || d.over() || me.doomed());
         }
         // SAFETY: the entries stay in the pool until the attempt ends.
         if w.local.entries.iter().any(|&(_, e)| unsafe { e.as_ref() }.aborted()) {
@@ -774,6 +803,9 @@ impl OccProtocol for Ic3 {
             h.serial_point();
             h.committed();
         }
+        // The commit point (after the history's serialization point: a direct reader that
+        // sees the writes committed serializes after it).
+        w.local.ctx().commit();
         w.finish(true);
         w.ctx.commit_returning();
         Ok(())
@@ -819,6 +851,7 @@ impl OccProtocol for Ic3 {
 #[cfg(test)]
 mod tests {
     use super::super::Ic3;
+    use super::Ic3Worker;
     use crate::engine::{
         AccessMode, Checks, Database, DbOptions, Piece, TableAccess, Tx, TxnType, Worker,
         ALL_COLUMNS,
@@ -938,17 +971,22 @@ mod tests {
         assert_eq!(committed(&db, A), 0, "both writes undone");
     }
 
-    /// An untyped transaction reads committed data only: it cannot commit over a pending
-    /// piece's write, and commits once that transaction has.
+    /// An untyped transaction reads committed data only: while a piece's write is pending it
+    /// reads the value before it and commits (it serializes before the writer), but cannot
+    /// overwrite it; once the writer has committed it reads and overwrites the writer's value.
     #[test]
-    fn untyped_transactions_commit_only_over_committed_data() {
+    fn untyped_transactions_read_and_write_committed_data_only() {
         let db = db(&[]);
         let (mut t1, mut u) = (db.worker().unwrap(), db.worker().unwrap());
         t1.typed(0);
         t1.begin();
         Tx::new(&mut t1, &TYPES[0], Checks::default()).piece(0, |tx| add(tx, A, 5)).unwrap();
         u.begin();
-        assert_eq!(u.read(A, K, value).unwrap(), Some(5));
+        assert_eq!(u.read(A, K, value).unwrap(), Some(0), "the committed value");
+        u.commit().unwrap();
+        u.begin();
+        assert_eq!(u.read(A, K, value).unwrap(), Some(0));
+        assert!(u.write(A, K, &6u64.to_le_bytes()).unwrap());
         assert_eq!(u.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
         t1.commit().unwrap();
         u.begin();
@@ -997,21 +1035,29 @@ mod tests {
         assert_eq!((committed(&db, A), committed(&db, B)), (0, 0));
     }
 
-    /// A read-only type is left out of the analysis and runs directly, like an untyped one.
+    /// A read-only type is left out of the analysis and runs directly, like an untyped one: it
+    /// reads the committed values past a pending writer without waiting, and fails validation
+    /// when the writer commits before it does (what it read is no longer committed).
     #[test]
-    fn a_type_the_analysis_leaves_out_runs_directly() {
+    fn a_type_the_analysis_leaves_out_runs_directly_over_committed_data() {
         let db = db(&[]);
         let (mut t1, mut ro) = (db.worker().unwrap(), db.worker().unwrap());
+        let read_a = |ro: &mut Ic3Worker<'_>| {
+            ro.typed(1);
+            ro.begin();
+            Tx::new(ro, &TYPES[1], Checks::default())
+                .piece(0, |tx| Ok(tx.read(A, K, value)?.unwrap()))
+                .unwrap()
+        };
         t1.typed(0);
         t1.begin();
         Tx::new(&mut t1, &TYPES[0], Checks::default()).piece(0, |tx| add(tx, A, 5)).unwrap();
-        ro.typed(1);
-        ro.begin();
-        let seen = Tx::new(&mut ro, &TYPES[1], Checks::default())
-            .piece(0, |tx| Ok(tx.read(A, K, value)?.unwrap()))
-            .unwrap();
-        assert_eq!(seen, 5);
-        assert_eq!(ro.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
+        assert_eq!(read_a(&mut ro), 0, "the value before the pending piece");
+        ro.commit().unwrap();
+        assert_eq!(read_a(&mut ro), 0);
         t1.commit().unwrap();
+        assert_eq!(ro.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
+        assert_eq!(read_a(&mut ro), 5, "the writer's value once it committed");
+        ro.commit().unwrap();
     }
 }
