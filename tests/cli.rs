@@ -841,6 +841,66 @@ fn a_short_smallbank_run_reports_every_transaction_type() {
 }
 
 #[test]
+fn pieces_parameters_are_checked() {
+    fails_with(
+        &["run", "-w", "pieces", "--pieces", "0"],
+        2,
+        "error: --pieces 0 is out of range (1 to 64)",
+    );
+    fails_with(
+        &["run", "-w", "pieces", "--table-rows", "3"],
+        2,
+        "error: --table-rows 3 is out of range (4 to 4294967296: a piece updates 4 distinct rows)",
+    );
+    fails_with(
+        &["run", "-w", "pieces", "--table-rows", "50", "--scope", "51"],
+        2,
+        "error: --scope 51 is out of range (1 to --table-rows, 50)",
+    );
+    fails_with(
+        &["run", "-w", "pieces", "--user-abort", "-1"],
+        2,
+        "error: --user-abort -1 is out of range (0 to 100)",
+    );
+    fails_with(&["run", "--scope", "10"], 2, "error: --scope applies to --workload pieces");
+    fails_with(
+        &["run", "-w", "pieces", "--warehouses", "2"],
+        2,
+        "error: --warehouses applies to --workload tpcc",
+    );
+}
+
+/// IC3's micro-benchmark with user aborts: ic3 cascades them and keeps the counters exact.
+#[test]
+fn a_short_pieces_run_counts_its_updates() {
+    let out = txlab(&[
+        "run",
+        "-p",
+        "ic3,2pl-waitdie",
+        "-w",
+        "pieces",
+        "--pieces",
+        "3",
+        "--table-rows",
+        "100",
+        "--scope",
+        "5",
+        "--user-abort",
+        "10",
+        "--threads",
+        "2",
+        "--txns",
+        "2000",
+    ]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{e}");
+    assert!(e.contains("IC3 micro-benchmark: 3 pieces of 4 updates, 100 rows per table"), "{e}");
+    assert!(s.contains("user "), "user aborts reported:\n{s}");
+    assert!(!s.contains("invariant"), "{s}");
+}
+
+#[test]
 fn tpcc_parameters_are_checked() {
     fails_with(
         &["run", "-w", "tpcc", "--warehouses", "0"],

@@ -3,7 +3,9 @@
 //! sets checked at run time); `nocc` breaks it (the positive control).
 
 use std::time::Duration;
-use txlab::engine::{Backoff, ProtocolOptions, RunConfig, RunLength};
+
+mod common;
+use txlab::engine::Workload;
 use txlab::prelude::*;
 use txlab::workloads::smallbank::{SmallBank, SmallBankConfig};
 
@@ -26,30 +28,9 @@ fn run_with<P: Protocol>(
         epoch_interval: Duration::from_millis(2),
         ..Default::default()
     };
-    let pairs: Vec<(String, String)> =
-        pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
-    let options = P::Options::from_pairs(&pairs).unwrap();
-    let db =
-        Database::<P>::builder(&SmallBank::tables_for(&SmallBankConfig { customers, spin_us: 0 }))
-            .options(opts)
-            .protocol_options(options)
-            .build()
-            .unwrap();
-    use txlab::engine::Workload;
+    let db = common::with_options(pairs, || common::database_for::<P, _>(&sb, opts));
     sb.load(&db, 2).unwrap();
-    let cfg = RunConfig {
-        threads: 8,
-        length: RunLength::transactions(per_worker),
-        backoff: Backoff::Fixed { max_us: 20.0 },
-        pin: false,
-        seed,
-        check_templates: true,
-        check_access_sets: true,
-        // The leader faults memory in while workers allocate (racing them for new segments).
-        prefault: true,
-        breakdown: false,
-        acks: None,
-    };
+    let cfg = common::contended_run(8, per_worker, seed);
     let stats = P::drive(&db, &sb, &cfg).unwrap();
     let ended: u64 =
         stats.iter().map(|s| s.total_commits() + s.user_aborts.iter().sum::<u64>()).sum();

@@ -8,7 +8,7 @@ mod common;
 
 use std::ops::ControlFlow;
 use std::time::Duration;
-use txlab::engine::{Backoff, RunConfig, RunLength, WorkerStats, Workload};
+use txlab::engine::{RunConfig, WorkerStats, Workload};
 use txlab::prelude::*;
 use txlab::workloads::tpcc::consistency;
 use txlab::workloads::tpcc::schema::{self, key};
@@ -25,7 +25,7 @@ fn loaded<P: Protocol>(cfg: TpccConfig) -> (Tpcc, Database<P>) {
         poison_unprojected: true,
         ..Default::default()
     };
-    let db = common::database::<P>(&tpcc.tables(), opts);
+    let db = common::database_for::<P, _>(&tpcc, opts);
     tpcc.load(&db, 2).unwrap();
     (tpcc, db)
 }
@@ -124,19 +124,7 @@ fn loader_produces_the_specified_cardinalities() {
 }
 
 fn run_config(threads: usize, per_worker: u64, seed: u64) -> RunConfig {
-    RunConfig {
-        threads,
-        length: RunLength::transactions(per_worker),
-        backoff: Backoff::Fixed { max_us: 20.0 },
-        pin: false,
-        seed,
-        check_templates: true,
-        check_access_sets: true,
-        // The leader faults memory in while workers allocate (racing them for new segments).
-        prefault: true,
-        breakdown: false,
-        acks: None,
-    }
+    common::contended_run(threads, per_worker, seed)
 }
 
 fn contended<P: Protocol>(seed: u64) {

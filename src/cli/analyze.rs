@@ -4,6 +4,7 @@
 use super::run::{create_output, Failure};
 use crate::engine::scgraph::{Analysis, Granularity};
 use crate::engine::Workload;
+use crate::workloads::pieces::{Pieces, PiecesConfig};
 use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
 use crate::workloads::tpcc::{AnalyticConfig, Tpcc, TpccConfig};
 use crate::workloads::ycsb::{Ycsb, YcsbConfig};
@@ -46,6 +47,10 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
         }
         WorkloadKind::Smallbank => {
             let w = SmallBank::new(SmallBankConfig { customers: 100, spin_us: 0 });
+            (w.txn_types().to_vec(), w.tables())
+        }
+        WorkloadKind::Pieces => {
+            let w = Pieces::new(PiecesConfig { rows: 4, scope: 1, ..PiecesConfig::default() });
             (w.txn_types().to_vec(), w.tables())
         }
         WorkloadKind::Ycsb => {

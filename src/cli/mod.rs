@@ -343,6 +343,8 @@ pub(crate) struct RunArgs {
     spin_us: Option<u64>,
     #[command(flatten)]
     tpcc: TpccArgs,
+    #[command(flatten)]
+    pieces: PiecesArgs,
     /// Record every transaction's reads and writes and check the history after each run
     /// (warm-up included) against the protocol's isolation level; exit status 1 if it shows an
     /// anomaly the protocol does not permit. Costs memory (about 50 bytes per operation) and
@@ -397,6 +399,54 @@ struct TpccArgs {
     /// (ERMIA's Fig. 5 sweeps 1 to 60) [default: 20]
     #[arg(long, value_name = "PCT")]
     analytic_scan: Option<f64>,
+}
+
+/// The parameters of IC3's micro-benchmark (`--workload pieces`).
+#[derive(clap::Args, Debug, Default, serde::Serialize)]
+#[command(next_help_heading = "IC3 micro-benchmark (pieces workload)")]
+struct PiecesArgs {
+    /// Pieces: pieces per transaction, each updating 4 rows of its own table, 1 to 64 (IC3
+    /// §6.2 uses 2, 10 and 64) [default: 10]
+    #[arg(long)]
+    pieces: Option<u32>,
+    /// Pieces: rows per table, 4 to 4294967296 (IC3 loads 1 M) [default: 1000000]
+    #[arg(long, value_name = "ROWS")]
+    table_rows: Option<u64>,
+    /// Pieces: keys each piece's first update draws from, 1 to --table-rows: its contention
+    /// rate is 1/SCOPE (IC3 §6.2 sweeps 10 to 1 M) [default: 100]
+    #[arg(long)]
+    scope: Option<u64>,
+    /// Pieces: percent of transactions that roll back on their own after a random piece, 0 to
+    /// 100 (IC3 §6.7: up to 10) [default: 0]
+    #[arg(long, value_name = "PCT")]
+    user_abort: Option<f64>,
+}
+
+impl PiecesArgs {
+    /// The first flag of the workload given, for refusing it on another workload.
+    fn given_flag(&self) -> Option<&'static str> {
+        [
+            (self.pieces.is_some(), "pieces"),
+            (self.table_rows.is_some(), "table-rows"),
+            (self.scope.is_some(), "scope"),
+            (self.user_abort.is_some(), "user-abort"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
+    /// The validated configuration.
+    fn resolve(&self) -> Result<crate::workloads::pieces::PiecesConfig, String> {
+        let d = crate::workloads::pieces::PiecesConfig::default();
+        let cfg = crate::workloads::pieces::PiecesConfig {
+            pieces: self.pieces.unwrap_or(d.pieces),
+            rows: self.table_rows.unwrap_or(d.rows),
+            scope: self.scope.unwrap_or(d.scope),
+            user_abort: self.user_abort.unwrap_or(d.user_abort),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
 }
 
 impl TpccArgs {
@@ -714,6 +764,8 @@ fn list() -> String {
     s += "  tpcc          TPC-C 5.11, full mix: --warehouses --mix --np --warehouse-choice\n";
     s += "                --simplify; checks consistency conditions 1-10 and 12 after each run;\n";
     s += "                --analytic PCT adds ERMIA's read-mostly stock scan (--analytic-scan)\n";
+    s += "  pieces        IC3's micro-benchmark (§6.2): --pieces --table-rows --scope\n";
+    s += "                --user-abort; checks that every committed update and no other counted\n";
     s += "\nYCSB presets (--preset, theta 0.99 unless --theta is given):\n";
     for p in Preset::value_variants() {
         let name = p.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();

@@ -10,6 +10,7 @@ use crate::engine::{
 use crate::error::{AbortReason, Error};
 use crate::protocols::ProtocolKind;
 use crate::storage::{check_memory, TableSpec};
+use crate::workloads::pieces::{Pieces, PiecesConfig};
 use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
 use crate::workloads::tpcc::{Tpcc, TpccConfig, WarehouseChoice};
 use crate::workloads::ycsb::{Ycsb, YcsbConfig};
@@ -49,6 +50,7 @@ pub(super) enum Spec {
     Ycsb(YcsbConfig),
     SmallBank(SmallBankConfig),
     Tpcc(TpccConfig),
+    Pieces(PiecesConfig),
 }
 
 /// One validated `run` configuration: what to load and how to measure it. Building one loads
@@ -218,6 +220,16 @@ impl Plan {
                 }
                 (Spec::Tpcc(cfg), probe)
             }
+            WorkloadKind::Pieces => {
+                refuse_others(args, WorkloadKind::Pieces)?;
+                let cfg = args.pieces.resolve().map_err(usage)?;
+                let probe = Pieces::tables_for(&cfg);
+                check_memory::<[u64; 2]>(&probe).map_err(|e| {
+                    usage(format!("--pieces {} with --table-rows {}: {e}", cfg.pieces, cfg.rows))
+                })?;
+                header.push(cfg.summary());
+                (Spec::Pieces(cfg), probe)
+            }
         };
         let mut run_cfg = run_cfg;
         let mut probe = probe;
@@ -245,6 +257,7 @@ impl Plan {
             Spec::Ycsb(c) => Ycsb::new(c.clone(), cores).data_config(),
             Spec::SmallBank(c) => SmallBank::new(c.clone()).data_config(),
             Spec::Tpcc(c) => Tpcc::new(c.clone()).data_config(),
+            Spec::Pieces(c) => Pieces::new(c.clone()).data_config(),
         };
         let mut db_key = serde_json::to_value(&db_opts).expect("serializable");
         db_key["max_workers"] = serde_json::Value::Null;
@@ -471,6 +484,11 @@ fn refuse_others(args: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
     if kind != WorkloadKind::Tpcc {
         if let Some(flag) = args.tpcc.given_flag() {
             return Err(usage(format!("--{flag} applies to --workload tpcc")));
+        }
+    }
+    if kind != WorkloadKind::Pieces {
+        if let Some(flag) = args.pieces.given_flag() {
+            return Err(usage(format!("--{flag} applies to --workload pieces")));
         }
     }
     if kind != WorkloadKind::Smallbank && (args.customers.is_some() || args.spin_us.is_some()) {
@@ -748,6 +766,15 @@ impl FromSpec for SmallBank {
     }
 }
 
+impl FromSpec for Pieces {
+    fn from_spec(spec: &Spec, _cores: usize) -> Option<Self> {
+        match spec {
+            Spec::Pieces(c) => Some(Pieces::new(c.clone())),
+            _ => None,
+        }
+    }
+}
+
 impl FromSpec for Tpcc {
     fn from_spec(spec: &Spec, _cores: usize) -> Option<Self> {
         match spec {
@@ -762,6 +789,7 @@ fn load(plan: &Plan, kind: ProtocolKind) -> Result<Box<dyn Session>, Error> {
         Spec::Ycsb(_) => load_as::<P, Ycsb>(plan),
         Spec::SmallBank(_) => load_as::<P, SmallBank>(plan),
         Spec::Tpcc(_) => load_as::<P, Tpcc>(plan),
+        Spec::Pieces(_) => load_as::<P, Pieces>(plan),
     })
 }
 

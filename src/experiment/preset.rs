@@ -19,7 +19,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The presets shipped with txlab: (file name, contents).
-pub const SHIPPED: [(&str, &str); 29] = [
+pub const SHIPPED: [(&str, &str); 34] = [
     ("ccbench-skew", include_str!("../../presets/ccbench-skew.toml")),
     ("ccbench-read-ratio", include_str!("../../presets/ccbench-read-ratio.toml")),
     ("ccbench-payload", include_str!("../../presets/ccbench-payload.toml")),
@@ -49,6 +49,11 @@ pub const SHIPPED: [(&str, &str); 29] = [
     ("bohm-ycsb-2rmw8r", include_str!("../../presets/bohm-ycsb-2rmw8r.toml")),
     ("bohm-long-reads", include_str!("../../presets/bohm-long-reads.toml")),
     ("bohm-smallbank", include_str!("../../presets/bohm-smallbank.toml")),
+    ("ic3-micro-contention", include_str!("../../presets/ic3-micro-contention.toml")),
+    ("ic3-micro-threads", include_str!("../../presets/ic3-micro-threads.toml")),
+    ("ic3-user-aborts", include_str!("../../presets/ic3-user-aborts.toml")),
+    ("ic3-tpcc", include_str!("../../presets/ic3-tpcc.toml")),
+    ("ic3-factors", include_str!("../../presets/ic3-factors.toml")),
 ];
 
 /// One experiment.

@@ -4,7 +4,10 @@
 //!   and a long-transaction option.
 //! * [`smallbank`] — SmallBank (Cahill et al.; BOHM §4.3) with its money invariant.
 //! * [`tpcc`] — TPC-C 5.11: nine tables, the five transactions, consistency conditions.
+//! * [`pieces`] — IC3's micro-benchmark: transactions of N pieces, each updating 4 rows of its
+//!   own table, contention by the first row's scope, optional user aborts.
 
+pub mod pieces;
 pub mod smallbank;
 pub mod tpcc;
 pub mod ycsb;
@@ -22,6 +25,8 @@ pub enum WorkloadKind {
     Smallbank,
     /// TPC-C (specification 5.11), the full mix.
     Tpcc,
+    /// IC3's micro-benchmark (§6.2): N pieces of 4 updates, each on its own table.
+    Pieces,
 }
 
 impl WorkloadKind {
@@ -31,6 +36,7 @@ impl WorkloadKind {
             WorkloadKind::Ycsb => "ycsb",
             WorkloadKind::Smallbank => "smallbank",
             WorkloadKind::Tpcc => "tpcc",
+            WorkloadKind::Pieces => "pieces",
         }
     }
 }
