@@ -347,6 +347,11 @@ fn crashes_lose_nothing_acknowledged_cicada() {
 /// BOHM acknowledges from its execution threads, per client: each transaction declares a
 /// write of its client's acknowledgement row and counts itself in it at its timestamp.
 #[test]
+fn crashes_lose_nothing_acknowledged_ic3() {
+    crashes("ic3");
+}
+
+#[test]
 fn crashes_lose_nothing_acknowledged_bohm() {
     crashes("bohm");
 }

@@ -423,6 +423,18 @@ fn workloads_round_trip_mocc() {
 }
 
 #[test]
+fn ic3_round_trips() {
+    // Untyped transactions: ic3 runs them directly, logging under their locks.
+    round_trips::<txlab::protocols::ic3::Ic3>(6);
+}
+
+#[test]
+fn workloads_round_trip_ic3() {
+    // Typed: pieces commit and become visible before their transaction logs at its commit.
+    workloads_round_trip::<txlab::protocols::ic3::Ic3>();
+}
+
+#[test]
 fn workloads_round_trip_bohm() {
     workloads_round_trip::<txlab::protocols::bohm::Bohm>();
 }

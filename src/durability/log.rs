@@ -881,6 +881,37 @@ impl LogWriter {
         self.record(RecordKind::Put, table, stamp, key, len, |dst| row.read_into(dst));
     }
 
+    /// [`LogWriter::put_row`] from a row image in the caller's memory (a protocol that keeps
+    /// the images it installed, IC3 until its transaction commits): the columns `cols` of
+    /// `image` as a COLS record, or the whole image.
+    #[inline]
+    pub fn put_image_cols(
+        &mut self,
+        table: u32,
+        stamp: u64,
+        key: u64,
+        image: &[u8],
+        p: &Projection,
+        cols: Columns,
+    ) {
+        let len = image.len();
+        if !p.is_whole(cols) {
+            let n = p.packed_len(cols, len);
+            if n + 8 < len {
+                return self.record(RecordKind::Cols, table, stamp, key, 8 + n, |dst| {
+                    dst[..8].copy_from_slice(&cols.to_le_bytes());
+                    let mut at = 8;
+                    p.runs(cols, |lo, hi| {
+                        let (a, b) = (lo * 8, (hi * 8).min(len));
+                        dst[at..at + b - a].copy_from_slice(&image[a..b]);
+                        at += b - a;
+                    });
+                });
+            }
+        }
+        self.put_image(table, stamp, key, image);
+    }
+
     /// Appends the write of `key` in `table` as its whole image `row` (a protocol that
     /// buffers whole row images, BOHM's execution threads).
     #[inline]

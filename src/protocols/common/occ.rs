@@ -179,8 +179,9 @@ pub trait OccRecord: RecordHeader {
     /// running transaction began in epoch `safe` or later (see `storage::reclaim`'s
     /// `Reclaimer::collect`): protocols whose commit stamps carry the epoch wait until the
     /// deletion's epoch is below `safe`, so that the key's next insert, into a fresh record,
-    /// commits a larger stamp.
-    fn unlinkable(word: u64, safe: u64) -> bool;
+    /// commits a larger stamp. (`self` for a protocol that keeps the stamp beside the word:
+    /// IC3.)
+    fn unlinkable(&self, word: u64, safe: u64) -> bool;
 
     /// Called when the GC has just unlinked the record (its word is `word`, final), before its
     /// index entry is removed. Nothing by default; TicToc moves the record's timestamps onto the
@@ -204,7 +205,7 @@ pub fn unlink<R: OccRecord>(tbl: &Table<R>, key: u64, rec: &R, safe: u64) -> Unl
     if !is_absent(cur) {
         return Unlink::Revived;
     }
-    if !R::unlinkable(cur, safe) {
+    if !rec.unlinkable(cur, safe) {
         return Unlink::Busy;
     }
     // AcqRel: the unlinked word is final; later readers of it see what the unlinker saw.

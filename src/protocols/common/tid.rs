@@ -139,7 +139,7 @@ macro_rules! tid_word_methods {
         }
 
         #[inline]
-        fn unlinkable(word: u64, safe: u64) -> bool {
+        fn unlinkable(&self, word: u64, safe: u64) -> bool {
             $crate::protocols::common::tid::Tid(word).epoch() < safe
         }
     };

@@ -64,8 +64,15 @@
 //!   through its bucket instead of waiting for the lock (see `worker`).
 //! * **Template checks are on whatever the run asks** (`Capabilities::templates`): an
 //!   undeclared access would break what the analysis promised.
-//! * **Not yet**: durability (a database that logs refuses ic3 workers), commutative updates
-//!   deferred to commit (§4.3), online analysis (§4.5).
+//! * **Durability** (the paper reuses Silo's logging and says no more, §5; §6.6 measures it):
+//!   a transaction logs
+//!   all its writes, each key once with its last image, at its commit, after its dependencies
+//!   ended and before its commit point, under a commit stamp by Silo's rule above the stamps of
+//!   the records it wrote; each record keeps the stamp of its last committed writer (set as
+//!   that writer leaves the list), which checkpoints pair with the committed image (see
+//!   `worker`). Operations after a typed transaction's last piece (a crash test's
+//!   acknowledgement row) commit with it directly when no analysed template names their tables.
+//! * **Not yet**: commutative updates deferred to commit (§4.3), online analysis (§4.5).
 
 pub mod record;
 pub mod txn;
@@ -80,6 +87,7 @@ use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
 use crate::history::Stamp;
 use crate::protocols::common::occ::{OccRecord, OccWorker};
+use crate::protocols::common::stamp_epoch;
 use crate::storage::context::WorkerCtx;
 use crate::storage::{RowId, RowRef, TableId};
 use record::{Locked, ABSENT, LISTED, LOCK, PENDING, VERSION_SHIFT};
@@ -224,11 +232,13 @@ impl OccRecord for Ic3Record {
         self.init(ABSENT | LOCK);
     }
 
-    /// Nobody is listed on it: a transaction that read the record absent is ordered by its
-    /// entry there.
+    /// Nobody is listed on it (a transaction that read the record absent is ordered by its
+    /// entry there), and its deletion's commit stamp is of an epoch below every running
+    /// transaction's (so that the key's next insert, into a fresh record, commits a larger
+    /// stamp: see `worker`'s logging; without a log the stamp is 0).
     #[inline]
-    fn unlinkable(word: u64, _: u64) -> bool {
-        word & (LISTED | PENDING) == 0
+    fn unlinkable(&self, word: u64, safe: u64) -> bool {
+        word & (LISTED | PENDING) == 0 && stamp_epoch(self.stamp()) < safe
     }
 }
 
@@ -318,17 +328,15 @@ impl Protocol for Ic3 {
     ) -> Option<u64> {
         let g: Locked<'_> = row.header.lock();
         let word = g.read_committed(&row, buf);
-        (word & ABSENT == 0).then(|| record::version(word))
+        // The stamp of the last writer that left the list: the committed image's, or, when a
+        // committed writer is still leaving it, an older one (that writer's own log record,
+        // durable before it committed, carries the image with its stamp; no other write of
+        // the key has a stamp between the two).
+        (word & ABSENT == 0).then(|| row.header.stamp())
     }
 
     fn worker(db: &Database<Self>) -> Result<Ic3Worker<'_>, Error> {
         let storage = db.storage();
-        if storage.log().is_some() {
-            return Err(Error::Config(
-                "ic3 does not log yet: run it without --log (durability is not built for ic3)"
-                    .into(),
-            ));
-        }
         let shared = &db.protocol().shared;
         shared.buckets.get_or_init(|| {
             storage

@@ -83,16 +83,21 @@ pub struct Ic3Record {
     word: AtomicU64,
     /// The oldest entry of the accessor list; changed under the lock.
     head: AtomicPtr<Entry>,
+    /// The commit stamp of the last transaction that wrote the record and has left its list
+    /// (when the database logs; 0 for loaded rows and without a log): what a writer's commit
+    /// stamp must exceed, and the stamp of the committed image for checkpoints (see
+    /// `worker`'s logging). Changed under the lock.
+    stamp: AtomicU64,
 }
 
 impl Default for Ic3Record {
     fn default() -> Self {
-        Ic3Record { word: AtomicU64::new(0), head: AtomicPtr::default() }
+        Ic3Record { word: AtomicU64::new(0), head: AtomicPtr::default(), stamp: AtomicU64::new(0) }
     }
 }
 
-// SAFETY: two atomic words; all zeros is a valid unlocked record with no entries (loading sets
-// the version); no Drop; align 8.
+// SAFETY: three atomic words; all zeros is a valid unlocked record with no entries (loading
+// sets the version); no Drop; align 8.
 unsafe impl RecordHeader for Ic3Record {}
 
 /// One accessor-list entry: an uncommitted transaction that read or wrote a record.
@@ -220,6 +225,14 @@ impl Ic3Record {
         &self.word
     }
 
+    /// The commit stamp of the last writer that left the list (see the field).
+    #[inline]
+    pub fn stamp(&self) -> u64 {
+        // Acquire: pairs with the Release of `Locked::set_stamp`; a reader that saw the writer
+        // end (or holds the lock) sees it.
+        self.stamp.load(Ordering::Acquire)
+    }
+
     /// Sets the word of a record no transaction can reach (loading, a fresh insert).
     pub fn init(&self, word: u64) {
         self.word.store(word, Ordering::Release);
@@ -323,6 +336,12 @@ impl<'r> Locked<'r> {
     pub fn set(&mut self, bits: u64, on: bool) {
         debug_assert_eq!(bits & (LOCK | PENDING | LISTED), 0);
         self.word = if on { self.word | bits } else { self.word & !bits };
+    }
+
+    /// Records the commit stamp of a committed writer of the record (see [`Ic3Record::stamp`]).
+    pub fn set_stamp(&mut self, stamp: u64) {
+        // Release: see `Ic3Record::stamp`.
+        self.rec.stamp.store(stamp, Ordering::Release);
     }
 
     /// Sets the version: a piece (or a transaction committing at once) wrote the payload.
@@ -542,8 +561,11 @@ mod tests {
 
     impl Cell {
         fn new(v: u64) -> Self {
-            let rec =
-                Ic3Record { word: AtomicU64::new(1 << VERSION_SHIFT), head: AtomicPtr::default() };
+            let rec = Ic3Record {
+                word: AtomicU64::new(1 << VERSION_SHIFT),
+                head: AtomicPtr::default(),
+                stamp: AtomicU64::new(0),
+            };
             Cell { rec, words: [AtomicU64::new(v)] }
         }
         fn row(&self) -> RowRef<'_, Ic3Record> {

@@ -47,9 +47,10 @@ use super::record::{
 };
 use super::txn::{DepQueue, TxnCtx, TxnRef, UNTYPED};
 use super::{Ic3, Shared};
-use crate::engine::PieceEnd;
+use crate::engine::{PieceEnd, ALL_COLUMNS};
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::occ::{OccProtocol, OccWorker, WriteKind};
+use crate::storage::projection::Columns;
 use crate::storage::{RowId, TableId};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -157,6 +158,20 @@ impl Images {
     }
 }
 
+/// A write of the running attempt kept for its redo record when the database logs (see
+/// [`log_commit`]).
+#[derive(Clone, Copy, Debug)]
+struct Redo {
+    table: TableId,
+    key: u64,
+    rid: RowId,
+    /// The row image the piece installed, as `(offset, length)` in `Ic3Local::redo_images`;
+    /// `None` for a deletion.
+    image: Option<(u32, u32)>,
+    /// The columns it changed (every column for a write that creates the row).
+    cols: Columns,
+}
+
 /// An IC3 worker's own state.
 pub struct Ic3Local {
     /// Keeps `shared_ptr` valid.
@@ -187,6 +202,12 @@ pub struct Ic3Local {
     /// Records found being inserted by others when read in the open piece, with their keys.
     inserting: Vec<(TableId, RowId, u64)>,
     items: Vec<Item>,
+    /// The attempt's writes, for its redo record (only when the database logs).
+    redo: Vec<Redo>,
+    redo_images: Vec<u8>,
+    /// The attempt's commit stamp once it logged (0 otherwise): given to the records it wrote
+    /// as it leaves their lists.
+    stamp: u64,
     /// Piece runs discarded by a failed validation, since the worker was created.
     pub piece_retries: u64,
 }
@@ -216,6 +237,9 @@ impl Ic3Local {
             retire_on_rollback: Vec::new(),
             inserting: Vec::new(),
             items: Vec::new(),
+            redo: Vec::new(),
+            redo_images: Vec::new(),
+            stamp: 0,
             piece_retries: 0,
         })
     }
@@ -487,12 +511,27 @@ fn validate(w: &Ic3Worker<'_>, direct: bool) -> Verdict {
 }
 
 /// Writes write-set entry `j`'s image into its locked record `g` under a fresh version, and
-/// reports the write to the history.
+/// reports the write to the history (and keeps it for the redo record when the database logs).
 fn install(w: &mut Ic3Worker<'_>, j: usize, g: &mut Locked<'_>) {
     let x = w.writes[j];
     let tbl = w.ctx.storage.table(x.table);
+    let row = tbl.rows.get(x.rid);
+    let mut cols = ALL_COLUMNS;
     if let Some((image, dirty)) = w.write_image(j) {
-        tbl.rows.get(x.rid).write_cols_from(image, &tbl.projection, dirty);
+        row.write_cols_from(image, &tbl.projection, dirty);
+        if x.kind == WriteKind::Update {
+            cols = dirty;
+        }
+    }
+    if w.ctx.log.is_some() {
+        let l = &mut w.local;
+        let image = x.kind.present().then(|| {
+            let off = l.redo_images.len();
+            l.redo_images.resize(off + row.len(), 0);
+            row.read_into(&mut l.redo_images[off..]);
+            (off as u32, row.len() as u32)
+        });
+        l.redo.push(Redo { table: x.table, key: x.key, rid: x.rid, image, cols });
     }
     let prev = version(g.word());
     let v = w.local.ctx().next_version();
@@ -586,21 +625,74 @@ fn declared(w: &Ic3Worker<'_>) -> bool {
     })
 }
 
-/// Commits an attempt that runs directly (see the module docs): at once, leaving no entry.
-fn commit_direct(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
-    gather(w);
+/// Appends the committed attempt's writes to the log (the database logs and the attempt
+/// wrote), each key once with its last image, under a commit stamp by Silo's rule: above the
+/// worker's last stamp and the stamps of the records it wrote, at least the storage epoch's
+/// (`common::stamp_after`).
+///
+/// Why this is the durability contract's order: a transaction that read or overwrote this
+/// one's writes commits after this one ended (it depends on it, or, running directly, it
+/// reads and overwrites committed data only), so it logs after this one read the log epoch,
+/// in the same or a later one. The records' stamps are the latest committed writers' (each
+/// sets its stamp as it leaves the lists, and a writer commits after the writers before it
+/// ended), so a key's stamps grow in its commit order.
+fn log_commit(w: &mut Ic3Worker<'_>) {
+    if w.ctx.log.is_none() || w.local.redo.is_empty() {
+        return;
+    }
+    let storage = w.ctx.storage;
+    let l = &mut w.local;
+    let mut max = w.ctx.last_stamp;
+    for r in &l.redo {
+        max = max.max(storage.table(r.table).rows.get(r.rid).header.stamp());
+    }
+    // Each key once: its last write (a later piece may write it again), with the columns all
+    // its writes changed. The sort is stable.
+    l.redo.sort_by_key(|r| (r.table.0, r.key));
+    let mut kept = 0;
+    let mut cols = 0;
+    for i in 0..l.redo.len() {
+        let mut r = l.redo[i];
+        cols |= r.cols;
+        if !l.redo.get(i + 1).is_some_and(|n| (n.table, n.key) == (r.table, r.key)) {
+            r.cols = cols;
+            cols = 0;
+            l.redo[kept] = r;
+            kept += 1;
+        }
+    }
+    l.redo.truncate(kept);
+    let stamp = crate::protocols::common::stamp_after(max, storage.epochs().global());
+    let log = w.ctx.log.as_mut().expect("checked above");
+    log.begin(stamp, kept as u32);
+    for r in &l.redo {
+        match r.image {
+            Some((off, len)) => {
+                let image = &l.redo_images[off as usize..(off + len) as usize];
+                let p = &storage.table(r.table).projection;
+                log.put_image_cols(r.table.0, stamp, r.key, image, p, r.cols);
+            }
+            None => log.delete(r.table.0, stamp, r.key),
+        }
+    }
+    w.ctx.log_epoch = log.end();
+    w.ctx.last_stamp = stamp;
+    l.stamp = stamp;
+}
+
+/// Locks the gathered items of a direct unit, validates them against committed data, marks the
+/// history's serialization point and installs its writes (keeping the locks); `false`, nothing
+/// held, when validation fails.
+fn lock_validate_install(w: &mut Ic3Worker<'_>) -> bool {
     if !lock(w) {
-        w.rollback();
-        return Err(Abort::new(AbortReason::ReadValidation));
+        return false;
     }
     if !matches!(validate(w, true), Verdict::Valid) {
         release(w, false);
-        w.rollback();
-        return Err(Abort::new(AbortReason::ReadValidation));
+        return false;
     }
     if let Some(h) = &mut w.ctx.history {
         h.serial_point();
-        h.committed();
     }
     let storage = w.ctx.storage;
     for i in 0..w.local.items.len() {
@@ -616,8 +708,48 @@ fn commit_direct(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
             w.ctx.retire(t, x.key, rid);
         }
     }
+    true
+}
+
+/// Gives the rows a direct unit wrote the attempt's commit stamp (when it logged), then
+/// unlocks everything the unit locked.
+fn stamp_and_release(w: &mut Ic3Worker<'_>) {
+    if w.local.stamp != 0 {
+        for i in 0..w.local.items.len() {
+            let it = w.local.items[i];
+            let (Target::Row(t, rid), Some(_)) = (it.target, it.write) else { continue };
+            // SAFETY: the unit still holds the lock (taken and kept by `lock`).
+            let mut g = unsafe { Locked::resume(row_rec(w, t, rid), it.word) };
+            g.set_stamp(w.local.stamp);
+            w.local.items[i].word = g.keep();
+        }
+    }
     release(w, true);
     w.local.inserting.clear();
+}
+
+/// Whether every gathered item is on a table that no analysed template touches (the unit can
+/// then commit directly without the analysis' constraints: no analysed piece conflicts with it).
+fn outside_analysis(w: &Ic3Worker<'_>) -> bool {
+    let tables = &w.local.shared().tables;
+    let analysed = |table: TableId| tables.iter().flatten().flatten().any(|&(x, _)| x == table);
+    w.local.items.iter().all(|it| match it.target {
+        Target::Row(table, _) | Target::Bucket(table, _) => !analysed(table),
+    })
+}
+
+/// Commits an attempt that runs directly (see the module docs): at once, leaving no entry.
+fn commit_direct(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
+    gather(w);
+    if !lock_validate_install(w) {
+        w.rollback();
+        return Err(Abort::new(AbortReason::ReadValidation));
+    }
+    if let Some(h) = &mut w.ctx.history {
+        h.committed();
+    }
+    log_commit(w);
+    stamp_and_release(w);
     w.finish(true);
     w.ctx.commit_returning();
     Ok(())
@@ -783,10 +915,16 @@ impl OccProtocol for Ic3 {
                 w.rollback();
                 return Err(a);
             }
-        } else if !(w.reads.is_empty() && w.writes.is_empty() && w.phantoms.is_empty()) {
-            // Operations outside the pieces of a typed transaction: no analysis covers them.
-            w.rollback();
-            return Err(Abort::new(AbortReason::TemplateViolation));
+        }
+        // Operations after the last piece (a crash test's acknowledgement row): allowed only on
+        // tables no analysed template touches, and committed with the transaction, directly.
+        let trailing = !(w.reads.is_empty() && w.writes.is_empty() && w.phantoms.is_empty());
+        if trailing {
+            gather(w);
+            if !outside_analysis(w) {
+                w.rollback();
+                return Err(Abort::new(AbortReason::TemplateViolation));
+            }
         }
         // Algorithm 2: every dependency ends first.
         let policy = w.local.shared().options.wait;
@@ -799,13 +937,22 @@ impl OccProtocol for Ic3 {
             w.rollback();
             return Err(Abort::new(AbortReason::CascadingAbort));
         }
+        if trailing && !lock_validate_install(w) {
+            w.rollback();
+            return Err(Abort::new(AbortReason::ReadValidation));
+        }
+        log_commit(w);
         if let Some(h) = &mut w.ctx.history {
             h.serial_point();
             h.committed();
         }
         // The commit point (after the history's serialization point: a direct reader that
-        // sees the writes committed serializes after it).
+        // sees the writes committed serializes after it; after the log record: a reader of
+        // committed data logs after it).
         w.local.ctx().commit();
+        if trailing {
+            stamp_and_release(w);
+        }
         w.finish(true);
         w.ctx.commit_returning();
         Ok(())
@@ -816,11 +963,17 @@ impl OccProtocol for Ic3 {
     fn end(w: &mut Ic3Worker<'_>, committed: bool) {
         let storage = w.ctx.storage;
         // Newest first: a rolled-back record gets its images back in reverse order.
+        let stamp = if committed { w.local.stamp } else { 0 };
         for &(target, e) in w.local.entries.iter().rev() {
             match target {
                 Target::Row(t, rid) => {
                     let row = storage.table(t).rows.get(rid);
-                    row.header.lock().unlink(Some(&row), e, !committed);
+                    let mut g = row.header.lock();
+                    g.unlink(Some(&row), e, !committed);
+                    // SAFETY: the entry stays in the pool until the attempt ends.
+                    if stamp != 0 && unsafe { e.as_ref() }.writer() {
+                        g.set_stamp(stamp);
+                    }
                 }
                 Target::Bucket(t, slot) => {
                     bucket_rec(w.local.shared(), t, slot).lock().unlink(None, e, !committed);
@@ -836,6 +989,9 @@ impl OccProtocol for Ic3 {
         l.entries.clear();
         l.retire_on_commit.clear();
         l.retire_on_rollback.clear();
+        l.redo.clear();
+        l.redo_images.clear();
+        l.stamp = 0;
         if l.txn.take().is_some() {
             l.ctx().end();
         }
@@ -875,23 +1031,29 @@ mod tests {
     static TYPES: [TxnType; 2] =
         [TxnType { name: "AB", pieces: &AB }, TxnType { name: "RA", pieces: &RA }];
     const K: u64 = 1;
+    /// A table no template names.
+    const C: TableId = TableId(2);
+    fn c_table() -> TableSpec {
+        TableSpec::new("c", 8, 16)
+    }
 
     fn db(opts: &[(&str, &str)]) -> Database<Ic3> {
         use crate::engine::ProtocolOptions;
         let pairs: Vec<(String, String)> =
             opts.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-        let db =
-            Database::<Ic3>::builder(&[TableSpec::new("a", 8, 16), TableSpec::new("b", 8, 16)])
-                .options(DbOptions { max_workers: 4, ..Default::default() })
-                .protocol_options(super::super::Ic3Options::from_pairs(&pairs).unwrap())
-                .txn_types(&TYPES)
-                .build()
-                .unwrap();
+        let tables = [TableSpec::new("a", 8, 16), TableSpec::new("b", 8, 16)];
+        let db = Database::<Ic3>::builder(&[tables[0].clone(), tables[1].clone(), c_table()])
+            .options(DbOptions { max_workers: 4, ..Default::default() })
+            .protocol_options(super::super::Ic3Options::from_pairs(&pairs).unwrap())
+            .txn_types(&TYPES)
+            .build()
+            .unwrap();
         {
             let mut l = db.worker().unwrap();
             l.begin();
-            assert!(l.insert(A, K, &0u64.to_le_bytes()).unwrap());
-            assert!(l.insert(B, K, &0u64.to_le_bytes()).unwrap());
+            for t in [A, B, C] {
+                assert!(l.insert(t, K, &0u64.to_le_bytes()).unwrap());
+            }
             l.commit().unwrap();
         }
         db
@@ -994,6 +1156,27 @@ mod tests {
         assert!(u.write(A, K, &6u64.to_le_bytes()).unwrap());
         u.commit().unwrap();
         assert_eq!(committed(&db, A), 6);
+    }
+
+    /// Operations after a typed transaction's last piece commit with it, directly, when they
+    /// touch only tables no analysed template names (a crash test's acknowledgement row), and
+    /// are refused on an analysed table.
+    #[test]
+    fn operations_after_the_last_piece_are_allowed_only_outside_the_analysis() {
+        let db = db(&[]);
+        let mut t = db.worker().unwrap();
+        t.typed(0);
+        t.begin();
+        Tx::new(&mut t, &TYPES[0], Checks::default()).piece(0, |tx| add(tx, A, 1)).unwrap();
+        assert!(t.write(C, K, &7u64.to_le_bytes()).unwrap());
+        t.commit().unwrap();
+        assert_eq!((committed(&db, A), committed(&db, C)), (1, 7));
+        t.typed(0);
+        t.begin();
+        Tx::new(&mut t, &TYPES[0], Checks::default()).piece(0, |tx| add(tx, A, 1)).unwrap();
+        assert!(t.write(B, K, &7u64.to_le_bytes()).unwrap());
+        assert_eq!(t.commit().map_err(|a| a.reason), Err(AbortReason::TemplateViolation));
+        assert_eq!((committed(&db, A), committed(&db, B)), (1, 0), "rolled back whole");
     }
 
     /// A piece that touches a table its template does not declare cannot commit, whatever the

@@ -202,7 +202,7 @@ impl OccRecord for TicTocRecord {
     /// At once: [`OccRecord::unlinked`] hands the deletion's timestamps to the key's bucket,
     /// which the key's next insert starts from.
     #[inline]
-    fn unlinkable(_: u64, _: u64) -> bool {
+    fn unlinkable(&self, _: u64, _: u64) -> bool {
         true
     }
 
