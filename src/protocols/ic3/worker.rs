@@ -654,7 +654,7 @@ fn log_commit(w: &mut Ic3Worker<'_>) {
     for i in 0..l.redo.len() {
         let mut r = l.redo[i];
         cols |= r.cols;
-        if !l.redo.get(i + 1).is_some_and(|n| (n.table, n.key) == (r.table, r.key)) {
+        if l.redo.get(i + 1).is_none_or(|n| (n.table, n.key) != (r.table, r.key)) {
             r.cols = cols;
             cols = 0;
             l.redo[kept] = r;
