@@ -819,6 +819,17 @@ pub struct LogWriter {
     sync_commit: bool,
 }
 
+/// The packed length of a COLS record of the columns `cols` of a `len`-byte row, when one is
+/// worth writing (not every column, and smaller than the whole image); `None` otherwise.
+#[inline]
+fn cols_record_len(p: &Projection, cols: Columns, len: usize) -> Option<usize> {
+    if p.is_whole(cols) {
+        return None;
+    }
+    let n = p.packed_len(cols, len);
+    (n + 8 < len).then_some(n)
+}
+
 impl LogWriter {
     #[inline]
     fn stream(&self) -> &Stream {
@@ -869,14 +880,11 @@ impl LogWriter {
         cols: Columns,
     ) {
         let len = row.len();
-        if !p.is_whole(cols) {
-            let n = p.packed_len(cols, len);
-            if n + 8 < len {
-                return self.record(RecordKind::Cols, table, stamp, key, 8 + n, |dst| {
-                    dst[..8].copy_from_slice(&cols.to_le_bytes());
-                    row.read_cols_packed(&mut dst[8..], p, cols);
-                });
-            }
+        if let Some(n) = cols_record_len(p, cols, len) {
+            return self.record(RecordKind::Cols, table, stamp, key, 8 + n, |dst| {
+                dst[..8].copy_from_slice(&cols.to_le_bytes());
+                row.read_cols_packed(&mut dst[8..], p, cols);
+            });
         }
         self.record(RecordKind::Put, table, stamp, key, len, |dst| row.read_into(dst));
     }
@@ -895,19 +903,16 @@ impl LogWriter {
         cols: Columns,
     ) {
         let len = image.len();
-        if !p.is_whole(cols) {
-            let n = p.packed_len(cols, len);
-            if n + 8 < len {
-                return self.record(RecordKind::Cols, table, stamp, key, 8 + n, |dst| {
-                    dst[..8].copy_from_slice(&cols.to_le_bytes());
-                    let mut at = 8;
-                    p.runs(cols, |lo, hi| {
-                        let (a, b) = (lo * 8, (hi * 8).min(len));
-                        dst[at..at + b - a].copy_from_slice(&image[a..b]);
-                        at += b - a;
-                    });
+        if let Some(n) = cols_record_len(p, cols, len) {
+            return self.record(RecordKind::Cols, table, stamp, key, 8 + n, |dst| {
+                dst[..8].copy_from_slice(&cols.to_le_bytes());
+                let mut at = 8;
+                p.runs(cols, |lo, hi| {
+                    let (a, b) = (lo * 8, (hi * 8).min(len));
+                    dst[at..at + b - a].copy_from_slice(&image[a..b]);
+                    at += b - a;
                 });
-            }
+            });
         }
         self.put_image(table, stamp, key, image);
     }
