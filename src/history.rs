@@ -14,12 +14,18 @@
 //! insert, and [`INITIAL`], the version the loader wrote. A delete installs a version too, a
 //! tombstone (`present: false`), so that reading an absent row is reading a version.
 //!
-//! * `Read { stamp }`: the transaction observed that version (a tombstone for an absent row).
-//! * `Write { stamp, prev }`: it installed version `stamp` directly after version `prev` of the
-//!   same key, `prev` being [`UNBORN`] for a brand-new row. Transactions that later abort report
+//! * `Read { stamp, cols }`: the transaction observed that version (a tombstone for an absent
+//!   row), or of it the columns `cols` (a mask over the table's declared columns).
+//! * `Write { stamp, prev, cols }`: it installed version `stamp` directly after version `prev`
+//!   of the same key, `prev` being [`UNBORN`] for a brand-new row, changing the columns `cols`
+//!   (every column unless it says fewer: a commutative accumulation of one column). Transactions that later abort report
 //!   the writes they made visible too (in-place writers), so reads of aborted data can be seen.
 //! * `Range { lo, hi }`: a predicate read. Every key of `[lo, hi]` that the transaction has no
 //!   `Read` of was observed absent. A point read that finds no row is `Range { k, k }`.
+//!
+//! Versions are per key; the columns refine which of a key's writes a read depends on (see
+//! [`crate::checker`]). Every protocol reads with the columns it was asked for and writes
+//! whole rows, so only a write that names fewer columns makes them matter.
 //!
 //! Each transaction also carries a timestamp `ts` taken at its serialization point (with its
 //! locks held or before its validation), or the protocol's logical commit timestamp where the
@@ -52,6 +58,8 @@ pub enum Event {
         key: u64,
         /// The version observed.
         stamp: Stamp,
+        /// The columns observed.
+        cols: u64,
     },
     /// Installed version `stamp` of `key` directly after version `prev`.
     Write {
@@ -65,6 +73,8 @@ pub enum Event {
         prev: Stamp,
         /// `false` for a delete (a tombstone).
         present: bool,
+        /// The columns changed (every one for an insert or delete).
+        cols: u64,
     },
     /// Observed every key of `[lo, hi]` it did not read as absent.
     Range {
@@ -248,13 +258,33 @@ impl Recorder {
     /// Records a read of version `stamp`.
     #[inline]
     pub fn read(&mut self, table: u32, key: u64, stamp: Stamp) {
-        self.history.events.push(Event::Read { table, key, stamp });
+        self.read_cols(table, key, stamp, u64::MAX);
+    }
+
+    /// Records a read of the columns `cols` of version `stamp`.
+    #[inline]
+    pub fn read_cols(&mut self, table: u32, key: u64, stamp: Stamp, cols: u64) {
+        self.history.events.push(Event::Read { table, key, stamp, cols });
     }
 
     /// Records an installed version.
     #[inline]
     pub fn write(&mut self, table: u32, key: u64, stamp: Stamp, prev: Stamp, present: bool) {
-        self.history.events.push(Event::Write { table, key, stamp, prev, present });
+        self.write_cols(table, key, stamp, prev, present, u64::MAX);
+    }
+
+    /// Records an installed version that changed only the columns `cols`.
+    #[inline]
+    pub fn write_cols(
+        &mut self,
+        table: u32,
+        key: u64,
+        stamp: Stamp,
+        prev: Stamp,
+        present: bool,
+        cols: u64,
+    ) {
+        self.history.events.push(Event::Write { table, key, stamp, prev, present, cols });
     }
 
     /// Declares that this protocol orders each key's committed versions by their stamps, not
@@ -380,9 +410,16 @@ mod tests {
         assert_eq!(b.outcome, Outcome::Aborted);
         assert_eq!(
             h.events(&a),
-            &[Event::Write { table: 0, key: 7, stamp: s, prev: INITIAL, present: true }]
+            &[Event::Write {
+                table: 0,
+                key: 7,
+                stamp: s,
+                prev: INITIAL,
+                present: true,
+                cols: u64::MAX
+            }]
         );
-        assert_eq!(h.events(&b), &[Event::Read { table: 0, key: 7, stamp: s }]);
+        assert_eq!(h.events(&b), &[Event::Read { table: 0, key: 7, stamp: s, cols: u64::MAX }]);
         assert_ne!(Recorder::new(4).next_stamp() as Stamp, s, "stamps differ between workers");
     }
 
@@ -400,7 +437,10 @@ mod tests {
         r.end();
         let h = r.take();
         assert_eq!(h.len(), 1);
-        assert_eq!(h.events(&h.txns()[0]), &[Event::Read { table: 0, key: 1, stamp: INITIAL }]);
+        assert_eq!(
+            h.events(&h.txns()[0]),
+            &[Event::Read { table: 0, key: 1, stamp: INITIAL, cols: u64::MAX }]
+        );
         assert_eq!(h.events.len(), 1, "the discarded attempt's events are gone");
     }
 
@@ -409,11 +449,19 @@ mod tests {
         let mut a = History::new();
         a.push(1, Outcome::Committed, 5, &[Event::Range { table: 1, lo: 2, hi: 3 }]);
         let mut b = History::new();
-        b.push(2, Outcome::Aborted, 6, &[Event::Read { table: 0, key: 1, stamp: INITIAL }]);
+        b.push(
+            2,
+            Outcome::Aborted,
+            6,
+            &[Event::Read { table: 0, key: 1, stamp: INITIAL, cols: u64::MAX }],
+        );
         a.append(&mut b);
         assert!(b.is_empty());
         let t = a.txns()[1];
         assert_eq!(t.id, 2);
-        assert_eq!(a.events(&t), &[Event::Read { table: 0, key: 1, stamp: INITIAL }]);
+        assert_eq!(
+            a.events(&t),
+            &[Event::Read { table: 0, key: 1, stamp: INITIAL, cols: u64::MAX }]
+        );
     }
 }

@@ -19,6 +19,14 @@
 //! | G2 | phantom | a cycle that needs a predicate anti-dependency |
 //! | invented | | a read of a version nobody wrote, or of an absent state a key never had |
 //!
+//! **Columns.** Reads and writes name the columns they observed or changed (every one, unless
+//! a protocol says fewer: IC3's accumulations deferred to commit change one). A read depends
+//! (`wr`) on the latest writer at or before the version it read *of each column it read*, and
+//! anti-depends (`rw`) on the next writer after it of each such column; `ww` edges join a
+//! key's consecutive versions whatever their columns. With whole-row writes this is the
+//! plain per-key graph; with narrower ones, a read of other columns of a row no longer
+//! depends on an accumulation between its versions, as none of its values came from it.
+//!
 //! Versions of a key are ordered by each write's `prev` (by their stamps for a protocol that
 //! orders them so: `History::stamp_ordered`, Cicada); the incarnations of a key (deleted,
 //! unlinked, inserted again as a new row) and the absent state a range read observed are placed
@@ -199,6 +207,7 @@ struct Ver {
     txn: u32,
     prev: Stamp,
     present: bool,
+    cols: u64,
     last_in_txn: bool,
     committed: bool,
 }
@@ -210,6 +219,11 @@ struct State {
     writer: Option<u32>,
     present: bool,
     ts: u64,
+    /// The columns its writer changed (every one for the loaded or unborn state).
+    cols: u64,
+    /// The first and last index of the run of consecutive states with these same columns
+    /// (a read of other columns skips the run in one step).
+    run: (u32, u32),
 }
 
 type VKey = (u32, u64, Stamp);
@@ -228,7 +242,7 @@ pub fn check(history: &History) -> Report {
         let events = history.events(t);
         seen_keys.clear();
         for e in events.iter().rev() {
-            let Event::Write { table, key, stamp, prev, present } = *e else { continue };
+            let Event::Write { table, key, stamp, prev, present, cols } = *e else { continue };
             let last_in_txn = !seen_keys.contains(&(table, key));
             if last_in_txn {
                 seen_keys.push((table, key));
@@ -237,6 +251,7 @@ pub fn check(history: &History) -> Report {
                 txn: i as u32,
                 prev,
                 present,
+                cols,
                 last_in_txn,
                 committed: t.outcome == Outcome::Committed,
             };
@@ -345,6 +360,8 @@ pub fn check(history: &History) -> Report {
                 writer: Some(v.txn),
                 present: v.present,
                 ts: txns[v.txn as usize].ts,
+                cols: v.cols,
+                run: (0, 0),
             });
             match succ.get(&(table, key, s)) {
                 // The length bound stops a corrupt cycle of prev links.
@@ -358,6 +375,8 @@ pub fn check(history: &History) -> Report {
             writer: None,
             present: loaded.is_some(),
             ts: 0,
+            cols: u64::MAX,
+            run: (0, 0),
         });
         if let Some(first) = loaded {
             follow(&mut states, first);
@@ -369,6 +388,20 @@ pub fn check(history: &History) -> Report {
         }
         for (i, s) in states.iter().enumerate().skip(1) {
             pos.insert((table, key, s.stamp), i);
+        }
+        let mut lo = 0;
+        for i in 0..states.len() {
+            if states[i].cols != states[lo].cols {
+                lo = i;
+            }
+            states[i].run.0 = lo as u32;
+        }
+        let mut hi = states.len() - 1;
+        for i in (0..states.len()).rev() {
+            if states[i].cols != states[hi].cols {
+                hi = i;
+            }
+            states[i].run.1 = hi as u32;
         }
         orders.insert((table, key), states);
     }
@@ -393,11 +426,15 @@ pub fn check(history: &History) -> Report {
             }
         }
     }
-    // An observation of `states[i]` by node `r`: wr from its writer, rw to the next writer.
+    // An observation of the columns `cols` of `states[i]` by node `r`: wr from the latest
+    // writer of each of them at or before it, rw to the next writer of each after it. (The
+    // first state changed every column, so the walk back ends there at the latest.)
+    #[allow(clippy::too_many_arguments)]
     let observe = |g: &mut Graph,
                    states: &[State],
                    i: usize,
                    r: usize,
+                   cols: u64,
                    predicate: bool,
                    table: u32,
                    key: u64| {
@@ -406,17 +443,40 @@ pub fn check(history: &History) -> Report {
         } else {
             (EdgeKind::Wr, EdgeKind::Rw)
         };
-        if let Some(w) = states[i].writer {
-            if w as usize != r {
-                g.edge(node_of[w as usize], node_of[r], wr, table, key);
+        let mut need = cols;
+        let mut j = i;
+        while need != 0 {
+            let s = &states[j];
+            if s.cols & need == 0 {
+                j = s.run.0 as usize - 1;
+                continue;
             }
+            if let Some(w) = s.writer {
+                if w as usize != r {
+                    g.edge(node_of[w as usize], node_of[r], wr, table, key);
+                }
+            }
+            need &= !s.cols;
+            if j == 0 {
+                break;
+            }
+            j -= 1;
         }
-        if let Some(next) = states.get(i + 1) {
-            if let Some(w) = next.writer {
+        let mut need = cols;
+        let mut j = i + 1;
+        while need != 0 && j < states.len() {
+            let s = &states[j];
+            if s.cols & need == 0 {
+                j = s.run.1 as usize + 1;
+                continue;
+            }
+            if let Some(w) = s.writer {
                 if w as usize != r {
                     g.edge(node_of[r], node_of[w as usize], rw, table, key);
                 }
             }
+            need &= !s.cols;
+            j += 1;
         }
     };
     // The absent state of a key that a transaction with timestamp `ts` observed: the latest one
@@ -443,7 +503,7 @@ pub fn check(history: &History) -> Report {
         touched.sort_unstable();
         for e in events {
             match *e {
-                Event::Read { table, key, stamp } => {
+                Event::Read { table, key, stamp, cols } => {
                     let Some(states) = orders.get(&(table, key)) else {
                         if let Some(v) = vers.get(&(table, key, stamp)) {
                             if v.txn as usize != r && !committed(v.txn) {
@@ -464,7 +524,7 @@ pub fn check(history: &History) -> Report {
                     };
                     if stamp == UNBORN {
                         match absent_at(states, t.read_ts) {
-                            Some(i) => observe(&mut g, states, i, r, false, table, key),
+                            Some(i) => observe(&mut g, states, i, r, cols, false, table, key),
                             None => report.add(
                                 AnomalyClass::Invented,
                                 || never_absent(t.id, table, key),
@@ -475,7 +535,7 @@ pub fn check(history: &History) -> Report {
                     }
                     if stamp == INITIAL {
                         if states[0].stamp == INITIAL {
-                            observe(&mut g, states, 0, r, false, table, key);
+                            observe(&mut g, states, 0, r, cols, false, table, key);
                         } else {
                             report.add(
                                 AnomalyClass::Invented,
@@ -514,7 +574,7 @@ pub fn check(history: &History) -> Report {
                                 );
                             }
                             if let Some(&i) = pos.get(&(table, key, stamp)) {
-                                observe(&mut g, states, i, r, false, table, key);
+                                observe(&mut g, states, i, r, cols, false, table, key);
                             }
                         }
                     }
@@ -526,7 +586,7 @@ pub fn check(history: &History) -> Report {
                         }
                         let states = &orders[&(table, key)];
                         match absent_at(states, t.read_ts) {
-                            Some(i) => observe(&mut g, states, i, r, true, table, key),
+                            Some(i) => observe(&mut g, states, i, r, u64::MAX, true, table, key),
                             None => report.add(
                                 AnomalyClass::Invented,
                                 || never_absent(t.id, table, key),

@@ -187,6 +187,16 @@ impl<W: Worker> Worker for Pausing<'_, W> {
         self.inner.read_cols(table, key, cols, f)
     }
 
+    fn accumulate(
+        &mut self,
+        table: TableId,
+        key: u64,
+        acc: crate::engine::Accumulation,
+    ) -> Result<bool, Abort> {
+        self.pause();
+        self.inner.accumulate(table, key, acc)
+    }
+
     fn update_cols<T>(
         &mut self,
         table: TableId,

@@ -24,9 +24,22 @@ pub(super) struct AnalyzeArgs {
     /// since it tracks conflicts per record) or a column (the IC3 paper's analysis)
     #[arg(long, value_enum, default_value = "table")]
     granularity: Granularity,
+    /// Whether commutative accumulations are deferred to commit where safe and left out of
+    /// the C-edges (IC3 §4.3; the ic3 protocol's `--opt commutative`)
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
+    commutative: bool,
     /// Also write the SC-graph in Graphviz's DOT language to this file (`dot -Tsvg`)
     #[arg(long, value_name = "FILE.dot")]
     dot: Option<PathBuf>,
+}
+
+/// `on` or `off`.
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err("expected on or off".into()),
+    }
 }
 
 /// Prints the analysis of the chosen workload's templates, and writes its graph if asked.
@@ -59,7 +72,8 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
         }
     };
     let names = tables.into_iter().map(|t| t.name).collect();
-    let analysis = Analysis::with_granularity(&types, args.granularity).with_table_names(names);
+    let analysis =
+        Analysis::with_options(&types, args.granularity, args.commutative).with_table_names(names);
     print!("workload {}: {}", args.workload.name(), analysis.text(&types));
     if let (Some(f), Some(path)) = (&mut out, &args.dot) {
         f.write_all(analysis.dot(&types).as_bytes())

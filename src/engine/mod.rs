@@ -18,10 +18,12 @@ pub use database::{Builder, Database, DbOptions, Loader};
 pub use driver::{Backoff, RunConfig, RunLength};
 pub use options::{NoOptions, OptionSpec, ProtocolOptions};
 pub use procedure::{
-    AccessMode, AccessSet, Checks, Columns, Intent, Piece, Procedure, Recon, TableAccess, Tx,
-    TxnType, ALL_COLUMNS,
+    AccessMode, AccessSet, Accumulation, Checks, Columns, Intent, Piece, Procedure, Recon,
+    TableAccess, Tx, TxnType, ALL_COLUMNS,
 };
-pub use protocol::{Capabilities, Isolation, PieceEnd, Protocol, Reads, Setup, Worker};
+pub use protocol::{
+    accumulate_now, Capabilities, Isolation, PieceEnd, Protocol, Reads, Setup, Worker,
+};
 pub use report::RunReport;
 pub use retry::Retry;
 pub use stats::WorkerStats;

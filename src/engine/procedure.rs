@@ -26,6 +26,76 @@ pub enum AccessMode {
     Read,
     /// Reads and writes (update, blind write, insert, delete).
     Write,
+    /// In a template only: commutative accumulations into the columns
+    /// ([`Tx::accumulate`]), which neither read them nor return anything. IC3 leaves them out
+    /// of its conflicts and applies them at commit when no analysed template reads the columns
+    /// or writes the table otherwise (§4.3, `engine::scgraph`); every other protocol applies
+    /// them at once, as updates. Access sets declare them as `Write`.
+    Accumulate,
+}
+
+/// A commutative accumulation into one integer column of a row ([`Tx::accumulate`]): adds
+/// `delta`, wrapping, to the little-endian integer of `width` bytes at byte `offset`, which
+/// column `column` of the table's declared layout holds. Wrapping addition commutes, so any
+/// order of applying a set of accumulations gives the same row (a checked or saturating one
+/// would not). Plain data, so that a protocol can keep it until commit without allocating.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Accumulation {
+    column: u8,
+    width: u8,
+    offset: u32,
+    delta: i64,
+}
+
+impl Accumulation {
+    /// Adds `delta` to the 8-byte integer at `offset`, column `column`.
+    pub const fn add_i64(column: usize, offset: usize, delta: i64) -> Self {
+        assert!(column < 64, "a column mask has 64 columns");
+        Accumulation { column: column as u8, width: 8, offset: offset as u32, delta }
+    }
+
+    /// Adds `delta` to the 4-byte integer at `offset`, column `column` (the sum taken modulo
+    /// 2^32).
+    pub const fn add_u32(column: usize, offset: usize, delta: i64) -> Self {
+        assert!(column < 64, "a column mask has 64 columns");
+        Accumulation { column: column as u8, width: 4, offset: offset as u32, delta }
+    }
+
+    /// The column it changes, as a mask.
+    #[inline]
+    pub fn columns(&self) -> Columns {
+        1 << self.column
+    }
+
+    /// Whether it fits in a row of `len` bytes.
+    #[inline]
+    pub fn fits(&self, len: usize) -> bool {
+        self.offset as usize + self.width as usize <= len
+    }
+
+    /// Applies it to `row`; `false`, changing nothing, when it does not fit.
+    #[inline]
+    pub fn apply(&self, row: &mut [u8]) -> bool {
+        let at = self.offset as usize;
+        match self.width {
+            8 => match row.get_mut(at..at + 8) {
+                Some(b) => {
+                    let v = i64::from_le_bytes(b.try_into().expect("8 bytes"));
+                    b.copy_from_slice(&v.wrapping_add(self.delta).to_le_bytes());
+                    true
+                }
+                None => false,
+            },
+            _ => match row.get_mut(at..at + 4) {
+                Some(b) => {
+                    let v = u32::from_le_bytes(b.try_into().expect("4 bytes"));
+                    b.copy_from_slice(&v.wrapping_add(self.delta as u32).to_le_bytes());
+                    true
+                }
+                None => false,
+            },
+        }
+    }
 }
 
 pub use crate::storage::projection::Columns;
@@ -144,7 +214,9 @@ impl AccessSet {
         self.push(table, key, AccessMode::Write);
     }
     /// Declares access to every key in `[lo, hi]` (scans; inserts into a range).
+    /// [`AccessMode::Accumulate`] declares writes.
     pub fn range(&mut self, table: TableId, lo: u64, hi: u64, mode: AccessMode) {
+        let mode = mode.min(AccessMode::Write);
         self.ranges.push(RangeEntry { table, lo, hi, mode });
     }
     fn push(&mut self, table: TableId, key: u64, mode: AccessMode) {
@@ -327,6 +399,20 @@ impl<'a, W: Worker> Tx<'a, W> {
         reads: Columns,
         writes: Columns,
     ) -> Result<(), Abort> {
+        self.check_op(table, key, write, reads, writes, 0)
+    }
+
+    /// [`Tx::check`] for an operation that also accumulates into the columns `accumulates`.
+    #[inline]
+    fn check_op(
+        &self,
+        table: TableId,
+        key: u64,
+        write: bool,
+        reads: Columns,
+        writes: Columns,
+        accumulates: Columns,
+    ) -> Result<(), Abort> {
         if write && self.read_only {
             return Err(Abort::new(AbortReason::ReadOnlyWrite));
         }
@@ -337,27 +423,42 @@ impl<'a, W: Worker> Tx<'a, W> {
             }
         }
         if self.check_templates {
-            self.check_template(table, reads, writes)?;
+            self.check_template(table, reads, writes, accumulates)?;
         }
         Ok(())
     }
 
-    /// Whether the current piece declares `table` with every column of `reads` among its
-    /// accesses and every column of `writes` among its write accesses.
-    fn check_template(&self, table: TableId, reads: Columns, writes: Columns) -> Result<(), Abort> {
+    /// Whether the current piece declares `table` with every column of `reads` among its read
+    /// and write accesses, every column of `writes` among its write accesses, and every column
+    /// of `accumulates` among its write and accumulate accesses (an accumulate access allows
+    /// nothing else: reading the columns would make the accumulation not commute).
+    fn check_template(
+        &self,
+        table: TableId,
+        reads: Columns,
+        writes: Columns,
+        accumulates: Columns,
+    ) -> Result<(), Abort> {
         let ok = match self.piece {
             // Outside any piece: allowed only for types without pieces.
             None => self.ty.pieces.is_empty(),
             Some(p) => {
-                let (mut seen, mut readable, mut writable) = (false, 0, 0);
+                let (mut seen, mut readable, mut writable, mut accumulable) = (false, 0, 0, 0);
                 for a in self.ty.pieces[p].accesses.iter().filter(|a| a.table == table) {
                     seen = true;
-                    readable |= a.columns;
-                    if a.mode == AccessMode::Write {
-                        writable |= a.columns;
+                    match a.mode {
+                        AccessMode::Read => readable |= a.columns,
+                        AccessMode::Write => {
+                            readable |= a.columns;
+                            writable |= a.columns;
+                            accumulable |= a.columns;
+                        }
+                        AccessMode::Accumulate => accumulable |= a.columns,
                     }
                 }
-                seen && reads & !readable == 0 && writes & !writable == 0
+                seen && reads & !readable == 0
+                    && writes & !writable == 0
+                    && accumulates & !accumulable == 0
             }
         };
         if ok {
@@ -468,6 +569,21 @@ impl<'a, W: Worker> Tx<'a, W> {
         self.op(Phase::Write, |w| w.update_cols(table, key, reads, writes, f))
     }
 
+    /// See [`Worker::accumulate`]: a commutative accumulation into `key`, which the
+    /// transaction does not read. The template must declare its column in an accumulate (or
+    /// write) access of the piece, and the access set a write of `key`.
+    #[inline]
+    #[must_use = "`Ok(false)` means the key is absent and nothing was changed"]
+    pub fn accumulate(
+        &mut self,
+        table: TableId,
+        key: u64,
+        acc: Accumulation,
+    ) -> Result<bool, Abort> {
+        self.check_op(table, key, true, 0, 0, acc.columns())?;
+        self.op(Phase::Write, |w| w.accumulate(table, key, acc))
+    }
+
     /// See [`Worker::insert`].
     #[inline]
     #[must_use = "`Ok(false)` means the key is present already and nothing was inserted"]
@@ -500,7 +616,7 @@ impl<'a, W: Worker> Tx<'a, W> {
             }
         }
         if self.check_templates {
-            self.check_template(table, ALL_COLUMNS, 0)?;
+            self.check_template(table, ALL_COLUMNS, 0, 0)?;
         }
         self.op(Phase::Read, |w| w.scan(table, lo, hi, limit, f))
     }
@@ -694,6 +810,83 @@ mod tests {
         w.calls.clear();
         super::super::Retry::new().run(&mut w, |w| w.read_cols(T, 5, 1, |_| ()).map(drop)).unwrap();
         assert_eq!(w.calls, ["begin", "read 5", "commit"]);
+    }
+
+    /// An accumulate access allows accumulating into its columns and nothing else; a write
+    /// access allows accumulating too; the access set checks an accumulation as a write.
+    #[test]
+    fn templates_check_accumulations() {
+        static ACC: [Piece; 2] = [
+            Piece {
+                name: "acc",
+                accesses: &[
+                    TableAccess { table: T, mode: AccessMode::Accumulate, columns: 0b01 },
+                    TableAccess { table: T, mode: AccessMode::Read, columns: 0b10 },
+                ],
+            },
+            Piece {
+                name: "write",
+                accesses: &[TableAccess { table: T, mode: AccessMode::Write, columns: 0b11 }],
+            },
+        ];
+        static ACC_TY: TxnType = TxnType { name: "acc", pieces: &ACC };
+        let mut w = Scripted::default();
+        let checks = Checks { templates: true, ..Checks::default() };
+        let mut tx = Tx::new(&mut w, &ACC_TY, checks);
+        let (col0, col1) = (Accumulation::add_i64(0, 0, 1), Accumulation::add_i64(1, 8, 1));
+        let reason = |r: Result<bool, Abort>| r.map_err(|a| a.reason);
+        let violation = Err(AbortReason::TemplateViolation);
+        tx.piece(0, |tx| {
+            // (`Scripted` reports every key absent.)
+            assert_eq!(reason(tx.accumulate(T, 1, col0)), Ok(false));
+            assert_eq!(reason(tx.accumulate(T, 1, col1)), violation, "a read column");
+            let read = tx.read_cols(T, 1, 0b01, |_| ()).map_err(|a| a.reason);
+            assert_eq!(read, Err(AbortReason::TemplateViolation), "reading the sum");
+            let update = tx.update_cols(T, 1, 0, 0b01, |_| ()).map_err(|a| a.reason);
+            assert_eq!(update, Err(AbortReason::TemplateViolation), "writing it otherwise");
+            Ok(())
+        })
+        .unwrap();
+        tx.piece(1, |tx| {
+            assert_eq!(reason(tx.accumulate(T, 1, col1)), Ok(false), "a write access covers it");
+            Ok(())
+        })
+        .unwrap();
+        let mut set = AccessSet::default();
+        set.read(T, 1);
+        set.seal();
+        let checks = Checks { access_set: Some(&set), ..Checks::default() };
+        let mut tx = Tx::new(&mut w, &ACC_TY, checks);
+        assert_eq!(reason(tx.accumulate(T, 1, col0)), Err(AbortReason::AccessSetMismatch));
+    }
+
+    /// Accumulations add with wrapping, in any order to the same result, and refuse a row too
+    /// short for them.
+    #[test]
+    fn accumulations_wrap_commute_and_check_their_bounds() {
+        let mut a = [0u8; 12];
+        a[..8].copy_from_slice(&(i64::MAX - 1).to_le_bytes());
+        a[8..].copy_from_slice(&1u32.to_le_bytes());
+        let mut b = a;
+        let ops = [
+            Accumulation::add_i64(0, 0, 5),
+            Accumulation::add_u32(1, 8, -3),
+            Accumulation::add_i64(0, 0, -1),
+        ];
+        for op in &ops {
+            assert!(op.apply(&mut a));
+        }
+        for op in ops.iter().rev() {
+            assert!(op.apply(&mut b));
+        }
+        assert_eq!(a, b);
+        assert_eq!(i64::from_le_bytes(a[..8].try_into().unwrap()), (i64::MAX - 1).wrapping_add(4));
+        assert_eq!(u32::from_le_bytes(a[8..].try_into().unwrap()), 1u32.wrapping_sub(3));
+        assert_eq!(ops[1].columns(), 0b10);
+        let far = Accumulation::add_i64(0, 8, 1);
+        assert!(!far.fits(12) && far.fits(16));
+        assert!(!far.apply(&mut a), "does not fit");
+        assert_eq!(a, b, "and changed nothing");
     }
 
     #[test]

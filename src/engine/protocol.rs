@@ -20,11 +20,11 @@
 use super::database::Database;
 use super::driver::{self, Backoff, RunConfig};
 use super::options::ProtocolOptions;
-use super::procedure::TxnType;
 use super::procedure::ALL_COLUMNS;
+use super::procedure::{Accumulation, TxnType};
 use super::stats::WorkerStats;
 use super::workload::Workload;
-use crate::error::{Abort, Error};
+use crate::error::{Abort, AbortReason, Error};
 use crate::storage::projection::Columns;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::{RowId, RowRef, TableId, TableSpec};
@@ -253,6 +253,22 @@ pub enum PieceEnd {
     Again,
 }
 
+/// [`Worker::accumulate`] applied at once, as an [`Worker::update_cols`] of its column (the
+/// default, and what a protocol that defers some accumulations does with the others).
+pub fn accumulate_now<W: Worker + ?Sized>(
+    w: &mut W,
+    table: TableId,
+    key: u64,
+    acc: Accumulation,
+) -> Result<bool, Abort> {
+    let cols = acc.columns();
+    match w.update_cols(table, key, cols, cols, |row| acc.apply(row))? {
+        None => Ok(false),
+        Some(true) => Ok(true),
+        Some(false) => Err(Abort::new(AbortReason::TemplateViolation)),
+    }
+}
+
 /// The operation interface a protocol implements. See the module docs for the conventions.
 pub trait Worker {
     /// Starts a transaction attempt. An attempt that follows [`Worker::abort`] is a retry of the
@@ -358,6 +374,17 @@ pub trait Worker {
         writes: Columns,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort>;
+
+    /// Accumulates `acc` into `key`'s row: a commutative change the transaction does not
+    /// read ([`Accumulation`]). A protocol may apply it at commit rather than now (IC3, where
+    /// its analysis allows, §4.3), so the transaction must not count on reading its effect.
+    /// The default applies it at once as [`Worker::update_cols`] of its column.
+    /// `Ok(false)` if `key` is absent; an accumulation that does not fit the row is a
+    /// `TemplateViolation` (a procedure bug).
+    #[must_use = "`Ok(false)` means the key is absent and nothing was changed"]
+    fn accumulate(&mut self, table: TableId, key: u64, acc: Accumulation) -> Result<bool, Abort> {
+        accumulate_now(self, table, key, acc)
+    }
 
     /// Inserts a new row. `Ok(false)` if `key` is present.
     #[must_use = "`Ok(false)` means the key is present already and nothing was inserted"]

@@ -36,10 +36,23 @@
 //! commit ([`Analysis::rendezvous`]; the earliest such piece, the shortest wait; IC3's paper
 //! does not say which of several to take).
 //!
+//! **Commutative accumulations (§4.3).** An accumulate access ([`AccessMode::Accumulate`],
+//! `Tx::accumulate`) is *deferred*, applied at the transaction's commit and left out of the
+//! C-edges, when the analysis shows nothing it could fail to commute with: no analysed
+//! template reads its columns, or writes its table otherwise (per table at table granularity:
+//! a runtime that tracks records cannot apply an accumulation under another transaction's
+//! uncommitted write of the same row; per column at the paper's). Read-only types are not
+//! analysed: they read committed data, into which a deferred accumulation goes at its
+//! transaction's commit point. An accumulation that cannot be deferred counts as a write of
+//! its columns and runs in its piece. The paper leaves out C-edges between any two
+//! commutative operations; deferring them all, and only where that is safe, is the same edge
+//! set where it matters (TPC-C's W_YTD) and correct everywhere else.
+//!
 //! The graphs are small (two instances of a handful of types with a few pieces each), so
 //! vertex reachability is a plain transitive closure rather than a graph library's SCC.
 
-use super::procedure::{AccessMode, TxnType};
+use super::procedure::{AccessMode, TableAccess, TxnType};
+use crate::storage::TableId;
 use std::fmt::Write as _;
 use std::ops::Range;
 
@@ -103,6 +116,11 @@ pub struct Analysis {
     pub read_only: Vec<&'static str>,
     /// The C-edges between pieces, sorted, each once.
     pub edges: Vec<CEdge>,
+    /// The tables whose accumulations are deferred to commit and left out of the C-edges
+    /// (see the module docs), sorted.
+    pub deferred: Vec<TableId>,
+    /// The tables with accumulations that count as writes instead, sorted.
+    pub not_deferred: Vec<TableId>,
     /// Per analysed type, per piece, per analysed type: the piece it conflicts with there.
     partner: Vec<Vec<Vec<Option<usize>>>>,
     /// Per analysed type, per piece, per analysed type: its rendezvous piece there.
@@ -120,10 +138,19 @@ impl Analysis {
         Self::with_granularity(types, Granularity::Column)
     }
 
-    /// Analyses the templates `types` with conflicts at granularity `g`.
+    /// Analyses the templates `types` with conflicts at granularity `g`, deferring the
+    /// accumulations that can be.
     pub fn with_granularity(types: &[TxnType], g: Granularity) -> Self {
-        let conflict = |a: &TxnType, p: usize, b: &TxnType, q: usize| conflict(a, p, b, q, g);
+        Self::with_options(types, g, true)
+    }
+
+    /// Analyses the templates `types` with conflicts at granularity `g`; with `commutative`
+    /// off, every accumulation counts as a write (IC3's factor analysis, §6.5).
+    pub fn with_options(types: &[TxnType], g: Granularity, commutative: bool) -> Self {
         let analysed: Vec<usize> = (0..types.len()).filter(|&t| writes(&types[t])).collect();
+        let (deferred, not_deferred) = deferrals(types, &analysed, g, commutative);
+        let conflict =
+            |a: &TxnType, p: usize, b: &TxnType, q: usize| conflict(a, p, b, q, g, &deferred);
         let read_only =
             (0..types.len()).filter(|t| !analysed.contains(t)).map(|t| types[t].name).collect();
         let tpl = |a: usize| &types[analysed[a]];
@@ -217,12 +244,25 @@ impl Analysis {
             types: choppings,
             read_only,
             edges,
+            deferred,
+            not_deferred,
             partner: Vec::new(),
             rendezvous: Vec::new(),
             table_names: Vec::new(),
         };
         analysis.tabulate();
         analysis
+    }
+
+    /// Whether the accumulations into `table` are deferred to commit.
+    pub fn defers(&self, table: TableId) -> bool {
+        self.deferred.binary_search(&table).is_ok()
+    }
+
+    /// How analysed templates' access `a` takes part in conflicts: `None` for a deferred
+    /// accumulation (none), an accumulation that is not deferred as a write.
+    pub fn effective(&self, a: &TableAccess) -> Option<AccessMode> {
+        effective(a, &self.deferred)
     }
 
     /// Names the tables (by table id) in what [`Analysis::text`] and [`Analysis::dot`] print.
@@ -308,6 +348,23 @@ impl Analysis {
                 self.read_only.join(", ")
             );
         }
+        let names = |ts: &[TableId]| -> String {
+            ts.iter().map(|t| self.table_name(t.0)).collect::<Vec<_>>().join(", ")
+        };
+        if !self.deferred.is_empty() {
+            let _ = writeln!(
+                s,
+                "accumulations applied at commit, outside the C-edges (a:): {}",
+                names(&self.deferred)
+            );
+        }
+        if !self.not_deferred.is_empty() {
+            let _ = writeln!(
+                s,
+                "accumulations run as writes (the table is read or written otherwise): {}",
+                names(&self.not_deferred)
+            );
+        }
         for (t, c) in self.types.iter().enumerate() {
             let tpl = &types[c.txn_type];
             let _ = writeln!(
@@ -324,7 +381,11 @@ impl Analysis {
                     .clone()
                     .flat_map(|x| tpl.pieces[x].accesses.iter())
                     .map(|a| {
-                        let m = if a.mode == AccessMode::Write { "w" } else { "r" };
+                        let m = match self.effective(a) {
+                            None => "a",
+                            Some(AccessMode::Read) => "r",
+                            Some(_) => "w",
+                        };
                         format!("{m}:{}", self.table_name(a.table.0))
                     })
                     .collect();
@@ -393,19 +454,68 @@ impl Analysis {
     }
 }
 
-/// Whether a template writes anything.
+/// Whether a template writes anything (an accumulation is a write).
 fn writes(t: &TxnType) -> bool {
-    t.pieces.iter().flat_map(|p| p.accesses.iter()).any(|a| a.mode == AccessMode::Write)
+    t.pieces.iter().flat_map(|p| p.accesses.iter()).any(|a| a.mode != AccessMode::Read)
+}
+
+/// The tables whose accumulations the analysed types `analysed` of `types` may defer at
+/// granularity `g` (none without `commutative`), and the others with accumulations; see the
+/// module docs.
+fn deferrals(
+    types: &[TxnType],
+    analysed: &[usize],
+    g: Granularity,
+    commutative: bool,
+) -> (Vec<TableId>, Vec<TableId>) {
+    let accesses =
+        || analysed.iter().flat_map(|&t| types[t].pieces.iter().flat_map(|p| p.accesses.iter()));
+    let mut tables: Vec<TableId> =
+        accesses().filter(|a| a.mode == AccessMode::Accumulate).map(|a| a.table).collect();
+    tables.sort_unstable();
+    tables.dedup();
+    tables.into_iter().partition(|&t| {
+        let summed = accesses()
+            .filter(|a| a.table == t && a.mode == AccessMode::Accumulate)
+            .fold(0, |m, a| m | a.columns);
+        commutative
+            && !accesses().filter(|a| a.table == t).any(|a| match a.mode {
+                AccessMode::Accumulate => false,
+                AccessMode::Read => a.columns & summed != 0,
+                AccessMode::Write => g == Granularity::Table || a.columns & summed != 0,
+            })
+    })
+}
+
+/// How access `a` takes part in conflicts, given the deferred tables (see
+/// [`Analysis::effective`]).
+fn effective(a: &TableAccess, deferred: &[TableId]) -> Option<AccessMode> {
+    match a.mode {
+        AccessMode::Accumulate if deferred.binary_search(&a.table).is_ok() => None,
+        AccessMode::Accumulate => Some(AccessMode::Write),
+        m => Some(m),
+    }
 }
 
 /// Whether template piece `p` of `a` and template piece `q` of `b` conflict: a common column of
-/// a common table, one of them writing it.
-fn conflict(a: &TxnType, p: usize, b: &TxnType, q: usize, g: Granularity) -> bool {
+/// a common table (a common table at table granularity), one of them writing it; deferred
+/// accumulations take no part.
+fn conflict(
+    a: &TxnType,
+    p: usize,
+    b: &TxnType,
+    q: usize,
+    g: Granularity,
+    deferred: &[TableId],
+) -> bool {
     a.pieces[p].accesses.iter().any(|x| {
         b.pieces[q].accesses.iter().any(|y| {
+            let (Some(mx), Some(my)) = (effective(x, deferred), effective(y, deferred)) else {
+                return false;
+            };
             x.table == y.table
                 && (g == Granularity::Table || x.columns & y.columns != 0)
-                && (x.mode == AccessMode::Write || y.mode == AccessMode::Write)
+                && (mx == AccessMode::Write || my == AccessMode::Write)
         })
     })
 }
@@ -575,5 +685,55 @@ mod tests {
         assert_eq!(t.partner(0, 0, 1), Some(0));
         assert!(t.conflicting(1, 0));
         assert!(t.text(&types).contains("(conflicts per table)"), "{}", t.text(&types));
+    }
+
+    /// §4.3: accumulations are deferred, and take no part in C-edges, only where nothing
+    /// they could fail to commute with exists: no analysed read of their columns, no other
+    /// write of their table (of their columns, at column granularity).
+    #[test]
+    fn accumulations_are_deferred_only_where_they_commute_with_everything() {
+        use AccessMode::{Accumulate as A, Read as R, Write as W};
+        // Table 1: one column accumulated, another read. Table 2: accumulated, and another
+        // column written. Table 3: accumulated, and the same column read.
+        static PAY: [Piece; 3] = [
+            Piece { name: "one", accesses: &[cols(1, R, 0b10), cols(1, A, 0b01)] },
+            Piece { name: "two", accesses: &[cols(2, A, 0b01)] },
+            Piece { name: "three", accesses: &[cols(3, A, 0b01)] },
+        ];
+        static OTHER: [Piece; 2] = [
+            Piece { name: "two", accesses: &[cols(2, W, 0b10)] },
+            Piece { name: "three", accesses: &[cols(3, R, 0b01), cols(4, W, 0b1)] },
+        ];
+        let types =
+            [TxnType { name: "pay", pieces: &PAY }, TxnType { name: "other", pieces: &OTHER }];
+        let t = Analysis::with_granularity(&types, Granularity::Table);
+        assert_eq!(t.deferred, vec![TableId(1)]);
+        assert_eq!(t.not_deferred, vec![TableId(2), TableId(3)]);
+        assert!(t.defers(TableId(1)) && !t.defers(TableId(2)));
+        assert!(!t.conflicting(0, 0), "a deferred accumulation and a read of another column");
+        assert_eq!(t.partner(0, 1, 1), Some(0), "an accumulation that is not deferred writes");
+        assert_eq!(t.partner(0, 1, 0), Some(1), "and meets its twin");
+        assert_eq!(t.effective(&PAY[0].accesses[1]), None);
+        assert_eq!(t.effective(&PAY[1].accesses[0]), Some(W));
+        let text = t.text(&types);
+        assert!(
+            text.contains("accumulations applied at commit, outside the C-edges (a:): table 1"),
+            "{text}"
+        );
+        assert!(text.contains("piece 0: one  [r:table 1 a:table 1]"), "{text}");
+        // Per column, the write of another column of table 2 does not stop it.
+        let c = Analysis::with_granularity(&types, Granularity::Column);
+        assert_eq!(c.deferred, vec![TableId(1), TableId(2)]);
+        assert!(!c.conflicting(0, 1) && c.conflicting(0, 2));
+        // Without deferring every accumulation is a write.
+        let off = Analysis::with_options(&types, Granularity::Table, false);
+        assert!(off.deferred.is_empty() && off.not_deferred.len() == 3);
+        assert_eq!(off.partner(0, 0, 0), Some(0));
+        // A type that only accumulates writes: it is analysed.
+        static ONLY: [Piece; 1] = [Piece { name: "acc", accesses: &[cols(1, A, 0b01)] }];
+        let only = [TxnType { name: "only", pieces: &ONLY }];
+        let a = Analysis::with_granularity(&only, Granularity::Table);
+        assert!(a.read_only.is_empty() && a.deferred == vec![TableId(1)]);
+        assert!(a.edges.is_empty(), "deferred accumulations commute with each other");
     }
 }

@@ -190,8 +190,11 @@ impl<P> Slot<P> {
         }
         for (t, key, mode) in set.keys() {
             match (mode, units.shift(t)) {
-                (AccessMode::Write, Some(shift)) => us.push((t, unit_of(key, shift))),
-                (AccessMode::Write, None) => writes.push((t, key)),
+                // (Sets hold no accumulations: they declare them as writes.)
+                (AccessMode::Write | AccessMode::Accumulate, Some(shift)) => {
+                    us.push((t, unit_of(key, shift)))
+                }
+                (AccessMode::Write | AccessMode::Accumulate, None) => writes.push((t, key)),
                 // A table in unit mode has rows no placeholder stands for: not annotated.
                 (AccessMode::Read, None) if annotate => reads.push((t, key)),
                 (AccessMode::Read, _) => {}

@@ -22,7 +22,7 @@
 //! (`storage::phantom`): commit re-checks them ([`OccWorker::validate_phantoms`]).
 
 use crate::engine::procedure::ALL_COLUMNS;
-use crate::engine::{PieceEnd, Worker};
+use crate::engine::{accumulate_now, Accumulation, PieceEnd, Worker};
 use crate::error::{Abort, AbortReason};
 use crate::history::{Recorder, Stamp};
 use crate::protocols::common::scan::{self, ScanSteps};
@@ -290,6 +290,29 @@ pub trait OccProtocol: Sized + 'static {
         false
     }
 
+    /// Whether the running attempt defers its accumulations into table `t` to its commit
+    /// ([`OccProtocol::defer`]): IC3 where its analysis allows (§4.3). False by default: an
+    /// accumulation is then an `update_cols` of its column.
+    #[inline(always)]
+    fn defers(w: &OccWorker<'_, Self>, t: TableId) -> bool {
+        let _ = (w, t);
+        false
+    }
+
+    /// Keeps accumulation `acc` into row `rid` (key `key`) of table `t` for the attempt's
+    /// commit, which applies it; `Ok(false)` when the row is absent. Asked only where
+    /// [`OccProtocol::defers`] holds, with an accumulation that fits the row.
+    fn defer(
+        w: &mut OccWorker<'_, Self>,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+        acc: Accumulation,
+    ) -> Result<bool, Abort> {
+        let _ = (w, t, key, rid, acc);
+        unreachable!("asked only where `defers` holds, which it never does by default")
+    }
+
     /// Called when the read phase is about to touch row `rid` (key `key`) of table `t` (record
     /// `rec`), which is not in the write set yet: to read it, or to write it when `write`. MOCC
     /// takes its pessimistic locks on hot records here; IC3 notes the keys of records being
@@ -473,8 +496,9 @@ pub struct OccWorker<'db, P: OccProtocol> {
     pub local: P::Local,
 }
 
-/// Records a read of the version `(word, aux)` names in the read set (and in the history when
-/// recording). A free function so that callers can hold a borrow of the scratch buffer.
+/// Records a read of the version `(word, aux)` names in the read set (and, of the columns
+/// `cols`, in the history when recording). A free function so that callers can hold a borrow
+/// of the scratch buffer.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn push_read<R: OccRecord>(
@@ -486,10 +510,11 @@ fn push_read<R: OccRecord>(
     word: u64,
     aux: R::Aux,
     mine: bool,
+    cols: Columns,
 ) {
     reads.push(ReadEntry { table: t, rid, word, aux, mine });
     if let Some(h) = h {
-        h.read(t.0, key, R::stamp(word, aux, rid));
+        h.read_cols(t.0, key, R::stamp(word, aux, rid), cols);
     }
 }
 
@@ -620,6 +645,7 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
             word,
             aux,
             mine,
+            ALL_COLUMNS,
         );
     }
 
@@ -814,7 +840,7 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
             ) {
                 Stable::Present(word, aux) => {
                     let (reads, h) = (&mut self.reads, &mut self.ctx.history);
-                    push_read::<P::Record>(reads, h, t, key, rid, word, aux, false);
+                    push_read::<P::Record>(reads, h, t, key, rid, word, aux, false, cols);
                     return Ok(Some(f(buf)));
                 }
                 Stable::Absent(word, _) if is_unlinked(word) => self.relookup(t, key),
@@ -1116,6 +1142,20 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
     #[inline]
     fn piece_end(&mut self, piece: usize, body: Result<(), Abort>) -> Result<PieceEnd, Abort> {
         P::piece_end(self, piece, body)
+    }
+
+    fn accumulate(&mut self, t: TableId, key: u64, acc: Accumulation) -> Result<bool, Abort> {
+        if !P::defers(self, t) {
+            return accumulate_now(self, t, key, acc);
+        }
+        let tbl = table(self.ctx.storage, t)?;
+        if !acc.fits(tbl.spec.row_size) {
+            return Err(Abort::new(AbortReason::TemplateViolation));
+        }
+        match self.lookup(tbl, key) {
+            Some(rid) => P::defer(self, t, key, rid, acc),
+            None => Ok(false),
+        }
     }
 
     #[inline]
@@ -1441,12 +1481,12 @@ impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
         ) {
             Stable::Present(word, aux) => {
                 let (reads, h) = (&mut self.reads, &mut self.ctx.history);
-                push_read::<P::Record>(reads, h, t, key, rid, word, aux, false);
+                push_read::<P::Record>(reads, h, t, key, rid, word, aux, false, ALL_COLUMNS);
                 Ok(Some(data))
             }
             Stable::Absent(word, aux) => {
                 let (reads, h) = (&mut self.reads, &mut self.ctx.history);
-                push_read::<P::Record>(reads, h, t, key, rid, word, aux, false);
+                push_read::<P::Record>(reads, h, t, key, rid, word, aux, false, ALL_COLUMNS);
                 Ok(None)
             }
         }

@@ -295,7 +295,7 @@ impl Worker for OrderedWorker<'_> {
             let w = u64::from(self.protocol.keys.word_of(t, key));
             match mode {
                 AccessMode::Read => wanted.push(Hold { id: w, mode: SHARED }),
-                AccessMode::Write => {
+                AccessMode::Write | AccessMode::Accumulate => {
                     wanted.push(Hold { id: w, mode: EXCL });
                     // An unknown table is refused by the operation itself.
                     if let Ok(tbl) = table(self.storage, t) {
@@ -318,7 +318,7 @@ impl Worker for OrderedWorker<'_> {
             }
             let mode_bits = match mode {
                 AccessMode::Read => SHARED,
-                AccessMode::Write => SHARED | EXCL,
+                AccessMode::Write | AccessMode::Accumulate => SHARED | EXCL,
             };
             if wide(tbl.buckets.shift(), lo, hi) {
                 let coarse = &self.protocol.coarse[t.index()].words;
