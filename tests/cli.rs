@@ -1366,25 +1366,50 @@ fn analyze_prints_the_static_conflict_graph() {
         "read-only (run on snapshots, not analysed): order-status, stock-level",
         "  piece 0: warehouse  [r:warehouse]\n    no C-edge: runs unconstrained",
         "  piece 3: order + lines  (merged)",
-        "  piece 0: warehouse  [r:warehouse w:warehouse]\n    C-edges: payment/0",
+        "accumulations applied at commit, outside the C-edges (a:): warehouse, district",
+        "  piece 0: warehouse  [r:warehouse a:warehouse]\n    no C-edge: runs unconstrained",
+        "  piece 1: district  [r:district a:district]\n    no C-edge: runs unconstrained",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
     let graph = std::fs::read_to_string(&dot).unwrap();
     assert!(graph.starts_with("graph sc {") && graph.contains("[style=dashed]"), "{graph}");
     // What the ic3 protocol runs with (the default): conflicts per table, so New-Order's
-    // warehouse read meets Payment's warehouse update, and its customer piece merges with the
-    // order and lines (Delivery touches CUSTOMER and the order tables in one piece).
+    // district update meets Payment's D_YTD accumulation (which runs as a write), but no
+    // warehouse piece conflicts (W_YTD's accumulation is deferred); New-Order's customer piece
+    // merges with the order and lines (Delivery touches CUSTOMER and the order tables in one
+    // piece).
     let out = txlab(&["analyze", "-w", "tpcc"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     for line in [
         "workload tpcc: 3 transaction types analysed (conflicts per table), 10 template pieces \
-         -> 8 pieces",
-        "  piece 0: warehouse  [r:warehouse]\n    C-edges: payment/0",
+         -> 8 pieces after merging deadlock-prone cycles; 10 C-edges",
+        "accumulations applied at commit, outside the C-edges (a:): warehouse\n\
+         accumulations run as writes (the table is read or written otherwise): district\n",
+        "  piece 0: warehouse  [r:warehouse]\n    no C-edge: runs unconstrained",
+        "  piece 0: warehouse  [r:warehouse a:warehouse]\n    no C-edge: runs unconstrained",
+        "  piece 1: district  [r:district w:district]\n    C-edges: new-order/1, payment/1",
         "  piece 2: customer + order + lines  (merged)",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
+    // Without deferring (the factor analysis' baseline), both warehouse pieces conflict.
+    let out = txlab(&["analyze", "-w", "tpcc", "--commutative", "off"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "; 12 C-edges",
+        "accumulations run as writes (the table is read or written otherwise): warehouse, \
+         district\n",
+        "  piece 0: warehouse  [r:warehouse]\n    C-edges: payment/0",
+        "  piece 0: warehouse  [r:warehouse w:warehouse]\n    C-edges: new-order/0, payment/0",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    fails_with(
+        &["analyze", "--commutative", "maybe"],
+        2,
+        "error: --commutative 'maybe' is not valid: expected on or off",
+    );
     fails_with(
         &["analyze", "--granularity", "row"],
         2,

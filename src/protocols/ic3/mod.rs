@@ -72,7 +72,19 @@
 //!   that writer leaves the list), which checkpoints pair with the committed image (see
 //!   `worker`). Operations after a typed transaction's last piece (a crash test's
 //!   acknowledgement row) commit with it directly when no analysed template names their tables.
-//! * **Not yet**: commutative updates deferred to commit (§4.3), online analysis (§4.5).
+//! * **Commutative accumulations (§4.3)** (`Tx::accumulate`, declared `AccessMode::Accumulate`;
+//!   `commutative=on`): the paper defers every commutative operation to commit and drops the
+//!   C-edges between them. Here an accumulation is deferred only where the analysis finds
+//!   nothing it could fail to commute with (`engine::scgraph`): no analysed template reads its
+//!   columns or writes its table otherwise, since this runtime tracks records, not columns, and
+//!   could not apply an accumulation under another transaction's uncommitted write of the row
+//!   (rollbacks restore whole before-images). Elsewhere it runs as a write in its piece. In
+//!   TPC-C that defers W_YTD (the warehouse pieces lose their C-edges) and not D_YTD
+//!   (New-Order writes D_NEXT_O_ID). A deferred accumulation is applied after the dependencies
+//!   ended, under the row's lock held across the commit point, under a fresh version; its
+//!   history event names its one column, and the checker judges reads per column, so a piece
+//!   that read another column of the row does not depend on it (see `worker::apply_deferred`).
+//! * **Not yet**: online analysis (§4.5).
 
 pub mod record;
 pub mod txn;
@@ -89,6 +101,7 @@ use crate::history::Stamp;
 use crate::protocols::common::occ::{OccRecord, OccWorker};
 use crate::protocols::common::stamp_epoch;
 use crate::storage::context::WorkerCtx;
+use crate::storage::projection::Columns;
 use crate::storage::{RowId, RowRef, TableId};
 use record::{Locked, ABSENT, LISTED, LOCK, PENDING, VERSION_SHIFT};
 use std::sync::atomic::AtomicU64;
@@ -107,7 +120,9 @@ pub(crate) struct Shared {
     analysis: Option<Analysis>,
     /// Per analysed type, per merged piece: the tables its template pieces declare, each with
     /// whether one of them writes it.
-    tables: Vec<Vec<Vec<(TableId, bool)>>>,
+    tables: Vec<Vec<Vec<Declared>>>,
+    /// Per table id: whether typed transactions defer their accumulations into it (§4.3).
+    deferring: Vec<bool>,
     contexts: Contexts,
     /// Per table, per phantom bucket, its pseudo-record (made with the first worker, when the
     /// storage's bucket counts are known).
@@ -133,11 +148,14 @@ pub struct Ic3Options {
     /// (§4.2).
     #[serde(serialize_with = "serialize_switch")]
     pub rendezvous: bool,
+    /// Defer accumulations to commit, outside the C-edges, where the analysis allows (§4.3).
+    #[serde(serialize_with = "serialize_switch")]
+    pub commutative: bool,
 }
 
 impl Default for Ic3Options {
     fn default() -> Self {
-        Ic3Options { wait: WaitPolicy::Spin, optimistic: true, rendezvous: true }
+        Ic3Options { wait: WaitPolicy::Spin, optimistic: true, rendezvous: true, commutative: true }
     }
 }
 
@@ -165,6 +183,14 @@ impl ProtocolOptions for Ic3Options {
             help: "wait for a dependency's rendezvous piece instead of its commit when a piece \
                    has no C-edge with it (IC3 §4.2)",
         },
+        OptionSpec {
+            name: "commutative",
+            values: "on|off",
+            default: "on",
+            help: "apply accumulations (TPC-C's W_YTD += amount) at commit, outside the \
+                   conflicts, where no analysed template reads their columns or writes their \
+                   table otherwise (IC3 §4.3); off runs them as writes in their pieces",
+        },
     ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
@@ -182,6 +208,7 @@ impl ProtocolOptions for Ic3Options {
             }
             "optimistic" => self.optimistic = switch(name, value)?,
             "rendezvous" => self.rendezvous = switch(name, value)?,
+            "commutative" => self.commutative = switch(name, value)?,
             _ => return Err(format!("--opt {name}: not an option of ic3")),
         }
         Ok(())
@@ -242,9 +269,19 @@ impl OccRecord for Ic3Record {
     }
 }
 
-/// Per analysed type, per merged piece, the tables its template pieces declare and whether
-/// they write each.
-fn declared_tables(a: &Analysis, setup: &Setup<'_>) -> Vec<Vec<Vec<(TableId, bool)>>> {
+/// A table a merged piece's template pieces declare.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Declared {
+    pub(crate) table: TableId,
+    /// Whether one of them writes it (an accumulation that is not deferred is a write).
+    pub(crate) write: bool,
+    /// The columns they accumulate into, deferred.
+    pub(crate) accumulates: Columns,
+}
+
+/// Per analysed type, per merged piece, the tables its template pieces declare (see
+/// [`Declared`]).
+fn declared_tables(a: &Analysis, setup: &Setup<'_>) -> Vec<Vec<Vec<Declared>>> {
     use crate::engine::AccessMode;
     a.types
         .iter()
@@ -253,12 +290,17 @@ fn declared_tables(a: &Analysis, setup: &Setup<'_>) -> Vec<Vec<Vec<(TableId, boo
             c.pieces
                 .iter()
                 .map(|r| {
-                    let mut tables: Vec<(TableId, bool)> = Vec::new();
+                    let mut tables: Vec<Declared> = Vec::new();
                     for x in r.clone().flat_map(|p| tpl.pieces[p].accesses.iter()) {
-                        let write = x.mode == AccessMode::Write;
-                        match tables.iter_mut().find(|(t, _)| *t == x.table) {
-                            Some(e) => e.1 |= write,
-                            None => tables.push((x.table, write)),
+                        let mode = a.effective(x);
+                        let write = mode == Some(AccessMode::Write);
+                        let accumulates = if mode.is_none() { x.columns } else { 0 };
+                        match tables.iter_mut().find(|d| d.table == x.table) {
+                            Some(d) => {
+                                d.write |= write;
+                                d.accumulates |= accumulates;
+                            }
+                            None => tables.push(Declared { table: x.table, write, accumulates }),
                         }
                     }
                     tables
@@ -287,8 +329,9 @@ impl Protocol for Ic3 {
     type Options = Ic3Options;
 
     fn new(options: Ic3Options, setup: &Setup<'_>) -> Result<Self, Error> {
-        let analysis = (!setup.txn_types.is_empty())
-            .then(|| Analysis::with_granularity(setup.txn_types, Granularity::Table));
+        let analysis = (!setup.txn_types.is_empty()).then(|| {
+            Analysis::with_options(setup.txn_types, Granularity::Table, options.commutative)
+        });
         if let Some(a) = &analysis {
             if a.types.len() > txn::MAX_TYPES
                 || a.types.iter().any(|c| c.pieces.len() > txn::MAX_PIECES)
@@ -301,8 +344,14 @@ impl Protocol for Ic3 {
             }
         }
         let tables = analysis.as_ref().map_or_else(Vec::new, |a| declared_tables(a, setup));
+        let mut deferring = Vec::new();
+        for t in analysis.iter().flat_map(|a| a.deferred.iter()) {
+            deferring.resize(deferring.len().max(t.index() + 1), false);
+            deferring[t.index()] = true;
+        }
         let contexts = Contexts::new(setup.max_workers);
-        let shared = Shared { options, analysis, tables, contexts, buckets: OnceLock::new() };
+        let shared =
+            Shared { options, analysis, tables, deferring, contexts, buckets: OnceLock::new() };
         Ok(Ic3 { shared: Arc::new(shared) })
     }
 

@@ -47,7 +47,8 @@ use super::record::{
 };
 use super::txn::{DepQueue, TxnCtx, TxnRef, UNTYPED};
 use super::{Ic3, Shared};
-use crate::engine::{PieceEnd, ALL_COLUMNS};
+use crate::engine::Worker;
+use crate::engine::{Accumulation, PieceEnd, ALL_COLUMNS};
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::occ::{OccProtocol, OccWorker, WriteKind};
 use crate::storage::projection::Columns;
@@ -97,6 +98,8 @@ struct Item {
     read: bool,
     /// Rows: the write-set index. Buckets: `Some(0)` when a key in it is inserted or deleted.
     write: Option<u32>,
+    /// Rows: the commit applies deferred accumulations to it.
+    adds: bool,
     hold: Hold,
     /// The word when locked (without the lock bit).
     word: u64,
@@ -105,14 +108,22 @@ struct Item {
 impl Item {
     fn row(t: TableId, rid: RowId, read: bool, write: Option<u32>) -> Self {
         let order = u128::from(t.0) << 64 | u128::from(rid.0);
-        Item { order, target: Target::Row(t, rid), read, write, hold: Hold::No, word: 0 }
+        Item {
+            order,
+            target: Target::Row(t, rid),
+            read,
+            write,
+            adds: false,
+            hold: Hold::No,
+            word: 0,
+        }
     }
 
     fn bucket(t: TableId, slot: u32, write: bool) -> Self {
         let order = 1 << 127 | u128::from(t.0) << 64 | u128::from(slot);
         let write = write.then_some(0);
         let target = Target::Bucket(t, slot);
-        Item { order, target, read: write.is_none(), write, hold: Hold::No, word: 0 }
+        Item { order, target, read: write.is_none(), write, adds: false, hold: Hold::No, word: 0 }
     }
 
     fn is_bucket(&self) -> bool {
@@ -172,6 +183,15 @@ struct Redo {
     cols: Columns,
 }
 
+/// An accumulation deferred to the transaction's commit.
+#[derive(Clone, Copy, Debug)]
+struct Deferred {
+    table: TableId,
+    key: u64,
+    rid: RowId,
+    acc: Accumulation,
+}
+
 /// An IC3 worker's own state.
 pub struct Ic3Local {
     /// Keeps `shared_ptr` valid.
@@ -202,6 +222,12 @@ pub struct Ic3Local {
     /// Records found being inserted by others when read in the open piece, with their keys.
     inserting: Vec<(TableId, RowId, u64)>,
     items: Vec<Item>,
+    /// The attempt's accumulations deferred to its commit (§4.3), in the order made.
+    deferred: Vec<Deferred>,
+    /// Where `deferred` stood when the open merged piece began.
+    deferred_mark: usize,
+    /// A row's bytes while an accumulation is applied to it.
+    row_buf: Vec<u8>,
     /// The attempt's writes, for its redo record (only when the database logs).
     redo: Vec<Redo>,
     redo_images: Vec<u8>,
@@ -237,6 +263,9 @@ impl Ic3Local {
             retire_on_rollback: Vec::new(),
             inserting: Vec::new(),
             items: Vec::new(),
+            deferred: Vec::new(),
+            deferred_mark: 0,
+            row_buf: Vec::new(),
             redo: Vec::new(),
             redo_images: Vec::new(),
             stamp: 0,
@@ -349,6 +378,7 @@ fn sort_items(items: &mut Vec<Item>) {
         }
         kept.read |= later.read;
         kept.write = kept.write.or(later.write);
+        kept.adds |= later.adds;
         if kept.hold == Hold::No {
             kept.hold = later.hold;
             kept.word = later.word;
@@ -424,9 +454,13 @@ fn lock(w: &mut Ic3Worker<'_>) -> bool {
 
 /// The item of row `rid` of table `t` (gathered and locked).
 fn item_of(items: &[Item], t: TableId, rid: RowId) -> &Item {
+    &items[item_index(items, t, rid)]
+}
+
+/// Where the item of row `rid` of table `t` is.
+fn item_index(items: &[Item], t: TableId, rid: RowId) -> usize {
     let order = u128::from(t.0) << 64 | u128::from(rid.0);
-    let i = items.binary_search_by_key(&order, |x| x.order).expect("every row was gathered");
-    &items[i]
+    items.binary_search_by_key(&order, |x| x.order).expect("every row was gathered")
 }
 
 /// What a commit's validation found.
@@ -480,6 +514,9 @@ fn validate(w: &Ic3Worker<'_>, direct: bool) -> Verdict {
             if let Some(d) = doomed {
                 return Verdict::Doomed(d);
             }
+        }
+        if it.adds && it.word & ABSENT != 0 {
+            return Verdict::Stale; // deleted since its accumulation was deferred
         }
         let Some(j) = it.write else { continue };
         if direct && it.word & LISTED != 0 {
@@ -618,7 +655,7 @@ fn declared(w: &Ic3Worker<'_>) -> bool {
     let (Mode::Typed(t), Some(m)) = (w.local.mode, w.local.open) else { return true };
     let tables = &w.local.shared().tables[t][m];
     let allowed = |table: TableId, write: bool| {
-        tables.iter().any(|&(x, writable)| x == table && (writable || !write))
+        tables.iter().any(|d| d.table == table && (d.write || !write))
     };
     w.local.items.iter().all(|it| match it.target {
         Target::Row(table, _) | Target::Bucket(table, _) => allowed(table, it.write.is_some()),
@@ -717,7 +754,10 @@ fn stamp_and_release(w: &mut Ic3Worker<'_>) {
     if w.local.stamp != 0 {
         for i in 0..w.local.items.len() {
             let it = w.local.items[i];
-            let (Target::Row(t, rid), Some(_)) = (it.target, it.write) else { continue };
+            let Target::Row(t, rid) = it.target else { continue };
+            if it.write.is_none() && !it.adds {
+                continue;
+            }
             // SAFETY: the unit still holds the lock (taken and kept by `lock`).
             let mut g = unsafe { Locked::resume(row_rec(w, t, rid), it.word) };
             g.set_stamp(w.local.stamp);
@@ -728,11 +768,57 @@ fn stamp_and_release(w: &mut Ic3Worker<'_>) {
     w.local.inserting.clear();
 }
 
+/// Applies the deferred accumulations to their rows, which the commit holds locked among its
+/// items (and present: `validate` checked), each under a fresh version reported to the
+/// history with its one column, and kept for the redo record.
+///
+/// Why it is serializable: the analysis defers accumulations into a table only when no
+/// analysed template reads their columns or writes the table otherwise, so the row has no
+/// uncommitted writer (the payload is its committed value), and the pending transactions that
+/// read other columns of it neither saw nor miss anything of the accumulation. It goes in
+/// after the transaction's dependencies ended and stays locked until its commit point: the
+/// accumulations into a row are applied in an order that every dependency path between their
+/// transactions agrees with (a transaction that depends on another commits after it), and a
+/// reader of committed data sees all of the transaction's writes or none.
+fn apply_deferred(w: &mut Ic3Worker<'_>) {
+    let storage = w.ctx.storage;
+    for i in 0..w.local.deferred.len() {
+        let d = w.local.deferred[i];
+        let tbl = storage.table(d.table);
+        let row = tbl.rows.get(d.rid);
+        let at = item_index(&w.local.items, d.table, d.rid);
+        // SAFETY: the commit took this lock and kept it (`lock`).
+        let mut g = unsafe { Locked::resume(row.header, w.local.items[at].word) };
+        debug_assert!(g.word() & (PENDING | ABSENT) == 0, "no uncommitted writer, present");
+        let l = &mut w.local;
+        l.row_buf.resize(row.len(), 0);
+        row.read_into(&mut l.row_buf);
+        let fits = d.acc.apply(&mut l.row_buf);
+        debug_assert!(fits, "checked when deferred");
+        row.write_cols_from(&l.row_buf, &tbl.projection, d.acc.columns());
+        if w.ctx.log.is_some() {
+            let off = l.redo_images.len();
+            l.redo_images.extend_from_slice(&l.row_buf);
+            let image = Some((off as u32, row.len() as u32));
+            let cols = d.acc.columns();
+            l.redo.push(Redo { table: d.table, key: d.key, rid: d.rid, image, cols });
+        }
+        let prev = version(g.word());
+        let v = l.ctx().next_version();
+        g.set_version(v);
+        if let Some(h) = &mut w.ctx.history {
+            let (v, prev) = (u128::from(v), u128::from(prev));
+            h.write_cols(d.table.0, d.key, v, prev, true, d.acc.columns());
+        }
+        w.local.items[at].word = g.keep();
+    }
+}
+
 /// Whether every gathered item is on a table that no analysed template touches (the unit can
 /// then commit directly without the analysis' constraints: no analysed piece conflicts with it).
 fn outside_analysis(w: &Ic3Worker<'_>) -> bool {
     let tables = &w.local.shared().tables;
-    let analysed = |table: TableId| tables.iter().flatten().flatten().any(|&(x, _)| x == table);
+    let analysed = |table: TableId| tables.iter().flatten().flatten().any(|d| d.table == table);
     w.local.items.iter().all(|it| match it.target {
         Target::Row(table, _) | Target::Bucket(table, _) => !analysed(table),
     })
@@ -836,6 +922,7 @@ impl OccProtocol for Ic3 {
         }
         l.open = Some(m);
         l.mark = w.ctx.history.as_ref().map_or(0, |h| h.mark());
+        l.deferred_mark = l.deferred.len();
         if !waits_after(shared, t, m) {
             wait_phase(l, t, m)?;
         }
@@ -877,6 +964,7 @@ impl OccProtocol for Ic3 {
         w.local.piece_retries += 1;
         w.discard_sets();
         w.local.inserting.clear();
+        w.local.deferred.truncate(w.local.deferred_mark);
         if let Some(h) = &mut w.ctx.history {
             h.rewind(w.local.mark);
         }
@@ -908,6 +996,41 @@ impl OccProtocol for Ic3 {
         w.local.mode == Mode::Direct
     }
 
+    #[inline]
+    fn defers(w: &Ic3Worker<'_>, t: TableId) -> bool {
+        matches!(w.local.mode, Mode::Typed(_))
+            && w.local.shared().deferring.get(t.index()).copied().unwrap_or(false)
+    }
+
+    /// Keeps the accumulation for the commit ([`apply_deferred`]) once the open merged piece
+    /// is found to declare it (the analysis' promise covers nothing else). A row found absent
+    /// is read as any other, so that its absence is validated and recorded (and one that
+    /// turns out present then, inserted meanwhile, sends the attempt back).
+    fn defer(
+        w: &mut Ic3Worker<'_>,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+        acc: Accumulation,
+    ) -> Result<bool, Abort> {
+        let (Mode::Typed(ty), Some(m)) = (w.local.mode, w.local.open) else {
+            return Err(Abort::new(AbortReason::TemplateViolation));
+        };
+        let tables = &w.local.shared().tables[ty][m];
+        if !tables.iter().any(|d| d.table == t && acc.columns() & !d.accumulates == 0) {
+            return Err(Abort::new(AbortReason::TemplateViolation));
+        }
+        if row_rec(w, t, rid).load() & (ABSENT | UNLINKED) != 0 {
+            return match w.read_cols(t, key, 0, |_| ())? {
+                None => Ok(false),
+                // Inserted meanwhile (by a direct transaction: no analysed one writes `t`).
+                Some(()) => Err(Abort::new(AbortReason::ReadValidation)),
+            };
+        }
+        w.local.deferred.push(Deferred { table: t, key, rid, acc });
+        Ok(true)
+    }
+
     fn commit(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
         let Mode::Typed(t) = w.local.mode else { return commit_direct(w) };
         if let Some(m) = w.local.open {
@@ -937,9 +1060,25 @@ impl OccProtocol for Ic3 {
             w.rollback();
             return Err(Abort::new(AbortReason::CascadingAbort));
         }
-        if trailing && !lock_validate_install(w) {
+        // The trailing operations and the rows of deferred accumulations, locked together
+        // (in one order) until after the commit point.
+        let adds = !w.local.deferred.is_empty();
+        if adds {
+            let l = &mut w.local;
+            if !trailing {
+                l.items.clear();
+            }
+            for d in &l.deferred {
+                l.items.push(Item { adds: true, ..Item::row(d.table, d.rid, false, None) });
+            }
+            sort_items(&mut l.items);
+        }
+        if (trailing || adds) && !lock_validate_install(w) {
             w.rollback();
             return Err(Abort::new(AbortReason::ReadValidation));
+        }
+        if adds {
+            apply_deferred(w);
         }
         log_commit(w);
         if let Some(h) = &mut w.ctx.history {
@@ -950,7 +1089,7 @@ impl OccProtocol for Ic3 {
         // sees the writes committed serializes after it; after the log record: a reader of
         // committed data logs after it).
         w.local.ctx().commit();
-        if trailing {
+        if trailing || adds {
             stamp_and_release(w);
         }
         w.finish(true);
@@ -989,6 +1128,8 @@ impl OccProtocol for Ic3 {
         l.entries.clear();
         l.retire_on_commit.clear();
         l.retire_on_rollback.clear();
+        l.deferred.clear();
+        l.deferred_mark = 0;
         l.redo.clear();
         l.redo_images.clear();
         l.stamp = 0;
@@ -1242,5 +1383,79 @@ mod tests {
         assert_eq!(ro.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
         assert_eq!(read_a(&mut ro), 5, "the writer's value once it committed");
         ro.commit().unwrap();
+    }
+
+    /// §4.3: an accumulation into a table no analysed template writes (or reads the column
+    /// of) is deferred to the transaction's commit: readers see the old value until then, a
+    /// piece that runs again (its validation failed) keeps it once, and a rolled-back
+    /// transaction leaves nothing.
+    #[test]
+    fn accumulations_are_deferred_to_commit() {
+        use crate::engine::Accumulation;
+        static ACC: [Piece; 2] = [
+            Piece {
+                name: "acc",
+                accesses: &[
+                    r(B),
+                    TableAccess { table: A, mode: AccessMode::Accumulate, columns: 1 },
+                ],
+            },
+            Piece { name: "c", accesses: &[w(C)] },
+        ];
+        static ACC_TYPES: [TxnType; 1] = [TxnType { name: "acc", pieces: &ACC }];
+        let tables = [
+            TableSpec::new("a", 8, 16).with_columns(&[("v", 0, 8)]),
+            TableSpec::new("b", 8, 16),
+            c_table(),
+        ];
+        let db = Database::<Ic3>::builder(&tables)
+            .options(DbOptions { max_workers: 4, ..Default::default() })
+            .txn_types(&ACC_TYPES)
+            .build()
+            .unwrap();
+        let analysis = db.protocol().shared.analysis.as_ref().unwrap();
+        assert_eq!(analysis.deferred, vec![A]);
+        let mut other = db.worker().unwrap();
+        other.begin();
+        for t in [A, B, C] {
+            assert!(other.insert(t, K, &0u64.to_le_bytes()).unwrap());
+        }
+        other.commit().unwrap();
+        let read_a = |w: &mut Ic3Worker<'_>| {
+            w.begin();
+            let v = w.read(A, K, value).unwrap().unwrap();
+            w.commit().unwrap();
+            v
+        };
+        let checks = Checks { templates: true, ..Checks::default() };
+        for commit in [true, false] {
+            let mut t1 = db.worker().unwrap();
+            t1.typed(0);
+            t1.begin();
+            let mut tx = Tx::new(&mut t1, &ACC_TYPES[0], checks);
+            let mut runs = 0;
+            tx.piece(0, |tx| {
+                runs += 1;
+                tx.read(B, K, value)?;
+                assert!(tx.accumulate(A, K, Accumulation::add_i64(0, 0, 5))?);
+                if runs == 1 {
+                    // Overwrite what the piece read: its validation fails, it runs again.
+                    other.begin();
+                    assert!(other.write(B, K, &7u64.to_le_bytes()).unwrap());
+                    other.commit().unwrap();
+                }
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(runs, 2, "the piece ran again");
+            assert_eq!(read_a(&mut other), if commit { 0 } else { 5 }, "not applied yet");
+            tx.piece(1, |tx| add(tx, C, 1)).unwrap();
+            if commit {
+                t1.commit().unwrap();
+            } else {
+                t1.abort();
+            }
+            assert_eq!(read_a(&mut other), 5, "applied once, at commit, and never rolled back");
+        }
     }
 }

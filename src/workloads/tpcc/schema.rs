@@ -124,6 +124,16 @@ macro_rules! layout {
             pub fn set_i64(r: &mut [u8], c: C, v: i64) {
                 get_mut(r, c).copy_from_slice(&v.to_le_bytes());
             }
+            /// A commutative accumulation of `delta` into integer column `c` (4 or 8 bytes
+            /// wide; see `Tx::accumulate`).
+            pub const fn add(c: C, delta: i64) -> crate::engine::Accumulation {
+                let (i, off) = (c as usize, OFF[c as usize]);
+                match WIDTH[i] {
+                    8 => crate::engine::Accumulation::add_i64(i, off, delta),
+                    4 => crate::engine::Accumulation::add_u32(i, off, delta),
+                    _ => panic!("an accumulation needs a 4- or 8-byte integer column"),
+                }
+            }
             /// Copies `text` into a string column, zero-padding the rest.
             #[inline]
             pub fn set_str(r: &mut [u8], c: C, text: &[u8]) {

@@ -257,6 +257,9 @@ const fn r(table: crate::storage::TableId, columns: Columns) -> TableAccess {
 const fn w(table: crate::storage::TableId, columns: Columns) -> TableAccess {
     TableAccess { table, mode: AccessMode::Write, columns }
 }
+const fn acc(table: crate::storage::TableId, columns: Columns) -> TableAccess {
+    TableAccess { table, mode: AccessMode::Accumulate, columns }
+}
 
 static NEW_ORDER_PIECES: [Piece; 5] = [
     Piece { name: "warehouse", accesses: &[r(WAREHOUSE, NO_W)] },
@@ -276,8 +279,8 @@ static NEW_ORDER_PIECES: [Piece; 5] = [
     },
 ];
 static PAYMENT_PIECES: [Piece; 4] = [
-    Piece { name: "warehouse", accesses: &[r(WAREHOUSE, PAY_W_R), w(WAREHOUSE, PAY_W_W)] },
-    Piece { name: "district", accesses: &[r(DISTRICT, PAY_D_R), w(DISTRICT, PAY_D_W)] },
+    Piece { name: "warehouse", accesses: &[r(WAREHOUSE, PAY_W_R), acc(WAREHOUSE, PAY_W_W)] },
+    Piece { name: "district", accesses: &[r(DISTRICT, PAY_D_R), acc(DISTRICT, PAY_D_W)] },
     Piece {
         name: "customer",
         accesses: &[r(CUSTOMER_NAME, ALL_COLUMNS), r(CUSTOMER, PAY_C_R), w(CUSTOMER, PAY_C_W)],
@@ -510,27 +513,33 @@ impl TpccTxn {
 
     fn payment<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         let (w, d, amount) = (self.w, self.d, self.amount);
-        let (w_name, w_zip) = tx
-            .piece(0, |tx| {
-                tx.update_cols(WAREHOUSE, u64::from(w), PAY_W_R, PAY_W_W, |r| {
-                    wh::set_i64(r, wh::W_YTD, wh::i64(r, wh::W_YTD) + amount);
+        // W_YTD and D_YTD grow by commutative accumulations, which IC3 can defer (§4.3).
+        let (w_name, w_zip) = tx.piece(0, |tx| {
+            let out = tx
+                .read_cols(WAREHOUSE, u64::from(w), PAY_W_R, |r| {
                     let mut name = [0u8; 10];
                     name.copy_from_slice(wh::get(r, wh::W_NAME));
                     (name, wh::get(r, wh::W_ZIP)[0])
-                })
-            })?
-            .must()?;
+                })?
+                .must()?;
+            tx.accumulate(WAREHOUSE, u64::from(w), wh::add(wh::W_YTD, amount))?
+                .then_some(())
+                .must()?;
+            Ok(out)
+        })?;
         self.emit(w_zip.into());
-        let (d_name, d_zip) = tx
-            .piece(1, |tx| {
-                tx.update_cols(DISTRICT, key::district(w, d), PAY_D_R, PAY_D_W, |r| {
-                    di::set_i64(r, di::D_YTD, di::i64(r, di::D_YTD) + amount);
+        let (d_name, d_zip) = tx.piece(1, |tx| {
+            let key = key::district(w, d);
+            let out = tx
+                .read_cols(DISTRICT, key, PAY_D_R, |r| {
                     let mut name = [0u8; 10];
                     name.copy_from_slice(di::get(r, di::D_NAME));
                     (name, di::get(r, di::D_ZIP)[0])
-                })
-            })?
-            .must()?;
+                })?
+                .must()?;
+            tx.accumulate(DISTRICT, key, di::add(di::D_YTD, amount))?.then_some(()).must()?;
+            Ok(out)
+        })?;
         self.emit(d_zip.into());
         let (c_w, c_d) = (self.c_w, self.c_d);
         let (c, balance) = tx.piece(2, |tx| {
