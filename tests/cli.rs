@@ -1405,6 +1405,28 @@ fn analyze_prints_the_static_conflict_graph() {
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
+    // Online analysis (§4.5, the paper's §6.9 mix): New-Order alone keeps five pieces; with
+    // Payment and Delivery its last three merge, so until every worker has the new graph it
+    // runs them as one piece of three sub-pieces.
+    let out = txlab(&["analyze", "-w", "tpcc", "--from", "new-order,order-status,stock-level"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for line in [
+        "workload tpcc with new-order, order-status, stock-level only: 1 transaction types \
+         analysed (conflicts per table), 5 template pieces -> 5 pieces",
+        "from new-order, order-status, stock-level to every type: transitional SC-graph",
+        "  new-order:\n    piece 0: [warehouse]\n    piece 1: [district]\n    piece 2: \
+         [customer] [order] [lines]\n",
+        "workload tpcc: 3 transaction types analysed (conflicts per table)",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    fails_with(
+        &["analyze", "--from", "new-order,foo"],
+        2,
+        "error: --from: workload tpcc has no transaction type 'foo' (it has: new-order, \
+         payment, order-status, delivery, stock-level)",
+    );
     fails_with(
         &["analyze", "--commutative", "maybe"],
         2,

@@ -28,6 +28,11 @@ pub(super) struct AnalyzeArgs {
     /// the C-edges (IC3 §4.3; the ic3 protocol's `--opt commutative`)
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
     commutative: bool,
+    /// Online analysis (IC3 §4.5): the mix runs these types first (comma-separated names),
+    /// then all of them: print how the running transactions move from the first graph to the
+    /// second (side by side, or on the transitional graph)
+    #[arg(long, value_name = "TYPE,...", value_delimiter = ',')]
+    from: Option<Vec<String>>,
     /// Also write the SC-graph in Graphviz's DOT language to this file (`dot -Tsvg`)
     #[arg(long, value_name = "FILE.dot")]
     dot: Option<PathBuf>,
@@ -71,9 +76,28 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
             (w.txn_types().to_vec(), w.tables())
         }
     };
-    let names = tables.into_iter().map(|t| t.name).collect();
-    let analysis =
-        Analysis::with_options(&types, args.granularity, args.commutative).with_table_names(names);
+    let names: Vec<String> = tables.into_iter().map(|t| t.name).collect();
+    let analysis = Analysis::with_options(&types, args.granularity, args.commutative)
+        .with_table_names(names.clone());
+    if let Some(from) = &args.from {
+        let mut subset = Vec::new();
+        for name in from {
+            let Some(i) = types.iter().position(|t| t.name == name) else {
+                let known: Vec<&str> = types.iter().map(|t| t.name).collect();
+                return Err(Failure::Usage(format!(
+                    "--from: workload {} has no transaction type '{name}' (it has: {})",
+                    args.workload.name(),
+                    known.join(", ")
+                )));
+            };
+            subset.push(i);
+        }
+        let first = Analysis::of_types(&types, &subset, args.granularity, args.commutative)
+            .with_table_names(names);
+        let (w, from) = (args.workload.name(), from.join(", "));
+        print!("workload {w} with {from} only: {}", first.text(&types));
+        print!("\nfrom {from} to every type: {}\n", first.transition(&analysis).text(&types));
+    }
     print!("workload {}: {}", args.workload.name(), analysis.text(&types));
     if let (Some(f), Some(path)) = (&mut out, &args.dot) {
         f.write_all(analysis.dot(&types).as_bytes())

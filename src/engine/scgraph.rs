@@ -48,6 +48,12 @@
 //! commutative operations; deferring them all, and only where that is safe, is the same edge
 //! set where it matters (TPC-C's W_YTD) and correct everywhere else.
 //!
+//! **Changing the mix (§4.5).** [`Analysis::of_types`] analyses a mix of some of the
+//! workload's types, and [`Analysis::transition`] says how transactions running on one mix's
+//! graph move to another's without stopping: side by side, or through the transitional graph
+//! ([`Transition`]). Adding a type only adds C-edges, so pieces only merge; removing one only
+//! splits them, so the transitional graph of a removal is that of the addition it undoes.
+//!
 //! The graphs are small (two instances of a handful of types with a few pieces each), so
 //! vertex reachability is a plain transitive closure rather than a graph library's SCC.
 
@@ -71,6 +77,63 @@ impl Chopping {
     /// The piece that template piece `template_piece` belongs to.
     pub fn piece_of(&self, template_piece: usize) -> usize {
         self.pieces.iter().position(|r| r.contains(&template_piece)).expect("a template piece")
+    }
+}
+
+/// A transaction type's pieces on a transitional SC-graph (§4.5): outer pieces, each validated
+/// and committed as one, and inside each the sub-pieces whose C-edges are enforced (waited
+/// for, and dependencies tracked, at each sub-piece's end).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nested {
+    /// The type's index in the workload's [`TxnType`] table.
+    pub txn_type: usize,
+    /// The type's name.
+    pub name: &'static str,
+    /// The outer pieces in order, each with its sub-pieces, as ranges of template pieces.
+    pub pieces: Vec<(Range<usize>, Vec<Range<usize>>)>,
+}
+
+/// How a running workload moves from one analysis to another (IC3 §4.5): from one mix of its
+/// types to another, while transactions run, without stopping them.
+///
+/// When no type common to both analyses is chopped differently and one graph's C-edges include
+/// the other's (adding a type that merges nothing, Fig. 8; removing one that splits nothing),
+/// transactions may run on either graph side by side until every worker has moved to the new
+/// one: `compatible`. Otherwise the common types run on the *transitional* graph until then:
+/// each outer piece is a piece of the coarser chopping (the pieces merged in either graph),
+/// made of sub-pieces of the finer (Fig. 10): sub-pieces keep the order the old graph
+/// enforces among its transactions, and the outer pieces commit as the new graph's do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// The types both analyses analyse, on the transitional graph.
+    pub nested: Vec<Nested>,
+    /// Whether both graphs may be used side by side (see above).
+    pub compatible: bool,
+}
+
+impl Transition {
+    /// The transition in words: whether the graphs can run side by side, else each common
+    /// type's outer pieces and their sub-pieces (named by template piece).
+    pub fn text(&self, types: &[TxnType]) -> String {
+        let mut s = String::new();
+        if self.compatible {
+            s.push_str("compatible: no common type is chopped differently and one graph's C-edges include the other's; transactions run on either graph until every worker uses the new one\n");
+            return s;
+        }
+        s.push_str("transitional SC-graph: the common types run with these outer pieces (committed as one) and sub-pieces (constrained one by one) until every worker uses the new graph\n");
+        for n in &self.nested {
+            let tpl = &types[n.txn_type];
+            let _ = writeln!(s, "  {}:", n.name);
+            for (p, (outer, subs)) in n.pieces.iter().enumerate() {
+                let names = |r: &Range<usize>| {
+                    r.clone().map(|x| tpl.pieces[x].name).collect::<Vec<_>>().join(" + ")
+                };
+                let inner: Vec<String> = subs.iter().map(|r| format!("[{}]", names(r))).collect();
+                let _ = writeln!(s, "    piece {p}: {}", inner.join(" "));
+                debug_assert_eq!(outer.start, subs[0].start);
+            }
+        }
+        s
     }
 }
 
@@ -129,6 +192,9 @@ pub struct Analysis {
     table_names: Vec<String>,
 }
 
+/// A C-edge between (workload type, piece) ends, the smaller end first.
+type WorkloadEdge = ((usize, usize), (usize, usize));
+
 /// A piece of one of the two instances: (analysed type, instance 0 or 1, template piece).
 type Node = (usize, usize, usize);
 
@@ -147,12 +213,27 @@ impl Analysis {
     /// Analyses the templates `types` with conflicts at granularity `g`; with `commutative`
     /// off, every accumulation counts as a write (IC3's factor analysis, §6.5).
     pub fn with_options(types: &[TxnType], g: Granularity, commutative: bool) -> Self {
-        let analysed: Vec<usize> = (0..types.len()).filter(|&t| writes(&types[t])).collect();
+        let all: Vec<usize> = (0..types.len()).collect();
+        Self::of_types(types, &all, g, commutative)
+    }
+
+    /// [`Analysis::with_options`] of the workload's types `subset` only (indices into
+    /// `types`, which keep indexing the workload's types): a mix that runs some of them.
+    pub fn of_types(
+        types: &[TxnType],
+        subset: &[usize],
+        g: Granularity,
+        commutative: bool,
+    ) -> Self {
+        let analysed: Vec<usize> =
+            (0..types.len()).filter(|t| subset.contains(t) && writes(&types[*t])).collect();
         let (deferred, not_deferred) = deferrals(types, &analysed, g, commutative);
         let conflict =
             |a: &TxnType, p: usize, b: &TxnType, q: usize| conflict(a, p, b, q, g, &deferred);
-        let read_only =
-            (0..types.len()).filter(|t| !analysed.contains(t)).map(|t| types[t].name).collect();
+        let read_only = (0..types.len())
+            .filter(|t| subset.contains(t) && !analysed.contains(t))
+            .map(|t| types[t].name)
+            .collect();
         let tpl = |a: usize| &types[analysed[a]];
         // Nodes: every template piece of both instances of every analysed type.
         let mut nodes: Vec<Node> = Vec::new();
@@ -263,6 +344,62 @@ impl Analysis {
     /// accumulation (none), an accumulation that is not deferred as a write.
     pub fn effective(&self, a: &TableAccess) -> Option<AccessMode> {
         effective(a, &self.deferred)
+    }
+
+    /// The C-edges with their ends named by workload type (not analysed type), sorted.
+    fn workload_edges(&self) -> Vec<WorkloadEdge> {
+        let named = |(a, p): (usize, usize)| (self.types[a].txn_type, p);
+        let mut e: Vec<_> = self
+            .edges
+            .iter()
+            .map(|e| {
+                let (x, y) = (named(e.a), named(e.b));
+                (x.min(y), x.max(y))
+            })
+            .collect();
+        e.sort_unstable();
+        e
+    }
+
+    /// How a running workload moves from this analysis to `next` (of the same workload's
+    /// types, another mix: §4.5). See [`Transition`].
+    pub fn transition(&self, next: &Analysis) -> Transition {
+        let mut nested = Vec::new();
+        let mut same_pieces = true;
+        for old in &self.types {
+            let Some(new) = next.types.iter().find(|c| c.txn_type == old.txn_type) else {
+                continue;
+            };
+            same_pieces &= old.pieces == new.pieces;
+            // A boundary between template pieces bounds an outer piece when both choppings
+            // have it, a sub-piece when either has it.
+            let starts = |c: &Chopping| c.pieces.iter().map(|r| r.start).collect::<Vec<_>>();
+            let (a, b) = (starts(old), starts(new));
+            let end = old.pieces.last().map_or(0, |r| r.end);
+            let cut = |bounds: Vec<usize>| -> Vec<Range<usize>> {
+                let mut bounds = bounds;
+                bounds.push(end);
+                bounds.windows(2).map(|w| w[0]..w[1]).collect()
+            };
+            let outer = cut(a.iter().copied().filter(|k| b.contains(k)).collect());
+            let mut all: Vec<usize> = a.iter().chain(&b).copied().collect();
+            all.sort_unstable();
+            all.dedup();
+            let sub = cut(all);
+            let pieces = outer
+                .into_iter()
+                .map(|o| {
+                    let inner = sub.iter().filter(|s| o.contains(&s.start)).cloned().collect();
+                    (o, inner)
+                })
+                .collect();
+            nested.push(Nested { txn_type: old.txn_type, name: old.name, pieces });
+        }
+        let (old_edges, new_edges) = (self.workload_edges(), next.workload_edges());
+        let within = |x: &[WorkloadEdge], y: &[WorkloadEdge]| x.iter().all(|e| y.contains(e));
+        let compatible =
+            same_pieces && (within(&old_edges, &new_edges) || within(&new_edges, &old_edges));
+        Transition { nested, compatible }
     }
 
     /// Names the tables (by table id) in what [`Analysis::text`] and [`Analysis::dot`] print.
@@ -735,5 +872,69 @@ mod tests {
         let a = Analysis::with_granularity(&only, Granularity::Table);
         assert!(a.read_only.is_empty() && a.deferred == vec![TableId(1)]);
         assert!(a.edges.is_empty(), "deferred accumulations commute with each other");
+    }
+
+    /// Figure 8: T1 updates Tab1 then reads Tab2; T2, added while T1 runs, updates both in the
+    /// same order. Nothing merges and the new graph's C-edges include the old: T1's
+    /// transactions may run on either graph side by side.
+    #[test]
+    fn figure_8_adding_a_type_that_merges_nothing_is_compatible() {
+        static T1: [Piece; 2] = [
+            Piece { name: "W1(A)", accesses: &[w(1)] },
+            Piece { name: "R1(B)", accesses: &[r(2)] },
+        ];
+        static T2: [Piece; 2] = [
+            Piece { name: "W2(A)", accesses: &[w(1)] },
+            Piece { name: "W2(B)", accesses: &[w(2)] },
+        ];
+        let types = [TxnType { name: "T1", pieces: &T1 }, TxnType { name: "T2", pieces: &T2 }];
+        let old = Analysis::of_types(&types, &[0], Granularity::Column, true);
+        let new = Analysis::with_granularity(&types, Granularity::Column);
+        assert_eq!((old.types.len(), new.types.len()), (1, 2));
+        assert_eq!(ranges(&old, 0), ranges(&new, 0));
+        assert!(old.edges.len() < new.edges.len());
+        let t = old.transition(&new);
+        assert!(t.compatible, "{t:?}");
+        assert_eq!(t.nested.len(), 1, "T1 only: T2 runs on the new graph");
+        let one = |r: Range<usize>| (r.clone(), [r].to_vec());
+        assert_eq!(t.nested[0].pieces, vec![one(0..1), one(1..2)]);
+        assert!(t.text(&types).starts_with("compatible:"));
+        assert!(new.transition(&old).compatible, "removing T2 again splits nothing");
+    }
+
+    /// Figures 9 and 10: T2 reaches the tables in the opposite order, so adding it merges
+    /// T1's two pieces into one (Fig. 9b). T1's transactions on the old graph commit each
+    /// update apart, those on the new one both at once, unconstrained by the old ones (the
+    /// cycle of Fig. 9c): until every worker uses the new graph, T1 runs on the transitional
+    /// graph, its one piece made of the two old pieces as sub-pieces (Fig. 10). Removing T2
+    /// goes back through the same graph.
+    #[test]
+    fn figures_9_and_10_a_merge_needs_the_transitional_graph() {
+        static T1: [Piece; 2] = [
+            Piece { name: "W1(A)", accesses: &[w(1)] },
+            Piece { name: "W1(B)", accesses: &[w(2)] },
+        ];
+        static T2: [Piece; 2] = [
+            Piece { name: "W2(B)", accesses: &[w(2)] },
+            Piece { name: "W2(A)", accesses: &[w(1)] },
+        ];
+        let types = [TxnType { name: "T1", pieces: &T1 }, TxnType { name: "T2", pieces: &T2 }];
+        let old = Analysis::of_types(&types, &[0], Granularity::Column, true);
+        let new = Analysis::with_granularity(&types, Granularity::Column);
+        assert_eq!(ranges(&old, 0), vec![0..1, 1..2]);
+        assert_eq!(ranges(&new, 0), vec![0..2], "Fig. 9b");
+        assert_eq!(ranges(&new, 1), vec![0..2]);
+        let t = old.transition(&new);
+        assert!(!t.compatible);
+        let fig10 =
+            vec![Nested { txn_type: 0, name: "T1", pieces: vec![(0..2, vec![0..1, 1..2])] }];
+        assert_eq!(t.nested, fig10);
+        let text = t.text(&types);
+        assert!(text.contains("  T1:\n    piece 0: [W1(A)] [W1(B)]\n"), "{text}");
+        assert_eq!(new.transition(&old).nested, fig10, "removing T2");
+        // A subset keeps the workload's type indices, and lists only its own types.
+        let only_t2 = Analysis::of_types(&types, &[1], Granularity::Column, true);
+        assert_eq!(only_t2.types[0].txn_type, 1);
+        assert!(old.transition(&only_t2).nested.is_empty(), "no common type");
     }
 }

@@ -84,7 +84,9 @@
 //!   ended, under the row's lock held across the commit point, under a fresh version; its
 //!   history event names its one column, and the checker judges reads per column, so a piece
 //!   that read another column of the row does not depend on it (see `worker::apply_deferred`).
-//! * **Not yet**: online analysis (§4.5).
+//! * **Not yet**: online analysis (§4.5) at run time; the analysis computes the transitional
+//!   graph (`scgraph::Analysis::transition`, `txlab analyze --from`), but a database keeps the
+//!   graph of the types it was built with.
 
 pub mod record;
 pub mod txn;
