@@ -73,6 +73,8 @@ pub struct Database<P: Protocol> {
     options: DbOptions,
     /// The logger, when the database logs (dropped, and so flushed, after the storage's users).
     log: Option<crate::durability::log::LogHandle>,
+    /// How many transaction types the workload declared ([`Builder::txn_types`]).
+    txn_types: usize,
 }
 
 impl<P: Protocol> Drop for Database<P> {
@@ -152,7 +154,8 @@ impl<'a, P: Protocol> Builder<'a, P> {
                 Some(handle)
             }
         };
-        Ok(Database { protocol, storage, options, log })
+        let txn_types = self.txn_types.len();
+        Ok(Database { protocol, storage, options, log, txn_types })
     }
 
     /// Opens the database that logs into the directory of the options' log
@@ -284,6 +287,22 @@ impl<P: Protocol> Database<P> {
     /// The id of the table named `name`.
     pub fn table_id(&self, name: &str) -> Option<TableId> {
         self.storage.table_by_name(name).map(|t| t.id)
+    }
+
+    /// Tells the protocol which of the workload's transaction types (indices into the types
+    /// given to [`Builder::txn_types`]) the workload runs from now on: all of them until the
+    /// first call. A protocol that analyses the templates (IC3) re-analyses the mix and moves
+    /// its running workers to the new analysis without stopping them (IC3 §4.5); a type
+    /// outside the mix still runs, without the analysis' help. Call it from a thread that is
+    /// not inside a transaction; it returns once the new mix is in force.
+    pub fn set_mix(&self, types: &[usize]) -> Result<(), Error> {
+        if let Some(&bad) = types.iter().find(|&&t| t >= self.txn_types) {
+            return Err(Error::Config(format!(
+                "set_mix: no transaction type {bad} (the workload has {})",
+                self.txn_types
+            )));
+        }
+        self.protocol.set_mix(types)
     }
 
     /// A worker for the calling thread. Workers are not `Send`; create one per thread.

@@ -209,6 +209,14 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     /// Creates a worker for the calling thread.
     fn worker(db: &Database<Self>) -> Result<Self::Worker<'_>, Error>;
 
+    /// The workload runs the transaction types `types` from now on (valid indices into
+    /// [`Setup::txn_types`]; see [`Database::set_mix`]). Default: nothing (the protocol treats
+    /// every type alike).
+    fn set_mix(&self, types: &[usize]) -> Result<(), Error> {
+        let _ = types;
+        Ok(())
+    }
+
     /// What the protocol's versions hold, for a multi-version protocol (`None` for the others):
     /// read at the end of a run, when no worker runs.
     fn versions(&self, db: &Database<Self>) -> Option<super::report::VersionReport> {

@@ -219,15 +219,20 @@ impl Analysis {
 
     /// [`Analysis::with_options`] of the workload's types `subset` only (indices into
     /// `types`, which keep indexing the workload's types): a mix that runs some of them.
+    ///
+    /// Which accumulations are deferred is decided over *all* the workload's types, not the
+    /// mix's: then no change of the mix changes it, and so neither which template pieces
+    /// conflict ([`Analysis::conflicts`]). (A transaction still deferring an accumulation into
+    /// a table that a type added meanwhile reads would break what the analysis promised.)
     pub fn of_types(
         types: &[TxnType],
         subset: &[usize],
         g: Granularity,
         commutative: bool,
     ) -> Self {
-        let analysed: Vec<usize> =
-            (0..types.len()).filter(|t| subset.contains(t) && writes(&types[*t])).collect();
-        let (deferred, not_deferred) = deferrals(types, &analysed, g, commutative);
+        let writing: Vec<usize> = (0..types.len()).filter(|t| writes(&types[*t])).collect();
+        let analysed: Vec<usize> = writing.iter().copied().filter(|t| subset.contains(t)).collect();
+        let (deferred, not_deferred) = deferrals(types, &writing, g, commutative);
         let conflict =
             |a: &TxnType, p: usize, b: &TxnType, q: usize| conflict(a, p, b, q, g, &deferred);
         let read_only = (0..types.len())
@@ -333,6 +338,14 @@ impl Analysis {
         };
         analysis.tabulate();
         analysis
+    }
+
+    /// Whether template piece `p` of the workload's type `t` and template piece `q` of its type
+    /// `u` conflict (`types` being the templates the analysis was made of): whether a C-edge
+    /// joins them in any graph that has both. The same whatever the mix (see
+    /// [`Analysis::of_types`]).
+    pub fn conflicts(&self, types: &[TxnType], t: usize, p: usize, u: usize, q: usize) -> bool {
+        conflict(&types[t], p, &types[u], q, self.granularity, &self.deferred)
     }
 
     /// Whether the accumulations into `table` are deferred to commit.

@@ -84,10 +84,22 @@
 //!   ended, under the row's lock held across the commit point, under a fresh version; its
 //!   history event names its one column, and the checker judges reads per column, so a piece
 //!   that read another column of the row does not depend on it (see `worker::apply_deferred`).
-//! * **Not yet**: online analysis (§4.5) at run time; the analysis computes the transitional
-//!   graph (`scgraph::Analysis::transition`, `txlab analyze --from`), but a database keeps the
-//!   graph of the types it was built with.
+//! * **Online analysis (§4.5)** (`Database::set_mix`): workers run on *graphs* (`graph`),
+//!   and a change of the mix publishes the transitional graph, waits until no attempt runs on
+//!   the old one, and publishes the new one, without stopping the workers. Where the paper
+//!   tracks a transitional sub-piece's dependencies at its end, this runtime learns them
+//!   without appending anything (the merged piece's operations stay invisible until its
+//!   commit), and the commit refuses a dependency no wait covered (a reader or writer that came
+//!   after the sub-piece ended): the merged piece's validation fails. Types being added or
+//!   removed run directly during the change (the paper admits an added type only once every
+//!   worker runs the new graph). Which accumulations are deferred is fixed for the workload
+//!   (decided over all its types), so no change of the mix changes it.
+//! * **Template pieces as the measure of progress**: a context publishes how many template
+//!   pieces its committed merged pieces cover, and a wait names the last template piece of the
+//!   dependency's type that conflicts with the waiting sub-piece: the same wait on the
+//!   dependency's own graph (its partner piece) and meaningful on another graph's chopping.
 
+mod graph;
 pub mod record;
 pub mod txn;
 mod worker;
@@ -118,13 +130,15 @@ pub struct Ic3 {
 /// What every worker shares.
 pub(crate) struct Shared {
     options: Ic3Options,
-    /// The analysis of the workload's templates (none without a workload).
-    analysis: Option<Analysis>,
-    /// Per analysed type, per merged piece: the tables its template pieces declare, each with
-    /// whether one of them writes it.
-    tables: Vec<Vec<Vec<Declared>>>,
-    /// Per table id: whether typed transactions defer their accumulations into it (§4.3).
+    /// The workload's templates and the analysis of all of them (none without a workload).
+    templates: Option<graph::Templates>,
+    /// The graphs workers run on (see [`graph`]).
+    graphs: graph::Graphs,
+    /// Per table id: whether typed transactions defer their accumulations into it (§4.3; the
+    /// same for every mix).
     deferring: Vec<bool>,
+    /// Per table id: whether a template of the workload's (analysed) names it.
+    analysed_tables: Vec<bool>,
     contexts: Contexts,
     /// Per table, per phantom bucket, its pseudo-record (made with the first worker, when the
     /// storage's bucket counts are known).
@@ -281,37 +295,6 @@ pub(crate) struct Declared {
     pub(crate) accumulates: Columns,
 }
 
-/// Per analysed type, per merged piece, the tables its template pieces declare (see
-/// [`Declared`]).
-fn declared_tables(a: &Analysis, setup: &Setup<'_>) -> Vec<Vec<Vec<Declared>>> {
-    use crate::engine::AccessMode;
-    a.types
-        .iter()
-        .map(|c| {
-            let tpl = &setup.txn_types[c.txn_type];
-            c.pieces
-                .iter()
-                .map(|r| {
-                    let mut tables: Vec<Declared> = Vec::new();
-                    for x in r.clone().flat_map(|p| tpl.pieces[p].accesses.iter()) {
-                        let mode = a.effective(x);
-                        let write = mode == Some(AccessMode::Write);
-                        let accumulates = if mode.is_none() { x.columns } else { 0 };
-                        match tables.iter_mut().find(|d| d.table == x.table) {
-                            Some(d) => {
-                                d.write |= write;
-                                d.accumulates |= accumulates;
-                            }
-                            None => tables.push(Declared { table: x.table, write, accumulates }),
-                        }
-                    }
-                    tables
-                })
-                .collect()
-        })
-        .collect()
-}
-
 impl Protocol for Ic3 {
     const NAME: &'static str = "ic3";
     const DESCRIPTION: &'static str = "piece-wise OCC with dependency tracking, constrained by a \
@@ -331,29 +314,54 @@ impl Protocol for Ic3 {
     type Options = Ic3Options;
 
     fn new(options: Ic3Options, setup: &Setup<'_>) -> Result<Self, Error> {
-        let analysis = (!setup.txn_types.is_empty()).then(|| {
-            Analysis::with_options(setup.txn_types, Granularity::Table, options.commutative)
-        });
-        if let Some(a) = &analysis {
-            if a.types.len() > txn::MAX_TYPES
-                || a.types.iter().any(|c| c.pieces.len() > txn::MAX_PIECES)
-            {
-                return Err(Error::Config(format!(
-                    "ic3: at most {} analysed transaction types of at most {} pieces each",
-                    txn::MAX_TYPES,
-                    txn::MAX_PIECES
-                )));
+        let types = setup.txn_types;
+        if types.len() > txn::MAX_TYPES || types.iter().any(|t| t.pieces.len() > txn::MAX_PIECES) {
+            return Err(Error::Config(format!(
+                "ic3: at most {} transaction types of at most {} pieces each",
+                txn::MAX_TYPES,
+                txn::MAX_PIECES
+            )));
+        }
+        let templates = (!types.is_empty()).then(|| {
+            let full = Analysis::with_options(types, Granularity::Table, options.commutative);
+            graph::Templates {
+                types: types.to_vec(),
+                granularity: Granularity::Table,
+                commutative: options.commutative,
+                full,
             }
-        }
-        let tables = analysis.as_ref().map_or_else(Vec::new, |a| declared_tables(a, setup));
+        });
         let mut deferring = Vec::new();
-        for t in analysis.iter().flat_map(|a| a.deferred.iter()) {
-            deferring.resize(deferring.len().max(t.index() + 1), false);
-            deferring[t.index()] = true;
-        }
+        let mut analysed_tables = Vec::new();
+        let mark = |v: &mut Vec<bool>, t: TableId| {
+            v.resize(v.len().max(t.index() + 1), false);
+            v[t.index()] = true;
+        };
+        let all: Vec<usize> = (0..types.len()).collect();
+        let first = match &templates {
+            Some(tp) => {
+                for &t in &tp.full.deferred {
+                    mark(&mut deferring, t);
+                }
+                for c in &tp.full.types {
+                    for x in types[c.txn_type].pieces.iter().flat_map(|p| p.accesses.iter()) {
+                        mark(&mut analysed_tables, x.table);
+                    }
+                }
+                tp.graph(&tp.full, &all, 0, options.rendezvous)
+            }
+            None => graph::Graph { version: 0, mix: Vec::new(), plans: Vec::new() },
+        };
         let contexts = Contexts::new(setup.max_workers);
-        let shared =
-            Shared { options, analysis, tables, deferring, contexts, buckets: OnceLock::new() };
+        let shared = Shared {
+            options,
+            templates,
+            graphs: graph::Graphs::new(first),
+            deferring,
+            analysed_tables,
+            contexts,
+            buckets: OnceLock::new(),
+        };
         Ok(Ic3 { shared: Arc::new(shared) })
     }
 
@@ -384,6 +392,16 @@ impl Protocol for Ic3 {
         // durable before it committed, carries the image with its stamp; no other write of
         // the key has a stamp between the two).
         (word & ABSENT == 0).then(|| row.header.stamp())
+    }
+
+    /// Re-analyses the templates for the mix and moves the workers to its graph through the
+    /// transitional one (§4.5; see `graph`).
+    fn set_mix(&self, types: &[usize]) -> Result<(), Error> {
+        let s = &self.shared;
+        if let Some(templates) = &s.templates {
+            graph::set_mix(&s.graphs, &s.contexts, templates, s.options.rendezvous, types);
+        }
+        Ok(())
     }
 
     fn worker(db: &Database<Self>) -> Result<Ic3Worker<'_>, Error> {

@@ -424,22 +424,9 @@ impl<'r> Locked<'r> {
     ) {
         // SAFETY: the caller's entry, fresh and unlinked.
         let e = unsafe { entry.as_ref() };
-        let me = e.txn;
-        let mut last: Option<&Entry> = None;
-        let mut last_writer = None;
-        for (i, x) in self.entries().enumerate() {
-            if x.writer && x.txn != me {
-                last_writer = Some(i);
-            }
-            last = Some(x);
-        }
-        for (i, x) in self.entries().enumerate() {
-            let after = last_writer.is_none_or(|w| i >= w);
-            if x.txn != me && after && (x.writer || e.writer) {
-                deps.push(x.txn.expect("linked entries have a transaction"));
-            }
-        }
-        match last {
+        let me = e.txn.expect("a fresh entry has its transaction");
+        self.dependencies(me, e.writer, |d| deps.push(d));
+        match self.entries().last() {
             Some(l) => l.next.store(entry.as_ptr(), Ordering::Relaxed),
             None => self.rec.head.store(entry.as_ptr(), Ordering::Relaxed),
         }
@@ -458,6 +445,19 @@ impl<'r> Locked<'r> {
             let before = unsafe { std::slice::from_raw_parts_mut(e.before, row.len()) };
             row.read_into(before);
             e.before_word.store(self.word & VALUE, Ordering::Relaxed);
+        }
+    }
+
+    /// The transactions an entry of `me` (a writer's when `writer`) appended now would depend
+    /// on directly (see [`Locked::append`]), each passed to `f` (some more than once).
+    pub fn dependencies(&self, me: TxnRef, writer: bool, mut f: impl FnMut(TxnRef)) {
+        let me = Some(me);
+        let last_writer = self.entries().enumerate().filter(|(_, x)| x.writer && x.txn != me);
+        let from = last_writer.last().map_or(0, |(i, _)| i);
+        for x in self.entries().skip(from) {
+            if x.txn != me && (x.writer || writer) {
+                f(x.txn.expect("linked entries have a transaction"));
+            }
         }
     }
 
@@ -614,7 +614,7 @@ mod tests {
     fn reads_see_the_last_pieces_write_and_dependencies_follow_the_list() {
         let c = Cell::new(10);
         let (c1, c2, c3) = (TxnCtx::default(), TxnCtx::default(), TxnCtx::default());
-        let (t1, t2, t3) = (c1.begin(0), c2.begin(0), c3.begin(0));
+        let (t1, t2, t3) = (c1.begin(0, 0), c2.begin(0, 0), c3.begin(0, 0));
         let (mut p1, mut p2, mut p3) =
             (EntryPool::default(), EntryPool::default(), EntryPool::default());
         let (mut b1, mut b3) = (buffer(), buffer());
@@ -648,7 +648,7 @@ mod tests {
     fn a_rolled_back_writer_marks_its_successors_and_hands_its_before_image_on() {
         let c = Cell::new(10);
         let (c1, c2, c3) = (TxnCtx::default(), TxnCtx::default(), TxnCtx::default());
-        let (t1, t2, t3) = (c1.begin(0), c2.begin(0), c3.begin(0));
+        let (t1, t2, t3) = (c1.begin(0, 0), c2.begin(0, 0), c3.begin(0, 0));
         let (mut p1, mut p2, mut p3) =
             (EntryPool::default(), EntryPool::default(), EntryPool::default());
         let (mut b2, mut b3) = (buffer(), buffer());
@@ -680,7 +680,7 @@ mod tests {
         assert_eq!(version(w), 1, "with its version");
         assert_eq!(w & (PENDING | LISTED), 0);
         // A committed writer only leaves the list: its value stays, under the same version.
-        let w5 = writer(&mut p1, c1.begin(0), &mut b2);
+        let w5 = writer(&mut p1, c1.begin(0, 0), &mut b2);
         c.write(w5, 50);
         let seen = c.read();
         c.unlink(w5, false);
@@ -709,7 +709,7 @@ mod tests {
                     let mut before = buffer();
                     let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
                     for i in 0..TXNS {
-                        let t = ctx.begin(0);
+                        let t = ctx.begin(0, 0);
                         let e = writer(&mut pool, t, &mut before);
                         let mut deps = DepQueue::default();
                         {
@@ -752,7 +752,7 @@ mod tests {
     fn committed_writers_count_from_their_commit_point() {
         let c = Cell::new(10);
         let (c1, c2) = (TxnCtx::default(), TxnCtx::default());
-        let (t1, t2) = (c1.begin(0), c2.begin(0));
+        let (t1, t2) = (c1.begin(0, 0), c2.begin(0, 0));
         let (mut p1, mut p2) = (EntryPool::default(), EntryPool::default());
         let (mut b1, mut b2) = (buffer(), buffer());
         let w1 = writer(&mut p1, t1, &mut b1);
@@ -782,7 +782,7 @@ mod tests {
         let ctx = TxnCtx::default();
         let mut pool = EntryPool::default();
         let mut b = buffer();
-        let e = writer(&mut pool, ctx.begin(0), &mut b);
+        let e = writer(&mut pool, ctx.begin(0, 0), &mut b);
         // SAFETY: the lock is the insert's, held since `init`.
         let mut l = unsafe { Locked::resume(&c.rec, c.rec.load()) };
         l.append(Some(&c.row()), e, &mut DepQueue::default());
@@ -803,7 +803,7 @@ mod tests {
     fn bucket_entries_order_scans_and_inserts_without_images() {
         let b = Ic3Record::default();
         let (c1, c2, c3) = (TxnCtx::default(), TxnCtx::default(), TxnCtx::default());
-        let (t1, t2, t3) = (c1.begin(0), c2.begin(0), c3.begin(0));
+        let (t1, t2, t3) = (c1.begin(0, 0), c2.begin(0, 0), c3.begin(0, 0));
         let (mut p1, mut p2, mut p3) =
             (EntryPool::default(), EntryPool::default(), EntryPool::default());
         let append = |e| {

@@ -5,9 +5,12 @@
 //!
 //! A context belongs to one worker at a time and is reused for every attempt it runs (the
 //! paper's fixed-size, reused context, §5.2). Its state is one word, so a waiter reads a
-//! consistent triple with one load: the attempt's *generation* (a new one for every attempt,
-//! retries included), its analysed type, and its *progress* (the number of its merged pieces
-//! that have committed; [`COMMITTED`] from its commit point while it leaves the accessor lists;
+//! consistent quadruple with one load: the attempt's *generation* (a new one for every
+//! attempt, retries included), the SC-graph it runs on (a version number modulo
+//! [`GRAPH_VERSIONS`]: at most two graphs run at once, see `ic3`'s online analysis), its
+//! workload type, and its *progress*: the number of its template pieces whose merged pieces
+//! have committed, the same measure whichever graph chopped them, so that a waiter on another
+//! graph reads it too ([`COMMITTED`] from its commit point while it leaves the accessor lists;
 //! [`DONE`] once the attempt committed or rolled back). A dependency is
 //! a context and a generation ([`TxnRef`]): once the context's generation moves on, the
 //! attempt it named is over, however it ended (a rolled-back attempt marks the accessor-list
@@ -28,15 +31,19 @@ pub const DONE: u64 = 0xFFFF;
 /// committed data from this store on (the commit point that reads of committed images see,
 /// `record::Locked::committed_word`).
 pub const COMMITTED: u64 = DONE - 1;
-/// The type of an untyped attempt (or one of a type the analysis leaves out).
+/// The type of an attempt that runs directly (untyped, or of a type the graph leaves out).
 pub const UNTYPED: u64 = 0xFF;
 const PROGRESS_BITS: u32 = 16;
 const TYPE_BITS: u32 = 8;
-const GEN_SHIFT: u32 = PROGRESS_BITS + TYPE_BITS;
+const GRAPH_BITS: u32 = 4;
+const GRAPH_SHIFT: u32 = PROGRESS_BITS + TYPE_BITS;
+const GEN_SHIFT: u32 = GRAPH_SHIFT + GRAPH_BITS;
+/// Graph versions a state tells apart (it keeps a version modulo this).
+pub const GRAPH_VERSIONS: u64 = 1 << GRAPH_BITS;
 
-/// The most analysed types a context can name (the type field's width, less [`UNTYPED`]).
+/// The most workload types a context can name (the type field's width, less [`UNTYPED`]).
 pub const MAX_TYPES: usize = UNTYPED as usize;
-/// The most merged pieces a type may have (below [`COMMITTED`]).
+/// The most template pieces a type may have (below [`COMMITTED`]).
 pub const MAX_PIECES: usize = COMMITTED as usize - 1;
 
 /// A context's state word, unpacked.
@@ -44,24 +51,33 @@ pub const MAX_PIECES: usize = COMMITTED as usize - 1;
 pub struct State {
     /// The attempt's generation.
     pub gen: u64,
-    /// Its analysed type, or [`UNTYPED`].
+    /// The version of the graph it runs on, modulo [`GRAPH_VERSIONS`] (0 when direct).
+    pub graph: u64,
+    /// Its workload type, or [`UNTYPED`].
     pub ty: u64,
-    /// Merged pieces committed, or [`DONE`].
+    /// Template pieces committed (always the end of a merged piece), or [`DONE`].
     pub progress: u64,
 }
 
 impl State {
     fn pack(self) -> u64 {
-        debug_assert!(self.ty <= UNTYPED && self.progress <= DONE);
-        self.gen << GEN_SHIFT | self.ty << PROGRESS_BITS | self.progress
+        debug_assert!(self.ty <= UNTYPED && self.progress <= DONE && self.graph < GRAPH_VERSIONS);
+        self.gen << GEN_SHIFT | self.graph << GRAPH_SHIFT | self.ty << PROGRESS_BITS | self.progress
     }
 
     fn unpack(w: u64) -> Self {
         State {
             gen: w >> GEN_SHIFT,
+            graph: (w >> GRAPH_SHIFT) & (GRAPH_VERSIONS - 1),
             ty: (w >> PROGRESS_BITS) & ((1 << TYPE_BITS) - 1),
             progress: w & DONE,
         }
+    }
+
+    /// Whether it is a running attempt on graph `graph` (a version modulo
+    /// [`GRAPH_VERSIONS`]) that does not run directly.
+    pub fn runs_on(&self, graph: u64) -> bool {
+        self.ty != UNTYPED && self.progress != DONE && self.graph == graph
     }
 }
 
@@ -93,15 +109,34 @@ impl TxnCtx {
         State::unpack(self.state.load(Ordering::Acquire))
     }
 
-    /// Starts a new attempt of analysed type `ty` ([`UNTYPED`] for none) and returns its
-    /// reference. Only the owning worker calls it, when its previous attempt has ended (which
-    /// woke its waiters: nobody waits for a new attempt's start).
-    pub fn begin(&self, ty: u64) -> TxnRef {
+    /// Starts a new attempt of workload type `ty` ([`UNTYPED`] for a direct one) on graph
+    /// version `graph` and returns its reference. Only the owning worker calls it, when its
+    /// previous attempt has ended (which woke its waiters: nobody waits for a new attempt's
+    /// start).
+    pub fn begin(&self, ty: u64, graph: u64) -> TxnRef {
         debug_assert!(ty <= UNTYPED);
-        let gen = self.load().gen + 1;
-        // Release: see `load`.
-        self.state.store(State { gen, ty, progress: 0 }.pack(), Ordering::Release);
+        let gen = (self.load().gen + 1) & ((1 << (64 - GEN_SHIFT)) - 1);
+        let graph = graph % GRAPH_VERSIONS;
+        // SeqCst (Release for `load`): a worker that begins on a graph stores its state and
+        // then loads which graph is current, SeqCst (`ic3`'s begin), and a mix change stores
+        // the new current graph and then loads every context's state, SeqCst: either the
+        // worker sees the new graph and begins again on it, or the change sees the attempt.
+        self.state.store(State { gen, graph, ty, progress: 0 }.pack(), Ordering::SeqCst);
         TxnRef { ctx: self, gen }
+    }
+
+    /// Moves the attempt just begun (no piece committed, no entry anywhere, nobody depends on
+    /// it) to graph version `graph` and type `ty`.
+    pub fn rebegin(&self, ty: u64, graph: u64) {
+        let s = State { ty, graph: graph % GRAPH_VERSIONS, ..self.load() };
+        debug_assert_eq!(s.progress, 0);
+        // SeqCst: see `begin`.
+        self.state.store(s.pack(), Ordering::SeqCst);
+    }
+
+    /// The state now, for a mix change's scan of the contexts (SeqCst: see `begin`).
+    pub fn load_seqcst(&self) -> State {
+        State::unpack(self.state.load(Ordering::SeqCst))
     }
 
     /// Stores a new state and wakes the workers parked on the context.
@@ -127,7 +162,8 @@ impl TxnCtx {
         std::ptr::from_ref(self) as usize
     }
 
-    /// Publishes that the running attempt has committed `pieces` merged pieces.
+    /// Publishes that the running attempt has committed its first `pieces` template pieces
+    /// (the end of a merged piece).
     pub fn progress(&self, pieces: u64) {
         debug_assert!(pieces < COMMITTED);
         self.publish(State { progress: pieces, ..self.load() });
@@ -204,10 +240,11 @@ impl TxnRef {
         unsafe { &*self.ctx }.load()
     }
 
-    /// The attempt's analysed type while it runs, `None` once it is over.
-    pub fn running_type(&self) -> Option<u64> {
+    /// The attempt's workload type (or [`UNTYPED`]) and graph version while it runs, `None`
+    /// once it is over.
+    pub fn running(&self) -> Option<(u64, u64)> {
         let s = self.state();
-        (s.gen == self.gen && s.progress != DONE).then_some(s.ty)
+        (s.gen == self.gen && s.progress != DONE).then_some((s.ty, s.graph))
     }
 
     /// Whether the attempt is over (committed or rolled back).
@@ -226,7 +263,8 @@ impl TxnRef {
         s.gen != self.gen || s.progress == COMMITTED
     }
 
-    /// Whether the attempt has committed its merged piece `piece` (or is over).
+    /// Whether the attempt has committed the merged piece that holds its template piece
+    /// `piece` (or is over).
     #[inline]
     pub fn passed(&self, piece: usize) -> bool {
         let s = self.state();
@@ -324,6 +362,11 @@ impl Contexts {
         })
     }
 
+    /// Every context's state now (SeqCst: see [`TxnCtx::begin`]).
+    pub fn states(&self) -> impl Iterator<Item = State> + '_ {
+        self.slots.iter().map(|s| s.0.load_seqcst())
+    }
+
     /// Returns a context taken with [`Contexts::take`] (its attempt over).
     pub fn give_back(&self, ctx: &TxnCtx) {
         debug_assert_eq!(ctx.load().progress, DONE);
@@ -358,6 +401,11 @@ impl DepQueue {
         self.deps.iter()
     }
 
+    /// Whether `dep` is there.
+    pub fn contains(&self, dep: &TxnRef) -> bool {
+        self.deps.contains(dep)
+    }
+
     /// Drops the dependencies that are over (they constrain nothing any more).
     pub fn prune(&mut self) {
         self.deps.retain(|d| !d.over());
@@ -381,24 +429,24 @@ mod tests {
     #[test]
     fn a_reference_sees_its_attempt_progress_and_end_and_not_the_next_attempt() {
         let ctx = TxnCtx::default();
-        let a = ctx.begin(3);
-        assert_eq!(a.running_type(), Some(3));
+        let a = ctx.begin(3, 0);
+        assert_eq!(a.running(), Some((3, 0)));
         assert!(!a.passed(0) && !a.over());
         ctx.progress(1);
         assert!(a.passed(0) && !a.passed(1));
         ctx.end();
         assert!(a.over() && a.passed(7));
-        assert_eq!(a.running_type(), None);
-        let b = ctx.begin(UNTYPED);
+        assert_eq!(a.running(), None);
+        let b = ctx.begin(UNTYPED, 0);
         assert!(a.over(), "a retry is a new attempt: the old one stays over");
         assert!(!b.over() && b != a);
-        assert_eq!(b.running_type(), Some(UNTYPED));
+        assert_eq!(b.running(), Some((UNTYPED, 0)));
     }
 
     #[test]
     fn waiting_for_a_piece_returns_once_another_thread_commits_it() {
         let ctx = TxnCtx::default();
-        let a = ctx.begin(0);
+        let a = ctx.begin(0, 0);
         std::thread::scope(|s| {
             let waiter = s.spawn(move || {
                 a.wait(WaitPolicy::Spin, || a.passed(1));
@@ -416,7 +464,7 @@ mod tests {
         let c = Contexts::new(2);
         let (x, y) = (c.take().unwrap(), c.take().unwrap());
         assert!(c.take().is_none(), "two slots");
-        x.begin(0);
+        x.begin(0, 0);
         x.end();
         c.give_back(x);
         assert!(std::ptr::eq(c.take().unwrap(), x));
@@ -426,7 +474,7 @@ mod tests {
     #[test]
     fn the_dependency_queue_holds_each_attempt_once_and_prunes_ended_ones() {
         let (c1, c2) = (TxnCtx::default(), TxnCtx::default());
-        let (a, b) = (c1.begin(0), c2.begin(1));
+        let (a, b) = (c1.begin(0, 0), c2.begin(1, 0));
         let mut q = DepQueue::default();
         q.push(a);
         q.push(b);

@@ -1,8 +1,9 @@
 //! IC3's worker: `common::occ`'s read phase for each piece, and IC3's piece commit, waits,
 //! transaction commit and rollback (Algorithms 1 and 2, §4.1, §4.2, §4.4).
 //!
-//! A typed transaction (one whose type the analysis knows) runs *merged piece* by merged
-//! piece. A merged piece is the declared pieces the analysis combined (`Chopping::pieces`);
+//! A typed transaction (one whose type its graph runs typed: see `graph`) runs *merged piece*
+//! by merged piece. A merged piece is the declared pieces the analysis combined, waited for
+//! sub-piece by sub-piece (one sub-piece but on a transitional graph: see [`track`]);
 //! its operations gather in the read phase's sets until its last declared piece ends, and then
 //! it commits on its own ([`commit_piece`]): it locks every record it read or wrote and the
 //! phantom buckets it covered or changed, in one global order (rows, then buckets; by table and
@@ -41,6 +42,7 @@
 //! releases the record, so a reader that holds the bucket and still sees the record locked is
 //! before it).
 
+use super::graph::{Graph, Plan, Rule};
 use super::record::{
     same_version, version, Entry, EntryPool, Ic3Record, Locked, ABSENT, LISTED, LOCK, PENDING,
     UNLINKED,
@@ -62,9 +64,9 @@ pub type Ic3Worker<'db> = OccWorker<'db, Ic3>;
 /// How the running attempt executes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    /// Piece by piece, as analysed type `t` (an index into `Analysis::types`).
+    /// Piece by piece, as workload type `t`, on the attempt's graph.
     Typed(usize),
-    /// As one unit over committed data (untyped, or a type the analysis leaves out).
+    /// As one unit over committed data (untyped, or a type the graph leaves out).
     Direct,
 }
 
@@ -100,6 +102,9 @@ struct Item {
     write: Option<u32>,
     /// Rows: the commit applies deferred accumulations to it.
     adds: bool,
+    /// Gathered from an operation of a sub-piece before the open merged piece's current one
+    /// (see [`covered`]).
+    early: bool,
     hold: Hold,
     /// The word when locked (without the lock bit).
     word: u64,
@@ -114,6 +119,7 @@ impl Item {
             read,
             write,
             adds: false,
+            early: false,
             hold: Hold::No,
             word: 0,
         }
@@ -123,7 +129,8 @@ impl Item {
         let order = 1 << 127 | u128::from(t.0) << 64 | u128::from(slot);
         let write = write.then_some(0);
         let target = Target::Bucket(t, slot);
-        Item { order, target, read: write.is_none(), write, adds: false, hold: Hold::No, word: 0 }
+        let read = write.is_none();
+        Item { order, target, read, write, adds: false, early: false, hold: Hold::No, word: 0 }
     }
 
     fn is_bucket(&self) -> bool {
@@ -202,6 +209,9 @@ pub struct Ic3Local {
     ctx: NonNull<TxnCtx>,
     /// The running attempt.
     txn: Option<TxnRef>,
+    /// The graph the running attempt runs on (one of `shared.graphs`, kept for the
+    /// protocol's life).
+    graph: NonNull<Graph>,
     /// The workload type named for the next attempt ([`crate::engine::Worker::typed`]).
     next_type: Option<usize>,
     mode: Mode,
@@ -209,6 +219,10 @@ pub struct Ic3Local {
     open: Option<usize>,
     /// The latest merged piece begun.
     reached: Option<usize>,
+    /// The open merged piece's current sub-piece.
+    sub: usize,
+    /// The read, write and phantom sets' lengths when the current sub-piece began.
+    sub_from: (usize, usize, usize),
     /// Where the history's events stood when the open merged piece began.
     mark: usize,
     deps: DepQueue,
@@ -245,15 +259,19 @@ unsafe impl Send for Ic3Local {}
 impl Ic3Local {
     pub(super) fn new(shared: Arc<Shared>) -> Option<Self> {
         let ctx = NonNull::from(shared.contexts.take()?);
+        let graph = NonNull::from(shared.graphs.current());
         Some(Ic3Local {
             shared_ptr: NonNull::from(&*shared),
             _shared: shared,
             ctx,
             txn: None,
+            graph,
             next_type: None,
             mode: Mode::Direct,
             open: None,
             reached: None,
+            sub: 0,
+            sub_from: (0, 0, 0),
             mark: 0,
             deps: DepQueue::default(),
             pool: EntryPool::default(),
@@ -287,6 +305,18 @@ impl Ic3Local {
         // SAFETY: as for `ctx`: `_shared` keeps it alive, and no reference outlives a call.
         unsafe { self.shared_ptr.as_ref() }
     }
+
+    /// The running attempt's graph, borrowed apart from the local.
+    fn graph<'a>(&self) -> &'a Graph {
+        // SAFETY: published graphs live as long as the shared state (`graph`), which `_shared`
+        // keeps alive; no reference outlives a call.
+        unsafe { self.graph.as_ref() }
+    }
+
+    /// How typed attempt type `t` runs on the attempt's graph.
+    fn plan<'a>(&self, t: usize) -> &'a Plan {
+        self.graph().plans[t].as_ref().expect("a typed attempt's type has a plan")
+    }
 }
 
 impl Drop for Ic3Local {
@@ -306,13 +336,12 @@ fn bucket_rec(shared: &Shared, t: TableId, slot: u32) -> &Ic3Record {
     &shared.buckets()[t.index()][slot as usize]
 }
 
-/// Whether merged piece `m` of analysed type `t` waits after its execution (optimistic
-/// constraining, §4.1) rather than before: only a merged piece of one declared piece, which can
-/// run again when what it read changed while it waited (a merged piece of several would roll
-/// the transaction back, see the module docs).
-fn waits_after(shared: &Shared, t: usize, m: usize) -> bool {
-    let a = shared.analysis.as_ref().expect("a typed attempt has an analysis");
-    shared.options.optimistic && a.types[t].pieces[m].len() == 1
+/// Whether merged piece `m` of type `t` waits after its execution (optimistic constraining,
+/// §4.1) rather than before: only a merged piece of one declared piece, which can run again
+/// when what it read changed while it waited (a merged piece of several would roll the
+/// transaction back, see the module docs).
+fn waits_after(l: &Ic3Local, t: usize, m: usize) -> bool {
+    l.shared().options.optimistic && l.plan(t).pieces[m].range.len() == 1
 }
 
 /// The abort of an attempt that learnt it is doomed (a rolled-back writer marked its entries).
@@ -320,29 +349,28 @@ fn cascade() -> Abort {
     Abort::new(AbortReason::CascadingAbort)
 }
 
-/// Algorithm 1's wait phase for merged piece `m` of analysed type `t`. Ends early with a
-/// cascading abort when the attempt is doomed meanwhile.
-fn wait_phase(l: &mut Ic3Local, t: usize, m: usize) -> Result<(), Abort> {
-    let shared = l.shared();
-    let a = shared.analysis.as_ref().expect("a typed attempt has an analysis");
-    if !a.conflicting(t, m) {
+/// Algorithm 1's wait phase for sub-piece `s` of merged piece `m` of type `t` (see
+/// [`super::graph::Rule`]). Ends early with a cascading abort when the attempt is doomed
+/// meanwhile.
+fn wait_phase(l: &mut Ic3Local, t: usize, m: usize, s: usize) -> Result<(), Abort> {
+    let sub = &l.plan(t).pieces[m].subs[s];
+    if !sub.conflicting {
         return Ok(()); // case 1
     }
     let me = l.txn.expect("an attempt is running");
-    let policy = shared.options.wait;
+    let tag = l.graph().tag();
+    let policy = l.shared().options.wait;
     l.deps.prune();
     for d in l.deps.iter() {
-        let Some(u) = d.running_type() else { continue };
-        let piece = if u == UNTYPED {
-            None
-        } else {
-            let u = u as usize;
-            a.partner(t, m, u) // case 2
-                .or_else(|| a.rendezvous(t, m, u).filter(|_| shared.options.rendezvous))
+        let Some((u, graph)) = d.running() else { continue };
+        let rule = match u {
+            UNTYPED => Rule::End,
+            u if graph == tag => sub.same[u as usize],
+            u => sub.cross[u as usize],
         };
-        match piece {
-            Some(q) => d.wait(policy, || d.passed(q) || me.doomed()),
-            None => d.wait(policy, || d.over() || me.doomed()), // case 3
+        match rule {
+            Rule::Piece(j) => d.wait(policy, || d.passed(j) || me.doomed()), // case 2
+            Rule::End => d.wait(policy, || d.over() || me.doomed()),         // case 3
         }
         if me.doomed() {
             return Err(cascade());
@@ -351,21 +379,28 @@ fn wait_phase(l: &mut Ic3Local, t: usize, m: usize) -> Result<(), Abort> {
     Ok(())
 }
 
-/// Gathers the items the open piece's commit locks, in lock order.
+/// Gathers the items the open piece's commit locks, in lock order, marking those of
+/// operations before the current sub-piece `early`.
 fn gather(w: &mut Ic3Worker<'_>) {
     let storage = w.ctx.storage;
+    let (r0, w0, p0) = w.local.sub_from;
     let items = &mut w.local.items;
     items.clear();
-    items.extend(w.reads.iter().map(|r| Item::row(r.table, r.rid, true, None)));
+    for (i, r) in w.reads.iter().enumerate() {
+        items.push(Item { early: i < r0, ..Item::row(r.table, r.rid, true, None) });
+    }
     for (i, x) in w.writes.iter().enumerate() {
-        items.push(Item::row(x.table, x.rid, false, Some(i as u32)));
+        let early = i < w0;
+        items.push(Item { early, ..Item::row(x.table, x.rid, false, Some(i as u32)) });
         if x.kind != WriteKind::Update {
             // An insert or delete changes which keys exist: its bucket's writer.
             let slot = storage.table(x.table).buckets.slot_of(x.key) as u32;
-            items.push(Item::bucket(x.table, slot, true));
+            items.push(Item { early, ..Item::bucket(x.table, slot, true) });
         }
     }
-    items.extend(w.phantoms.iter().map(|p| Item::bucket(p.table, p.slot, false)));
+    for (i, p) in w.phantoms.iter().enumerate() {
+        items.push(Item { early: i < p0, ..Item::bucket(p.table, p.slot, false) });
+    }
     sort_items(items);
 }
 
@@ -379,6 +414,7 @@ fn sort_items(items: &mut Vec<Item>) {
         kept.read |= later.read;
         kept.write = kept.write.or(later.write);
         kept.adds |= later.adds;
+        kept.early |= later.early;
         if kept.hold == Hold::No {
             kept.hold = later.hold;
             kept.word = later.word;
@@ -596,6 +632,10 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
             return v;
         }
     }
+    if w.local.sub > 0 && !covered(w) {
+        release(w, false);
+        return Verdict::Stale;
+    }
     let txn = w.local.txn.expect("a typed attempt is running");
     let storage = w.ctx.storage;
     let shared = w.local.shared();
@@ -644,7 +684,69 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
     release(w, true);
     w.local.inserting.clear();
     w.clear_sets();
+    w.local.sub_from = (0, 0, 0);
     Verdict::Valid
+}
+
+/// Learns the transactions the open merged piece's operations of the sub-piece that just ended
+/// make it depend on (what its commit would append after: see `record::Locked::dependencies`),
+/// so that its next sub-piece waits for them (§4.5: the transitional graph tracks dependencies
+/// at each sub-piece's end). Nothing is appended: the merged piece's operations stay invisible
+/// to others until it commits, which [`covered`] then checks. A record being inserted by
+/// another transaction is passed over (its lock is held until that insert's piece commits):
+/// a dependency found there at the commit is one no wait covered.
+fn track(w: &mut Ic3Worker<'_>) {
+    let me = w.local.txn.expect("a typed attempt is running");
+    let storage = w.ctx.storage;
+    let shared = w.local.shared();
+    let (r0, w0, p0) = w.local.sub_from;
+    let deps = &mut w.local.deps;
+    let row = |t: TableId, rid: RowId| storage.table(t).rows.get(rid).header;
+    for r in &w.reads[r0..] {
+        if let Some(g) = row(r.table, r.rid).lock_unless_inserting() {
+            g.dependencies(me, false, |d| deps.push(d));
+        }
+    }
+    for x in &w.writes[w0..] {
+        let own = matches!(x.kind, WriteKind::Insert | WriteKind::InsertDeleted);
+        if !own {
+            if let Some(g) = row(x.table, x.rid).lock_unless_inserting() {
+                g.dependencies(me, true, |d| deps.push(d));
+            }
+        }
+        if x.kind != WriteKind::Update {
+            let slot = storage.table(x.table).buckets.slot_of(x.key) as u32;
+            bucket_rec(shared, x.table, slot).lock().dependencies(me, true, |d| deps.push(d));
+        }
+    }
+    for p in &w.phantoms[p0..] {
+        bucket_rec(shared, p.table, p.slot).lock().dependencies(me, false, |d| deps.push(d));
+    }
+    w.local.sub_from = (w.reads.len(), w.writes.len(), w.phantoms.len());
+}
+
+/// Whether every transaction the commit of a merged piece of several sub-pieces comes to depend
+/// on through an operation of an earlier sub-piece than its last ([`Item::early`]) is one the
+/// attempt knew of before its later sub-pieces waited ([`track`]), or one that is over. A
+/// dependency that no wait covered would let a transaction on the finer graph overtake it in
+/// a later sub-piece (the dependency cycle of §4.5's Fig. 9): the merged piece fails its
+/// validation instead. The items are locked.
+fn covered(w: &Ic3Worker<'_>) -> bool {
+    let me = w.local.txn.expect("a typed attempt is running");
+    let shared = w.local.shared();
+    let deps = &w.local.deps;
+    w.local.items.iter().filter(|it| it.early && it.hold != Hold::Skipped).all(|it| {
+        let rec = match it.target {
+            Target::Row(t, rid) => row_rec(w, t, rid),
+            Target::Bucket(t, slot) => bucket_rec(shared, t, slot),
+        };
+        // SAFETY: the commit holds the lock (`lock` took it and kept it, or our insert's).
+        let g = unsafe { Locked::resume(rec, it.word) };
+        let mut ok = true;
+        g.dependencies(me, it.write.is_some(), |d| ok &= deps.contains(&d) || d.over());
+        g.keep();
+        ok
+    })
 }
 
 /// Whether every table the open merged piece touched is one its template pieces declare, and
@@ -653,7 +755,7 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
 /// whatever the caller's checks.)
 fn declared(w: &Ic3Worker<'_>) -> bool {
     let (Mode::Typed(t), Some(m)) = (w.local.mode, w.local.open) else { return true };
-    let tables = &w.local.shared().tables[t][m];
+    let tables = &w.local.plan(t).pieces[m].tables;
     let allowed = |table: TableId, write: bool| {
         tables.iter().any(|d| d.table == table && (d.write || !write))
     };
@@ -817,8 +919,8 @@ fn apply_deferred(w: &mut Ic3Worker<'_>) {
 /// Whether every gathered item is on a table that no analysed template touches (the unit can
 /// then commit directly without the analysis' constraints: no analysed piece conflicts with it).
 fn outside_analysis(w: &Ic3Worker<'_>) -> bool {
-    let tables = &w.local.shared().tables;
-    let analysed = |table: TableId| tables.iter().flatten().flatten().any(|d| d.table == table);
+    let tables = &w.local.shared().analysed_tables;
+    let analysed = |table: TableId| tables.get(table.index()).copied().unwrap_or(false);
     w.local.items.iter().all(|it| match it.target {
         Target::Row(table, _) | Target::Bucket(table, _) => !analysed(table),
     })
@@ -841,12 +943,12 @@ fn commit_direct(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
     Ok(())
 }
 
-/// Commits open merged piece `m` of analysed type `t` where no declared piece can run again
-/// (its last declared piece was skipped, or the transaction commits): waits first if it waits
-/// after execution, and fails the attempt when validation fails.
+/// Commits open merged piece `m` of type `t` where no declared piece can run again (its last
+/// declared piece was skipped, or the transaction commits): waits first if it waits after
+/// execution, and fails the attempt when validation fails.
 fn commit_last(w: &mut Ic3Worker<'_>, t: usize, m: usize) -> Result<(), Abort> {
-    if waits_after(w.local.shared(), t, m) {
-        wait_phase(&mut w.local, t, m)?;
+    if waits_after(&w.local, t, m) {
+        wait_phase(&mut w.local, t, m, 0)?;
     }
     match commit_piece(w) {
         Verdict::Valid => {
@@ -866,13 +968,32 @@ impl OccProtocol for Ic3 {
         w.local.next_type = Some(ty);
     }
 
+    /// Begins on the current graph: typed when the graph has a plan for the named type, else
+    /// directly. After the context published the attempt's graph, the current graph is loaded
+    /// again; when a mix change published another meanwhile, the attempt moves to it (see
+    /// `txn::TxnCtx::begin`: a change then never misses an attempt on the graph it drains).
     fn begin(w: &mut Ic3Worker<'_>) {
         let l = &mut w.local;
         let ty = l.next_type.take();
-        let analysed = ty.and_then(|ty| l.shared().analysis.as_ref()?.analysed(ty));
-        l.mode = analysed.map_or(Mode::Direct, Mode::Typed);
-        let code = analysed.map_or(UNTYPED, |t| t as u64);
-        l.txn = Some(l.ctx().begin(code));
+        let graphs = &l.shared().graphs;
+        let mode = |g: &Graph| match ty {
+            Some(t) if g.plans.get(t).is_some_and(Option::is_some) => Mode::Typed(t),
+            _ => Mode::Direct,
+        };
+        let code = |m: Mode| if let Mode::Typed(t) = m { t as u64 } else { UNTYPED };
+        let mut g = graphs.current();
+        l.mode = mode(g);
+        l.txn = Some(l.ctx().begin(code(l.mode), g.tag()));
+        loop {
+            let now = graphs.current();
+            if std::ptr::eq(now, g) {
+                break;
+            }
+            g = now;
+            l.mode = mode(g);
+            l.ctx().rebegin(code(l.mode), g.tag());
+        }
+        l.graph = NonNull::from(g);
         l.open = None;
         l.reached = None;
     }
@@ -893,9 +1014,8 @@ impl OccProtocol for Ic3 {
 
     fn piece_begin(w: &mut Ic3Worker<'_>, piece: usize) -> Result<(), Abort> {
         let Mode::Typed(t) = w.local.mode else { return Ok(()) };
-        let shared = w.local.shared();
-        let a = shared.analysis.as_ref().expect("a typed attempt has an analysis");
-        let Some(m) = a.types[t].pieces.iter().position(|r| r.contains(&piece)) else {
+        let plan = w.local.plan(t);
+        let Some((m, s)) = plan.at(piece) else {
             return Err(Abort::new(AbortReason::TemplateViolation));
         };
         if w.local.reached.is_some_and(|k| m < k || (m == k && w.local.open != Some(m))) {
@@ -911,20 +1031,28 @@ impl OccProtocol for Ic3 {
             // A merged piece whose last declared piece was skipped: it commits now.
             commit_last(w, t, k)?;
         }
-        let l = &mut w.local;
-        if l.reached.is_none_or(|k| k < m) {
+        if w.local.reached.is_none_or(|k| k < m) {
             // Every merged piece before `m` has committed, for good.
-            l.ctx().progress(m as u64);
+            w.local.ctx().progress(plan.pieces[m].range.start as u64);
         }
-        l.reached = Some(m);
-        if l.open == Some(m) {
+        w.local.reached = Some(m);
+        if w.local.open == Some(m) {
+            if s > w.local.sub {
+                // A later sub-piece of the open merged piece (a transitional graph's).
+                track(w);
+                w.local.sub = s;
+                wait_phase(&mut w.local, t, m, s)?;
+            }
             return Ok(());
         }
+        let l = &mut w.local;
         l.open = Some(m);
+        l.sub = s;
+        l.sub_from = (0, 0, 0);
         l.mark = w.ctx.history.as_ref().map_or(0, |h| h.mark());
         l.deferred_mark = l.deferred.len();
-        if !waits_after(shared, t, m) {
-            wait_phase(l, t, m)?;
+        if !waits_after(l, t, m) {
+            wait_phase(l, t, m, s)?;
         }
         Ok(())
     }
@@ -937,16 +1065,15 @@ impl OccProtocol for Ic3 {
         body?;
         let Mode::Typed(t) = w.local.mode else { return Ok(PieceEnd::Done) };
         let shared = w.local.shared();
-        let a = shared.analysis.as_ref().expect("a typed attempt has an analysis");
         let Some(m) = w.local.open else {
             return Err(Abort::new(AbortReason::TemplateViolation));
         };
-        let range = &a.types[t].pieces[m];
+        let range = &w.local.plan(t).pieces[m].range;
         if piece + 1 != range.end {
             return Ok(PieceEnd::Done); // the merged piece goes on
         }
-        if waits_after(shared, t, m) {
-            wait_phase(&mut w.local, t, m)?;
+        if waits_after(&w.local, t, m) {
+            wait_phase(&mut w.local, t, m, 0)?;
         }
         let doomed = match commit_piece(w) {
             Verdict::Valid => {
@@ -1016,7 +1143,7 @@ impl OccProtocol for Ic3 {
         let (Mode::Typed(ty), Some(m)) = (w.local.mode, w.local.open) else {
             return Err(Abort::new(AbortReason::TemplateViolation));
         };
-        let tables = &w.local.shared().tables[ty][m];
+        let tables = &w.local.plan(ty).pieces[m].tables;
         if !tables.iter().any(|d| d.table == t && acc.columns() & !d.accumulates == 0) {
             return Err(Abort::new(AbortReason::TemplateViolation));
         }
@@ -1142,6 +1269,8 @@ impl OccProtocol for Ic3 {
         l.inserting.clear();
         l.open = None;
         l.reached = None;
+        l.sub = 0;
+        l.sub_from = (0, 0, 0);
     }
 }
 
@@ -1179,6 +1308,10 @@ mod tests {
     }
 
     fn db(opts: &[(&str, &str)]) -> Database<Ic3> {
+        db_of(opts, &TYPES)
+    }
+
+    fn db_of(opts: &[(&str, &str)], types: &'static [TxnType]) -> Database<Ic3> {
         use crate::engine::ProtocolOptions;
         let pairs: Vec<(String, String)> =
             opts.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
@@ -1186,7 +1319,7 @@ mod tests {
         let db = Database::<Ic3>::builder(&[tables[0].clone(), tables[1].clone(), c_table()])
             .options(DbOptions { max_workers: 4, ..Default::default() })
             .protocol_options(super::super::Ic3Options::from_pairs(&pairs).unwrap())
-            .txn_types(&TYPES)
+            .txn_types(types)
             .build()
             .unwrap();
         {
@@ -1254,6 +1387,79 @@ mod tests {
             });
             assert_eq!((committed(&db, A), committed(&db, B)), (11, 11));
         }
+    }
+
+    /// `BA`: writes table B, then table A (with `AB`, IC3's Figure 9: each merges into one
+    /// piece).
+    static BA: [Piece; 2] =
+        [Piece { name: "b", accesses: &[w(B)] }, Piece { name: "a", accesses: &[w(A)] }];
+    static FIG9: [TxnType; 3] = [
+        TxnType { name: "AB", pieces: &AB },
+        TxnType { name: "RA", pieces: &RA },
+        TxnType { name: "BA", pieces: &BA },
+    ];
+
+    /// Online analysis (§4.5, Figs. 9-11): T1 runs `AB` as two pieces on the graph of the mix
+    /// without `BA`; adding `BA` publishes the transitional graph, on which T2 (`AB` too) runs
+    /// one merged piece of two sub-pieces. T2's first sub-piece overwrites T1's piece on A;
+    /// before its second sub-piece it learns that dependency and waits for T1's piece on B,
+    /// so it builds on it and commits at its first attempt (without the wait it would commit
+    /// its B first and depend on T1 while T1 came to depend on it: a deadlock at both commits,
+    /// here refused by T2's commit instead). The change waits for T1 to end before it
+    /// publishes the new graph.
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // vectors of sub-pieces
+    fn a_transitional_sub_piece_waits_for_the_old_graphs_partner() {
+        let db = db_of(&[], &FIG9);
+        let bad = db.set_mix(&[0, 3]).unwrap_err().to_string();
+        assert_eq!(bad, "set_mix: no transaction type 3 (the workload has 3)");
+        db.set_mix(&[0, 1]).unwrap();
+        let version = || db.protocol().shared.graphs.current().version;
+        let shape = || super::super::graph::shape(db.protocol().shared.graphs.current());
+        assert_eq!(version(), 2, "the transitional graph, then the mix's");
+        assert_eq!(shape()[0], Some(vec![(0..1, vec![0..1]), (1..2, vec![1..2])]));
+        let (tx2, rx2) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            let mut t1 = db.worker().unwrap();
+            t1.typed(0);
+            t1.begin();
+            let mut tx = Tx::new(&mut t1, &FIG9[0], Checks::default());
+            assert_eq!(tx.piece(0, |tx| add(tx, A, 1)).unwrap(), 0);
+            let db = &db;
+            let change = s.spawn(move || db.set_mix(&[0, 1, 2]).unwrap());
+            let start = std::time::Instant::now();
+            while version() != 3 {
+                assert!(
+                    start.elapsed().as_secs() < 60,
+                    "no transitional graph (deadlock detector)"
+                );
+                std::thread::yield_now();
+            }
+            assert_eq!(shape()[0], Some(vec![(0..2, vec![0..1, 1..2])]), "nested");
+            assert_eq!(shape()[2], None, "the added type runs directly until the new graph");
+            let t2 = s.spawn(move || {
+                let mut t2 = db.worker().unwrap();
+                t2.typed(0);
+                t2.begin();
+                let mut tx = Tx::new(&mut t2, &FIG9[0], Checks::default());
+                let a = tx.piece(0, |tx| add(tx, A, 10)).unwrap();
+                tx2.send(()).unwrap();
+                let b = tx.piece(1, |tx| add(tx, B, 10)).unwrap();
+                (a, b, t2.commit().map_err(|a| a.reason))
+            });
+            rx2.recv().unwrap();
+            // (Time for T2 to reach its second sub-piece: how likely a missing wait shows.)
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert_eq!(version(), 3, "T1 runs on the old graph: the change waits for it");
+            assert_eq!(tx.piece(1, |tx| add(tx, B, 1)).unwrap(), 0);
+            t1.commit().unwrap();
+            assert_eq!(t2.join().unwrap(), (1, 1, Ok(())), "T2 read T1's A, waited for its B");
+            change.join().unwrap();
+        });
+        assert_eq!(version(), 4);
+        assert_eq!(shape()[0], Some(vec![(0..2, vec![0..2])]), "merged on the new graph");
+        assert_eq!(shape()[2], Some(vec![(0..2, vec![0..2])]));
+        assert_eq!((committed(&db, A), committed(&db, B)), (11, 11));
     }
 
     /// §4.4: T2 builds on T1's committed piece, T1 rolls back: T2's commit is a cascading
@@ -1413,7 +1619,7 @@ mod tests {
             .txn_types(&ACC_TYPES)
             .build()
             .unwrap();
-        let analysis = db.protocol().shared.analysis.as_ref().unwrap();
+        let analysis = &db.protocol().shared.templates.as_ref().unwrap().full;
         assert_eq!(analysis.deferred, vec![A]);
         let mut other = db.worker().unwrap();
         other.begin();
