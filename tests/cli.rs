@@ -1446,3 +1446,93 @@ fn analyze_prints_the_static_conflict_graph() {
         "error: --analytic is a TPC-C flag (add -w tpcc)",
     );
 }
+
+#[test]
+fn mix_changes_are_checked() {
+    let tpcc = ["run", "-p", "ic3", "-w", "tpcc", "--warehouses", "1", "-d", "1"];
+    let fails = |extra: &[&str], message: &str| {
+        let mut args = tpcc.to_vec();
+        args.extend(extra);
+        fails_with(&args, 2, message);
+    };
+    fails(
+        &["--mix-at", "0=new-order,payments"],
+        "error: --mix-at '0=new-order,payments': workload tpcc has no transaction type 'payments' (it has: new-order, payment, order-status, delivery, stock-level)",
+    );
+    fails(&["--mix-at", "0"], "error: --mix-at '0': needs SECONDS=TYPE,TYPE,...");
+    fails(
+        &["--mix-at", "1.5=payment"],
+        "error: --mix-at '1.5=payment': '1.5' is not a time within the 1 s window",
+    );
+    fails(
+        &["--mix-at", "0.5=payment", "--mix-at", "0.2=all"],
+        "error: --mix-at '0.2=all': the steps must be given in time order, each later",
+    );
+    fails(
+        &["--mix-at", "0=delivery", "--mix", "50,50,0,0,0"],
+        "error: --mix-at '0=delivery': none of these types has a share in the mix (--mix)",
+    );
+    fails(&["--timeline", "0"], "error: --timeline 0 is out of range (0.01 to 60)");
+    fails_with(
+        &["run", "-w", "ycsb", "--mix-at", "0=ycsb"],
+        2,
+        "error: --mix-at '0=ycsb': workload ycsb cannot change its mix of transaction types",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--txns", "10", "--mix-at", "0=payment"],
+        2,
+        "error: --mix-at changes the mix at times: it needs a timed run, not --txns",
+    );
+}
+
+/// The workers issue only the types of the steps in force: a type that is in none commits
+/// nothing, whatever the timing; the timeline samples the window.
+#[test]
+fn mix_changes_are_followed_and_the_timeline_sampled() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = txlab(&[
+        "run",
+        "-p",
+        "ic3,silo",
+        "--repeat",
+        "1",
+        "-w",
+        "tpcc",
+        "--warehouses",
+        "1",
+        "-t",
+        "4",
+        "-d",
+        "0.4",
+        "--warmup",
+        "0.1",
+        "--mix-at",
+        "0=new-order,stock-level",
+        "--mix-at",
+        "0.2=new-order,payment",
+        "--timeline",
+        "0.05",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("  timeline    txn/s by the end of each interval: "), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = v["runs"].as_array().expect("one result per protocol");
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        let commits = |name: &str| {
+            let t = r["per_type"].as_array().unwrap().iter().find(|t| t["name"] == name);
+            t.unwrap()["commits"].as_u64().unwrap()
+        };
+        assert_eq!((commits("order-status"), commits("delivery")), (0, 0), "{}", r["protocol"]);
+        assert!(commits("new-order") > 0);
+        let timeline = r["timeline"].as_array().expect("a timeline");
+        assert!(!timeline.is_empty() && timeline.iter().all(|p| p["t"].as_f64().unwrap() > 0.0));
+        let steps = &r["config"]["run"]["mix_at"];
+        assert_eq!(steps[1]["types"], serde_json::json!([0, 1]), "{steps}");
+    }
+}

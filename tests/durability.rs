@@ -357,6 +357,7 @@ fn workload_round_trip<P: Protocol, W: txlab::engine::Workload>(
         prefault: true,
         breakdown: false,
         acks: None,
+        ..RunConfig::default()
     };
     let stats = P::drive(&db, workload, &cfg).unwrap();
     let durable: u64 = stats.iter().map(|s| s.durable_commits).sum();
@@ -469,6 +470,7 @@ fn reopens_driven<P: Protocol>(kind: LogKind, sync: SyncPolicy) {
         prefault: true,
         breakdown: false,
         acks: None,
+        ..RunConfig::default()
     };
     let run = |db: &Database<P>, seed| {
         let stats = P::drive(db, &sb, &cfg(seed)).unwrap();
@@ -597,6 +599,7 @@ fn a_failing_log_stops_the_run_with_its_error() {
         prefault: false,
         breakdown: false,
         acks: None,
+        ..RunConfig::default()
     };
     let err = txlab::engine::Protocol::drive(&db, &sb, &cfg).unwrap_err().to_string();
     let want = format!(

@@ -371,6 +371,7 @@ fn run_workload<P: Protocol, W: Workload>(
             prefault: false,
             breakdown: false,
             acks: None,
+            ..RunConfig::default()
         };
         let started = Instant::now();
         let stats = P::drive(&db, workload, &run)?;

@@ -300,6 +300,16 @@ pub(crate) struct RunArgs {
     /// breakdown); costs a little throughput (two clock reads per operation)
     #[arg(long)]
     breakdown: bool,
+    /// Change the mix of transaction types at SECONDS into the measured window (0: from the
+    /// start of the warm-up) to the comma-separated TYPES (names as `txlab list` shows them
+    /// for the workload; `all` for every type); repeatable, in time order. The protocol is
+    /// told first (ic3 re-analyses the templates while running, its §4.5), then the workers
+    /// issue only those types, in the workload's proportions. Timed runs of tpcc only
+    #[arg(long, value_name = "SECONDS=TYPES")]
+    mix_at: Vec<String>,
+    /// Report the throughput per interval of this many seconds over the window (0.01 to 60)
+    #[arg(long, value_name = "SECONDS")]
+    timeline: Option<f64>,
     /// Epoch length in milliseconds (Silo's epochs; GC grace periods), 1 to 10000
     #[arg(long, default_value_t = 40)]
     epoch_ms: u64,

@@ -3,6 +3,7 @@
 //! kept across runs while the data they hold is what the next run needs).
 
 use super::{BackoffArg, LogChoice, RunArgs};
+use crate::engine::driver::MixStep;
 use crate::engine::report::{DurabilityReport, HistoryCheck, RunReport};
 use crate::engine::{
     Backoff, Database, DbOptions, Isolation, Protocol, RunConfig, RunLength, WorkerStats, Workload,
@@ -41,6 +42,64 @@ fn check_range(flag: &str, v: f64, lo: f64, hi: f64, lo_open: bool) -> Result<()
     } else {
         let low = if lo_open { format!("above {lo}") } else { format!("{lo}") };
         Err(usage(format!("--{flag} {v} is out of range ({low} to {hi})")))
+    }
+}
+
+/// The steps of `--mix-at` (see `RunArgs::mix_at`), checked against the workload.
+fn mix_steps(args: &RunArgs, spec: &Spec, cores: usize) -> Result<Vec<MixStep>, Failure> {
+    if args.mix_at.is_empty() {
+        return Ok(Vec::new());
+    }
+    let duration = match args.txns {
+        Some(_) => {
+            return Err(usage(
+                "--mix-at changes the mix at times: it needs a timed run, not --txns",
+            ))
+        }
+        None => args.duration,
+    };
+    fn steps<W: Workload>(w: &W, args: &RunArgs, duration: f64) -> Result<Vec<MixStep>, Failure> {
+        let names: Vec<&str> = w.txn_types().iter().map(|t| t.name).collect();
+        let mut out: Vec<MixStep> = Vec::new();
+        for text in &args.mix_at {
+            let bad = |why: String| usage(format!("--mix-at '{text}': {why}"));
+            let (at, list) =
+                text.split_once('=').ok_or_else(|| bad("needs SECONDS=TYPE,TYPE,...".into()))?;
+            let at: f64 =
+                at.trim().parse().ok().filter(|t: &f64| (0.0..duration).contains(t)).ok_or_else(
+                    || bad(format!("'{at}' is not a time within the {duration} s window")),
+                )?;
+            let mut types = Vec::new();
+            for name in list.split(',').map(str::trim) {
+                if name == "all" {
+                    types.extend(0..names.len());
+                    continue;
+                }
+                let i = names.iter().position(|n| *n == name).ok_or_else(|| {
+                    bad(format!(
+                        "workload {} has no transaction type '{name}' (it has: {})",
+                        w.name(),
+                        names.join(", ")
+                    ))
+                })?;
+                types.push(i);
+            }
+            types.sort_unstable();
+            types.dedup();
+            w.check_mix(&types).map_err(&bad)?;
+            let at = Duration::from_secs_f64(at);
+            if out.last().is_some_and(|s| s.at >= at) {
+                return Err(bad("the steps must be given in time order, each later".into()));
+            }
+            out.push(MixStep { at, types });
+        }
+        Ok(out)
+    }
+    match spec {
+        Spec::Ycsb(c) => steps(&Ycsb::new(c.clone(), cores), args, duration),
+        Spec::SmallBank(c) => steps(&SmallBank::new(c.clone()), args, duration),
+        Spec::Tpcc(c) => steps(&Tpcc::new(c.clone()), args, duration),
+        Spec::Pieces(c) => steps(&Pieces::new(c.clone()), args, duration),
     }
 }
 
@@ -156,6 +215,14 @@ impl Plan {
             prefault: !args.no_prefault,
             breakdown: args.breakdown,
             acks: None,
+            mix_at: Vec::new(),
+            timeline: match args.timeline {
+                Some(t) => {
+                    check_range("timeline", t, 0.01, 60.0, false)?;
+                    Some(Duration::from_secs_f64(t))
+                }
+                None => None,
+            },
         };
         let (log, logs) = log_options(args, &protocols)?;
         let db_opts = DbOptions {
@@ -253,6 +320,7 @@ impl Plan {
                  scheduler as much as the protocol"
             ));
         }
+        run_cfg.mix_at = mix_steps(args, &spec, cores)?;
         let data = match &spec {
             Spec::Ycsb(c) => Ycsb::new(c.clone(), cores).data_config(),
             Spec::SmallBank(c) => SmallBank::new(c.clone()).data_config(),

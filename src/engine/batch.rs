@@ -113,6 +113,7 @@ impl<P: Protocol> Database<P> {
             prefault: false,
             breakdown: false,
             acks: None,
+            ..RunConfig::default()
         };
         P::drive(self, &workload, &cfg)?;
         Ok(shared

@@ -30,7 +30,7 @@
 use super::database::Database;
 use super::procedure::{AccessSet, Checks, Intent, Procedure, Tx};
 use super::protocol::{Protocol, Worker};
-use super::stats::{Phase, WorkerStats};
+use super::stats::{Phase, TimelinePoint, WorkerStats};
 use super::workload::{Generator, Workload};
 use crate::error::{Abort, AbortReason, Error};
 use crate::storage::Prefaulter;
@@ -152,6 +152,23 @@ pub struct RunConfig {
     /// Durable acknowledgements for crash tests (needs a database that logs).
     #[serde(skip)]
     pub acks: Option<Acks>,
+    /// Changes of the mix of transaction types during a timed run (IC3 §6.9), in time order:
+    /// the workers' generators restrict themselves to each step's types
+    /// ([`crate::engine::Generator::restrict_mix`]) once the protocol has been told
+    /// ([`Database::set_mix`]). A step at 0 applies from the start of the warm-up.
+    pub mix_at: Vec<MixStep>,
+    /// Sample the throughput over the window in intervals of this length
+    /// ([`WorkerStats::timeline`]; the leader reads the commit counters as it wakes up).
+    pub timeline: Option<Duration>,
+}
+
+/// A change of the mix ([`RunConfig::mix_at`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MixStep {
+    /// When, from the start of the measurement window.
+    pub at: Duration,
+    /// The transaction types that run from then on (indices into the workload's types).
+    pub types: Vec<usize>,
 }
 
 impl Default for RunConfig {
@@ -167,6 +184,8 @@ impl Default for RunConfig {
             prefault: true,
             breakdown: false,
             acks: None,
+            mix_at: Vec::new(),
+            timeline: None,
         }
     }
 }
@@ -218,6 +237,8 @@ pub struct Control {
     finished: CachePadded<AtomicUsize>,
     /// Threads waiting in the `Pause` phase.
     paused: CachePadded<AtomicUsize>,
+    /// The steps of [`RunConfig::mix_at`] in force (0: none yet).
+    mix_steps: CachePadded<AtomicUsize>,
     /// The threads that report to it.
     threads: usize,
 }
@@ -240,8 +261,17 @@ impl Control {
             fatal: Mutex::new(None),
             finished: CachePadded::new(AtomicUsize::new(0)),
             paused: CachePadded::new(AtomicUsize::new(0)),
+            mix_steps: CachePadded::new(AtomicUsize::new(0)),
             threads,
         }
+    }
+
+    /// How many steps of [`RunConfig::mix_at`] are in force: a thread restricts its
+    /// transactions to the last one's types.
+    #[inline]
+    pub fn mix_steps(&self) -> usize {
+        // Acquire: pairs with the leader's Release store, made after the protocol was told.
+        self.mix_steps.load(Ordering::Acquire)
     }
 
     /// The phase now.
@@ -366,7 +396,7 @@ pub fn run_interactive<P: Protocol, W: Workload>(
                 })
             })
             .collect();
-        let stall = lead(db, cfg, &control, || {
+        let led = lead(db, cfg, &control, || {
             barrier.wait();
         });
         let mut stats = handles
@@ -374,7 +404,7 @@ pub fn run_interactive<P: Protocol, W: Workload>(
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect::<Vec<_>>();
         if let Some(Ok(first)) = stats.first_mut() {
-            first.stall_ns = stall.as_nanos() as u64;
+            led.report(first);
         }
         stats
     });
@@ -384,46 +414,83 @@ pub fn run_interactive<P: Protocol, W: Workload>(
     stats.into_iter().collect()
 }
 
-/// Leads a run of `cfg` on `db` on the calling thread until it stops, and returns the longest
-/// stretch of the measurement window in which no thread committed (as seen between wake-ups).
+/// What the leader saw of a run ([`lead`]).
+#[derive(Debug, Default)]
+pub struct Led {
+    /// The longest stretch of the measurement window in which no thread committed (as seen
+    /// between wake-ups).
+    pub stall: Duration,
+    /// The throughput per interval of [`RunConfig::timeline`] (empty without it).
+    pub timeline: Vec<TimelinePoint>,
+}
+
+impl Led {
+    /// Puts it into one thread's statistics (the merge keeps it).
+    pub fn report(self, stats: &mut WorkerStats) {
+        stats.stall_ns = self.stall.as_nanos() as u64;
+        stats.timeline = self.timeline;
+    }
+}
+
+/// Leads a run of `cfg` on `db` on the calling thread until it stops (see [`Led`]).
 /// `release` is called once, before the first phase starts and after the prefaulter (unless
 /// [`RunConfig::prefault`] is off) has noted where the tables end: let the run's threads start
 /// there. The leader switches the phases of `control` (warm-up, measure, stop; or it waits for
 /// every thread to finish a run of a fixed number of transactions), pauses the threads before
 /// the window to fault in what it will need, faults memory in ahead of growing tables between
 /// sleeps, and, with adaptive backoff, runs Cicada's contention regulation (see the module docs).
+/// It changes the mix at the steps of [`RunConfig::mix_at`] (telling the protocol, then the
+/// threads) and samples the timeline.
 pub fn lead<P: Protocol>(
     db: &Database<P>,
     cfg: &RunConfig,
     control: &Control,
     release: impl FnOnce(),
-) -> Duration {
+) -> Led {
     let mut prefaulter = cfg.prefault.then(|| Prefaulter::new(db.storage()));
     let start = Prefaulter::cursors(db.storage());
+    let set_mix = |i: usize| match db.set_mix(&cfg.mix_at[i].types) {
+        // Release: see `Control::mix_steps`.
+        Ok(()) => control.mix_steps.store(i + 1, Ordering::Release),
+        Err(e) => control.fail(e),
+    };
+    // Steps at 0 are in force from the warm-up on.
+    let first = cfg.mix_at.iter().take_while(|s| s.at.is_zero()).count();
+    (0..first).for_each(set_mix);
     release();
-    lead_phases(cfg, control, |event| {
-        let Some(p) = &mut prefaulter else { return };
+    lead_phases(cfg, control, first, |event| {
         let beyond = |t, rows, budget| db.protocol().prefault(t, rows, budget);
-        match event {
-            Lead::Tick => drop(p.step(db.storage(), beyond)),
-            Lead::Reserve { scale } => drop(p.reserve(db.storage(), &start, scale, beyond)),
+        match (event, &mut prefaulter) {
+            (Lead::Mix(i), _) => set_mix(i),
+            (Lead::Tick, Some(p)) => drop(p.step(db.storage(), beyond)),
+            (Lead::Reserve { scale }, Some(p)) => {
+                let _ = p.reserve(db.storage(), &start, scale, beyond);
+            }
+            (_, None) => {}
         }
     })
 }
 
-/// What the leader asks of the prefaulter.
+/// What the leader does besides switching phases.
 enum Lead {
-    /// A periodic step between sleeps.
+    /// A periodic prefaulter step between sleeps.
     Tick,
     /// The workers are paused before the window: fault in `scale` times the warm-up's growth.
     Reserve { scale: f64 },
+    /// Step `.0` of [`RunConfig::mix_at`] is due.
+    Mix(usize),
 }
 
 /// The leader's part: phases (a timed run) or waiting for every worker to finish (a run of a
-/// fixed number of transactions), contention regulation, and the prefaulter (`prefault`)
-/// between sleeps and before the window. Returns the longest stretch of the measurement window
-/// in which no worker committed (as seen between wake-ups).
-fn lead_phases(cfg: &RunConfig, control: &Control, mut prefault: impl FnMut(Lead)) -> Duration {
+/// fixed number of transactions), contention regulation, the prefaulter between sleeps and
+/// before the window, the mix steps from `step` on (`event` does the last three), and the
+/// timeline.
+fn lead_phases(
+    cfg: &RunConfig,
+    control: &Control,
+    mut step: usize,
+    mut event: impl FnMut(Lead),
+) -> Led {
     let adaptive = cfg.backoff == Backoff::Adaptive;
     let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed, usize::MAX));
     let start = Instant::now();
@@ -435,6 +502,10 @@ fn lead_phases(cfg: &RunConfig, control: &Control, mut prefault: impl FnMut(Lead
     // Stall watch: the commit count last seen, and since when it has not moved.
     let mut seen = (0u64, Instant::now());
     let mut longest_stall = Duration::ZERO;
+    // Relaxed: the per-worker counters are statistics; no data is read through them.
+    let commits_now = || control.commits.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>();
+    // The timeline's samples: (seconds into the window, commits so far).
+    let mut samples: Vec<(f64, u64)> = Vec::new();
     let measuring = |m: Option<Instant>| match cfg.length {
         RunLength::Timed { .. } => m.is_some(),
         RunLength::Transactions { .. } => true,
@@ -460,22 +531,41 @@ fn lead_phases(cfg: &RunConfig, control: &Control, mut prefault: impl FnMut(Lead
                         if !pause_workers(control) {
                             break;
                         }
-                        prefault(Lead::Reserve { scale });
+                        event(Lead::Reserve { scale });
                     }
                     control.phase.store(MEASURE, Ordering::Release);
                     measure_at = Some(Instant::now());
+                    if cfg.timeline.is_some() {
+                        samples.push((0.0, commits_now()));
+                    }
                     continue;
+                }
+                if let Some(m) = measure_at {
+                    if cfg.mix_at.get(step).is_some_and(|s| now - m >= s.at) {
+                        event(Lead::Mix(step));
+                        step += 1;
+                        continue;
+                    }
                 }
                 let left = match measure_at {
                     Some(m) if now - m >= duration => break,
                     Some(m) => duration.saturating_sub(now - m),
                     None => warmup.saturating_sub(elapsed),
                 };
+                // Wake up in time for the next mix step and timeline sample.
+                let into = measure_at.map(|m| now - m);
+                let due = |at: Duration| into.map_or(Duration::MAX, |i| at.saturating_sub(i));
+                let next_step = cfg.mix_at.get(step).map_or(Duration::MAX, |s| due(s.at));
+                let next_sample = match (cfg.timeline, samples.last()) {
+                    (Some(iv), Some(&(t, _))) => due(Duration::from_secs_f64(t) + iv),
+                    _ => Duration::MAX,
+                };
+                let soon = next_step.min(next_sample);
                 // Regulation keeps its period; otherwise wake up in time for the next phase.
                 if adaptive {
-                    period
+                    period.min(soon)
                 } else {
-                    left.min(period)
+                    left.min(period).min(soon)
                 }
             }
             RunLength::Transactions { .. } => {
@@ -486,11 +576,16 @@ fn lead_phases(cfg: &RunConfig, control: &Control, mut prefault: impl FnMut(Lead
                 period
             }
         };
-        prefault(Lead::Tick);
+        event(Lead::Tick);
         std::thread::sleep(sleep.saturating_sub(now.elapsed()));
-        // Relaxed: the per-worker counters are statistics; no data is read through them.
-        let commits: u64 = control.commits.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        let commits = commits_now();
         let t = Instant::now();
+        if let (Some(iv), Some(m), Some(&(last, _))) = (cfg.timeline, measure_at, samples.last()) {
+            let into = (t - m).as_secs_f64();
+            if into >= last + iv.as_secs_f64() {
+                samples.push((into, commits));
+            }
+        }
         if commits != seen.0 || !measuring(measure_at) {
             seen = (commits, t);
         } else {
@@ -510,7 +605,21 @@ fn lead_phases(cfg: &RunConfig, control: &Control, mut prefault: impl FnMut(Lead
         }
     }
     control.phase.store(STOP, Ordering::Release);
-    longest_stall
+    if let (Some(m), Some(&(last, _))) = (measure_at, samples.last()) {
+        let into = m.elapsed().as_secs_f64();
+        // (A last interval shorter than half a one would be noise.)
+        if cfg.timeline.is_some_and(|iv| into - last >= iv.as_secs_f64() / 2.0) {
+            samples.push((into, commits_now()));
+        }
+    }
+    let timeline = samples
+        .windows(2)
+        .map(|w| TimelinePoint {
+            t: w[1].0,
+            throughput: (w[1].1 - w[0].1) as f64 / (w[1].0 - w[0].0),
+        })
+        .collect();
+    Led { stall: longest_stall, timeline }
 }
 
 /// Sets the `PAUSE` phase and waits until every thread still running has stopped between
@@ -563,10 +672,19 @@ fn worker_loop<P: Protocol, W: Workload>(
     // Clock reading at the first transaction begun in the measurement window (see `window`).
     let mut measure_from = None;
     let mut durable = DurableCommits::new(db.log(), cfg.acks.as_ref().map(|a| &*a.file));
+    // The steps of `cfg.mix_at` this worker's generator follows.
+    let mut mix_steps = 0;
     loop {
         if let Err(e) = durable.poll(&clock, &mut stats) {
             control.fail(e);
             break;
+        }
+        if !cfg.mix_at.is_empty() {
+            let now = control.mix_steps();
+            if now != mix_steps {
+                gen.restrict_mix(&cfg.mix_at[now - 1].types);
+                mix_steps = now;
+            }
         }
         let phase = control.phase();
         if phase == RunPhase::Stop || left == 0 {

@@ -194,6 +194,9 @@ pub struct RunReport {
     /// Where the transactions' time went, when the run timed its phases (`--breakdown`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<Breakdown>,
+    /// Throughput per interval of the window, when the run sampled it (`--timeline`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<crate::engine::stats::TimelinePoint>,
 }
 
 /// Where the measured transactions' time went (`RunConfig::breakdown`), in microseconds per
@@ -467,6 +470,7 @@ impl RunReport {
             durability: None,
             versions: None,
             breakdown: None,
+            timeline: stats.timeline.clone(),
         }
     }
 
@@ -623,6 +627,15 @@ impl RunReport {
                     let _ = writeln!(s, "      cycle: {}", crate::checker::cycle_text(&a.cycle));
                 }
             }
+        }
+        if !self.timeline.is_empty() {
+            let points: Vec<String> =
+                self.timeline.iter().map(|p| format!("{:.2}s {:.0}", p.t, p.throughput)).collect();
+            let _ = writeln!(
+                s,
+                "  timeline    txn/s by the end of each interval: {}",
+                points.join(", ")
+            );
         }
         if self.per_type.len() > 1 {
             for t in &self.per_type {

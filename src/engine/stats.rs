@@ -47,6 +47,18 @@ pub struct WorkerStats {
     /// The same in raw clock ticks while the worker runs; converted into `phase_ns` when it
     /// leaves (not merged).
     pub phase_ticks: PhaseTicks,
+    /// With `RunConfig::timeline`: throughput over the window, as the leader sampled it (set on
+    /// one worker's statistics; merged: the one that has it).
+    pub timeline: Vec<TimelinePoint>,
+}
+
+/// Throughput in one interval of a run's timeline (`RunConfig::timeline`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct TimelinePoint {
+    /// The interval's end, in seconds since the window began.
+    pub t: f64,
+    /// Commits per second in the interval.
+    pub throughput: f64,
 }
 
 /// The parts of a transaction's life the driver times when a run asks for a breakdown
@@ -106,6 +118,7 @@ impl WorkerStats {
             durable_latency: new_histogram(),
             phase_ns: [0; Phase::COUNT],
             phase_ticks: PhaseTicks::default(),
+            timeline: Vec::new(),
         }
     }
 
@@ -134,6 +147,9 @@ impl WorkerStats {
         self.durable_latency.add(&other.durable_latency).expect("same histogram bounds");
         for (a, b) in self.phase_ns.iter_mut().zip(&other.phase_ns) {
             *a += b;
+        }
+        if self.timeline.is_empty() {
+            self.timeline.clone_from(&other.timeline);
         }
     }
 

@@ -13,6 +13,14 @@ pub trait Workload: Sync {
     /// Its per-worker generator.
     type Gen: Generator<Proc = Self::Proc>;
 
+    /// Whether its generators can run only the types `types` (indices into
+    /// [`Workload::txn_types`]; see [`Generator::restrict_mix`]), with a message saying why
+    /// not. By default a workload cannot change its mix.
+    fn check_mix(&self, types: &[usize]) -> Result<(), String> {
+        let _ = types;
+        Err(format!("workload {} cannot change its mix of transaction types", self.name()))
+    }
+
     /// Name on the command line and in results.
     fn name(&self) -> &'static str;
     /// Tables to create, in `TableId` order.
@@ -86,6 +94,14 @@ pub trait Generator: Send {
     fn committed(&mut self, done: &Self::Proc) {
         let _ = done;
     }
+    /// Generates only transactions of the types `types` from now on (indices into the
+    /// workload's types, accepted by [`Workload::check_mix`]), in the proportions the
+    /// workload's mix gives them. The default (for workloads whose `check_mix` accepts
+    /// nothing) does nothing.
+    fn restrict_mix(&mut self, types: &[usize]) {
+        let _ = types;
+    }
+
     /// The worker's share of the workload's ledger: the sum of the effects of the transactions
     /// it reported committed (SmallBank: money deposited minus money withdrawn). With the
     /// running transaction's own effect ([`crate::engine::Procedure::ledger`]), crash tests

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The presets shipped with txlab: (file name, contents).
-pub const SHIPPED: [(&str, &str); 34] = [
+pub const SHIPPED: [(&str, &str); 35] = [
     ("ccbench-skew", include_str!("../../presets/ccbench-skew.toml")),
     ("ccbench-read-ratio", include_str!("../../presets/ccbench-read-ratio.toml")),
     ("ccbench-payload", include_str!("../../presets/ccbench-payload.toml")),
@@ -54,6 +54,7 @@ pub const SHIPPED: [(&str, &str); 34] = [
     ("ic3-user-aborts", include_str!("../../presets/ic3-user-aborts.toml")),
     ("ic3-tpcc", include_str!("../../presets/ic3-tpcc.toml")),
     ("ic3-factors", include_str!("../../presets/ic3-factors.toml")),
+    ("ic3-online", include_str!("../../presets/ic3-online.toml")),
 ];
 
 /// One experiment.

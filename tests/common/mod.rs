@@ -61,5 +61,6 @@ pub fn contended_run(threads: usize, per_worker: u64, seed: u64) -> RunConfig {
         prefault: true,
         breakdown: false,
         acks: None,
+        ..RunConfig::default()
     }
 }

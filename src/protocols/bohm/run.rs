@@ -250,7 +250,7 @@ pub fn drive<W: Workload>(
     };
     let cores = if cfg.pin { core_affinity::get_core_ids().unwrap_or_default() } else { vec![] };
     let barrier = Barrier::new(2 + roles.len());
-    let (stats, seq) = std::thread::scope(|s| {
+    let (stats, seq, led) = std::thread::scope(|s| {
         let shared = &shared;
         let (barrier, cores) = (&barrier, &cores);
         let pin = move |i: usize| {
@@ -276,14 +276,14 @@ pub fn drive<W: Workload>(
             let _finished = shared.control.finish();
             sequence::<W>(db, shared, gens, cfg, barrier)
         });
-        lead(db, cfg, &control, || {
+        let led = lead(db, cfg, &control, || {
             barrier.wait();
         });
         fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
             h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
         }
         let stats: Vec<_> = threads.into_iter().map(join).collect();
-        (stats, join(seq))
+        (stats, join(seq), led)
     });
     let end = shared.end.load(Ordering::Acquire);
     if end != u64::MAX {
@@ -296,6 +296,9 @@ pub fn drive<W: Workload>(
     let mut out = Vec::with_capacity(exec);
     for s in stats {
         out.extend(s?);
+    }
+    if let Some(first) = out.first_mut() {
+        led.report(first);
     }
     Ok(out)
 }
@@ -331,11 +334,17 @@ fn sequence<W: Workload>(
             }
         }
     };
+    // The steps of `cfg.mix_at` the generators follow.
+    let mut mix_steps = 0;
     loop {
         let phase = control.phase();
         if phase == RunPhase::Stop || (left == 0 && outstanding == 0) {
             stop(number, gens);
             return Ok(());
+        }
+        if !cfg.mix_at.is_empty() && control.mix_steps() != mix_steps {
+            mix_steps = control.mix_steps();
+            gens.iter_mut().for_each(|g| g.restrict_mix(&cfg.mix_at[mix_steps - 1].types));
         }
         if phase == RunPhase::Pause {
             control.pause();
@@ -1001,6 +1010,7 @@ mod tests {
             prefault: true,
             breakdown: false,
             acks: None,
+            ..RunConfig::default()
         }
     }
 

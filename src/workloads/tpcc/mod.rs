@@ -487,13 +487,9 @@ impl Workload for Tpcc {
     fn generator(&self, worker: usize, _threads: usize, seed: u64) -> TpccGen {
         let source = self.generators.fetch_add(1, Ordering::Relaxed);
         let w = self.cfg.warehouses;
-        let mut thresholds = [0u32; 5];
-        let mut acc = 0;
-        for (t, p) in thresholds.iter_mut().zip(self.cfg.mix) {
-            acc += p;
-            *t = acc;
-        }
         TpccGen {
+            mix: self.cfg.mix,
+            thresholds: thresholds(&self.cfg.mix, &[0, 1, 2, 3, 4]),
             analytic: self.cfg.analytic.map_or((0, 0), |a| (a.share, a.items())),
             analytic_seq: 0,
             warehouses: w,
@@ -501,7 +497,6 @@ impl Workload for Tpcc {
                 WarehouseChoice::Home => Some((worker as u64 % u64::from(w)) as u32 + 1),
                 WarehouseChoice::Random => None,
             },
-            thresholds,
             nu: self.nu,
             remote: !self.cfg.has(Simplification::NoRemote) && w > 1,
             rollback: !self.cfg.has(Simplification::NoRollback),
@@ -539,6 +534,21 @@ impl Workload for Tpcc {
         self.generators = previous.generators.clone();
         self.nu = previous.nu;
         self.growth = previous.growth;
+    }
+
+    /// The five types of the mix, any of them with a share (the analytic transaction keeps its
+    /// own share whatever the mix: it cannot be chosen or left out here).
+    fn check_mix(&self, types: &[usize]) -> Result<(), String> {
+        if let Some(&t) = types.iter().find(|&&t| t >= Kind::ALL.len()) {
+            return Err(format!(
+                "'{}' is not one of the five types of the TPC-C mix",
+                txns::TYPES.get(t).map_or("?", |x| x.name)
+            ));
+        }
+        if types.iter().all(|&t| self.cfg.mix[t] == 0) {
+            return Err("none of these types has a share in the mix (--mix)".into());
+        }
+        Ok(())
     }
 
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
@@ -583,6 +593,10 @@ fn now_secs() -> i64 {
 pub struct TpccGen {
     warehouses: u32,
     home: Option<u32>,
+    /// The configured mix (percent per type, in [`Kind::ALL`] order).
+    mix: [u32; 5],
+    /// The running sums of the mix's shares of the types it runs (see [`thresholds`]); the
+    /// last is the draw's range.
     thresholds: [u32; 5],
     nu: NuConstants,
     remote: bool,
@@ -601,6 +615,20 @@ pub struct TpccGen {
     /// once the oldest is delivered no lower one can appear). Delivery's scan starts there
     /// instead of at 0, as Silo's TPC-C does.
     hints: Vec<u32>,
+}
+
+/// The running sums of `mix`'s shares of `types` (others count 0): a draw below the first picks
+/// the first kind, and so on; the last sum is the range of the draw.
+fn thresholds(mix: &[u32; 5], types: &[usize]) -> [u32; 5] {
+    let mut out = [0u32; 5];
+    let mut acc = 0;
+    for (i, t) in out.iter_mut().enumerate() {
+        if types.contains(&i) {
+            acc += mix[i];
+        }
+        *t = acc;
+    }
+    out
 }
 
 impl TpccGen {
@@ -626,6 +654,11 @@ impl TpccGen {
 impl Generator for TpccGen {
     type Proc = TpccTxn;
 
+    fn restrict_mix(&mut self, types: &[usize]) {
+        self.thresholds = thresholds(&self.mix, types);
+        debug_assert!(self.thresholds[4] > 0, "accepted by Tpcc::check_mix");
+    }
+
     fn blank(&self) -> TpccTxn {
         TpccTxn::new(Kind::NewOrder)
     }
@@ -637,7 +670,7 @@ impl Generator for TpccGen {
         let kind = if analytic {
             Kind::Analytic
         } else {
-            let pick = self.rng.uniform(0, 99);
+            let pick = self.rng.uniform(0, self.thresholds[4] - 1);
             Kind::ALL[self.thresholds.iter().position(|&t| pick < t).unwrap_or(0)]
         };
         let w = self.home.unwrap_or_else(|| self.rng.uniform(1, self.warehouses));
