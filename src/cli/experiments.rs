@@ -18,7 +18,8 @@ pub(super) struct PlotArgs {
     /// Results files (JSON lines from `txlab sweep`)
     #[arg(required = true, value_name = "FILE.jsonl")]
     files: Vec<PathBuf>,
-    /// The varied parameter on the x axis (e.g. threads, theta, records)
+    /// The varied parameter on the x axis (e.g. threads, theta, records), or `time`: each
+    /// run's timeline (`run --timeline`), throughput per interval
     #[arg(long)]
     x: String,
     /// The statistic on the y axis: throughput, abort_ratio, p50_us, p99_us, p999_us, max_us,

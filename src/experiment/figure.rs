@@ -72,6 +72,79 @@ pub struct Figure {
     pub notes: Vec<String>,
 }
 
+/// The x axis that shows the runs' timelines (`run --timeline`) instead of a varied parameter:
+/// throughput per interval against the time since the window began, one line per protocol and
+/// combination of the varied parameters.
+pub const TIME: &str = "time";
+
+/// The figure of the records' timelines ([`TIME`]): the i-th point of a line is the median of
+/// the repeats' i-th intervals, at the median of their ends.
+fn timeline(records: &[Record], spec: &FigureSpec) -> Result<Figure, String> {
+    if spec.y != "throughput" {
+        return Err(format!(
+            "--y {}: a timeline holds throughput only (--x time needs --y throughput)",
+            spec.y
+        ));
+    }
+    if spec.log_x {
+        return Err("--log-x: the time axis starts at 0".into());
+    }
+    for (name, value) in &spec.filter {
+        if !records.iter().any(|r| r.sweep.def.grid.iter().any(|a| a.name == *name)) {
+            return Err(format!("--where {name}={value}: the results do not vary {name}"));
+        }
+    }
+    let kept: Vec<&Record> = records
+        .iter()
+        .filter(|r| spec.filter.iter().all(|(n, v)| r.param(n) == Some(v.as_str())))
+        .filter(|r| r.value["timeline"].as_array().is_some_and(|t| !t.is_empty()))
+        .collect();
+    if kept.is_empty() {
+        return Err("--x time: no result has a timeline (run with --timeline SECONDS)".into());
+    }
+    // Per line, per interval: the repeats' interval ends and throughputs.
+    type Intervals = Vec<(Vec<f64>, Vec<f64>)>;
+    let mut lines: Vec<(String, Values, Intervals)> = Vec::new();
+    for r in &kept {
+        let at = match lines.iter().position(|(p, v, _)| *p == r.protocol && *v == r.sweep.values) {
+            Some(at) => at,
+            None => {
+                lines.push((r.protocol.clone(), r.sweep.values.clone(), Vec::new()));
+                lines.len() - 1
+            }
+        };
+        let intervals = &mut lines[at].2;
+        let points = r.value["timeline"].as_array().expect("kept above");
+        for (i, p) in points.iter().enumerate() {
+            let (Some(t), Some(y)) = (p["t"].as_f64(), p["throughput"].as_f64()) else {
+                return Err(format!(
+                    "{}:{}: a timeline point without t or throughput",
+                    r.file, r.line
+                ));
+            };
+            if intervals.len() == i {
+                intervals.push((Vec::new(), Vec::new()));
+            }
+            intervals[i].0.push(t);
+            intervals[i].1.push(y);
+        }
+    }
+    let series: Vec<Raw> = lines
+        .into_iter()
+        .map(|(protocol, values, intervals)| {
+            let pts = intervals
+                .into_iter()
+                .map(|(mut ts, ys)| (format!("{:.2}", median_min_max(&mut ts).0), ys))
+                .collect();
+            (protocol, values, pts)
+        })
+        .collect();
+    let position = |text: &str| text.parse::<f64>().expect("formatted from a number");
+    let x_label = "time since the window began (s)".to_string();
+    let y_label = metric_label(&spec.y, &kept);
+    Ok(finish(&kept, spec, series, position, None, x_label, y_label))
+}
+
 /// The axis label of a parameter, with its unit.
 pub fn param_label(name: &str) -> String {
     match name {
@@ -133,6 +206,9 @@ pub fn metric_label(name: &str, records: &[&Record]) -> String {
 
 /// Computes the figure `spec` asks for from `records`.
 pub fn figure(records: &[Record], spec: &FigureSpec) -> Result<Figure, String> {
+    if spec.x == TIME {
+        return timeline(records, spec);
+    }
     let varied: Vec<String> = {
         let mut v: Vec<String> = Vec::new();
         for r in records {
@@ -212,8 +288,6 @@ pub fn figure(records: &[Record], spec: &FigureSpec) -> Result<Figure, String> {
         }
     };
     // Series keyed by protocol and the other parameters' values, in order of appearance.
-    // (protocol, other parameters' values, [(x value, the repeats' y values)])
-    type Raw = (String, Values, Vec<(String, Vec<f64>)>);
     let mut series: Vec<Raw> = Vec::new();
     for r in &kept {
         let Some(y) = r.metric(&spec.y) else { continue };
@@ -233,6 +307,25 @@ pub fn figure(records: &[Record], spec: &FigureSpec) -> Result<Figure, String> {
             None => pts.push((x, vec![y])),
         }
     }
+    let x_label = param_label(&x_name);
+    let y_label = metric_label(&spec.y, &kept);
+    let categories = categorical.then(|| xs.clone());
+    Ok(finish(&kept, spec, series, position, categories, x_label, y_label))
+}
+
+/// (protocol, the line's parameter values, [(x value, the repeats' y values)])
+type Raw = (String, Values, Vec<(String, Vec<f64>)>);
+
+/// The figure of `series` gathered from `kept`: medians and ranges per point, labels, notes.
+fn finish(
+    kept: &[&Record],
+    spec: &FigureSpec,
+    series: Vec<Raw>,
+    position: impl Fn(&str) -> f64,
+    categories: Option<Vec<String>>,
+    x_label: String,
+    y_label: String,
+) -> Figure {
     // Several values of another parameter make several lines per protocol: name them.
     let distinct_others = {
         let mut seen: Vec<&Vec<(String, String)>> = Vec::new();
@@ -267,8 +360,6 @@ pub fn figure(records: &[Record], spec: &FigureSpec) -> Result<Figure, String> {
             Series { protocol, others, label, points }
         })
         .collect();
-    let x_label = param_label(&x_name);
-    let y_label = metric_label(&spec.y, &kept);
     let workload = kept[0].value["workload"].as_str().unwrap_or("?").to_string();
     let mut notes = Vec::new();
     notes.push(if max_runs > 1 {
@@ -294,16 +385,16 @@ pub fn figure(records: &[Record], spec: &FigureSpec) -> Result<Figure, String> {
         "Run flags: {}.",
         if base.is_empty() { "defaults".to_string() } else { base.join(" ") }
     ));
-    Ok(Figure {
+    Figure {
         title: spec.title.clone().unwrap_or_else(|| format!("{workload}: {y_label} by {x_label}")),
         x_label,
         y_label,
-        categories: categorical.then_some(xs),
+        categories,
         log_x: spec.log_x,
         log_y: spec.log_y,
         series,
         notes,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -416,6 +507,51 @@ pub(crate) mod tests {
         assert_eq!(f.series[0].points.iter().map(|p| p.x).collect::<Vec<_>>(), [0.0, 1.0]);
         let log = FigureSpec { log_x: true, ..spec("backoff", "throughput") };
         assert!(figure(&rs, &log).is_err());
+    }
+
+    /// `--x time` draws each run's timeline: a line per protocol and value of the varied
+    /// parameters, the i-th point the median of the repeats' i-th intervals.
+    #[test]
+    fn timelines_are_drawn_against_time() {
+        let g: &[(&str, &[&str])] = &[("opt", &["ic3:online=on", "ic3:online=off"])];
+        let with = |opt: &str, repeat: u32, ys: &[f64]| {
+            let mut r = rec(g, &[("opt", opt)], "ic3", repeat, 1.0);
+            let pts: Vec<_> = ys
+                .iter()
+                .enumerate()
+                .map(|(i, y)| serde_json::json!({"t": 0.1 * (i + 1) as f64, "throughput": y}))
+                .collect();
+            r.value["timeline"] = serde_json::Value::Array(pts);
+            r
+        };
+        let rs = vec![
+            with("ic3:online=on", 0, &[10.0, 20.0]),
+            with("ic3:online=on", 1, &[30.0, 40.0]),
+            with("ic3:online=on", 2, &[20.0, 60.0]),
+            with("ic3:online=off", 0, &[5.0, 6.0]),
+        ];
+        let spec = FigureSpec { x: TIME.into(), y: "throughput".into(), ..Default::default() };
+        let f = figure(&rs, &spec).unwrap();
+        assert_eq!(f.x_label, "time since the window began (s)");
+        assert_eq!(f.categories, None);
+        let labels: Vec<&str> = f.series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["ic3 (opt=ic3:online=on)", "ic3 (opt=ic3:online=off)"]);
+        let on: Vec<(f64, f64, f64, f64)> =
+            f.series[0].points.iter().map(|p| (p.x, p.median, p.min, p.max)).collect();
+        assert_eq!(on, [(0.1, 20.0, 10.0, 30.0), (0.2, 40.0, 20.0, 60.0)]);
+        assert_eq!(f.series[1].points.iter().map(|p| p.median).collect::<Vec<_>>(), [5.0, 6.0]);
+        let only = FigureSpec { filter: vec![("opt".into(), "ic3:online=off".into())], ..spec };
+        assert_eq!(figure(&rs, &only).unwrap().series.len(), 1);
+        let p99 = FigureSpec { y: "p99_us".into(), ..only.clone() };
+        assert_eq!(
+            figure(&rs, &p99).err().unwrap(),
+            "--y p99_us: a timeline holds throughput only (--x time needs --y throughput)"
+        );
+        let plain = vec![rec(g, &[("opt", "ic3:online=on")], "ic3", 0, 1.0)];
+        assert_eq!(
+            figure(&plain, &only).err().unwrap(),
+            "--x time: no result has a timeline (run with --timeline SECONDS)"
+        );
     }
 }
 

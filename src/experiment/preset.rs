@@ -83,7 +83,7 @@ pub struct Preset {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FigureDef {
-    /// The varied parameter on the x axis.
+    /// The varied parameter on the x axis, or `time` for the runs' timelines.
     pub x: String,
     /// The statistic on the y axis.
     pub y: String,
@@ -584,7 +584,10 @@ mod tests {
             let sweep = crate::cli::validate_sweep(&p.flags, &p.vary_args());
             assert!(sweep.is_ok(), "preset {name}: {}", sweep.err().unwrap_or_default());
             for f in &p.figures {
-                assert!(p.vary.iter().any(|(n, _)| *n == f.x), "preset {name}: figure x {}", f.x);
+                let varied = p.vary.iter().any(|(n, _)| *n == f.x);
+                let timeline =
+                    f.x == super::super::figure::TIME && p.flags.iter().any(|a| a == "--timeline");
+                assert!(varied || timeline, "preset {name}: figure x {}", f.x);
             }
             assert!(!p.claims.is_empty(), "preset {name} checks no claim");
         }
