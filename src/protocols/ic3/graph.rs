@@ -49,7 +49,7 @@ use crate::engine::scgraph::{Analysis, Granularity, Nested};
 use crate::engine::{AccessMode, TxnType};
 use crate::storage::projection::Columns;
 use std::ops::Range;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -266,6 +266,8 @@ pub(crate) struct Graphs {
     published: Mutex<Vec<Box<Graph>>>,
     /// The graph attempts begin on: one of `published`.
     current: AtomicPtr<Graph>,
+    /// A stop-the-world change is under way: no attempt begins ([`stop_the_world`]).
+    stopped: AtomicBool,
 }
 
 impl Graphs {
@@ -273,7 +275,7 @@ impl Graphs {
     pub(crate) fn new(first: Graph) -> Self {
         let mut first = Box::new(first);
         let current = AtomicPtr::new(&mut *first);
-        Graphs { published: Mutex::new(vec![first]), current }
+        Graphs { published: Mutex::new(vec![first]), current, stopped: AtomicBool::new(false) }
     }
 
     /// The graph attempts begin on now.
@@ -285,6 +287,16 @@ impl Graphs {
         // SAFETY: `current` always points to a graph in `published`, boxed (it never moves)
         // and never dropped before `self`.
         unsafe { &*g }
+    }
+
+    /// Whether a stop-the-world change is under way: an attempt that began must end at once
+    /// and wait until it is over ([`stop_the_world`]).
+    #[inline]
+    pub(crate) fn stopped(&self) -> bool {
+        // SeqCst: a worker stores its context's state (`txn::TxnCtx::begin`) and then loads
+        // this; the change stores it and then loads every context's state: either the worker
+        // sees the world stopped, or the change sees its attempt and waits for it.
+        self.stopped.load(Ordering::SeqCst)
     }
 
     /// Publishes `g` as the current graph (the caller holds `published`).
@@ -338,6 +350,38 @@ pub(crate) fn set_mix(
     drain(contexts, version % GRAPH_VERSIONS);
     let g = templates.graph(&new, &mix, version + 2, rendezvous);
     graphs.publish(&mut published, g);
+}
+
+/// Changes the mix to `mix` the way the paper's baseline does (§6.9, "stop the world"): no
+/// attempt begins meanwhile, every running one (typed or direct) ends, the new mix's graph is
+/// analysed and published, and attempts begin again, on it. Two graphs never run at once, so
+/// there is no transitional graph; the workers stand still for as long as the longest running
+/// attempt takes to end, plus the analysis.
+pub(crate) fn stop_the_world(
+    graphs: &Graphs,
+    contexts: &Contexts,
+    templates: &Templates,
+    rendezvous: bool,
+    mix: &[usize],
+) {
+    let mut mix = mix.to_vec();
+    mix.sort_unstable();
+    mix.dedup();
+    let mut published = graphs.published.lock().unwrap_or_else(|e| e.into_inner());
+    let from = published.last().expect("a first graph");
+    if from.mix == mix {
+        return;
+    }
+    let version = from.version;
+    // SeqCst: see `Graphs::stopped`.
+    graphs.stopped.store(true, Ordering::SeqCst);
+    while contexts.states().any(|s| s.runs()) {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    let new = templates.analyse(&mix);
+    let g = templates.graph(&new, &mix, version + 1, rendezvous);
+    graphs.publish(&mut published, g);
+    graphs.stopped.store(false, Ordering::SeqCst);
 }
 
 /// A type's merged pieces with their sub-pieces.

@@ -18,7 +18,8 @@
 //! spin-wait; yield at once; or yield a few times and then sleep until the transaction waited
 //! for changes its state, the paper's suspend-wait), `optimistic=on|off` (constrain a piece
 //! after its execution, before its commit, §4.1), `rendezvous=on|off` (§4.2),
-//! `commutative=on|off` (§4.3) and `online=on|off` (re-analyse when the mix changes, §4.5).
+//! `commutative=on|off` (§4.3) and `online=on|stop|off` (re-analyse when the mix changes, §4.5,
+//! or with the workers stopped, the paper's §6.9 baseline).
 //! All on, spinning, by default. On 2 cores, spinning is best with as many workers as cores
 //! and yielding with more (TPC-C at 1 warehouse: see the issue's notes); sleeping costs a wake-up
 //! per wait, too much for waits as short as a piece.
@@ -168,10 +169,24 @@ pub struct Ic3Options {
     /// Defer accumulations to commit, outside the C-edges, where the analysis allows (§4.3).
     #[serde(serialize_with = "serialize_switch")]
     pub commutative: bool,
-    /// Re-analyse the templates when the mix changes (§4.5, `Database::set_mix`); off keeps
-    /// the analysis of every type made at the start (the paper's "analysis at beginning").
-    #[serde(serialize_with = "serialize_switch")]
-    pub online: bool,
+    /// What a change of the mix does (`Database::set_mix`).
+    pub online: Online,
+}
+
+/// What IC3 does when the mix of transaction types changes (`Database::set_mix`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Online {
+    /// Re-analyse the templates and move the workers to the new graph through the transitional
+    /// one, without stopping them (§4.5).
+    On,
+    /// Re-analyse the templates with the workers stopped: no attempt begins until every
+    /// running one has ended and the new graph is published (the paper's "stop the world"
+    /// baseline, §6.9).
+    Stop,
+    /// Keep the analysis of every type made at the start (the paper's "analysis at
+    /// beginning").
+    Off,
 }
 
 impl Default for Ic3Options {
@@ -181,7 +196,7 @@ impl Default for Ic3Options {
             optimistic: true,
             rendezvous: true,
             commutative: true,
-            online: true,
+            online: Online::On,
         }
     }
 }
@@ -220,11 +235,13 @@ impl ProtocolOptions for Ic3Options {
         },
         OptionSpec {
             name: "online",
-            values: "on|off",
+            values: "on|stop|off",
             default: "on",
             help: "re-analyse the templates when the mix of transaction types changes during a \
                    run (--mix-at), moving the workers to the new analysis without stopping them \
-                   (IC3 §4.5); off keeps the analysis of every type made at the start",
+                   (IC3 §4.5); stop re-analyses with the workers stopped until every running \
+                   transaction has ended (the paper's stop-the-world baseline, §6.9); off keeps \
+                   the analysis of every type made at the start",
         },
     ];
 
@@ -244,7 +261,13 @@ impl ProtocolOptions for Ic3Options {
             "optimistic" => self.optimistic = switch(name, value)?,
             "rendezvous" => self.rendezvous = switch(name, value)?,
             "commutative" => self.commutative = switch(name, value)?,
-            "online" => self.online = switch(name, value)?,
+            "online" => {
+                self.online = choice(
+                    name,
+                    value,
+                    &[("on", Online::On), ("stop", Online::Stop), ("off", Online::Off)],
+                )?;
+            }
             _ => return Err(format!("--opt {name}: not an option of ic3")),
         }
         Ok(())
@@ -342,6 +365,21 @@ impl Protocol for Ic3 {
                 txn::MAX_PIECES
             )));
         }
+        if setup.tables.len() > worker::MAX_TABLES {
+            return Err(Error::Config(format!(
+                "ic3: at most {} tables (the workload has {})",
+                worker::MAX_TABLES,
+                setup.tables.len()
+            )));
+        }
+        if let Some(t) = setup.tables.iter().find(|t| t.capacity > worker::MAX_ROWS) {
+            return Err(Error::Config(format!(
+                "ic3: table {} holds up to {} rows, more than the {} a commit's lock order can name",
+                t.name,
+                t.capacity,
+                worker::MAX_ROWS
+            )));
+        }
         let templates = (!types.is_empty()).then(|| {
             let full = Analysis::with_options(types, Granularity::Table, options.commutative);
             graph::Templates {
@@ -415,11 +453,16 @@ impl Protocol for Ic3 {
     }
 
     /// Re-analyses the templates for the mix and moves the workers to its graph through the
-    /// transitional one (§4.5; see `graph`).
+    /// transitional one (§4.5; see `graph`), or with the world stopped (`online=stop`), or
+    /// keeps the graph (`online=off`).
     fn set_mix(&self, types: &[usize]) -> Result<(), Error> {
         let s = &self.shared;
-        if let Some(templates) = s.templates.as_ref().filter(|_| s.options.online) {
-            graph::set_mix(&s.graphs, &s.contexts, templates, s.options.rendezvous, types);
+        let Some(templates) = s.templates.as_ref() else { return Ok(()) };
+        let (graphs, contexts, rendezvous) = (&s.graphs, &s.contexts, s.options.rendezvous);
+        match s.options.online {
+            Online::On => graph::set_mix(graphs, contexts, templates, rendezvous, types),
+            Online::Stop => graph::stop_the_world(graphs, contexts, templates, rendezvous, types),
+            Online::Off => {}
         }
         Ok(())
     }

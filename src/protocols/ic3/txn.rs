@@ -79,6 +79,11 @@ impl State {
     pub fn runs_on(&self, graph: u64) -> bool {
         self.ty != UNTYPED && self.progress != DONE && self.graph == graph
     }
+
+    /// Whether it is a running attempt, typed or direct.
+    pub fn runs(&self) -> bool {
+        self.progress != DONE
+    }
 }
 
 /// One transaction context (see the module docs).

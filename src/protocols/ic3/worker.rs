@@ -25,7 +25,8 @@
 //! and so reads and overwrites only committed data ([`commit_direct`]). Its reads of a record
 //! with a pending writer copy the record's committed image (the first uncommitted writer's
 //! before-image, under the record's lock), and its validation checks that each value read is
-//! still its record's committed one. A typed transaction's writes become committed data at its
+//! still its record's committed one (a read-only attempt record by record, without holding the
+//! records together: [`reads_committed_now`]). A typed transaction's writes become committed data at its
 //! commit point, one store of its context's state (`txn::COMMITTED`) before it leaves the
 //! lists: readers of committed images see all of them from there or none. The values read were
 //! all committed at once between the last read and the first check (each is its record's
@@ -48,7 +49,7 @@ use super::record::{
     UNLINKED,
 };
 use super::txn::{DepQueue, TxnCtx, TxnRef, UNTYPED};
-use super::{Ic3, Shared};
+use super::{Ic3, Online, Shared};
 use crate::engine::Worker;
 use crate::engine::{Accumulation, PieceEnd, ALL_COLUMNS};
 use crate::error::{Abort, AbortReason};
@@ -90,51 +91,82 @@ enum Hold {
     Skipped,
 }
 
-/// A record or bucket a commit locks.
+/// Where an item's key puts the bucket flag: buckets sort after rows.
+const BUCKET_KEY: u64 = 1 << 63;
+/// Where an item's key puts the table: the bits above the row id or slot.
+const TABLE_SHIFT: u32 = 47;
+/// The most tables and the most rows per table an item key can name (checked at set-up:
+/// `Ic3::new`).
+pub(super) const MAX_TABLES: usize = 1 << (63 - TABLE_SHIFT);
+pub(super) const MAX_ROWS: u64 = 1 << TABLE_SHIFT;
+
+/// A record or bucket a commit locks. Items are sorted and looked up once or more per piece
+/// commit, so they are kept small and keyed by one integer.
 #[derive(Clone, Copy, Debug)]
 struct Item {
-    /// The lock order: rows before buckets, then table, then row or slot.
-    order: u128,
-    target: Target,
-    /// Read (rows: in the read set; buckets: covered by a scan or an absent read).
-    read: bool,
+    /// The lock order and the identity: [`BUCKET_KEY`] for a bucket (rows first), the table
+    /// from [`TABLE_SHIFT`], the row id or slot below.
+    key: u64,
+    /// Rows: the word the first read of the row saw (validated against the word locked).
+    seen: u64,
+    /// The word when locked (without the lock bit).
+    word: u64,
     /// Rows: the write-set index. Buckets: `Some(0)` when a key in it is inserted or deleted.
     write: Option<u32>,
+    /// Read (rows: in the read set; buckets: covered by a scan or an absent read).
+    read: bool,
+    /// Rows: two reads of the row saw different versions (the validation fails).
+    mixed: bool,
     /// Rows: the commit applies deferred accumulations to it.
     adds: bool,
     /// Gathered from an operation of a sub-piece before the open merged piece's current one
     /// (see [`covered`]).
     early: bool,
     hold: Hold,
-    /// The word when locked (without the lock bit).
-    word: u64,
 }
 
 impl Item {
-    fn row(t: TableId, rid: RowId, read: bool, write: Option<u32>) -> Self {
-        let order = u128::from(t.0) << 64 | u128::from(rid.0);
+    fn row_key(t: TableId, rid: RowId) -> u64 {
+        debug_assert!(rid.0 < MAX_ROWS && (t.0 as usize) < MAX_TABLES, "checked at set-up");
+        u64::from(t.0) << TABLE_SHIFT | rid.0
+    }
+
+    fn new(key: u64, read: bool, write: Option<u32>) -> Self {
         Item {
-            order,
-            target: Target::Row(t, rid),
-            read,
+            key,
+            seen: 0,
+            word: 0,
             write,
+            read,
+            mixed: false,
             adds: false,
             early: false,
             hold: Hold::No,
-            word: 0,
         }
     }
 
+    fn row(t: TableId, rid: RowId, read: bool, write: Option<u32>) -> Self {
+        Item::new(Item::row_key(t, rid), read, write)
+    }
+
     fn bucket(t: TableId, slot: u32, write: bool) -> Self {
-        let order = 1 << 127 | u128::from(t.0) << 64 | u128::from(slot);
-        let write = write.then_some(0);
-        let target = Target::Bucket(t, slot);
-        let read = write.is_none();
-        Item { order, target, read, write, adds: false, early: false, hold: Hold::No, word: 0 }
+        debug_assert!((t.0 as usize) < MAX_TABLES, "checked at set-up");
+        let key = BUCKET_KEY | u64::from(t.0) << TABLE_SHIFT | u64::from(slot);
+        Item::new(key, !write, write.then_some(0))
     }
 
     fn is_bucket(&self) -> bool {
-        matches!(self.target, Target::Bucket(..))
+        self.key & BUCKET_KEY != 0
+    }
+
+    fn target(&self) -> Target {
+        let t = TableId(((self.key & !BUCKET_KEY) >> TABLE_SHIFT) as u32);
+        let low = self.key & (MAX_ROWS - 1);
+        if self.is_bucket() {
+            Target::Bucket(t, low as u32)
+        } else {
+            Target::Row(t, RowId(low))
+        }
     }
 }
 
@@ -387,7 +419,8 @@ fn gather(w: &mut Ic3Worker<'_>) {
     let items = &mut w.local.items;
     items.clear();
     for (i, r) in w.reads.iter().enumerate() {
-        items.push(Item { early: i < r0, ..Item::row(r.table, r.rid, true, None) });
+        let seen = r.word;
+        items.push(Item { early: i < r0, seen, ..Item::row(r.table, r.rid, true, None) });
     }
     for (i, x) in w.writes.iter().enumerate() {
         let early = i < w0;
@@ -404,23 +437,36 @@ fn gather(w: &mut Ic3Worker<'_>) {
     sort_items(items);
 }
 
-/// Sorts items into lock order and merges the duplicates.
+/// Sorts the items into lock order and merges the duplicates.
 fn sort_items(items: &mut Vec<Item>) {
-    items.sort_unstable_by_key(|x| x.order);
+    items.sort_unstable_by_key(|x| x.key);
     items.dedup_by(|later, kept| {
-        if later.order != kept.order {
-            return false;
+        let same = later.key == kept.key;
+        if same {
+            merge_item(kept, *later);
         }
-        kept.read |= later.read;
-        kept.write = kept.write.or(later.write);
-        kept.adds |= later.adds;
-        kept.early |= later.early;
-        if kept.hold == Hold::No {
-            kept.hold = later.hold;
-            kept.word = later.word;
-        }
-        true
+        same
     });
+}
+
+/// Merges `later`, an item of the same record or bucket as `kept`, into it.
+fn merge_item(kept: &mut Item, later: Item) {
+    if later.read && !later.is_bucket() {
+        if kept.read {
+            kept.mixed |= later.mixed || !same_version(kept.seen, later.seen);
+        } else {
+            kept.seen = later.seen;
+            kept.mixed = later.mixed;
+        }
+    }
+    kept.read |= later.read;
+    kept.write = kept.write.or(later.write);
+    kept.adds |= later.adds;
+    kept.early |= later.early;
+    if kept.hold == Hold::No {
+        kept.hold = later.hold;
+        kept.word = later.word;
+    }
 }
 
 /// Unlocks what a commit locked (rows first, then buckets: see the module docs), and our
@@ -429,7 +475,7 @@ fn release(w: &mut Ic3Worker<'_>, own: bool) {
     for i in 0..w.local.items.len() {
         let it = w.local.items[i];
         if it.hold == Hold::Locked || (own && it.hold == Hold::Own) {
-            let rec = match it.target {
+            let rec = match it.target() {
                 Target::Row(t, rid) => row_rec(w, t, rid),
                 Target::Bucket(t, slot) => bucket_rec(w.local.shared(), t, slot),
             };
@@ -449,7 +495,7 @@ fn lock(w: &mut Ic3Worker<'_>) -> bool {
     let mut late = false;
     for i in 0..rows {
         let it = w.local.items[i];
-        let Target::Row(t, rid) = it.target else { unreachable!("rows come first") };
+        let Target::Row(t, rid) = it.target() else { unreachable!("rows come first") };
         let rec = row_rec(w, t, rid);
         let own = it.write.is_some_and(|j| {
             matches!(w.writes[j as usize].kind, WriteKind::Insert | WriteKind::InsertDeleted)
@@ -481,22 +527,17 @@ fn lock(w: &mut Ic3Worker<'_>) -> bool {
     }
     let shared = w.local.shared();
     for it in w.local.items.iter_mut().filter(|x| x.is_bucket()) {
-        let Target::Bucket(t, slot) = it.target else { unreachable!() };
+        let Target::Bucket(t, slot) = it.target() else { unreachable!() };
         it.word = bucket_rec(shared, t, slot).lock().keep();
         it.hold = Hold::Locked;
     }
     true
 }
 
-/// The item of row `rid` of table `t` (gathered and locked).
-fn item_of(items: &[Item], t: TableId, rid: RowId) -> &Item {
-    &items[item_index(items, t, rid)]
-}
-
 /// Where the item of row `rid` of table `t` is.
 fn item_index(items: &[Item], t: TableId, rid: RowId) -> usize {
-    let order = u128::from(t.0) << 64 | u128::from(rid.0);
-    items.binary_search_by_key(&order, |x| x.order).expect("every row was gathered")
+    let key = Item::row_key(t, rid);
+    items.binary_search_by_key(&key, |x| x.key).expect("every row was gathered")
 }
 
 /// What a commit's validation found.
@@ -520,29 +561,29 @@ enum Verdict {
 /// module docs of `ic3`).
 fn validate(w: &Ic3Worker<'_>, direct: bool) -> Verdict {
     let items = &w.local.items;
-    for r in &w.reads {
-        let it = item_of(items, r.table, r.rid);
+    for it in items.iter().filter(|x| x.read && !x.is_bucket()) {
+        let Target::Row(t, rid) = it.target() else { unreachable!() };
         let now = match it.hold {
             // Being inserted (absent; a direct read of one with a pending writer fails here:
             // its committed value cannot be read without its lock).
-            Hold::Skipped => row_rec(w, r.table, r.rid).load(),
+            Hold::Skipped => row_rec(w, t, rid).load(),
             Hold::Locked if direct && it.word & PENDING != 0 => {
                 // A direct read saw the committed value: is it still the committed one?
                 // SAFETY: this commit holds the lock (`lock` kept it).
-                let g = unsafe { Locked::resume(row_rec(w, r.table, r.rid), it.word) };
+                let g = unsafe { Locked::resume(row_rec(w, t, rid), it.word) };
                 let committed = g.committed_word();
                 g.keep();
                 committed
             }
             _ => it.word,
         };
-        if !same_version(now, r.word) {
+        if it.mixed || !same_version(now, it.seen) {
             return Verdict::Stale;
         }
     }
     for it in items.iter().filter(|x| x.hold == Hold::Locked) {
         if !direct && !it.is_bucket() && it.word & PENDING != 0 {
-            let Target::Row(t, rid) = it.target else { unreachable!() };
+            let Target::Row(t, rid) = it.target() else { unreachable!() };
             // SAFETY: this commit holds the lock (`lock` kept it).
             let g = unsafe { Locked::resume(row_rec(w, t, rid), it.word) };
             let doomed = g.doomed_writer(w.local.txn.expect("a typed attempt is running"));
@@ -644,7 +685,7 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
         if it.hold == Hold::Skipped {
             continue;
         }
-        let (rec, row) = match it.target {
+        let (rec, row) = match it.target() {
             Target::Row(t, rid) => {
                 let row = storage.table(t).rows.get(rid);
                 (row.header, Some(row))
@@ -654,7 +695,7 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
         // SAFETY: `lock` took this lock (or it is our insert's) and kept it.
         let mut g = unsafe { Locked::resume(rec, it.word) };
         let l = &mut w.local;
-        let e = match (it.target, it.write) {
+        let e = match (it.target(), it.write) {
             (Target::Row(_, _), Some(_)) => {
                 let len = row.as_ref().map_or(0, |r| r.len());
                 let before = l.images.alloc(len);
@@ -663,8 +704,8 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
             (_, write) => l.pool.entry(txn, write.is_some(), None),
         };
         g.append(row.as_ref(), e, &mut l.deps);
-        l.entries.push((it.target, e));
-        if let (Target::Row(t, rid), Some(j)) = (it.target, it.write) {
+        l.entries.push((it.target(), e));
+        if let (Target::Row(t, rid), Some(j)) = (it.target(), it.write) {
             let j = j as usize;
             install(w, j, &mut g);
             let x = w.writes[j];
@@ -736,7 +777,7 @@ fn covered(w: &Ic3Worker<'_>) -> bool {
     let shared = w.local.shared();
     let deps = &w.local.deps;
     w.local.items.iter().filter(|it| it.early && it.hold != Hold::Skipped).all(|it| {
-        let rec = match it.target {
+        let rec = match it.target() {
             Target::Row(t, rid) => row_rec(w, t, rid),
             Target::Bucket(t, slot) => bucket_rec(shared, t, slot),
         };
@@ -759,7 +800,7 @@ fn declared(w: &Ic3Worker<'_>) -> bool {
     let allowed = |table: TableId, write: bool| {
         tables.iter().any(|d| d.table == table && (d.write || !write))
     };
-    w.local.items.iter().all(|it| match it.target {
+    w.local.items.iter().all(|it| match it.target() {
         Target::Row(table, _) | Target::Bucket(table, _) => allowed(table, it.write.is_some()),
     })
 }
@@ -836,7 +877,7 @@ fn lock_validate_install(w: &mut Ic3Worker<'_>) -> bool {
     let storage = w.ctx.storage;
     for i in 0..w.local.items.len() {
         let it = w.local.items[i];
-        let (Target::Row(t, rid), Some(j)) = (it.target, it.write) else { continue };
+        let (Target::Row(t, rid), Some(j)) = (it.target(), it.write) else { continue };
         let rec = storage.table(t).rows.get(rid).header;
         // SAFETY: `lock` took this lock (or it is our insert's) and kept it.
         let mut g = unsafe { Locked::resume(rec, it.word) };
@@ -856,7 +897,7 @@ fn stamp_and_release(w: &mut Ic3Worker<'_>) {
     if w.local.stamp != 0 {
         for i in 0..w.local.items.len() {
             let it = w.local.items[i];
-            let Target::Row(t, rid) = it.target else { continue };
+            let Target::Row(t, rid) = it.target() else { continue };
             if it.write.is_none() && !it.adds {
                 continue;
             }
@@ -921,13 +962,64 @@ fn apply_deferred(w: &mut Ic3Worker<'_>) {
 fn outside_analysis(w: &Ic3Worker<'_>) -> bool {
     let tables = &w.local.shared().analysed_tables;
     let analysed = |table: TableId| tables.get(table.index()).copied().unwrap_or(false);
-    w.local.items.iter().all(|it| match it.target {
+    w.local.items.iter().all(|it| match it.target() {
         Target::Row(table, _) | Target::Bucket(table, _) => !analysed(table),
     })
 }
 
-/// Commits an attempt that runs directly (see the module docs): at once, leaving no entry.
+/// Whether every value a read-only direct attempt read is still its record's committed value,
+/// and every phantom bucket it covered unchanged, checked record by record without holding
+/// the records together: each value was committed when read and is when checked, and a
+/// record's committed version only moves forward, so each was committed all along in between,
+/// and all of them at once just after the last read, where the history's serialization point
+/// goes (the reasoning of Silo's read validation; a read-write attempt locks its items
+/// instead, to install its writes at one instant). A record with pending writers or locked is
+/// judged under its lock (a piece commit or a list leave holds it briefly); one locked while
+/// being inserted by another transaction stays absent in committed data until that commits,
+/// and its word changes when the insert's piece commits (a spurious failure, never a missed
+/// change). A record locked and absent that the attempt did not find being inserted is a
+/// revive committing: the attempt fails.
+fn reads_committed_now(w: &mut Ic3Worker<'_>) -> bool {
+    if let Some(h) = &mut w.ctx.history {
+        h.serial_point();
+    }
+    let inserting = &w.local.inserting;
+    let reads_ok = w.reads.iter().all(|r| {
+        let rec = row_rec(w, r.table, r.rid);
+        let mut now = rec.load();
+        if now & (LOCK | PENDING) != 0 {
+            now = match rec.lock_unless_inserting() {
+                Some(g) => g.committed_word(),
+                None if inserting.iter().any(|&(t, rid, _)| t == r.table && rid == r.rid) => {
+                    rec.load()
+                }
+                None => return false,
+            };
+        }
+        same_version(now, r.word)
+    });
+    let storage = w.ctx.storage;
+    reads_ok
+        && w.phantoms
+            .iter()
+            .all(|p| storage.table(p.table).buckets.version(p.slot as usize) == p.version)
+}
+
+/// Commits an attempt that runs directly (see the module docs): at once, leaving no entry. A
+/// read-only one validates without locking ([`reads_committed_now`]).
 fn commit_direct(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
+    if w.writes.is_empty() {
+        if !reads_committed_now(w) {
+            w.rollback();
+            return Err(Abort::new(AbortReason::ReadValidation));
+        }
+        if let Some(h) = &mut w.ctx.history {
+            h.committed();
+        }
+        w.finish(true);
+        w.ctx.commit_returning();
+        return Ok(());
+    }
     gather(w);
     if !lock_validate_install(w) {
         w.rollback();
@@ -972,10 +1064,13 @@ impl OccProtocol for Ic3 {
     /// directly. After the context published the attempt's graph, the current graph is loaded
     /// again; when a mix change published another meanwhile, the attempt moves to it (see
     /// `txn::TxnCtx::begin`: a change then never misses an attempt on the graph it drains).
+    /// With `online=stop`, an attempt that begins while a change stops the world ends at once
+    /// and waits until the change is over (`graph::stop_the_world`).
     fn begin(w: &mut Ic3Worker<'_>) {
         let l = &mut w.local;
         let ty = l.next_type.take();
-        let graphs = &l.shared().graphs;
+        let shared = l.shared();
+        let graphs = &shared.graphs;
         let mode = |g: &Graph| match ty {
             Some(t) if g.plans.get(t).is_some_and(Option::is_some) => Mode::Typed(t),
             _ => Mode::Direct,
@@ -984,6 +1079,17 @@ impl OccProtocol for Ic3 {
         let mut g = graphs.current();
         l.mode = mode(g);
         l.txn = Some(l.ctx().begin(code(l.mode), g.tag()));
+        if shared.options.online == Online::Stop {
+            while graphs.stopped() {
+                l.ctx().end();
+                while graphs.stopped() {
+                    std::thread::yield_now();
+                }
+                g = graphs.current();
+                l.mode = mode(g);
+                l.txn = Some(l.ctx().begin(code(l.mode), g.tag()));
+            }
+        }
         loop {
             let now = graphs.current();
             if std::ptr::eq(now, g) {
@@ -1279,7 +1385,7 @@ mod tests {
     use super::super::Ic3;
     use super::Ic3Worker;
     use crate::engine::{
-        AccessMode, Checks, Database, DbOptions, Piece, TableAccess, Tx, TxnType, Worker,
+        AccessMode, Checks, Database, DbOptions, Piece, PieceEnd, TableAccess, Tx, TxnType, Worker,
         ALL_COLUMNS,
     };
     use crate::error::{Abort, AbortReason};
@@ -1568,6 +1674,51 @@ mod tests {
     /// A read-only type is left out of the analysis and runs directly, like an untyped one: it
     /// reads the committed values past a pending writer without waiting, and fails validation
     /// when the writer commits before it does (what it read is no longer committed).
+    /// A commit's lock order packs the table and row id into one word: a table too large for
+    /// it is refused at set-up, with a message naming it.
+    #[test]
+    fn a_table_too_large_for_the_lock_order_is_refused() {
+        let big = TableSpec::new("huge", 8, 16).with_capacity(super::MAX_ROWS + 1);
+        let err = Database::<Ic3>::builder(&[big]).build().err().expect("refused");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "ic3: table huge holds up to {} rows, more than the {} a commit's lock order \
+                 can name",
+                super::MAX_ROWS + 1,
+                super::MAX_ROWS
+            )
+        );
+    }
+
+    /// A read-only direct attempt validates record by record without locks: a record another
+    /// transaction is inserting (its lock held until its piece commits) is judged by its word,
+    /// absent in committed data; once the insert is committed, the absence read is stale.
+    #[test]
+    fn a_read_only_direct_attempt_validates_without_locking() {
+        let db = db(&[]);
+        let (mut t1, mut ro) = (db.worker().unwrap(), db.worker().unwrap());
+        const K2: u64 = 2;
+        t1.typed(0);
+        t1.begin();
+        t1.piece_begin(0).unwrap();
+        assert!(t1.insert(A, K2, &7u64.to_le_bytes()).unwrap());
+        let read_k2 = |ro: &mut Ic3Worker<'_>| {
+            ro.begin();
+            ro.read(A, K2, value).unwrap()
+        };
+        assert_eq!(read_k2(&mut ro), None, "being inserted: absent");
+        ro.commit().expect("the insert's lock does not fail nor block the validation");
+        assert_eq!(t1.piece_end(0, Ok(())).unwrap(), PieceEnd::Done);
+        assert_eq!(read_k2(&mut ro), None, "inserted by a pending transaction: absent");
+        ro.commit().expect("a pending insert is not committed data");
+        assert_eq!(read_k2(&mut ro), None);
+        t1.commit().unwrap();
+        assert_eq!(ro.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
+        assert_eq!(read_k2(&mut ro), Some(7));
+        ro.commit().unwrap();
+    }
+
     #[test]
     fn a_type_the_analysis_leaves_out_runs_directly_over_committed_data() {
         let db = db(&[]);
