@@ -26,9 +26,9 @@
 //! with a pending writer copy the record's committed image (the first uncommitted writer's
 //! before-image, under the record's lock), and its validation checks that each value read is
 //! still its record's committed one (a read-only attempt record by record, without holding the
-//! records together: [`reads_committed_now`]). A typed transaction's writes become committed data at its
-//! commit point, one store of its context's state (`txn::COMMITTED`) before it leaves the
-//! lists: readers of committed images see all of them from there or none. The values read were
+//! records together: [`reads_committed_now`]). A typed transaction's writes become committed
+//! data at its commit point, one store of its context's state (`txn::COMMITTED`) before it
+//! leaves the lists: readers of committed images see all of them from there or none. The values read were
 //! all committed at once between the last read and the first check (each is its record's
 //! committed value at both, and a record's committed version only moves forward), and the
 //! transactions committed at any instant are closed under dependencies (a transaction
@@ -612,16 +612,17 @@ fn validate(w: &Ic3Worker<'_>, direct: bool) -> Verdict {
             return Verdict::Stale;
         }
     }
-    let storage = w.ctx.storage;
-    let phantoms_ok = w
-        .phantoms
-        .iter()
-        .all(|p| storage.table(p.table).buckets.version(p.slot as usize) == p.version);
-    if phantoms_ok {
+    if phantoms_unchanged(w) {
         Verdict::Valid
     } else {
         Verdict::Stale
     }
+}
+
+/// Whether every phantom bucket the attempt covered still has the version it saw.
+fn phantoms_unchanged(w: &Ic3Worker<'_>) -> bool {
+    let storage = w.ctx.storage;
+    w.phantoms.iter().all(|p| storage.table(p.table).buckets.version(p.slot as usize) == p.version)
 }
 
 /// Writes write-set entry `j`'s image into its locked record `g` under a fresh version, and
@@ -998,11 +999,7 @@ fn reads_committed_now(w: &mut Ic3Worker<'_>) -> bool {
         }
         same_version(now, r.word)
     });
-    let storage = w.ctx.storage;
-    reads_ok
-        && w.phantoms
-            .iter()
-            .all(|p| storage.table(p.table).buckets.version(p.slot as usize) == p.version)
+    reads_ok && phantoms_unchanged(w)
 }
 
 /// Commits an attempt that runs directly (see the module docs): at once, leaving no entry. A
