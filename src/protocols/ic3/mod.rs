@@ -43,6 +43,16 @@
 //!   deadlock. Column-level tracking (entries with column masks, rollbacks per column) would
 //!   recover the paper's parallelism, but the serializability checker judges rows, so it
 //!   would also need column-level versions to verify it.
+//! * **A last piece that meets nobody commits with the transaction** (not in the paper). When
+//!   the transaction's last merged piece ends with every dependency over, and none of its
+//!   records or buckets has an entry or a lock, it is held: no entry is appended, nothing
+//!   installed. The transaction's commit then locks and validates it and, if it still names
+//!   no running transaction, installs its writes and passes the commit point under its
+//!   locks. Its entries would have been appended only to leave again at that commit. A
+//!   transaction that meanwhile reads what the piece writes reads the values before it and
+//!   serializes before it (or, writing them, makes its validation fail); a held piece that
+//!   fails validation costs a retry of the transaction rather than the piece, which is why a
+//!   piece that meets anyone at its end commits as usual.
 //! * **Pieces commit as merged pieces.** A merged piece's declared pieces gather their
 //!   operations and commit together when its last one ends. One that fails validation runs
 //!   again when it is one declared piece; a merged piece of several rolls the transaction back

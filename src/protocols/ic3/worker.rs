@@ -122,6 +122,9 @@ struct Item {
     /// Gathered from an operation of a sub-piece before the open merged piece's current one
     /// (see [`covered`]).
     early: bool,
+    /// Gathered from an operation after the transaction's last piece, which a held last piece
+    /// commits with (see [`commit_piece`]).
+    trailing: bool,
     hold: Hold,
 }
 
@@ -141,6 +144,7 @@ impl Item {
             mixed: false,
             adds: false,
             early: false,
+            trailing: false,
             hold: Hold::No,
         }
     }
@@ -255,6 +259,15 @@ pub struct Ic3Local {
     sub: usize,
     /// The read, write and phantom sets' lengths when the current sub-piece began.
     sub_from: (usize, usize, usize),
+    /// The sets' lengths when the transaction's last merged piece ended, when that piece
+    /// found nothing to depend on and commits with the transaction (see [`held_uncontended`]);
+    /// operations after them are trailing ones.
+    held: Option<(usize, usize, usize)>,
+    /// The running attempt commits its last merged piece when it ends: a held one met
+    /// contention and trailing operations at the commit, and the attempt runs again so.
+    hold_off: bool,
+    /// Sets `hold_off` for the next attempt.
+    hold_off_next: bool,
     /// Where the history's events stood when the open merged piece began.
     mark: usize,
     deps: DepQueue,
@@ -304,6 +317,9 @@ impl Ic3Local {
             reached: None,
             sub: 0,
             sub_from: (0, 0, 0),
+            held: None,
+            hold_off: false,
+            hold_off_next: false,
             mark: 0,
             deps: DepQueue::default(),
             pool: EntryPool::default(),
@@ -412,27 +428,30 @@ fn wait_phase(l: &mut Ic3Local, t: usize, m: usize, s: usize) -> Result<(), Abor
 }
 
 /// Gathers the items the open piece's commit locks, in lock order, marking those of
-/// operations before the current sub-piece `early`.
+/// operations before the current sub-piece `early`, and those after a held last piece
+/// `trailing`.
 fn gather(w: &mut Ic3Worker<'_>) {
     let storage = w.ctx.storage;
     let (r0, w0, p0) = w.local.sub_from;
+    let (r1, w1, p1) = w.local.held.unwrap_or((usize::MAX, usize::MAX, usize::MAX));
     let items = &mut w.local.items;
     items.clear();
     for (i, r) in w.reads.iter().enumerate() {
-        let seen = r.word;
-        items.push(Item { early: i < r0, seen, ..Item::row(r.table, r.rid, true, None) });
+        let (seen, early, trailing) = (r.word, i < r0, i >= r1);
+        items.push(Item { early, trailing, seen, ..Item::row(r.table, r.rid, true, None) });
     }
     for (i, x) in w.writes.iter().enumerate() {
-        let early = i < w0;
-        items.push(Item { early, ..Item::row(x.table, x.rid, false, Some(i as u32)) });
+        let (early, trailing) = (i < w0, i >= w1);
+        items.push(Item { early, trailing, ..Item::row(x.table, x.rid, false, Some(i as u32)) });
         if x.kind != WriteKind::Update {
             // An insert or delete changes which keys exist: its bucket's writer.
             let slot = storage.table(x.table).buckets.slot_of(x.key) as u32;
-            items.push(Item { early, ..Item::bucket(x.table, slot, true) });
+            items.push(Item { early, trailing, ..Item::bucket(x.table, slot, true) });
         }
     }
     for (i, p) in w.phantoms.iter().enumerate() {
-        items.push(Item { early: i < p0, ..Item::bucket(p.table, p.slot, false) });
+        let (early, trailing) = (i < p0, i >= p1);
+        items.push(Item { early, trailing, ..Item::bucket(p.table, p.slot, false) });
     }
     sort_items(items);
 }
@@ -463,6 +482,7 @@ fn merge_item(kept: &mut Item, later: Item) {
     kept.write = kept.write.or(later.write);
     kept.adds |= later.adds;
     kept.early |= later.early;
+    kept.trailing |= later.trailing;
     if kept.hold == Hold::No {
         kept.hold = later.hold;
         kept.word = later.word;
@@ -552,6 +572,8 @@ enum Verdict {
     /// The piece touched a table its template does not declare (or wrote one it declares
     /// read-only): the analysis' promise does not cover it, so it must not commit.
     Undeclared,
+    /// A held last piece committed, and the transaction with it ([`commit_held`]).
+    Committed,
 }
 
 /// Validates the locked items: every read still sees the version it read, every write finds
@@ -659,10 +681,33 @@ fn install(w: &mut Ic3Worker<'_>, j: usize, g: &mut Locked<'_>) {
 
 /// Commits the open merged piece (see the module docs); when its validation fails, nothing is
 /// held and the sets are as they were.
+///
+/// A held last piece (`w.local.held`, see [`held_uncontended`]) commits at the transaction's
+/// commit, with it: when the attempt depends on nobody still running and the piece's records
+/// name nobody else either, it installs its writes, applies the deferred accumulations and
+/// passes the commit point under the piece's locks, leaving no entry ([`Verdict::Committed`]).
+/// Otherwise it commits as any piece, with entries, and the transaction's commit goes on as
+/// usual; but trailing operations (which commit with the transaction, directly) cannot be told
+/// apart from the piece's then, so the attempt fails and its retry commits the piece when it
+/// ends.
 fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
     gather(w);
     if !declared(w) {
         return Verdict::Undeclared;
+    }
+    let held = w.local.held.is_some();
+    let me = w.local.txn.expect("a typed attempt is running");
+    // The attempt's dependencies all over, and no rolled-back writer marked its entries.
+    // SAFETY: the entries stay in the pool until the attempt ends.
+    let alone = held
+        && w.local.deps.iter().all(TxnRef::over)
+        && !w.local.entries.iter().any(|&(_, e)| unsafe { e.as_ref() }.aborted());
+    if alone && !w.local.deferred.is_empty() {
+        let l = &mut w.local;
+        for d in &l.deferred {
+            l.items.push(Item { adds: true, ..Item::row(d.table, d.rid, false, None) });
+        }
+        sort_items(&mut l.items);
     }
     if !lock(w) {
         return Verdict::Stale;
@@ -677,6 +722,23 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
     if w.local.sub > 0 && !covered(w) {
         release(w, false);
         return Verdict::Stale;
+    }
+    if held {
+        if alone && names_nobody(w, me) {
+            commit_held(w);
+            return Verdict::Committed;
+        }
+        if w.local.items.iter().any(|it| it.trailing) {
+            release(w, false);
+            w.local.hold_off_next = true;
+            return Verdict::Stale;
+        }
+        // Commits as any piece, its accumulations left for the transaction's commit.
+        w.local.held = None;
+        if alone && !w.local.deferred.is_empty() {
+            release(w, false); // the accumulations' rows are among the items: gather again
+            return commit_piece(w);
+        }
     }
     let txn = w.local.txn.expect("a typed attempt is running");
     let storage = w.ctx.storage;
@@ -728,6 +790,93 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
     w.clear_sets();
     w.local.sub_from = (0, 0, 0);
     Verdict::Valid
+}
+
+/// Whether the locked items of a held last piece name no transaction still running that their
+/// entries would make the attempt depend on (the rows of deferred accumulations aside: no
+/// analysed template writes them, see [`apply_deferred`]).
+fn names_nobody(w: &Ic3Worker<'_>, me: TxnRef) -> bool {
+    let shared = w.local.shared();
+    let items = w.local.items.iter();
+    let touched = items.filter(|it| it.word & LISTED != 0 && (it.read || it.write.is_some()));
+    touched.filter(|it| it.hold != Hold::Skipped).all(|it| {
+        let rec = match it.target() {
+            Target::Row(t, rid) => row_rec(w, t, rid),
+            Target::Bucket(t, slot) => bucket_rec(shared, t, slot),
+        };
+        // SAFETY: the commit holds the lock (`lock` took it and kept it, or our insert's).
+        let g = unsafe { Locked::resume(rec, it.word) };
+        let mut none = true;
+        g.dependencies(me, it.write.is_some(), |d| none &= d.over());
+        g.keep();
+        none
+    })
+}
+
+/// Commits the transaction with its held last piece, whose items are locked and validated and
+/// name nobody to depend on (see [`commit_piece`]): installs the writes (leaving no entry),
+/// applies the deferred accumulations, logs, passes the commit point and unlocks. The entries
+/// of its earlier pieces leave as the attempt ends.
+fn commit_held(w: &mut Ic3Worker<'_>) {
+    let storage = w.ctx.storage;
+    for i in 0..w.local.items.len() {
+        let it = w.local.items[i];
+        let (Target::Row(t, rid), Some(j)) = (it.target(), it.write) else { continue };
+        let rec = storage.table(t).rows.get(rid).header;
+        // SAFETY: `lock` took this lock (or it is our insert's) and kept it.
+        let mut g = unsafe { Locked::resume(rec, it.word) };
+        install(w, j as usize, &mut g);
+        w.local.items[i].word = g.keep();
+        let x = w.writes[j as usize];
+        if !x.kind.present() {
+            w.local.retire_on_commit.push((t, x.key, rid));
+        }
+    }
+    if !w.local.deferred.is_empty() {
+        apply_deferred(w);
+    }
+    log_commit(w);
+    if let Some(h) = &mut w.ctx.history {
+        h.serial_point();
+        h.committed();
+    }
+    // The commit point, under the locks: no reader sees the writes before it.
+    w.local.ctx().commit();
+    stamp_and_release(w);
+    w.clear_sets();
+    let l = &mut w.local;
+    l.sub_from = (0, 0, 0);
+    l.held = None;
+    l.open = None;
+}
+
+/// Whether the transaction's last merged piece, just ended, can be held to commit with the
+/// transaction ([`commit_piece`]): its dependencies are all over, none of the records or
+/// buckets it touched has an entry or is locked now, and every record it read still has the
+/// version read. Where nobody else is about, entries would only be appended to be removed
+/// again at the commit; a held piece that fails its validation at the commit costs the
+/// transaction a retry rather than the piece one, so a piece that meets anyone now (or read
+/// what changed while it waited after its execution, §4.1) commits as usual.
+fn held_uncontended(w: &Ic3Worker<'_>) -> bool {
+    let storage = w.ctx.storage;
+    let shared = w.local.shared();
+    let quiet = |rec: &Ic3Record| rec.load() & (LISTED | LOCK) == 0;
+    let bucket = |t: TableId, key: u64| {
+        quiet(bucket_rec(shared, t, storage.table(t).buckets.slot_of(key) as u32))
+    };
+    w.local.deps.iter().all(TxnRef::over)
+        && w.reads.iter().all(|r| {
+            let now = row_rec(w, r.table, r.rid).load();
+            now & (LISTED | LOCK) == 0 && same_version(now, r.word)
+        })
+        && w.writes.iter().all(|x| match x.kind {
+            WriteKind::Insert | WriteKind::InsertDeleted => bucket(x.table, x.key),
+            WriteKind::Update => quiet(row_rec(w, x.table, x.rid)),
+            WriteKind::Delete | WriteKind::Revive => {
+                quiet(row_rec(w, x.table, x.rid)) && bucket(x.table, x.key)
+            }
+        })
+        && w.phantoms.iter().all(|p| quiet(bucket_rec(shared, p.table, p.slot)))
 }
 
 /// Learns the transactions the open merged piece's operations of the sub-piece that just ended
@@ -794,15 +943,23 @@ fn covered(w: &Ic3Worker<'_>) -> bool {
 /// Whether every table the open merged piece touched is one its template pieces declare, and
 /// every table it wrote one they declare written: the table-level analysis covers nothing else.
 /// (The engine checks templates per column too, `Capabilities::templates`; this check holds
-/// whatever the caller's checks.)
+/// whatever the caller's checks.) Trailing operations (after a held last piece) must be on
+/// tables no analysed template touches, as for a transaction whose last piece committed.
 fn declared(w: &Ic3Worker<'_>) -> bool {
     let (Mode::Typed(t), Some(m)) = (w.local.mode, w.local.open) else { return true };
     let tables = &w.local.plan(t).pieces[m].tables;
-    let allowed = |table: TableId, write: bool| {
-        tables.iter().any(|d| d.table == table && (d.write || !write))
+    let analysed = &w.local.shared().analysed_tables;
+    let allowed = |table: TableId, write: bool, trailing: bool| {
+        if trailing {
+            !analysed.get(table.index()).copied().unwrap_or(false)
+        } else {
+            tables.iter().any(|d| d.table == table && (d.write || !write))
+        }
     };
     w.local.items.iter().all(|it| match it.target() {
-        Target::Row(table, _) | Target::Bucket(table, _) => allowed(table, it.write.is_some()),
+        Target::Row(table, _) | Target::Bucket(table, _) => {
+            allowed(table, it.write.is_some(), it.trailing)
+        }
     })
 }
 
@@ -1034,16 +1191,18 @@ fn commit_direct(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
 
 /// Commits open merged piece `m` of type `t` where no declared piece can run again (its last
 /// declared piece was skipped, or the transaction commits): waits first if it waits after
-/// execution, and fails the attempt when validation fails.
-fn commit_last(w: &mut Ic3Worker<'_>, t: usize, m: usize) -> Result<(), Abort> {
+/// execution, and fails the attempt when validation fails. `Ok(true)` when it was a held last
+/// piece that committed the transaction with it.
+fn commit_last(w: &mut Ic3Worker<'_>, t: usize, m: usize) -> Result<bool, Abort> {
     if waits_after(&w.local, t, m) {
         wait_phase(&mut w.local, t, m, 0)?;
     }
     match commit_piece(w) {
         Verdict::Valid => {
             w.local.open = None;
-            Ok(())
+            Ok(false)
         }
+        Verdict::Committed => Ok(true),
         Verdict::Undeclared => Err(Abort::new(AbortReason::TemplateViolation)),
         _ => Err(Abort::new(AbortReason::ReadValidation)),
     }
@@ -1097,6 +1256,7 @@ impl OccProtocol for Ic3 {
             l.ctx().rebegin(code(l.mode), g.tag());
         }
         l.graph = NonNull::from(g);
+        l.hold_off = std::mem::take(&mut l.hold_off_next);
         l.open = None;
         l.reached = None;
     }
@@ -1121,6 +1281,10 @@ impl OccProtocol for Ic3 {
         let Some((m, s)) = plan.at(piece) else {
             return Err(Abort::new(AbortReason::TemplateViolation));
         };
+        if w.local.held.is_some() {
+            // A piece after the last one, or the last one again.
+            return Err(Abort::new(AbortReason::TemplateViolation));
+        }
         if w.local.reached.is_some_and(|k| m < k || (m == k && w.local.open != Some(m))) {
             // The analysis orders pieces as the template does, each run once: going back, or
             // running a committed piece again (a loop over a piece: a loop belongs inside one
@@ -1132,7 +1296,8 @@ impl OccProtocol for Ic3 {
         }
         if let Some(k) = w.local.open.filter(|&k| k != m) {
             // A merged piece whose last declared piece was skipped: it commits now.
-            commit_last(w, t, k)?;
+            let with_transaction = commit_last(w, t, k)?;
+            debug_assert!(!with_transaction, "only the last merged piece is held");
         }
         if w.local.reached.is_none_or(|k| k < m) {
             // Every merged piece before `m` has committed, for good.
@@ -1178,11 +1343,17 @@ impl OccProtocol for Ic3 {
         if waits_after(&w.local, t, m) {
             wait_phase(&mut w.local, t, m, 0)?;
         }
+        if m + 1 == w.local.plan(t).pieces.len() && !w.local.hold_off && held_uncontended(w) {
+            // Committed with the transaction (see `commit_piece`).
+            w.local.held = Some((w.reads.len(), w.writes.len(), w.phantoms.len()));
+            return Ok(PieceEnd::Done);
+        }
         let doomed = match commit_piece(w) {
             Verdict::Valid => {
                 w.local.open = None;
                 return Ok(PieceEnd::Done);
             }
+            Verdict::Committed => unreachable!("only a held piece commits the transaction"),
             Verdict::Undeclared => return Err(Abort::new(AbortReason::TemplateViolation)),
             _ if range.len() > 1 => {
                 // Only the last declared piece could run again: the transaction does.
@@ -1264,9 +1435,17 @@ impl OccProtocol for Ic3 {
     fn commit(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
         let Mode::Typed(t) = w.local.mode else { return commit_direct(w) };
         if let Some(m) = w.local.open {
-            if let Err(a) = commit_last(w, t, m) {
-                w.rollback();
-                return Err(a);
+            match commit_last(w, t, m) {
+                Ok(false) => {}
+                Ok(true) => {
+                    w.finish(true);
+                    w.ctx.commit_returning();
+                    return Ok(());
+                }
+                Err(a) => {
+                    w.rollback();
+                    return Err(a);
+                }
             }
         }
         // Operations after the last piece (a crash test's acknowledgement row): allowed only on
@@ -1374,6 +1553,7 @@ impl OccProtocol for Ic3 {
         l.reached = None;
         l.sub = 0;
         l.sub_from = (0, 0, 0);
+        l.held = None;
     }
 }
 
@@ -1642,6 +1822,78 @@ mod tests {
         assert_eq!(wrote_b, Err(AbortReason::TemplateViolation), "piece 0 declares A only");
         t.abort();
         assert_eq!((committed(&db, A), committed(&db, B)), (0, 0));
+    }
+
+    /// The word of key `K`'s record in table `t`.
+    fn word(db: &Database<Ic3>, t: TableId) -> u64 {
+        let tbl = db.storage().table(t);
+        let rid = tbl.index.get(K, &crate::storage::index::pin()).expect("loaded");
+        tbl.rows.get(rid).header.load()
+    }
+
+    /// A last piece that meets nobody is held to commit with the transaction: it installs
+    /// nothing and appends no entry when it ends, and the commit installs its writes under its
+    /// locks (the earlier piece's entry leaves as usual). A held piece validates at the
+    /// commit: a direct writer that changed what it read fails the whole attempt, and the
+    /// earlier piece rolls back with it.
+    #[test]
+    fn an_uncontended_last_piece_commits_with_the_transaction() {
+        use super::super::record::{same_version, LISTED, LOCK, PENDING};
+        let db = db(&[]);
+        let (mut t1, mut d) = (db.worker().unwrap(), db.worker().unwrap());
+        t1.typed(0);
+        t1.begin();
+        let mut tx = Tx::new(&mut t1, &TYPES[0], Checks::default());
+        tx.piece(0, |tx| add(tx, A, 1)).unwrap();
+        assert_ne!(word(&db, A) & (LISTED | PENDING), 0, "an earlier piece leaves its entry");
+        let b = word(&db, B);
+        tx.piece(1, |tx| add(tx, B, 1)).unwrap();
+        assert_eq!(word(&db, B), b, "held: nothing installed, no entry, no lock");
+        t1.commit().unwrap();
+        let now = word(&db, B);
+        assert!(!same_version(now, b) && now & (LISTED | PENDING | LOCK) == 0, "{now:#x}");
+        assert_eq!(word(&db, A) & (LISTED | PENDING | LOCK), 0, "the entry on A left");
+        assert_eq!((committed(&db, A), committed(&db, B)), (1, 1));
+
+        t1.typed(0);
+        t1.begin();
+        let mut tx = Tx::new(&mut t1, &TYPES[0], Checks::default());
+        tx.piece(0, |tx| add(tx, A, 1)).unwrap();
+        tx.piece(1, |tx| add(tx, B, 1)).unwrap();
+        d.begin(); // untyped: writes committed data where no entry is
+        assert!(d.write(B, K, &100u64.to_le_bytes()).unwrap());
+        d.commit().expect("the held piece left no entry on B");
+        assert_eq!(t1.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
+        assert_eq!((committed(&db, A), committed(&db, B)), (1, 100), "rolled back whole");
+    }
+
+    /// Operations after a held last piece commit with it when no analysed template touches
+    /// their tables, and fail the attempt otherwise; a piece after the held one is refused.
+    #[test]
+    fn trailing_operations_commit_with_a_held_last_piece() {
+        let db = db(&[]);
+        let mut t = db.worker().unwrap();
+        let run = |t: &mut Ic3Worker<'_>, then: TableId| {
+            t.typed(0);
+            t.begin();
+            let mut tx = Tx::new(t, &TYPES[0], Checks::default());
+            tx.piece(0, |tx| add(tx, A, 1)).unwrap();
+            tx.piece(1, |tx| add(tx, B, 1)).unwrap();
+            assert!(t.write(then, K, &7u64.to_le_bytes()).unwrap());
+            t.commit().map_err(|a| a.reason)
+        };
+        run(&mut t, C).unwrap();
+        assert_eq!((committed(&db, A), committed(&db, B), committed(&db, C)), (1, 1, 7));
+        assert_eq!(run(&mut t, A), Err(AbortReason::TemplateViolation));
+        assert_eq!((committed(&db, A), committed(&db, B)), (1, 1), "rolled back whole");
+        t.typed(0);
+        t.begin();
+        let mut tx = Tx::new(&mut t, &TYPES[0], Checks::default());
+        tx.piece(0, |tx| add(tx, A, 1)).unwrap();
+        tx.piece(1, |tx| add(tx, B, 1)).unwrap();
+        let again = tx.piece(1, |tx| add(tx, B, 1)).map_err(|a| a.reason);
+        assert_eq!(again, Err(AbortReason::TemplateViolation));
+        t.rollback();
     }
 
     /// A piece that has committed cannot run again (a loop over a piece): a dependent that
