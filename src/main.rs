@@ -12,5 +12,13 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // A panic ends the process, as `panic = "abort"` would (the release profile unwinds so that
+    // tests and the binary share one build): a worker that died unwinding could leave others
+    // waiting forever for a lock it held or a transaction it was running.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
     std::process::exit(txlab::cli::main());
 }

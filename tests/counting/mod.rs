@@ -1,8 +1,10 @@
 //! A global allocator that counts the heap bytes live, for tests that measure what is freed.
-//! A test binary that includes this module (`mod counting;`) counts every allocation it makes.
+//! A test binary that includes this module (`mod counting;`) counts every allocation it makes;
+//! its tests that read the count take turns ([`turn`]).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 /// The system allocator, counting the bytes live.
 struct Counting;
@@ -36,4 +38,12 @@ static ALLOC: Counting = Counting;
 /// Heap bytes allocated and not freed so far, by the whole test binary.
 pub fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
+}
+
+static TURN: Mutex<()> = Mutex::new(());
+
+/// The count is the whole binary's: a test that measures it holds this while it does, so no
+/// other test's allocations fall inside its measurement.
+pub fn turn() -> MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
 }

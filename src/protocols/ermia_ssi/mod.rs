@@ -69,7 +69,7 @@
 //! in-flight readers, so two read-mostly transactions that read two old rows unmarked and each
 //! overwrite one (write skew) both commit: the first committer is a reader that committed at the
 //! pivot's successor's timestamp, which only a per-version `rstamp` would show. The per-slot
-//! bound above restores the check (`tests/mvcc.rs`: write skew between unmarked readers) at the
+//! bound above restores the check (`tests/protocols/mvcc.rs`: write skew between unmarked readers) at the
 //! price of precision: a pivot cannot tell which of a worker's transactions read its version
 //! (`ssi_tells_unmarked_readers_apart_per_worker_only`). Reading unmarked in every transaction,
 //! as the paper's wording allows, would abort a pivot whenever its successor had itself read

@@ -2,8 +2,8 @@
 //! those reclaimed during the run and those left on chains when the database drops. A counting
 //! global allocator sees what is still allocated after the database is gone.
 
-mod common;
-mod counting;
+use crate::common;
+use crate::counting;
 
 use std::time::Duration;
 use txlab::engine::Retry;
@@ -63,9 +63,6 @@ fn run<P: Protocol>() -> (u64, u64) {
     (v.alive, v.carved)
 }
 
-/// The count is global: the tests take turns.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// Bytes still allocated after `f` (the database it makes is dropped inside).
 fn leaked(f: impl FnOnce()) -> isize {
     let before = counting::live();
@@ -74,7 +71,7 @@ fn leaked(f: impl FnOnce()) -> isize {
 }
 
 fn returns_every_version<P: Protocol>() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = counting::turn();
     // Once first: statics that allocate lazily (the clock's calibration, thread-locals) are
     // in place before anything is counted.
     common::with_options(&[("version-alloc", "malloc")], run::<P>);
@@ -102,7 +99,7 @@ fn ssn_returns_every_version_to_the_allocator() {
 /// the allocator (the chunks are mapped memory the counting allocator never sees).
 #[test]
 fn pools_take_nothing_from_the_allocator_per_version() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = counting::turn();
     run::<Si>();
     let mut carved = 0;
     let leak = leaked(|| (_, carved) = run::<Si>());

@@ -4,7 +4,7 @@
 //! garbage. A counting allocator measures the heap while one worker inserts and deletes keys of
 //! an ordered index for many transactions; the heap must stop growing.
 
-mod counting;
+use crate::counting;
 
 use std::time::Duration;
 use txlab::prelude::*;
@@ -34,6 +34,7 @@ fn ordered_index_garbage_is_collected_during_a_run() {
         epoch_interval: Duration::from_millis(1),
         ..Default::default()
     };
+    let _turn = counting::turn();
     let spec = TableSpec::new("t", 8, 4096).with_capacity(1 << 16);
     let db = Database::<txlab::protocols::silo::Silo>::with_options(&[spec], opts).unwrap();
     let mut w = db.worker().unwrap();

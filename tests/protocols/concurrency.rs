@@ -1,7 +1,7 @@
 //! Concurrency tests: 8 threads on this 2-core machine, fixed seeds, every serializable protocol.
 //! `nocc` runs the same tests and must be caught, which proves the tests can see an anomaly.
 
-mod common;
+use crate::common;
 
 use rand::{RngExt, SeedableRng};
 use std::ops::ControlFlow;
@@ -299,7 +299,7 @@ macro_rules! serializable_suite {
 
 /// What snapshot isolation guarantees of the same workloads: transfers write every row they
 /// read, so first-updater-wins loses no update, and read-only audits see one snapshot's total.
-/// (Write skew, which it permits, is shown by `tests/mvcc.rs`.)
+/// (Write skew, which it permits, is shown by `tests/protocols/mvcc.rs`.)
 macro_rules! snapshot_suite {
     ($($name:ident => $P:ty $([$($opt:expr),*])?),* $(,)?) => {$(
         mod $name {

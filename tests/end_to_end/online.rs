@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use txlab::checker;
 use txlab::engine::{
     AccessMode, Checks, Generator, Piece, Procedure, Retry, TableAccess, Tx, TxnType, Workload,

@@ -5,7 +5,7 @@
 //! best-effort inlining and promotion, garbage collection, and read-only transactions at
 //! `min_wts - 1`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 use txlab::engine::ProtocolOptions;

@@ -3,7 +3,7 @@
 //! versions, and garbage collection. Scripted interleavings: two workers stepped by the test, so
 //! every outcome is exact.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 use txlab::prelude::*;

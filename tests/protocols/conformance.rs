@@ -1,7 +1,7 @@
 //! The conformance suite: the operation interface's single-transaction guarantees, written once
 //! and instantiated for every protocol by one line in `protocol_suite!`.
 
-mod common;
+use crate::common;
 
 use std::ops::ControlFlow;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! more threads than cores, fixed seeds); and logs with bad or missing parts give their exact
 //! error and are left untouched.
 
-mod common;
+use crate::common;
 
 use rand::{RngExt, SeedableRng};
 use std::ops::ControlFlow;

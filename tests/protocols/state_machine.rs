@@ -16,7 +16,7 @@
 //!
 //! Fixed seeds; a fixed number of transactions per thread (no time windows).
 
-mod common;
+use crate::common;
 
 use rand::{RngExt, SeedableRng};
 use std::ops::ControlFlow;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use txlab::engine::Workload;
 use txlab::prelude::*;
 use txlab::workloads::smallbank::{SmallBank, SmallBankConfig};

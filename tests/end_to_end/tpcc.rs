@@ -4,7 +4,7 @@
 //! the analytic transaction's exact aggregates, and the conditions' own power to detect broken
 //! databases.
 
-mod common;
+use crate::common;
 
 use std::ops::ControlFlow;
 use std::time::Duration;

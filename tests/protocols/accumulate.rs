@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use txlab::checker;
 use txlab::engine::{
     AccessMode, Accumulation, Checks, Piece, Procedure, Retry, TableAccess, Tx, TxnType,

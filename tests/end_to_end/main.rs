@@ -1,0 +1,19 @@
+//! Workloads, durability and the command line end to end: TPC-C, SmallBank and IC3's
+//! micro-benchmark under every protocol, online mix changes, logging and recovery (in process
+//! and killed with SIGKILL), and the `txlab` binary's commands, errors, experiments and report.
+//! Run one subject with `cargo test --release --test end_to_end SUBJECT::`.
+//!
+//! Why a few binaries of many modules: see `tests/protocols`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli;
+mod crash;
+mod durability;
+mod experiments;
+mod online;
+mod pieces;
+mod report_browser;
+mod smallbank;
+mod tpcc;
