@@ -818,20 +818,7 @@ fn names_nobody(w: &Ic3Worker<'_>, me: TxnRef) -> bool {
 /// applies the deferred accumulations, logs, passes the commit point and unlocks. The entries
 /// of its earlier pieces leave as the attempt ends.
 fn commit_held(w: &mut Ic3Worker<'_>) {
-    let storage = w.ctx.storage;
-    for i in 0..w.local.items.len() {
-        let it = w.local.items[i];
-        let (Target::Row(t, rid), Some(j)) = (it.target(), it.write) else { continue };
-        let rec = storage.table(t).rows.get(rid).header;
-        // SAFETY: `lock` took this lock (or it is our insert's) and kept it.
-        let mut g = unsafe { Locked::resume(rec, it.word) };
-        install(w, j as usize, &mut g);
-        w.local.items[i].word = g.keep();
-        let x = w.writes[j as usize];
-        if !x.kind.present() {
-            w.local.retire_on_commit.push((t, x.key, rid));
-        }
-    }
+    install_locked(w);
     if !w.local.deferred.is_empty() {
         apply_deferred(w);
     }
@@ -1032,6 +1019,13 @@ fn lock_validate_install(w: &mut Ic3Worker<'_>) -> bool {
     if let Some(h) = &mut w.ctx.history {
         h.serial_point();
     }
+    install_locked(w);
+    true
+}
+
+/// Installs every write into its locked item (keeping the locks) and retires the records the
+/// writes leave absent: for a commit that can no longer fail, which leaves no entry.
+fn install_locked(w: &mut Ic3Worker<'_>) {
     let storage = w.ctx.storage;
     for i in 0..w.local.items.len() {
         let it = w.local.items[i];
@@ -1046,7 +1040,6 @@ fn lock_validate_install(w: &mut Ic3Worker<'_>) -> bool {
             w.ctx.retire(t, x.key, rid);
         }
     }
-    true
 }
 
 /// Gives the rows a direct unit wrote the attempt's commit stamp (when it logged), then
