@@ -181,6 +181,21 @@ pub fn now_ns() -> u64 {
     BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
+/// Bits of [`epoch_ts`] below the epoch: the clock within it, in nanoseconds (4.8 hours).
+const EPOCH_TS_SHIFT: u32 = 44;
+
+/// A timestamp on the time line of the protocols that serialize by epochs (Silo's commit and
+/// its snapshots, `storage::snapshot`): the epoch first, then the clock `ns` ([`now_ns`]) within
+/// it. A Silo commit's epoch is read at its serialization point, and transactions of an earlier
+/// epoch serialize before those of a later one, so this order agrees with the serialization
+/// order wherever the checker asks it (which absence a reader saw, the order of a key's
+/// incarnations); a snapshot reader at boundary `b` sits at `epoch_ts(b, 0) - 1`, after every
+/// commit below `b` and before the others, which the clock alone cannot say.
+#[inline]
+pub fn epoch_ts(epoch: u64, ns: u64) -> u64 {
+    (epoch << EPOCH_TS_SHIFT) | ns.min((1 << EPOCH_TS_SHIFT) - 1)
+}
+
 /// Where workers deliver their histories when they are dropped.
 #[derive(Debug, Default)]
 pub struct Sink {

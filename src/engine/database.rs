@@ -129,6 +129,10 @@ impl<'a, P: Protocol> Builder<'a, P> {
         if P::BUCKET_CLOCKS {
             storage.enable_bucket_clocks();
         }
+        match protocol.snapshot_epochs() {
+            0 => {}
+            k => storage.enable_snapshots(k)?,
+        }
         if options.record_history {
             storage.record_history();
         }

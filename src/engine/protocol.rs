@@ -168,6 +168,15 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     /// The options it was set up with.
     fn options(&self) -> &Self::Options;
 
+    /// Every how many epochs the storage takes a snapshot for the read-only transactions
+    /// ([`Worker::begin_read_only`], Silo §4.9, `storage::snapshot`); 0 (the default): none.
+    /// A protocol that returns more than 0 keeps the old values its commits replace
+    /// (`WorkerCtx::keep_for_snapshots`) and reads snapshots for declared read-only attempts.
+    #[inline]
+    fn snapshot_epochs(&self) -> u64 {
+        0
+    }
+
     /// Loads `payload` (the table's row size) into the freshly allocated slot `row` of `table`
     /// as a committed row below every stamp the protocol will give (bulk loading, recovery).
     fn load(&self, table: TableId, row: RowRef<'_, Self::Record>, payload: &[u8]);
@@ -289,9 +298,10 @@ pub trait Worker {
 
     /// Starts a transaction attempt that promises to write nothing (see [`Worker::begin`] for
     /// attempts and retries). A multi-version protocol may run it on an older snapshot that is
-    /// safe without certification (`protocols::common::mvcc`) and then refuses its writes with
-    /// [`crate::error::AbortReason::ReadOnlyWrite`]; the others run it as any transaction (the
-    /// default). Procedures declare it with [`crate::engine::Procedure::read_only`].
+    /// safe without certification (`protocols::common::mvcc`), a protocol that keeps
+    /// snapshots ([`Protocol::snapshot_epochs`]: Silo §4.9) on the newest snapshot, and both
+    /// then refuse its writes with [`crate::error::AbortReason::ReadOnlyWrite`]; the others run
+    /// it as any transaction (the default). Procedures declare it with [`crate::engine::Procedure::read_only`].
     #[inline]
     fn begin_read_only(&mut self) {
         self.begin();

@@ -79,6 +79,11 @@ pub struct WorkerCtx<'db, R: RecordHeader> {
     /// The largest commit stamp this worker has given (the in-place protocols' stamps, see
     /// [`crate::protocols::common::log_in_place`]).
     pub last_stamp: u64,
+    /// Epochs between two snapshot boundaries (0: the database keeps no snapshots, see
+    /// [`crate::storage::snapshot`]).
+    pub snapshot_every: u64,
+    /// The boundary the running attempt reads at, when it reads a snapshot (0: it does not).
+    pub snapshot: u64,
 }
 
 impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
@@ -110,6 +115,8 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             log: storage.log().map(|m| m.writer(slot)),
             log_epoch: 0,
             last_stamp: 0,
+            snapshot_every: storage.epochs().snapshots.every(),
+            snapshot: 0,
         })
     }
 
@@ -175,9 +182,49 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         out
     }
 
+    /// Makes the running attempt (entered, not yet reading) a snapshot reader: its boundary,
+    /// or `None` when the database keeps no snapshots or has none yet (see
+    /// [`crate::storage::snapshot`]).
+    #[inline]
+    pub fn read_snapshot(&mut self) -> Option<u64> {
+        debug_assert!(self.in_txn && self.snapshot == 0);
+        let b = self.storage.epochs().snapshots.enter(self.slot)?;
+        self.snapshot = b;
+        Some(b)
+    }
+
+    /// Keeps the value of row `rid` of table `t` (`row`, word `word`, committed in epoch
+    /// `epoch`, present or not) for snapshot readers before a commit of epoch `now` replaces
+    /// it, if the two lie in different snapshot intervals (see [`crate::storage::snapshot`]).
+    /// Called under the record's lock; nothing when the database keeps no snapshots.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn keep_for_snapshots(
+        &mut self,
+        t: TableId,
+        rid: RowId,
+        row: crate::storage::RowRef<'_, R>,
+        word: u64,
+        epoch: u64,
+        now: u64,
+        present: bool,
+    ) {
+        let k = self.snapshot_every;
+        if k == 0 || !super::snapshot::crosses(epoch, now, k) {
+            return;
+        }
+        let chains = self.storage.table(t).chains.as_ref().expect("snapshots keep chains");
+        let epochs = self.storage.epochs();
+        self.reclaimer.save_old(epochs, chains, t, rid, row, word, epoch, present);
+    }
+
     /// Leaves the transaction.
     #[inline]
     pub fn exit(&mut self) {
+        if self.snapshot != 0 {
+            self.storage.epochs().snapshots.exit(self.slot);
+            self.snapshot = 0;
+        }
         self.in_txn = false;
         self.forget_hints();
         if let Some(h) = &mut self.history {

@@ -7,6 +7,7 @@
 //! it is still running. This module only answers *when*; what is retired and how it is unlinked is
 //! the business of `storage::reclaim` and the protocol.
 
+use super::snapshot::SnapshotClock;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,9 @@ pub struct Epochs {
     global: CachePadded<AtomicU64>,
     slots: Box<[CachePadded<AtomicU64>]>,
     taken: Mutex<Vec<bool>>,
+    /// Snapshot boundaries for read-only transactions (off unless the protocol keeps
+    /// snapshots, see `storage::snapshot`).
+    pub snapshots: SnapshotClock,
 }
 
 impl Epochs {
@@ -30,6 +34,7 @@ impl Epochs {
             global: CachePadded::new(AtomicU64::new(1)),
             slots: (0..max_workers).map(|_| CachePadded::new(AtomicU64::new(IDLE))).collect(),
             taken: Mutex::new(vec![false; max_workers]),
+            snapshots: SnapshotClock::new(max_workers),
         }
     }
 
@@ -40,9 +45,19 @@ impl Epochs {
         self.global.load(Ordering::Acquire)
     }
 
+    /// The current global epoch, read in the single total order of SeqCst operations (the
+    /// snapshot boundary's argument, see `storage::snapshot`).
+    #[inline]
+    pub fn global_seqcst(&self) -> u64 {
+        self.global.load(Ordering::SeqCst)
+    }
+
     /// Advances the global epoch by one.
     pub fn advance(&self) {
-        self.global.fetch_add(1, Ordering::Release);
+        // SeqCst (Release suffices for the Acquire loads): a commit's epoch read after a SeqCst
+        // fence then sees every advance that precedes the fence in the SeqCst order, which the
+        // snapshot boundary's argument needs (see `storage::snapshot`).
+        self.global.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Maximum number of registered workers.
@@ -115,6 +130,7 @@ impl EpochAdvancer {
                 while !stop2.load(Ordering::Acquire) {
                     std::thread::park_timeout(interval);
                     epochs.advance();
+                    epochs.snapshots.refresh(&epochs);
                 }
             })
             .expect("spawn the epoch thread");

@@ -16,6 +16,7 @@ pub mod phantom;
 pub mod projection;
 pub mod reclaim;
 pub mod row_store;
+pub mod snapshot;
 pub mod version;
 
 use crate::error::Error;
@@ -182,6 +183,9 @@ pub struct Table<R: RecordHeader> {
     pub buckets: RangeBuckets,
     /// Payload words of each declared column (column-projected copies).
     pub projection: projection::Projection,
+    /// The rows' old values for snapshot readers, when the protocol keeps snapshots (see
+    /// [`snapshot`]).
+    pub chains: Option<snapshot::Chains>,
 }
 
 /// Memory this process may still use, if known: the least of the machine's `MemAvailable`, the
@@ -413,6 +417,7 @@ impl<R: RecordHeader> Storage<R> {
                     index: Index::new(s.index, usize::try_from(s.expected_rows).unwrap_or(0)),
                     buckets: RangeBuckets::new(s.phantom_shift, s.phantom_slots),
                     projection: projection::Projection::new(s),
+                    chains: None,
                     spec: s.clone(),
                 })
             })
@@ -436,6 +441,7 @@ impl<R: RecordHeader> Storage<R> {
     /// and free slots. Without this, a dropped worker's queued rows would never be unlinked or
     /// freed.
     pub fn leave(&self, reclaimer: &mut reclaim::Reclaimer, caches: &mut [SlotCache]) {
+        reclaimer.release_pools(self);
         let mut o = self.orphans.lock().unwrap_or_else(|p| p.into_inner());
         o.reclaimer.adopt(reclaimer);
         if o.caches.len() < caches.len() {
@@ -466,6 +472,17 @@ impl<R: RecordHeader> Storage<R> {
         for t in &mut self.tables {
             t.projection.set_poison(true);
         }
+    }
+
+    /// Keeps snapshots for read-only transactions, a boundary every `every` epochs (see
+    /// [`snapshot`]); for protocols whose
+    /// [`Protocol::snapshot_epochs`](crate::engine::Protocol::snapshot_epochs) is not 0.
+    pub fn enable_snapshots(&mut self, every: u64) -> Result<(), Error> {
+        for t in self.tables.iter_mut() {
+            t.chains = Some(snapshot::Chains::new(t.spec.row_size, t.spec.capacity)?);
+        }
+        self.epochs.snapshots.set_every(every);
+        Ok(())
     }
 
     /// Gives every table's phantom buckets logical clocks (see

@@ -14,10 +14,14 @@
 //! Work is done in small steps from the worker's own `begin`, never on a separate thread, so the
 //! hot path pays only a length check.
 
+use super::epoch::Epochs;
 use super::index::IndexGuard;
-use super::row_store::{RecordHeader, SlotCache};
+use super::row_store::{RecordHeader, RowRef, SlotCache};
+use super::snapshot::{Chains, SnapEpoch, SnapVersion};
+use super::version::{Ptr, VersionPool};
 use super::{RowId, Storage, Table, TableId};
 use std::collections::VecDeque;
+use std::ptr::NonNull;
 
 /// What the protocol did when asked to unlink a retired record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +54,11 @@ pub struct Reclaimer {
     to_free: VecDeque<Retired>,
     /// Slots freed so far (for statistics and tests).
     pub freed: u64,
+    /// Snapshot copies trimmed off their chains, with the epoch they were cut in (see
+    /// `storage::snapshot`): freed after its grace period.
+    versions: VecDeque<(TableId, Ptr<SnapEpoch>, u64)>,
+    /// Per table, the worker's snapshot copies to reuse (empty while snapshots are off).
+    pools: Vec<VersionPool<SnapEpoch>>,
 }
 
 impl Reclaimer {
@@ -74,11 +83,52 @@ impl Reclaimer {
     pub fn adopt(&mut self, other: &mut Reclaimer) {
         self.to_unlink.append(&mut other.to_unlink);
         self.to_free.append(&mut other.to_free);
+        self.versions.append(&mut other.versions);
     }
 
-    /// Number of records waiting in either stage.
+    /// Number of records and snapshot copies waiting.
     pub fn pending(&self) -> usize {
-        self.to_unlink.len() + self.to_free.len()
+        self.to_unlink.len() + self.to_free.len() + self.versions.len()
+    }
+
+    /// Snapshot copies waiting for their grace period.
+    pub fn pending_versions(&self) -> usize {
+        self.versions.len()
+    }
+
+    /// [`Chains::save`] from this worker's pool of table `t`, queueing what the trim cuts for
+    /// freeing after the grace period of the current epoch.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn save_old<R: RecordHeader>(
+        &mut self,
+        epochs: &Epochs,
+        chains: &Chains,
+        t: TableId,
+        rid: RowId,
+        row: RowRef<'_, R>,
+        word: u64,
+        epoch: u64,
+        present: bool,
+    ) {
+        let oldest = epochs.snapshots.oldest();
+        let versions = &mut self.versions;
+        let mut stamp = None;
+        let retire = |v: NonNull<SnapVersion>| {
+            let e = *stamp.get_or_insert_with(|| epochs.retire_stamp());
+            versions.push_back((t, Ptr(v), e));
+        };
+        let pool = pool_of(&mut self.pools, t);
+        chains.save(pool, rid, row, word, epoch, present, oldest, retire);
+    }
+
+    /// Gives this worker's snapshot copies back to the tables' stores (its worker is leaving).
+    pub fn release_pools<R: RecordHeader>(&mut self, storage: &Storage<R>) {
+        for (i, pool) in self.pools.iter_mut().enumerate() {
+            if let Some(c) = &storage.table(TableId(i as u32)).chains {
+                pool.release(&c.store);
+            }
+        }
     }
 
     /// Advances both stages as far as the epochs allow; `unlink` is the protocol's step 1,
@@ -105,7 +155,9 @@ impl Reclaimer {
         if self.pending() == 0 {
             return;
         }
-        let safe = storage.epochs().min_active();
+        // A deleted record stays while a snapshot reader may still see it (see
+        // `storage::snapshot`): its deletion's epoch must be below the oldest boundary in use.
+        let safe = storage.epochs().min_active().min(storage.epochs().snapshots.oldest());
         let mut stamp = None;
         let mut busy = 0;
         while let Some(r) = self.to_unlink.front().copied() {
@@ -139,14 +191,36 @@ impl Reclaimer {
         }
         // A fresh reading: a transaction that began after `safe` was read may have found a row id
         // just unlinked above, and it must hold that slot back.
-        let safe = if self.to_free.is_empty() { safe } else { storage.epochs().min_active() };
+        let safe = storage.epochs().min_active();
         while let Some(r) = self.to_free.front().copied() {
             if r.epoch >= safe {
                 break;
             }
             self.to_free.pop_front();
+            if let Some(c) = &storage.table(r.table).chains {
+                // Nothing reaches the row any more, nor so its old values.
+                let pool = pool_of(&mut self.pools, r.table);
+                c.take(r.rid, |v| pool.free(&c.store, v));
+            }
             caches[r.table.index()].release(r.rid);
             self.freed += 1;
         }
+        while let Some(&(t, Ptr(v), e)) = self.versions.front() {
+            if e >= safe {
+                break;
+            }
+            self.versions.pop_front();
+            let c = storage.table(t).chains.as_ref().expect("copies come from chains");
+            pool_of(&mut self.pools, t).free(&c.store, v);
+        }
     }
+}
+
+/// The pool of table `t`, made on first use.
+#[inline]
+fn pool_of(pools: &mut Vec<VersionPool<SnapEpoch>>, t: TableId) -> &mut VersionPool<SnapEpoch> {
+    if pools.len() <= t.index() {
+        pools.resize_with(t.index() + 1, VersionPool::default);
+    }
+    &mut pools[t.index()]
 }

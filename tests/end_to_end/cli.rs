@@ -1214,6 +1214,7 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
     assert!(list.contains("reads: invisible, validation writes read timestamps"), "{list}");
     assert!(list.contains("reads: visible (read locks)"), "{list}");
     assert!(list.contains("--opt temperature-threshold=1 to 20 (default 10)"), "{list}");
+    assert!(list.contains("--opt snapshot-epochs=0 to 100000 (epochs) (default 0)"), "{list}");
     assert!(list.contains("--opt lock=mql|rwlock (default rwlock)"), "{list}");
     assert!(list.contains("reads: visible on hot records (read locks), else invisible"), "{list}");
     let dir = tempfile::tempdir().unwrap();
@@ -1242,14 +1243,18 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
             .lines()
             .next()
             .unwrap()
-            .ends_with(" | read-phase-extension=0 validation-lock=nowait"),
+            .ends_with(" | read-phase-extension=0 snapshot-epochs=0 validation-lock=nowait"),
         "{stdout}"
     );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(
         v["options"],
-        serde_json::json!({"validation-lock": "nowait", "read-phase-extension": 0})
+        serde_json::json!({
+            "validation-lock": "nowait",
+            "read-phase-extension": 0,
+            "snapshot-epochs": 0
+        })
     );
     assert_eq!(v["commits"], 6000);
     // Scoped options: each protocol gets its own, and another's are not its business.
@@ -1279,7 +1284,8 @@ fn protocol_options_are_checked_per_protocol_and_recorded() {
         stdout.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{stdout}"))
     };
     assert!(
-        header("silo").ends_with(" | read-phase-extension=0 validation-lock=nowait"),
+        header("silo")
+            .ends_with(" | read-phase-extension=0 snapshot-epochs=0 validation-lock=nowait"),
         "{stdout}"
     );
     assert!(

@@ -160,6 +160,18 @@ pub trait OccRecord: RecordHeader {
     /// The history stamp of the version `(word, aux)` of row `rid`.
     fn stamp(word: u64, aux: Self::Aux, rid: RowId) -> Stamp;
 
+    /// The epoch the version `word` committed in (0 for a record no transaction committed),
+    /// for the snapshots of read-only transactions (`storage::snapshot`): protocols whose words
+    /// carry it (TID words) keep snapshots. Asked only where the database keeps snapshots,
+    /// which only a protocol implementing it asks for
+    /// ([`crate::engine::Protocol::snapshot_epochs`]); a snapshot reader records the versions
+    /// it reads with the default extra.
+    #[inline(always)]
+    fn epoch(word: u64) -> u64 {
+        let _ = word;
+        unreachable!("asked only of protocols that keep snapshots")
+    }
+
     /// The commit stamp the version `(word, aux)` was logged with (see [`OccWorker::install`]).
     fn commit_stamp(word: u64, aux: Self::Aux) -> u64;
 
@@ -264,6 +276,22 @@ pub const READ_PHASE_EXTENSION: crate::engine::OptionSpec = crate::engine::Optio
 /// Parses an `--opt read-phase-extension` value (nanoseconds).
 pub fn parse_read_phase_extension(name: &str, value: &str) -> Result<u32, String> {
     crate::engine::options::number(name, value, 0u32, 1_000_000)
+}
+
+/// The `--opt snapshot-epochs` option of the protocols that keep snapshots for read-only
+/// transactions (Silo §4.9, see `storage::snapshot`).
+pub const SNAPSHOT_EPOCHS: crate::engine::OptionSpec = crate::engine::OptionSpec {
+    name: "snapshot-epochs",
+    values: "0 to 100000 (epochs)",
+    default: "0",
+    help: "read-only transactions read a snapshot taken every this many epochs, without locks \
+           or validation, and writers keep the old values they need (Silo §4.9: 25 epochs, 1 s); \
+           0: off, read-only transactions run as the others",
+};
+
+/// Parses an `--opt snapshot-epochs` value.
+pub fn parse_snapshot_epochs(name: &str, value: &str) -> Result<u32, String> {
+    crate::engine::options::number(name, value, 0u32, 100_000)
 }
 
 /// A single-version optimistic protocol: its record and its commit. The read phase is
@@ -518,6 +546,16 @@ fn push_read<R: OccRecord>(
     }
 }
 
+/// Outcome of a snapshot read.
+enum AtSnapshot {
+    /// Present at the boundary, with the word of the version read.
+    Present(u64),
+    /// Absent at the boundary.
+    Absent,
+    /// The record was unlinked: look the key up again.
+    Unlinked,
+}
+
 /// Outcome of a stable read: the word (unlocked) and the extra.
 enum Stable<A> {
     Present(u64, A),
@@ -597,6 +635,129 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
             *extra += 1;
             spin.spin();
         }
+    }
+
+    /// Reads the columns `cols` of row `rid` of `tbl` as of snapshot boundary `b` into `buf`
+    /// (see `storage::snapshot`): the value in place when it committed below `b`, else the
+    /// newest older value below `b`, else absent. A record in place below `b` that a committer
+    /// holds is waited for: the committer's epoch is at least `b`, so it keeps that value before
+    /// replacing it, but the copy in place may be half overwritten.
+    #[inline]
+    fn snapshot_read(
+        tbl: &Table<P::Record>,
+        rid: RowId,
+        b: u64,
+        buf: &mut [u8],
+        cols: Columns,
+    ) -> AtSnapshot {
+        let row = tbl.rows.get(rid);
+        let mut spin = SpinWait::default();
+        loop {
+            let v1 = row.header.load();
+            if is_unlinked(v1) {
+                return AtSnapshot::Unlinked;
+            }
+            if <P::Record as OccRecord>::epoch(v1) < b {
+                // An absence below `b` (a deletion, or a record no one committed yet) holds
+                // whoever has it locked.
+                if is_absent(v1) {
+                    return AtSnapshot::Absent;
+                }
+                if is_locked(v1) || !P::Record::settled(v1) {
+                    spin.spin();
+                    continue;
+                }
+                row.read_cols_into(buf, &tbl.projection, cols);
+                // Acquire fence: the copy before the re-check (as in `stable_read`).
+                fence(Ordering::Acquire);
+                if row.header.word().load(Ordering::Relaxed) == v1 {
+                    return AtSnapshot::Present(v1);
+                }
+                spin.spin();
+                continue;
+            }
+            // Committed at or after `b`: the committer kept what it replaced (the Acquire load
+            // of its word above makes the copy visible).
+            let chains = tbl.chains.as_ref().expect("a snapshot reader's database keeps chains");
+            return match chains.at(rid, b) {
+                Some(v) => {
+                    let word = v.stamp.load(Ordering::Relaxed);
+                    if is_absent(word) {
+                        AtSnapshot::Absent
+                    } else {
+                        chains.row(v).read_cols_into(buf, &tbl.projection, cols);
+                        AtSnapshot::Present(word)
+                    }
+                }
+                None => AtSnapshot::Absent,
+            };
+        }
+    }
+
+    /// [`Worker::read_cols`] of a snapshot reader: no read set, no phantom set; the history
+    /// records the versions read and, for a key absent at the boundary, a point range (judged
+    /// at the boundary: see [`Worker::begin_read_only`]).
+    #[cold]
+    fn read_at_snapshot<T>(
+        &mut self,
+        t: TableId,
+        key: u64,
+        cols: Columns,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>, Abort> {
+        let tbl = table(self.ctx.storage, t)?;
+        let b = self.ctx.snapshot;
+        while let Some(rid) = self.ctx.lookup(tbl, key) {
+            let buf = self.scratch.get(tbl.spec.row_size);
+            match Self::snapshot_read(tbl, rid, b, buf, cols) {
+                AtSnapshot::Present(word) => {
+                    if let Some(h) = &mut self.ctx.history {
+                        let stamp = P::Record::stamp(word, Default::default(), rid);
+                        h.read_cols(t.0, key, stamp, cols);
+                    }
+                    return Ok(Some(f(buf)));
+                }
+                AtSnapshot::Absent => break,
+                AtSnapshot::Unlinked => self.relookup(t, key),
+            }
+        }
+        if let Some(h) = &mut self.ctx.history {
+            h.range(t.0, key, key);
+        }
+        Ok(None)
+    }
+
+    /// A scan entry of a snapshot reader: the row at the boundary, its version in the history
+    /// (a key absent there is one the scan's range covers). An unlinked record was deleted
+    /// below every boundary in use: absent.
+    #[cold]
+    fn entry_at_snapshot(
+        &mut self,
+        tbl: &Table<P::Record>,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+    ) -> Option<&[u8]> {
+        let buf = self.scratch.get(tbl.spec.row_size);
+        match Self::snapshot_read(tbl, rid, self.ctx.snapshot, buf, ALL_COLUMNS) {
+            AtSnapshot::Present(word) => {
+                if let Some(h) = &mut self.ctx.history {
+                    let stamp = P::Record::stamp(word, Default::default(), rid);
+                    h.read_cols(t.0, key, stamp, ALL_COLUMNS);
+                }
+                Some(buf)
+            }
+            AtSnapshot::Absent | AtSnapshot::Unlinked => None,
+        }
+    }
+
+    /// Refuses a write of a snapshot reader.
+    #[inline(always)]
+    fn writable(&self) -> Result<(), Abort> {
+        if self.ctx.snapshot != 0 {
+            return Err(Abort::new(AbortReason::ReadOnlyWrite));
+        }
+        Ok(())
     }
 
     /// Reads the word of a record and its extra without copying the row (blind writes, inserts,
@@ -817,6 +978,9 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         write: bool,
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, Abort> {
+        if self.ctx.snapshot != 0 {
+            return self.read_at_snapshot(t, key, cols, f);
+        }
         let tbl = table(self.ctx.storage, t)?;
         let len = tbl.spec.row_size;
         loop {
@@ -1075,6 +1239,13 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                 .history
                 .is_some()
                 .then(|| <P::Record as OccRecord>::stamp(w.locked, row.header.aux(), w.rid));
+            if self.ctx.snapshot_every != 0 {
+                // The value replaced, for snapshot readers (read under our lock). An insert's
+                // fresh record has none: absent, with nothing older.
+                let (old, now) = (w.locked, <P::Record as OccRecord>::epoch(stamp));
+                let epoch = <P::Record as OccRecord>::epoch(old);
+                self.ctx.keep_for_snapshots(w.table, w.rid, row, old, epoch, now, !is_absent(old));
+            }
             // An insert without a buffer wrote its row into the record already; deletes copy
             // nothing.
             if w.kind.present() && w.off != NO_BUFFER {
@@ -1129,6 +1300,26 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
         P::begin(self);
     }
 
+    /// Where the database keeps snapshots (Silo §4.9, `storage::snapshot`) and has one, the
+    /// attempt reads the newest: it takes no locks, keeps no read set, refuses writes
+    /// (`read-only-write`) and cannot fail its commit. Its data is up to two snapshot intervals
+    /// old, older than this worker's own last commit possibly (as in Silo). It serializes at
+    /// the boundary `b`: after every commit of an epoch below `b` and before the others, which
+    /// the history's epoch time line ([`crate::history::epoch_ts`]) says exactly. Otherwise it
+    /// runs as any transaction.
+    fn begin_read_only(&mut self) {
+        self.begin();
+        if self.ctx.snapshot_every != 0 {
+            if let Some(b) = self.ctx.read_snapshot() {
+                if let Some(h) = &mut self.ctx.history {
+                    let at = crate::history::epoch_ts(b, 0) - 1;
+                    h.serial_point_at(at);
+                    h.read_point_at(at);
+                }
+            }
+        }
+    }
+
     #[inline]
     fn typed(&mut self, ty: usize) {
         P::typed(self, ty);
@@ -1145,6 +1336,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
     }
 
     fn accumulate(&mut self, t: TableId, key: u64, acc: Accumulation) -> Result<bool, Abort> {
+        self.writable()?;
         if !P::defers(self, t) {
             return accumulate_now(self, t, key, acc);
         }
@@ -1183,6 +1375,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
 
     #[inline]
     fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
         let (rid, word, aux) = loop {
@@ -1228,6 +1421,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
         writes: Columns,
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<Option<T>, Abort> {
+        self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
         let (len, p, cols) = (tbl.spec.row_size, &tbl.projection, reads | writes);
         loop {
@@ -1268,6 +1462,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
     }
 
     fn insert(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
+        self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
         check_len(tbl, value)?;
         loop {
@@ -1346,6 +1541,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
     }
 
     fn delete(&mut self, t: TableId, key: u64) -> Result<bool, Abort> {
+        self.writable()?;
         let tbl = table(self.ctx.storage, t)?;
         let (rid, word, aux) = loop {
             let Some(rid) = self.lookup(tbl, key) else { return Ok(false) };
@@ -1420,6 +1616,14 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
     }
 
     fn commit(&mut self) -> Result<(), Abort> {
+        if self.ctx.snapshot != 0 {
+            // A snapshot reader: nothing to validate (see `begin_read_only`).
+            if let Some(h) = &mut self.ctx.history {
+                h.committed();
+            }
+            self.finish(true);
+            return Ok(());
+        }
         P::commit(self)
     }
 
@@ -1444,6 +1648,10 @@ impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
         t: TableId,
         batch: &Batch,
     ) -> Result<(), Abort> {
+        if self.ctx.snapshot != 0 {
+            // A snapshot reader validates nothing.
+            return Ok(());
+        }
         for slot in tbl.buckets.batch_slots(batch) {
             let version = tbl.buckets.version(slot);
             self.phantoms.push(PhantomEntry { table: t, slot: slot as u32, version });
@@ -1461,6 +1669,9 @@ impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
         key: u64,
         rid: RowId,
     ) -> Result<Option<&[u8]>, Abort> {
+        if self.ctx.snapshot != 0 {
+            return Ok(self.entry_at_snapshot(tbl, t, key, rid));
+        }
         if let Some(i) = self.find_write(t, rid) {
             if matches!(self.writes[i].kind, WriteKind::Delete | WriteKind::InsertDeleted) {
                 return Ok(None);

@@ -14,7 +14,7 @@
 //! TIDs compare as integers on the epoch/sequence bits, so the epoch dominates.
 
 use crate::error::{Abort, AbortReason};
-use crate::history::{Stamp, INITIAL, UNBORN};
+use crate::history::{epoch_ts, now_ns, Stamp, INITIAL, UNBORN};
 use crate::protocols::common::occ::{self, OccProtocol, OccRecord, OccWorker, ValidationLock};
 use crate::protocols::common::occ::{ABSENT, LATEST, LOCK};
 use crate::storage::RowId;
@@ -142,6 +142,11 @@ macro_rules! tid_word_methods {
         fn unlinkable(&self, word: u64, safe: u64) -> bool {
             $crate::protocols::common::tid::Tid(word).epoch() < safe
         }
+
+        #[inline(always)]
+        fn epoch(word: u64) -> u64 {
+            $crate::protocols::common::tid::Tid(word).epoch()
+        }
     };
 }
 pub(crate) use tid_word_methods;
@@ -224,9 +229,11 @@ pub fn commit_if<P: SiloCommit>(
 ) -> Result<bool, Abort> {
     if w.writes.is_empty() {
         // Read-only: no locks to order before validation (so no fence), no TID to choose;
-        // the transaction serializes at its validation.
+        // the transaction serializes at its validation, in the epoch it reads there (the
+        // fence orders that load after the reads, for the history's time line only).
         if let Some(h) = &mut w.ctx.history {
-            h.serial_point();
+            fence(Ordering::SeqCst);
+            h.serial_point_at(epoch_ts(w.ctx.storage.epochs().global(), now_ns()));
         }
         w.ctx.commit_pause();
         let r = validate_or_report(w);
@@ -251,7 +258,7 @@ pub fn commit_if<P: SiloCommit>(
     fence(Ordering::SeqCst);
     let epoch = w.ctx.storage.epochs().global();
     if let Some(h) = &mut w.ctx.history {
-        h.serial_point();
+        h.serial_point_at(epoch_ts(epoch, now_ns()));
     }
     // Phase 3.
     if let Err(a) = validate_or_report(w) {
