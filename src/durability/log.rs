@@ -2,7 +2,7 @@
 //!
 //! * `per-worker` (Silo, SiloR and Cicada §3.7): each worker appends its committed
 //!   transactions to its own ring buffer, written to that worker's segment files;
-//! * `central` (ERMIA §3.2, [`central`]): one log whose space transactions claim with one atomic
+//! * `central` (ERMIA §3.2, `central`): one log whose space transactions claim with one atomic
 //!   add each, filled in parallel and written in LSN order to one series of segments.
 //!
 //! One logger thread makes them durable in groups.

@@ -20,7 +20,7 @@
 //!
 //! The writes are appended through the worker's [`log::LogWriter`] (in
 //! `storage::context::WorkerCtx::log`): `begin` (the stamp; returns the transaction's log
-//! epoch), `put_row`/`delete` per write, `end`. See [`log`] for group commit and [`format`] for
+//! epoch), `put_row`/`delete` per write, `end`. See [`log`] for group commit and [`format`](mod@format) for
 //! the files.
 //!
 //! A database that logs cannot also record histories: the in-place protocols keep one stamp per

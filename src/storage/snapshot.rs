@@ -9,7 +9,7 @@
 //!
 //! Boundaries are multiples of `k` epochs (Silo: `k` = 25 epochs of 40 ms, one second). The
 //! epoch thread publishes, after each advance, the newest boundary `b` all of whose commits have
-//! finished: `b <= min(global, oldest running transaction's epoch)` ([`Epochs::refresh_snapshot`]).
+//! finished: `b <= min(global, oldest running transaction's epoch)` ([`SnapshotClock::refresh`]).
 //! Why that suffices: a commit of epoch `e < b` entered its transaction at epoch `e` or earlier.
 //! Had it been running at the scan of the epoch slots, its slot would have held at most `e`, so
 //! `b` would be at most `e`; had it entered after the scan, it would have read the global epoch

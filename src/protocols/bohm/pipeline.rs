@@ -13,7 +13,7 @@
 //! ```
 //!
 //! A slot's fields are written by one stage and read by the later ones; the stage word's
-//! Release/Acquire orders them. Within the execution stage a slot's [`SlotState`] (Unprocessed,
+//! Release/Acquire orders them. Within the execution stage a slot's `SlotState` (Unprocessed,
 //! Executing, Complete) says which execution thread owns its procedure: the one whose CAS from
 //! Unprocessed succeeded.
 

@@ -53,7 +53,7 @@
 //! versions, so an entry whose versions another worker already cut finds nothing to do, and one
 //! whose row was deleted and reused prunes the new row's chain, which is as safe. A deleted row
 //! is unlinked (its index entry removed, its slot freed) once its tombstone is at or below the
-//! watermark, through `storage::reclaim` with [`unlink`] as the protocol's step. A worker that
+//! watermark, through `storage::reclaim` with `unlink` as the protocol's step. A worker that
 //! leaves hands both queues to the substrate, and the next worker that begins adopts them.
 //!
 //! ## AggressiveGC

@@ -412,7 +412,7 @@ pub struct ReadEntry<A> {
     /// Pushed together with a write-set entry for the same row (an update, revive or delete
     /// reads what it replaces): a lock validation finds on the row is our own, and needs no
     /// search of the write set. Other reads of rows we write are found by that search.
-    /// Invariant: set only while that write-set entry exists; [`OccWorker::drop_write`], the one
+    /// Invariant: set only while that write-set entry exists; `OccWorker::drop_write`, the one
     /// place an entry leaves the write set, clears it (a stale `mine` would let validation
     /// ignore another transaction's lock on a row we read).
     pub mine: bool,

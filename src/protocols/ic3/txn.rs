@@ -302,7 +302,7 @@ const SUSPEND_TIMEOUT: Duration = Duration::from_millis(1);
 
 impl TxnRef {
     /// Waits until `done` holds, as `policy` says. `done` is a condition on this attempt's
-    /// state (or the waiter's own doom, see [`SUSPEND_TIMEOUT`]); a suspended waiter sleeps
+    /// state (or the waiter's own doom, see `SUSPEND_TIMEOUT`); a suspended waiter sleeps
     /// on its context until that state changes.
     pub fn wait(&self, policy: WaitPolicy, mut done: impl FnMut() -> bool) {
         let spins = match policy {

@@ -1396,7 +1396,7 @@ impl OccProtocol for Ic3 {
             && w.local.shared().deferring.get(t.index()).copied().unwrap_or(false)
     }
 
-    /// Keeps the accumulation for the commit ([`apply_deferred`]) once the open merged piece
+    /// Keeps the accumulation for the commit (`apply_deferred`) once the open merged piece
     /// is found to declare it (the analysis' promise covers nothing else). A row found absent
     /// is read as any other, so that its absence is validated and recorded (and one that
     /// turns out present then, inserted meanwhile, sends the attempt back).
