@@ -109,17 +109,9 @@ fn bank_history<P: Protocol>(seed: u64, index: IndexKind) -> txlab::history::His
             }
             return Ok(());
         }
-        let (a, b) = (rng.random_range(0..8u64), rng.random_range(0..8u64));
-        if a == b {
+        if !transfer(w, rng)? {
             return Ok(());
         }
-        let x = w.read(T, a, u)?.unwrap();
-        std::thread::yield_now();
-        w.update(T, a, |r| r.copy_from_slice(&(x.wrapping_sub(1)).to_le_bytes()))?;
-        w.update(T, b, |r| {
-            let v = u(r) + 1;
-            r.copy_from_slice(&v.to_le_bytes())
-        })?;
         if rng.random_range(0..10) == 0 {
             // Others may read the doomed writes meanwhile (in-place writers without locks).
             std::thread::yield_now();
@@ -140,23 +132,47 @@ fn scans<P: Protocol>(seed: u64) -> Report {
 
 fn scans_history<P: Protocol>(seed: u64) -> txlab::history::History {
     let db = db::<P>(0, IndexKind::Ordered);
-    run(&db, seed, 300, |w, rng| {
-        let lo = rng.random_range(0..56u64);
-        let mut seen = 0;
-        w.scan(T, lo, lo + 7, 100, |_, _| {
-            seen += 1;
-            ControlFlow::Continue(())
-        })?;
-        std::thread::yield_now();
-        let k = lo + rng.random_range(0..8u64);
-        if seen < 3 {
-            w.insert(T, k, &k.to_le_bytes())?;
-        } else {
-            w.delete(T, k)?;
-        }
-        Ok(())
-    });
+    run(&db, seed, 300, |w, rng| scan_and_change(w, rng, true));
     db.take_history()
+}
+
+/// Moves 1 between two random accounts of 8, with a yield between the first read and the
+/// writes; `Ok(false)` when it drew the same account twice and did nothing.
+fn transfer<W: Worker>(w: &mut W, rng: &mut Rng) -> Result<bool, Abort> {
+    let (a, b) = (rng.random_range(0..8u64), rng.random_range(0..8u64));
+    if a == b {
+        return Ok(false);
+    }
+    let x = w.read(T, a, u)?.unwrap();
+    std::thread::yield_now();
+    w.update(T, a, |r| r.copy_from_slice(&(x.wrapping_sub(1)).to_le_bytes()))?;
+    w.update(T, b, |r| {
+        let v = u(r).wrapping_add(1);
+        r.copy_from_slice(&v.to_le_bytes())
+    })?;
+    Ok(true)
+}
+
+/// Scans a random 8-key range and, with `change`, then inserts a key of it (when it held fewer
+/// than 3) or deletes one.
+fn scan_and_change<W: Worker>(w: &mut W, rng: &mut Rng, change: bool) -> Result<(), Abort> {
+    let lo = rng.random_range(0..56u64);
+    let mut seen = 0;
+    w.scan(T, lo, lo + 7, 100, |_, _| {
+        seen += 1;
+        ControlFlow::Continue(())
+    })?;
+    if !change {
+        return Ok(());
+    }
+    std::thread::yield_now();
+    let k = lo + rng.random_range(0..8u64);
+    if seen < 3 {
+        w.insert(T, k, &k.to_le_bytes())?;
+    } else {
+        w.delete(T, k)?;
+    }
+    Ok(())
 }
 
 #[track_caller]
@@ -246,9 +262,9 @@ fn silo_snapshot_histories_are_serializable() {
                 if w.ctx.snapshot != 0 {
                     snapshots.fetch_add(1, Ordering::Relaxed);
                 }
-                let mut sum = 0;
+                let mut sum = 0u64;
                 for k in 0..8 {
-                    sum += w.read(T, k, u)?.unwrap();
+                    sum = sum.wrapping_add(w.read(T, k, u)?.unwrap());
                 }
                 // A snapshot is consistent; an ordinary attempt (no boundary yet) may not be,
                 // and fails its validation.
@@ -258,40 +274,14 @@ fn silo_snapshot_histories_are_serializable() {
                 }
                 return Ok(());
             }
-            let (a, b) = (rng.random_range(0..8u64), rng.random_range(0..8u64));
-            if a == b {
-                return Ok(());
-            }
-            let x = w.read(T, a, u)?.unwrap();
-            std::thread::yield_now();
-            w.update(T, a, |r| r.copy_from_slice(&(x - 1).to_le_bytes()))?;
-            w.update(T, b, |r| r.copy_from_slice(&(u(r) + 1).to_le_bytes()))?;
-            Ok(())
+            transfer(w, rng).map(drop)
         });
         assert!(audits.load(Ordering::Relaxed) > 300, "audits ran");
         assert!(snapshots.load(Ordering::Relaxed) > 300, "most audits read snapshots");
         clean(&check(&db.take_history()), &format!("bank with snapshots, seed {seed}"));
 
         let db = db_with::<Silo>(0, IndexKind::Ordered, options());
-        run_mixed(&db, seed, 300, 2, |w, rng, ro| {
-            let lo = rng.random_range(0..56u64);
-            let mut seen = 0;
-            w.scan(T, lo, lo + 7, 100, |_, _| {
-                seen += 1;
-                ControlFlow::Continue(())
-            })?;
-            if ro {
-                return Ok(());
-            }
-            std::thread::yield_now();
-            let k = lo + rng.random_range(0..8u64);
-            if seen < 3 {
-                w.insert(T, k, &k.to_le_bytes())?;
-            } else {
-                w.delete(T, k)?;
-            }
-            Ok(())
-        });
+        run_mixed(&db, seed, 300, 2, |w, rng, ro| scan_and_change(w, rng, !ro));
         let rep = check(&db.take_history());
         clean(&rep, &format!("scans with snapshots, seed {seed}"));
         assert!(rep.edges[3] + rep.edges[4] > 0, "predicate edges were built: {rep}");
