@@ -193,21 +193,20 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         Some(b)
     }
 
-    /// Keeps the value of row `rid` of table `t` (`row`, word `word`, committed in epoch
-    /// `epoch`, present or not) for snapshot readers before a commit of epoch `now` replaces
-    /// it, if the two lie in different snapshot intervals (see [`crate::storage::snapshot`]).
-    /// Called under the record's lock; nothing when the database keeps no snapshots.
+    /// Keeps the value `value` of row `rid` of table `t` (word `word`, committed in epoch
+    /// `epoch`) for snapshot readers before a commit of epoch `now` replaces it, if the two lie
+    /// in different snapshot intervals (see [`crate::storage::snapshot`]). Called under the
+    /// record's lock; nothing when the database keeps no snapshots.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn keep_for_snapshots(
         &mut self,
         t: TableId,
         rid: RowId,
-        row: crate::storage::RowRef<'_, R>,
+        value: super::snapshot::Kept<'_, R>,
         word: u64,
         epoch: u64,
         now: u64,
-        present: bool,
     ) {
         let k = self.snapshot_every;
         if k == 0 || !super::snapshot::crosses(epoch, now, k) {
@@ -215,7 +214,7 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         }
         let chains = self.storage.table(t).chains.as_ref().expect("snapshots keep chains");
         let epochs = self.storage.epochs();
-        self.reclaimer.save_old(epochs, chains, t, rid, row, word, epoch, present);
+        self.reclaimer.save_old(epochs, chains, t, rid, value, word, epoch);
     }
 
     /// Leaves the transaction.

@@ -16,8 +16,8 @@
 
 use super::epoch::Epochs;
 use super::index::IndexGuard;
-use super::row_store::{RecordHeader, RowRef, SlotCache};
-use super::snapshot::{Chains, SnapEpoch, SnapVersion};
+use super::row_store::{RecordHeader, SlotCache};
+use super::snapshot::{Chains, Kept, SnapEpoch, SnapVersion};
 use super::version::{Ptr, VersionPool};
 use super::{RowId, Storage, Table, TableId};
 use std::collections::VecDeque;
@@ -106,10 +106,9 @@ impl Reclaimer {
         chains: &Chains,
         t: TableId,
         rid: RowId,
-        row: RowRef<'_, R>,
+        value: Kept<'_, R>,
         word: u64,
         epoch: u64,
-        present: bool,
     ) {
         let oldest = epochs.snapshots.oldest();
         let versions = &mut self.versions;
@@ -119,7 +118,7 @@ impl Reclaimer {
             versions.push_back((t, Ptr(v), e));
         };
         let pool = pool_of(&mut self.pools, t);
-        chains.save(pool, rid, row, word, epoch, present, oldest, retire);
+        chains.save(pool, rid, value, word, epoch, oldest, retire);
     }
 
     /// Gives this worker's snapshot copies back to the tables' stores (its worker is leaving).

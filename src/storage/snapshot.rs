@@ -185,6 +185,17 @@ impl SnapshotClock {
     }
 }
 
+/// A value a writer keeps for snapshot readers ([`Chains::save`]).
+pub enum Kept<'a, R> {
+    /// No row (a deletion, or nothing inserted yet).
+    Absent,
+    /// The row in place (read under its record's lock).
+    Row(RowRef<'a, R>),
+    /// A copy of the row kept elsewhere, of the row's size (IC3's before-images: its pieces
+    /// write the row before their transaction commits).
+    Bytes(&'a [u8]),
+}
+
 /// The old values of one table's rows (see the module docs).
 pub struct Chains {
     heads: NonNull<AtomicPtr<SnapVersion>>,
@@ -220,26 +231,25 @@ impl Chains {
         unsafe { &*self.heads.as_ptr().add(rid.0 as usize) }
     }
 
-    /// Keeps the value of row `rid` (`row`, whose record word is `word`, committed in `epoch`,
-    /// present or not) before a writer replaces it; then trims the chain behind the first
-    /// entry below `oldest`, handing what it cut to `retire`. Called under the record's lock,
-    /// which serialises every change to the row's chain.
+    /// Keeps the value `value` of row `rid` (whose record word is `word`, committed in `epoch`)
+    /// before a writer replaces it; then trims the chain behind the first entry below
+    /// `oldest`, handing what it cut to `retire`. Called under the record's lock, which
+    /// serialises every change to the row's chain.
     #[allow(clippy::too_many_arguments)]
     pub fn save<R: RecordHeader>(
         &self,
         pool: &mut VersionPool<SnapEpoch>,
         rid: RowId,
-        row: RowRef<'_, R>,
+        value: Kept<'_, R>,
         word: u64,
         epoch: u64,
-        present: bool,
         oldest: u64,
         mut retire: impl FnMut(NonNull<SnapVersion>),
     ) {
         let head = self.head(rid);
         // Relaxed: only lock holders change the chain, and the lock orders them.
         let older = head.load(Ordering::Relaxed);
-        if !present && older.is_null() {
+        if matches!(value, Kept::Absent) && older.is_null() {
             return;
         }
         let v = pool.alloc(&self.store);
@@ -248,8 +258,10 @@ impl Chains {
         ver.stamp.store(word, Ordering::Relaxed);
         ver.ext.epoch.store(epoch, Ordering::Relaxed);
         ver.next.store(older, Ordering::Relaxed);
-        if present {
-            self.store.row(ver).copy_from(&row);
+        match value {
+            Kept::Absent => {}
+            Kept::Row(row) => self.store.row(ver).copy_from(&row),
+            Kept::Bytes(bytes) => self.store.row(ver).write_from(bytes),
         }
         // Release: the fields and payload above before the entry (pairs with `at`'s Acquire).
         head.store(v.as_ptr(), Ordering::Release);
@@ -411,12 +423,13 @@ mod tests {
         };
         let mut retired = Vec::new();
         // An absence with nothing older is not kept.
-        c.save(&mut pool, rid, t.rows.get(rid), 0xA, 0, false, 0, |v| retired.push(v));
+        c.save(&mut pool, rid, Kept::<AtomicU64Hdr>::Absent, 0xA, 0, 0, |v| retired.push(v));
         assert!(c.is_empty(rid));
         // Values 10 (epoch 3), 20 (epoch 7), a deletion (epoch 9), kept as they are replaced.
         for (v, e, present) in [(10, 3, true), (20, 7, true), (0, 9, false)] {
             row_of(&s, 2, v);
-            c.save(&mut pool, rid, t.rows.get(rid), v, e, present, 0, |p| retired.push(p));
+            let kept = if present { Kept::Row(t.rows.get(rid)) } else { Kept::Absent };
+            c.save(&mut pool, rid, kept, v, e, 0, |p| retired.push(p));
         }
         assert!(c.at(rid, 3).is_none(), "born at 3: absent below");
         assert_eq!(c.at(rid, 4).map(val), Some(10));
@@ -425,8 +438,10 @@ mod tests {
         assert!(retired.is_empty());
         // A fourth copy with the oldest boundary at 8: what readers at 8 and above need is
         // the deletion (epoch 9)'s predecessor, 20 (epoch 7), and newer; 10 goes.
-        row_of(&s, 2, 30);
-        c.save(&mut pool, rid, t.rows.get(rid), 30, 12, true, 8, |p| retired.push(p));
+        // (Kept from a copy elsewhere, as IC3 keeps its before-images: the row holds 20.)
+        row_of(&s, 2, 20);
+        let kept = Kept::<AtomicU64Hdr>::Bytes(&30u64.to_le_bytes());
+        c.save(&mut pool, rid, kept, 30, 12, 8, |p| retired.push(p));
         assert_eq!(retired.len(), 1);
         // SAFETY: retired, not linked any more.
         assert_eq!(val(unsafe { retired[0].as_ref() }), 10);

@@ -547,14 +547,22 @@ fn check_quick_passes_for_ermia_ssi_with_marked_reads() {
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
-/// BOHM runs no interactive transactions: its checks run through its pipeline (the same
-/// transactions, declared, executed at their timestamps), with the default split, with
-/// small batches over two CC threads, and with the adaptive split; no anomaly any way.
 #[test]
 fn check_quick_passes_for_ic3() {
     quick_check_passes("ic3", &[]);
 }
 
+/// IC3 with snapshots every epoch: TPC-C's read-only transactions (and the other workloads'
+/// declared ones) read snapshots while typed transactions commit piece by piece; no anomaly.
+#[test]
+fn check_quick_passes_for_ic3_with_snapshots() {
+    let s = quick_check_passes("ic3", &["--opt", "snapshot-epochs=1"]);
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+}
+
+/// BOHM runs no interactive transactions: its checks run through its pipeline (the same
+/// transactions, declared, executed at their timestamps), with the default split, with
+/// small batches over two CC threads, and with the adaptive split; no anomaly any way.
 #[test]
 fn check_quick_passes_for_bohm() {
     let s = quick_check_passes("bohm", &[]);

@@ -874,6 +874,7 @@ protocol_suite! {
     mocc_hot_mql_nowait => txlab::protocols::mocc::Mocc [("temperature-threshold", "1"), ("lock", "mql"), ("validation-lock", "nowait")],
     ic3 => txlab::protocols::ic3::Ic3,
     ic3_pessimistic_yield => txlab::protocols::ic3::Ic3 [("optimistic", "off"), ("rendezvous", "off"), ("wait", "yield")],
+    ic3_snapshots => txlab::protocols::ic3::Ic3 [("snapshot-epochs", "1")],
 }
 
 mod serializable {
@@ -906,6 +907,7 @@ mod serializable {
         ic3 => txlab::protocols::ic3::Ic3,
         ic3_pessimistic_yield => txlab::protocols::ic3::Ic3 [("optimistic", "off"), ("rendezvous", "off"), ("wait", "yield")],
         ic3_suspend => txlab::protocols::ic3::Ic3 [("wait", "suspend")],
+        ic3_snapshots => txlab::protocols::ic3::Ic3 [("snapshot-epochs", "1")],
     }
 }
 

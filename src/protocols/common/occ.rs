@@ -32,6 +32,7 @@ use crate::storage::phantom::{Batch, RangeBuckets};
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
+use crate::storage::snapshot::Kept;
 use crate::storage::{RowId, RowRef, Table, TableId};
 use std::ops::ControlFlow;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -161,15 +162,63 @@ pub trait OccRecord: RecordHeader {
     fn stamp(word: u64, aux: Self::Aux, rid: RowId) -> Stamp;
 
     /// The epoch the version `word` committed in (0 for a record no transaction committed),
-    /// for the snapshots of read-only transactions (`storage::snapshot`): protocols whose words
-    /// carry it (TID words) keep snapshots. Asked only where the database keeps snapshots,
-    /// which only a protocol implementing it asks for
-    /// ([`crate::engine::Protocol::snapshot_epochs`]); a snapshot reader records the versions
-    /// it reads with the default extra.
+    /// for the snapshots of read-only transactions (`storage::snapshot`): the protocols whose
+    /// words carry it (TID words) implement it, and the default [`OccRecord::at_boundary`]
+    /// asks it. Asked only where the database keeps snapshots, which only a protocol that
+    /// keeps them asks for ([`crate::engine::Protocol::snapshot_epochs`]).
     #[inline(always)]
     fn epoch(word: u64) -> u64 {
         let _ = word;
         unreachable!("asked only of protocols that keep snapshots")
+    }
+
+    /// For a snapshot reader at boundary `b` (`storage::snapshot`): copies the columns `cols`
+    /// of the value `row` holds in place into `buf` when that value committed below `b`, or
+    /// says that it committed at or after `b` ([`InPlace::Replaced`]: the value at `b` is on
+    /// the row's chain, kept by the writer that replaced it). By default the value in place is
+    /// the payload, whose epoch the word carries ([`OccRecord::epoch`]); a payload a committer
+    /// holds is waited for (its epoch is at least `b`, so it keeps that value before replacing
+    /// it, but the copy may be half overwritten). A snapshot reader records the versions it
+    /// reads with the default extra.
+    #[inline]
+    fn at_boundary(
+        row: RowRef<'_, Self>,
+        b: u64,
+        buf: &mut [u8],
+        p: &Projection,
+        cols: Columns,
+    ) -> InPlace
+    where
+        Self: Sized,
+    {
+        let mut spin = SpinWait::default();
+        loop {
+            let v1 = row.header.load();
+            if is_unlinked(v1) {
+                return InPlace::Unlinked;
+            }
+            if Self::epoch(v1) >= b {
+                // The committer kept what it replaced (the Acquire load of its word above
+                // makes the copy visible).
+                return InPlace::Replaced;
+            }
+            // An absence below `b` (a deletion, or a record no one committed yet) holds
+            // whoever has it locked.
+            if is_absent(v1) {
+                return InPlace::Absent;
+            }
+            if is_locked(v1) || !Self::settled(v1) {
+                spin.spin();
+                continue;
+            }
+            row.read_cols_into(buf, p, cols);
+            // Acquire fence: the copy before the re-check (as in `OccWorker::stable_read`).
+            fence(Ordering::Acquire);
+            if row.header.word().load(Ordering::Relaxed) == v1 {
+                return InPlace::Present(v1);
+            }
+            spin.spin();
+        }
     }
 
     /// The commit stamp the version `(word, aux)` was logged with (see [`OccWorker::install`]).
@@ -372,6 +421,14 @@ pub trait OccProtocol: Sized + 'static {
         let _ = w;
     }
 
+    /// Called when an attempt begun as read-only ([`Worker::begin_read_only`]) takes a
+    /// snapshot: it reads the snapshot alone and commits nothing. Nothing by default (IC3 runs
+    /// it directly, outside its analysis).
+    #[inline(always)]
+    fn snapshot_taken(w: &mut OccWorker<'_, Self>) {
+        let _ = w;
+    }
+
     /// [`Worker::typed`]. Nothing by default.
     #[inline(always)]
     fn typed(w: &mut OccWorker<'_, Self>, ty: usize) {
@@ -546,6 +603,19 @@ fn push_read<R: OccRecord>(
     }
 }
 
+/// What a snapshot reader found in place ([`OccRecord::at_boundary`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InPlace {
+    /// Present at the boundary, with the word of the version copied.
+    Present(u64),
+    /// Absent at the boundary.
+    Absent,
+    /// The record was unlinked: look the key up again.
+    Unlinked,
+    /// The value in place committed at or after the boundary: the chain has the value at it.
+    Replaced,
+}
+
 /// Outcome of a snapshot read.
 enum AtSnapshot {
     /// Present at the boundary, with the word of the version read.
@@ -638,10 +708,8 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
     }
 
     /// Reads the columns `cols` of row `rid` of `tbl` as of snapshot boundary `b` into `buf`
-    /// (see `storage::snapshot`): the value in place when it committed below `b`, else the
-    /// newest older value below `b`, else absent. A record in place below `b` that a committer
-    /// holds is waited for: the committer's epoch is at least `b`, so it keeps that value before
-    /// replacing it, but the copy in place may be half overwritten.
+    /// (see `storage::snapshot`): the value in place when it committed below `b`
+    /// ([`OccRecord::at_boundary`]), else the newest older value below `b`, else absent.
     #[inline]
     fn snapshot_read(
         tbl: &Table<P::Record>,
@@ -650,47 +718,26 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         buf: &mut [u8],
         cols: Columns,
     ) -> AtSnapshot {
-        let row = tbl.rows.get(rid);
-        let mut spin = SpinWait::default();
-        loop {
-            let v1 = row.header.load();
-            if is_unlinked(v1) {
-                return AtSnapshot::Unlinked;
-            }
-            if <P::Record as OccRecord>::epoch(v1) < b {
-                // An absence below `b` (a deletion, or a record no one committed yet) holds
-                // whoever has it locked.
-                if is_absent(v1) {
-                    return AtSnapshot::Absent;
-                }
-                if is_locked(v1) || !P::Record::settled(v1) {
-                    spin.spin();
-                    continue;
-                }
-                row.read_cols_into(buf, &tbl.projection, cols);
-                // Acquire fence: the copy before the re-check (as in `stable_read`).
-                fence(Ordering::Acquire);
-                if row.header.word().load(Ordering::Relaxed) == v1 {
-                    return AtSnapshot::Present(v1);
-                }
-                spin.spin();
-                continue;
-            }
-            // Committed at or after `b`: the committer kept what it replaced (the Acquire load
-            // of its word above makes the copy visible).
-            let chains = tbl.chains.as_ref().expect("a snapshot reader's database keeps chains");
-            return match chains.at(rid, b) {
-                Some(v) => {
-                    let word = v.stamp.load(Ordering::Relaxed);
-                    if is_absent(word) {
-                        AtSnapshot::Absent
-                    } else {
-                        chains.row(v).read_cols_into(buf, &tbl.projection, cols);
-                        AtSnapshot::Present(word)
+        match P::Record::at_boundary(tbl.rows.get(rid), b, buf, &tbl.projection, cols) {
+            InPlace::Present(word) => AtSnapshot::Present(word),
+            InPlace::Absent => AtSnapshot::Absent,
+            InPlace::Unlinked => AtSnapshot::Unlinked,
+            InPlace::Replaced => {
+                let chains =
+                    tbl.chains.as_ref().expect("a snapshot reader's database keeps chains");
+                match chains.at(rid, b) {
+                    Some(v) => {
+                        let word = v.stamp.load(Ordering::Relaxed);
+                        if is_absent(word) {
+                            AtSnapshot::Absent
+                        } else {
+                            chains.row(v).read_cols_into(buf, &tbl.projection, cols);
+                            AtSnapshot::Present(word)
+                        }
                     }
+                    None => AtSnapshot::Absent,
                 }
-                None => AtSnapshot::Absent,
-            };
+            }
         }
     }
 
@@ -1244,7 +1291,8 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                 // fresh record has none: absent, with nothing older.
                 let (old, now) = (w.locked, <P::Record as OccRecord>::epoch(stamp));
                 let epoch = <P::Record as OccRecord>::epoch(old);
-                self.ctx.keep_for_snapshots(w.table, w.rid, row, old, epoch, now, !is_absent(old));
+                let value = if is_absent(old) { Kept::Absent } else { Kept::Row(row) };
+                self.ctx.keep_for_snapshots(w.table, w.rid, value, old, epoch, now);
             }
             // An insert without a buffer wrote its row into the record already; deletes copy
             // nothing.
@@ -1316,6 +1364,7 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                     h.serial_point_at(at);
                     h.read_point_at(at);
                 }
+                P::snapshot_taken(self);
             }
         }
     }

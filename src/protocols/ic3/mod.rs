@@ -18,8 +18,9 @@
 //! spin-wait; yield at once; or yield a few times and then sleep until the transaction waited
 //! for changes its state, the paper's suspend-wait), `optimistic=on|off` (constrain a piece
 //! after its execution, before its commit, §4.1), `rendezvous=on|off` (§4.2),
-//! `commutative=on|off` (§4.3) and `online=on|stop|off` (re-analyse when the mix changes, §4.5,
-//! or with the workers stopped, the paper's §6.9 baseline).
+//! `commutative=on|off` (§4.3), `online=on|stop|off` (re-analyse when the mix changes, §4.5,
+//! or with the workers stopped, the paper's §6.9 baseline) and `snapshot-epochs=K`
+//! (read-only transactions on snapshots every K epochs; 0, off, by default).
 //! All on, spinning, by default. On 2 cores, spinning is best with as many workers as cores
 //! and yielding with more (TPC-C at 1 warehouse: see the issue's notes); sleeping costs a wake-up
 //! per wait, too much for waits as short as a piece.
@@ -65,10 +66,14 @@
 //!   the committed image of a record with a pending writer and validate that it is still the
 //!   committed one; its writes must find no entry at all. A transaction that depended on
 //!   uncommitted ones without the analysis' constraints could close a cycle. The paper runs
-//!   read-only transactions on Silo-style snapshots; reading the latest committed values with
-//!   OCC validation serves the same end (they neither wait for pending writers nor abort
-//!   because of them: a typed transaction's commit point is one store, see `worker`) without
-//!   snapshot epochs, at the price of validation against later commits.
+//!   read-only transactions on Silo-style snapshots, which `--opt snapshot-epochs=K` turns
+//!   on (off by default; the paper's K is Silo's 25 epochs): a transaction declared read-only
+//!   then reads the newest boundary's state with no lock, entry or validation
+//!   (`storage::snapshot`; how IC3's records answer for it: `record::at_boundary`, and its
+//!   commits' epochs: `worker`). Off, reading the latest committed values with OCC validation
+//!   serves the same end (they neither wait for pending writers nor abort because of them: a
+//!   typed transaction's commit point is one store, see `worker`) without stale data, at the
+//!   price of validation against later commits.
 //! * **Phantoms**: each phantom bucket has a pseudo-record with an accessor list: a scan or an
 //!   absent-key read leaves a reader entry, an insert or delete a writer entry, so range
 //!   conflicts become dependencies as record conflicts do. A piece that read a record another
@@ -124,10 +129,12 @@ use crate::engine::scgraph::{Analysis, Granularity};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
 use crate::history::Stamp;
-use crate::protocols::common::occ::{OccRecord, OccWorker};
+use crate::protocols::common::occ::{
+    parse_snapshot_epochs, InPlace, OccRecord, OccWorker, SNAPSHOT_EPOCHS,
+};
 use crate::protocols::common::stamp_epoch;
 use crate::storage::context::WorkerCtx;
-use crate::storage::projection::Columns;
+use crate::storage::projection::{Columns, Projection};
 use crate::storage::{RowId, RowRef, TableId};
 use record::{Locked, ABSENT, LISTED, LOCK, PENDING, VERSION_SHIFT};
 use std::sync::atomic::AtomicU64;
@@ -181,6 +188,9 @@ pub struct Ic3Options {
     pub commutative: bool,
     /// What a change of the mix does (`Database::set_mix`).
     pub online: Online,
+    /// Read-only transactions read a snapshot taken every this many epochs (the paper's
+    /// footnote: as Silo does, §4.9); 0 (the default): off, they run directly.
+    pub snapshot_epochs: u32,
 }
 
 /// What IC3 does when the mix of transaction types changes (`Database::set_mix`).
@@ -207,6 +217,7 @@ impl Default for Ic3Options {
             rendezvous: true,
             commutative: true,
             online: Online::On,
+            snapshot_epochs: 0,
         }
     }
 }
@@ -253,6 +264,7 @@ impl ProtocolOptions for Ic3Options {
                    transaction has ended (the paper's stop-the-world baseline, §6.9); off keeps \
                    the analysis of every type made at the start",
         },
+        SNAPSHOT_EPOCHS,
     ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
@@ -278,6 +290,7 @@ impl ProtocolOptions for Ic3Options {
                     &[("on", Online::On), ("stop", Online::Stop), ("off", Online::Off)],
                 )?;
             }
+            "snapshot-epochs" => self.snapshot_epochs = parse_snapshot_epochs(name, value)?,
             _ => return Err(format!("--opt {name}: not an option of ic3")),
         }
         Ok(())
@@ -328,10 +341,23 @@ impl OccRecord for Ic3Record {
         self.init(ABSENT | LOCK);
     }
 
+    /// For a snapshot reader: [`record::at_boundary`].
+    #[inline]
+    fn at_boundary(
+        row: RowRef<'_, Self>,
+        b: u64,
+        buf: &mut [u8],
+        p: &Projection,
+        cols: Columns,
+    ) -> InPlace {
+        record::at_boundary(row, b, buf, p, cols)
+    }
+
     /// Nobody is listed on it (a transaction that read the record absent is ordered by its
-    /// entry there), and its deletion's commit stamp is of an epoch below every running
-    /// transaction's (so that the key's next insert, into a fresh record, commits a larger
-    /// stamp: see `worker`'s logging; without a log the stamp is 0).
+    /// entry there), and its deletion's commit stamp is of an epoch below `safe` (below every
+    /// running transaction's, so that the key's next insert, into a fresh record, commits a
+    /// larger stamp: see `worker`'s logging; and below every snapshot in use, whose readers
+    /// must still find the key).
     #[inline]
     fn unlinkable(&self, word: u64, safe: u64) -> bool {
         word & (LISTED | PENDING) == 0 && stamp_epoch(self.stamp()) < safe
@@ -435,6 +461,10 @@ impl Protocol for Ic3 {
 
     fn options(&self) -> &Ic3Options {
         &self.shared.options
+    }
+
+    fn snapshot_epochs(&self) -> u64 {
+        u64::from(self.shared.options.snapshot_epochs)
     }
 
     fn load(&self, _: TableId, row: RowRef<'_, Ic3Record>, payload: &[u8]) {

@@ -39,10 +39,12 @@
 //! paper marks after any entry; marking after readers would only abort more).
 
 use super::txn::{DepQueue, TxnRef};
-use crate::protocols::common::SpinWait;
+use crate::protocols::common::occ::InPlace;
+use crate::protocols::common::{stamp_epoch, SpinWait};
+use crate::storage::projection::{Columns, Projection};
 use crate::storage::row_store::{RecordHeader, RowRef};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// Lock bit.
 pub const LOCK: u64 = 1 << 0;
@@ -84,9 +86,10 @@ pub struct Ic3Record {
     /// The oldest entry of the accessor list; changed under the lock.
     head: AtomicPtr<Entry>,
     /// The commit stamp of the last transaction that wrote the record and has left its list
-    /// (when the database logs; 0 for loaded rows and without a log): what a writer's commit
-    /// stamp must exceed, and the stamp of the committed image for checkpoints (see
-    /// `worker`'s logging). Changed under the lock.
+    /// (its log stamp when the database logs, else its commit epoch's first stamp; 0 for
+    /// loaded rows): what a writer's commit stamp must exceed, the stamp of the committed
+    /// image for checkpoints (see `worker`'s logging), and the epoch of the value before the
+    /// first listed writer for snapshot readers ([`at_boundary`]). Changed under the lock.
     stamp: AtomicU64,
 }
 
@@ -301,6 +304,62 @@ impl Ic3Record {
     }
 }
 
+/// The value of `row` at snapshot boundary `b` if it is in place, for a snapshot reader
+/// (`storage::snapshot`; `common::occ::OccRecord::at_boundary`): the value before the first
+/// listed writer (its before-image, or the payload when no writer is listed) when the last
+/// writer to leave the list committed below `b` (the record's stamp), else
+/// [`InPlace::Replaced`]: that writer kept the value at `b` on the row's chain as it left.
+///
+/// Why: every transaction whose commit epoch is below `b` had ended when `b` was published
+/// (its epoch is at least the one it entered its storage epoch in, and `b` is at most the
+/// oldest running transaction's), so every writer still listed commits at or after `b`, and
+/// the last one to leave is the latest writer below `b` unless its stamp says otherwise.
+/// Writers commit in list order, each after the writers before it ended (a direct commit
+/// writes only unlisted records), so the stamps follow the values.
+///
+/// A record with no writer listed and not locked is read as a seqlock (its stamp read after
+/// the word: a writer that leaves afterwards commits at or after `b`, and a stamp it set
+/// sends the reader to the chain, where it kept the value first); otherwise under the
+/// record's lock, which piece commits and leave steps hold briefly. A record being inserted
+/// and never committed (unborn, locked by its inserter until its piece commits) is absent
+/// without waiting.
+#[inline]
+pub fn at_boundary(
+    row: RowRef<'_, Ic3Record>,
+    b: u64,
+    buf: &mut [u8],
+    p: &Projection,
+    cols: Columns,
+) -> InPlace {
+    let rec = row.header;
+    let mut spin = SpinWait::default();
+    loop {
+        let v1 = rec.load();
+        if v1 & UNLINKED != 0 {
+            return InPlace::Unlinked;
+        }
+        if v1 & (LOCK | PENDING) == 0 {
+            if stamp_epoch(rec.stamp()) >= b {
+                return InPlace::Replaced;
+            }
+            if v1 & ABSENT != 0 {
+                return InPlace::Absent;
+            }
+            row.read_cols_into(buf, p, cols);
+            // Acquire fence: the copy before the re-check (a seqlock read).
+            fence(Ordering::Acquire);
+            if rec.word.load(Ordering::Relaxed) == v1 {
+                return InPlace::Present(v1);
+            }
+        } else if v1 & ABSENT != 0 && version(v1) == 0 {
+            return InPlace::Absent;
+        } else if let Some(g) = rec.lock_unless_inserting() {
+            return g.at_boundary_locked(&row, b, buf);
+        }
+        spin.spin();
+    }
+}
+
 /// A locked record: changes to the word are stored with the unlock, when it drops.
 pub struct Locked<'r> {
     rec: &'r Ic3Record,
@@ -359,6 +418,57 @@ impl<'r> Locked<'r> {
             next = unsafe { e.next.load(Ordering::Relaxed).as_ref() };
             Some(e)
         })
+    }
+
+    /// The first row writer entry: every writer before it has left the list.
+    fn first_writer(&self) -> Option<&Entry> {
+        self.entries().find(|e| !e.before.is_null())
+    }
+
+    /// The value that `entry` (a row writer's, of a committed transaction, linked here)
+    /// replaced, as its before-image of the row's `len` bytes and its word's [`VALUE`] bits,
+    /// when `entry` is the first row writer listed: the transaction's first write of the
+    /// record, over the value that the last writer to leave committed (see [`Ic3Record`]'s
+    /// stamp). `None` for a later entry of the same transaction, whose before-image is the
+    /// transaction's own earlier write.
+    pub fn replaced_by(&self, entry: NonNull<Entry>, len: usize) -> Option<(&[u8], u64)> {
+        let e = self.first_writer().filter(|e| std::ptr::eq(*e, entry.as_ptr()))?;
+        // SAFETY: a linked writer's before-image is the row's size and stays valid while
+        // linked; it changes only under this lock.
+        let image = unsafe { std::slice::from_raw_parts(e.before, len) };
+        Some((image, e.before_word.load(Ordering::Relaxed)))
+    }
+
+    /// The value of the record at snapshot boundary `b`, for a snapshot reader (see
+    /// [`at_boundary`]), copied whole into `buf` (the row's size).
+    fn at_boundary_locked(&self, row: &RowRef<'_, Ic3Record>, b: u64, buf: &mut [u8]) -> InPlace {
+        if self.word & UNLINKED != 0 {
+            return InPlace::Unlinked;
+        }
+        if stamp_epoch(self.rec.stamp()) >= b {
+            return InPlace::Replaced;
+        }
+        let word = match self.first_writer() {
+            Some(e) => {
+                let word = e.before_word.load(Ordering::Relaxed);
+                if word & ABSENT == 0 {
+                    // SAFETY: as in `replaced_by`.
+                    buf.copy_from_slice(unsafe { std::slice::from_raw_parts(e.before, buf.len()) });
+                }
+                word
+            }
+            None => {
+                if self.word & ABSENT == 0 {
+                    row.read_into(buf);
+                }
+                self.word & VALUE
+            }
+        };
+        if word & ABSENT != 0 {
+            InPlace::Absent
+        } else {
+            InPlace::Present(word)
+        }
     }
 
     /// The first row writer entry whose transaction has not passed its commit point: its

@@ -31,6 +31,10 @@ pub const DONE: u64 = 0xFFFF;
 /// committed data from this store on (the commit point that reads of committed images see,
 /// `record::Locked::committed_word`).
 pub const COMMITTED: u64 = DONE - 1;
+/// Progress of an attempt passing its commit point: it has taken its commit epoch after this
+/// store and is about to store [`COMMITTED`] (see [`TxnCtx::committing`]). A reader of
+/// committed images waits until it has ([`TxnRef::committed`]).
+pub const COMMITTING: u64 = DONE - 2;
 /// The type of an attempt that runs directly (untyped, or of a type the graph leaves out).
 pub const UNTYPED: u64 = 0xFF;
 const PROGRESS_BITS: u32 = 16;
@@ -43,8 +47,8 @@ pub const GRAPH_VERSIONS: u64 = 1 << GRAPH_BITS;
 
 /// The most workload types a context can name (the type field's width, less [`UNTYPED`]).
 pub const MAX_TYPES: usize = UNTYPED as usize;
-/// The most template pieces a type may have (below [`COMMITTED`]).
-pub const MAX_PIECES: usize = COMMITTED as usize - 1;
+/// The most template pieces a type may have (below [`COMMITTING`]).
+pub const MAX_PIECES: usize = COMMITTING as usize - 1;
 
 /// A context's state word, unpacked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,8 +174,18 @@ impl TxnCtx {
     /// Publishes that the running attempt has committed its first `pieces` template pieces
     /// (the end of a merged piece).
     pub fn progress(&self, pieces: u64) {
-        debug_assert!(pieces < COMMITTED);
+        debug_assert!(pieces < COMMITTING);
         self.publish(State { progress: pieces, ..self.load() });
+    }
+
+    /// Publishes that the running attempt is passing its commit point ([`COMMITTING`]): its
+    /// commit epoch, read after this store and a SeqCst fence, is then at least the epoch of
+    /// every reader of committed images that found it not committed (the reader takes its
+    /// epoch first, fences, then looks: see `worker`'s commit epochs), and at most the epoch of
+    /// every one that finds it committed (which waits for [`TxnCtx::commit`], made after the
+    /// epoch was read). It cannot roll back from here.
+    pub fn committing(&self) {
+        self.publish(State { progress: COMMITTING, ..self.load() });
     }
 
     /// Publishes that the running attempt has committed: the commit point (see [`COMMITTED`]).
@@ -259,13 +273,23 @@ impl TxnRef {
         s.gen != self.gen || s.progress == DONE
     }
 
-    /// Whether the attempt has passed its commit point ([`TxnCtx::commit`]) or is over. For
-    /// the attempt of an entry still linked (seen under the record's lock), whether it
-    /// committed: its entries leave before it ends.
+    /// Whether the attempt has passed its commit point ([`TxnCtx::commit`]) or is over,
+    /// waiting while it is passing it ([`COMMITTING`]: a few stores away, and it takes no lock
+    /// meanwhile). For the attempt of an entry still linked (seen under the record's lock),
+    /// whether it committed: its entries leave before it ends.
     #[inline]
     pub fn committed(&self) -> bool {
-        let s = self.state();
-        s.gen != self.gen || s.progress == COMMITTED
+        let mut spin = SpinWait::default();
+        loop {
+            let s = self.state();
+            if s.gen != self.gen || s.progress == COMMITTED {
+                return true;
+            }
+            if s.progress != COMMITTING {
+                return false;
+            }
+            spin.spin();
+        }
     }
 
     /// Whether the attempt has committed the merged piece that holds its template piece

@@ -35,6 +35,28 @@
 //! commits after every transaction it depends on ended), so the reads are a consistent state:
 //! read-only transactions neither wait for nor starve behind pending writers.
 //!
+//! **Commit epochs** (for snapshot readers and the history's time line, `history::epoch_ts`).
+//! Every commit takes a storage epoch ([`take_epoch`], between two SeqCst fences), and the
+//! epochs agree with the serialization order: a transaction that depends on another commits
+//! after it ended, and so reads a later epoch. Readers of committed images need more, because
+//! a typed transaction's writes become committed data at one store: it stores
+//! `txn::COMMITTING`, then takes its epoch, then stores `txn::COMMITTED`, and a direct commit
+//! takes its epoch before it validates. A direct reader that validated a value as committed
+//! while the typed writer had not stored `COMMITTING` took its epoch before the writer did (the
+//! fences: the reader's load of the writer's state comes after its fence and missed a store
+//! before the writer's fence); one that read the writer's value saw `COMMITTED`, made after
+//! the writer's epoch; and one that finds `COMMITTING` waits for `COMMITTED` (a few stores
+//! away: [`txn::TxnRef::committed`]). Between direct commits the record locks order the same
+//! way, as in Silo (a commit locks, fences, takes its epoch, fences, validates).
+//!
+//! **Snapshots** (`--opt snapshot-epochs=K`, `storage::snapshot`): a transaction declared
+//! read-only reads the state of every commit below a boundary, with no lock, entry or
+//! validation, running directly. A record's stamp is its last leaving writer's, so the value
+//! in place at a boundary is the one before the first listed writer when that stamp's epoch is
+//! below it (`record::at_boundary`); a typed writer keeps the value its first write replaced
+//! as its entry leaves the list ([`OccProtocol::end`]), and a direct install or accumulation
+//! as it writes ([`keep_in_place`]), both when the two values lie in different intervals.
+//!
 //! **Records being inserted.** An insert holds its fresh record locked (and absent) from the
 //! insert to its piece's commit, and its transaction may wait for others meanwhile (optimistic
 //! constraining). A piece that read such a record as absent does not wait for its lock (that
@@ -46,17 +68,21 @@
 use super::graph::{Graph, Plan, Rule};
 use super::record::{
     same_version, version, Entry, EntryPool, Ic3Record, Locked, ABSENT, LISTED, LOCK, PENDING,
-    UNLINKED,
+    UNLINKED, VALUE,
 };
 use super::txn::{DepQueue, TxnCtx, TxnRef, UNTYPED};
 use super::{Ic3, Online, Shared};
 use crate::engine::Worker;
 use crate::engine::{Accumulation, PieceEnd, ALL_COLUMNS};
 use crate::error::{Abort, AbortReason};
+use crate::history::{epoch_ts, now_ns};
 use crate::protocols::common::occ::{OccProtocol, OccWorker, WriteKind};
+use crate::protocols::common::{stamp_after, stamp_epoch};
 use crate::storage::projection::Columns;
+use crate::storage::snapshot::Kept;
 use crate::storage::{RowId, TableId};
 use std::ptr::NonNull;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 /// An IC3 worker.
@@ -290,8 +316,11 @@ pub struct Ic3Local {
     /// The attempt's writes, for its redo record (only when the database logs).
     redo: Vec<Redo>,
     redo_images: Vec<u8>,
-    /// The attempt's commit stamp once it logged (0 otherwise): given to the records it wrote
-    /// as it leaves their lists.
+    /// The attempt's commit epoch once taken ([`take_epoch`]; 0 before).
+    epoch: u64,
+    /// The attempt's commit stamp once it committed (its log stamp when the database logs,
+    /// else its epoch's first stamp; 0 before): given to the records it wrote as it leaves
+    /// their lists, or as a direct commit unlocks them.
     stamp: u64,
     /// Piece runs discarded by a failed validation, since the worker was created.
     pub piece_retries: u64,
@@ -334,6 +363,7 @@ impl Ic3Local {
             row_buf: Vec::new(),
             redo: Vec::new(),
             redo_images: Vec::new(),
+            epoch: 0,
             stamp: 0,
             piece_retries: 0,
         })
@@ -818,13 +848,15 @@ fn names_nobody(w: &Ic3Worker<'_>, me: TxnRef) -> bool {
 /// applies the deferred accumulations, logs, passes the commit point and unlocks. The entries
 /// of its earlier pieces leave as the attempt ends.
 fn commit_held(w: &mut Ic3Worker<'_>) {
+    w.local.ctx().committing();
+    take_epoch(w);
     install_locked(w);
     if !w.local.deferred.is_empty() {
         apply_deferred(w);
     }
     log_commit(w);
     if let Some(h) = &mut w.ctx.history {
-        h.serial_point();
+        h.serial_point_at(epoch_ts(w.local.epoch, now_ns()));
         h.committed();
     }
     // The commit point, under the locks: no reader sees the writes before it.
@@ -952,8 +984,8 @@ fn declared(w: &Ic3Worker<'_>) -> bool {
 
 /// Appends the committed attempt's writes to the log (the database logs and the attempt
 /// wrote), each key once with its last image, under a commit stamp by Silo's rule: above the
-/// worker's last stamp and the stamps of the records it wrote, at least the storage epoch's
-/// (`common::stamp_after`).
+/// worker's last stamp and the stamps of the records it wrote, at least its commit epoch's
+/// (`common::stamp_after`). Without a log record the commit stamp is the epoch's first.
 ///
 /// Why this is the durability contract's order: a transaction that read or overwrote this
 /// one's writes commits after this one ended (it depends on it, or, running directly, it
@@ -963,6 +995,7 @@ fn declared(w: &Ic3Worker<'_>) -> bool {
 /// ended), so a key's stamps grow in its commit order.
 fn log_commit(w: &mut Ic3Worker<'_>) {
     if w.ctx.log.is_none() || w.local.redo.is_empty() {
+        w.local.stamp = stamp_after(0, w.local.epoch);
         return;
     }
     let storage = w.ctx.storage;
@@ -987,7 +1020,7 @@ fn log_commit(w: &mut Ic3Worker<'_>) {
         }
     }
     l.redo.truncate(kept);
-    let stamp = crate::protocols::common::stamp_after(max, storage.epochs().global());
+    let stamp = stamp_after(max, l.epoch);
     let log = w.ctx.log.as_mut().expect("checked above");
     log.begin(stamp, kept as u32);
     for r in &l.redo {
@@ -1005,26 +1038,48 @@ fn log_commit(w: &mut Ic3Worker<'_>) {
     l.stamp = stamp;
 }
 
-/// Locks the gathered items of a direct unit, validates them against committed data, marks the
-/// history's serialization point and installs its writes (keeping the locks); `false`, nothing
-/// held, when validation fails.
-fn lock_validate_install(w: &mut Ic3Worker<'_>) -> bool {
-    if !lock(w) {
-        return false;
+/// Takes the running attempt's commit epoch: the storage epoch, read between two SeqCst
+/// fences (see the module docs' commit epochs).
+fn take_epoch(w: &mut Ic3Worker<'_>) -> u64 {
+    // SeqCst fences: the first orders the epoch's load after what the commit stored before
+    // (its locks, a typed attempt's `COMMITTING`), the second before the loads of the
+    // validation after it; paired with each other across commits (module docs).
+    fence(Ordering::SeqCst);
+    let epoch = w.ctx.storage.epochs().global_seqcst();
+    fence(Ordering::SeqCst);
+    w.local.epoch = epoch;
+    epoch
+}
+
+/// Keeps, for snapshot readers, the committed value of row `rid` of table `t` (locked by the
+/// commit, word `word`) before a commit of the attempt's epoch writes it in place: a direct
+/// install or an accumulation (the committed value is the payload: no other writer is listed).
+/// Where the attempt's own entry is listed, its payload is the attempt's earlier write, and
+/// the entry keeps the committed value until it leaves ([`OccProtocol::end`]).
+fn keep_in_place(w: &mut Ic3Worker<'_>, t: TableId, rid: RowId, word: u64) {
+    if w.ctx.snapshot_every == 0 || word & PENDING != 0 {
+        return;
     }
-    if !matches!(validate(w, true), Verdict::Valid) {
-        release(w, false);
-        return false;
+    let row = w.ctx.storage.table(t).rows.get(rid);
+    let epoch = stamp_epoch(row.header.stamp());
+    let value = if word & ABSENT != 0 { Kept::Absent } else { Kept::Row(row) };
+    w.ctx.keep_for_snapshots(t, rid, value, word & VALUE, epoch, w.local.epoch);
+}
+
+/// Validates the items [`lock`] took against committed data (a typed commit's trailing
+/// operations and the rows of its deferred accumulations); `false`, nothing held, when the
+/// validation fails.
+fn lock_held_valid(w: &mut Ic3Worker<'_>) -> bool {
+    if matches!(validate(w, true), Verdict::Valid) {
+        return true;
     }
-    if let Some(h) = &mut w.ctx.history {
-        h.serial_point();
-    }
-    install_locked(w);
-    true
+    release(w, false);
+    false
 }
 
 /// Installs every write into its locked item (keeping the locks) and retires the records the
-/// writes leave absent: for a commit that can no longer fail, which leaves no entry.
+/// writes leave absent: for a commit that can no longer fail, which leaves no entry and has
+/// taken its epoch.
 fn install_locked(w: &mut Ic3Worker<'_>) {
     let storage = w.ctx.storage;
     for i in 0..w.local.items.len() {
@@ -1033,6 +1088,7 @@ fn install_locked(w: &mut Ic3Worker<'_>) {
         let rec = storage.table(t).rows.get(rid).header;
         // SAFETY: `lock` took this lock (or it is our insert's) and kept it.
         let mut g = unsafe { Locked::resume(rec, it.word) };
+        keep_in_place(w, t, rid, g.word());
         install(w, j as usize, &mut g);
         w.local.items[i].word = g.keep();
         let x = w.writes[j as usize];
@@ -1042,21 +1098,21 @@ fn install_locked(w: &mut Ic3Worker<'_>) {
     }
 }
 
-/// Gives the rows a direct unit wrote the attempt's commit stamp (when it logged), then
-/// unlocks everything the unit locked.
+/// Gives the rows a direct unit wrote the attempt's commit stamp, then unlocks everything the
+/// unit locked. A row where the attempt's own entry is listed gets it as the entry leaves
+/// (see [`keep_in_place`]).
 fn stamp_and_release(w: &mut Ic3Worker<'_>) {
-    if w.local.stamp != 0 {
-        for i in 0..w.local.items.len() {
-            let it = w.local.items[i];
-            let Target::Row(t, rid) = it.target() else { continue };
-            if it.write.is_none() && !it.adds {
-                continue;
-            }
-            // SAFETY: the unit still holds the lock (taken and kept by `lock`).
-            let mut g = unsafe { Locked::resume(row_rec(w, t, rid), it.word) };
-            g.set_stamp(w.local.stamp);
-            w.local.items[i].word = g.keep();
+    debug_assert_ne!(w.local.stamp, 0, "the commit took its stamp");
+    for i in 0..w.local.items.len() {
+        let it = w.local.items[i];
+        let Target::Row(t, rid) = it.target() else { continue };
+        if (it.write.is_none() && !it.adds) || it.word & PENDING != 0 {
+            continue;
         }
+        // SAFETY: the unit still holds the lock (taken and kept by `lock`).
+        let mut g = unsafe { Locked::resume(row_rec(w, t, rid), it.word) };
+        g.set_stamp(w.local.stamp);
+        w.local.items[i].word = g.keep();
     }
     release(w, true);
     w.local.inserting.clear();
@@ -1084,6 +1140,7 @@ fn apply_deferred(w: &mut Ic3Worker<'_>) {
         // SAFETY: the commit took this lock and kept it (`lock`).
         let mut g = unsafe { Locked::resume(row.header, w.local.items[at].word) };
         debug_assert!(g.word() & (PENDING | ABSENT) == 0, "no uncommitted writer, present");
+        keep_in_place(w, d.table, d.rid, g.word());
         let l = &mut w.local;
         l.row_buf.resize(row.len(), 0);
         row.read_into(&mut l.row_buf);
@@ -1131,8 +1188,12 @@ fn outside_analysis(w: &Ic3Worker<'_>) -> bool {
 /// change). A record locked and absent that the attempt did not find being inserted is a
 /// revive committing: the attempt fails.
 fn reads_committed_now(w: &mut Ic3Worker<'_>) -> bool {
-    if let Some(h) = &mut w.ctx.history {
-        h.serial_point();
+    if w.ctx.history.is_some() {
+        // Its epoch serves the history's time line only (it writes nothing).
+        let epoch = take_epoch(w);
+        if let Some(h) = &mut w.ctx.history {
+            h.serial_point_at(epoch_ts(epoch, now_ns()));
+        }
     }
     let inserting = &w.local.inserting;
     let reads_ok = w.reads.iter().all(|r| {
@@ -1168,10 +1229,21 @@ fn commit_direct(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
         return Ok(());
     }
     gather(w);
-    if !lock_validate_install(w) {
+    if !lock(w) {
         w.rollback();
         return Err(Abort::new(AbortReason::ReadValidation));
     }
+    // The epoch before the validation (see the module docs' commit epochs).
+    let epoch = take_epoch(w);
+    if !matches!(validate(w, true), Verdict::Valid) {
+        release(w, false);
+        w.rollback();
+        return Err(Abort::new(AbortReason::ReadValidation));
+    }
+    if let Some(h) = &mut w.ctx.history {
+        h.serial_point_at(epoch_ts(epoch, now_ns()));
+    }
+    install_locked(w);
     if let Some(h) = &mut w.ctx.history {
         h.committed();
     }
@@ -1252,6 +1324,16 @@ impl OccProtocol for Ic3 {
         l.hold_off = std::mem::take(&mut l.hold_off_next);
         l.open = None;
         l.reached = None;
+    }
+
+    /// A snapshot reader runs directly (outside the analysis: it commits nothing and waits for
+    /// nobody).
+    fn snapshot_taken(w: &mut Ic3Worker<'_>) {
+        let l = &mut w.local;
+        if l.mode != Mode::Direct {
+            l.mode = Mode::Direct;
+            l.ctx().rebegin(UNTYPED, l.graph().tag());
+        }
     }
 
     fn access(
@@ -1475,16 +1557,22 @@ impl OccProtocol for Ic3 {
             }
             sort_items(&mut l.items);
         }
-        if (trailing || adds) && !lock_validate_install(w) {
+        if (trailing || adds) && !(lock(w) && lock_held_valid(w)) {
             w.rollback();
             return Err(Abort::new(AbortReason::ReadValidation));
+        }
+        // The commit epoch, between the two stores of the commit point (module docs).
+        w.local.ctx().committing();
+        let epoch = take_epoch(w);
+        if trailing || adds {
+            install_locked(w);
         }
         if adds {
             apply_deferred(w);
         }
         log_commit(w);
         if let Some(h) = &mut w.ctx.history {
-            h.serial_point();
+            h.serial_point_at(epoch_ts(epoch, now_ns()));
             h.committed();
         }
         // The commit point (after the history's serialization point: a direct reader that
@@ -1504,15 +1592,32 @@ impl OccProtocol for Ic3 {
     fn end(w: &mut Ic3Worker<'_>, committed: bool) {
         let storage = w.ctx.storage;
         // Newest first: a rolled-back record gets its images back in reverse order.
-        let stamp = if committed { w.local.stamp } else { 0 };
-        for &(target, e) in w.local.entries.iter().rev() {
+        let (stamp, epoch) = (w.local.stamp, w.local.epoch);
+        for i in (0..w.local.entries.len()).rev() {
+            let (target, e) = w.local.entries[i];
             match target {
                 Target::Row(t, rid) => {
                     let row = storage.table(t).rows.get(rid);
                     let mut g = row.header.lock();
-                    g.unlink(Some(&row), e, !committed);
+                    // The leave step of the transaction's first write of the record: the value
+                    // it replaced, committed by the last writer to leave, is kept for snapshot
+                    // readers, and the record takes the transaction's stamp (see
+                    // `record::at_boundary`).
                     // SAFETY: the entry stays in the pool until the attempt ends.
-                    if stamp != 0 && unsafe { e.as_ref() }.writer() {
+                    let first = committed && unsafe { e.as_ref() }.writer();
+                    let first = first.then(|| g.replaced_by(e, row.len())).flatten();
+                    if let Some((image, word)) = first {
+                        if w.ctx.snapshot_every != 0 {
+                            let value =
+                                if word & ABSENT != 0 { Kept::Absent } else { Kept::Bytes(image) };
+                            let old = stamp_epoch(row.header.stamp());
+                            w.ctx.keep_for_snapshots(t, rid, value, word, old, epoch);
+                        }
+                    }
+                    let first = first.is_some();
+                    g.unlink(Some(&row), e, !committed);
+                    if first {
+                        debug_assert_ne!(stamp, 0, "a committed writer has its stamp");
                         g.set_stamp(stamp);
                     }
                 }
@@ -1534,6 +1639,7 @@ impl OccProtocol for Ic3 {
         l.deferred_mark = 0;
         l.redo.clear();
         l.redo_images.clear();
+        l.epoch = 0;
         l.stamp = 0;
         if l.txn.take().is_some() {
             l.ctx().end();
@@ -1959,6 +2065,92 @@ mod tests {
         assert_eq!(ro.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
         assert_eq!(read_k2(&mut ro), Some(7));
         ro.commit().unwrap();
+    }
+
+    /// [`db`] keeping snapshots every 2 epochs, the epochs advanced by the test ([`tick`]).
+    fn db_snapshots() -> Database<Ic3> {
+        use crate::engine::ProtocolOptions;
+        let pairs = [("snapshot-epochs".to_string(), "2".to_string())];
+        let tables = [TableSpec::new("a", 8, 16), TableSpec::new("b", 8, 16), c_table()];
+        let epoch_interval = std::time::Duration::from_secs(3600);
+        let db = Database::<Ic3>::builder(&tables)
+            .options(DbOptions { max_workers: 4, epoch_interval, ..Default::default() })
+            .protocol_options(super::super::Ic3Options::from_pairs(&pairs).unwrap())
+            .txn_types(&TYPES)
+            .build()
+            .unwrap();
+        let mut l = db.worker().unwrap();
+        l.begin();
+        for t in [A, B] {
+            assert!(l.insert(t, K, &0u64.to_le_bytes()).unwrap());
+        }
+        l.commit().unwrap();
+        drop(l);
+        db
+    }
+
+    /// Advances the global epoch `n` times and publishes the snapshot boundary, as the epoch
+    /// thread does.
+    fn tick(db: &Database<Ic3>, n: usize) {
+        let e = db.storage().epochs();
+        for _ in 0..n {
+            e.advance();
+        }
+        e.snapshots.refresh(e);
+    }
+
+    /// What a snapshot reader (typed `RA`: it runs directly all the same) finds of `keys` of
+    /// `t`, with its boundary.
+    fn snapshot(db: &Database<Ic3>, keys: &[(TableId, u64)]) -> (u64, Vec<Option<u64>>) {
+        let mut r = db.worker().unwrap();
+        r.typed(1);
+        r.begin_read_only();
+        let seen = keys.iter().map(|&(t, k)| r.read(t, k, value).unwrap()).collect();
+        let b = r.ctx.snapshot;
+        assert_eq!(r.write(A, K, &[0; 8]).map_err(|a| a.reason), Err(AbortReason::ReadOnlyWrite));
+        r.abort();
+        (b, seen)
+    }
+
+    /// Snapshot readers (the paper's footnote: as Silo does) read the state of every commit
+    /// below their boundary: not a pending piece's writes (the before-image of the first
+    /// writer listed), not a transaction that committed at the boundary or later (the values
+    /// its first writes replaced, kept as its entries left; and those its held last piece
+    /// installed, kept as it wrote them), not a direct commit's (kept as it wrote); a later
+    /// boundary shows them all. An insert and a delete of a pending transaction, likewise.
+    #[test]
+    fn snapshot_readers_read_below_pending_and_later_writers() {
+        let db = db_snapshots();
+        const K2: u64 = 2;
+        let keys = [(A, K), (B, K), (A, K2)];
+        tick(&db, 1);
+        assert_eq!(snapshot(&db, &keys), (2, vec![Some(0), Some(0), None]));
+        // T1 (epoch 2): A += 1 and an insert of K2 in its first piece, which commits and
+        // lists it; B += 1 in its last piece, held and committed with the transaction.
+        let mut t1 = db.worker().unwrap();
+        t1.typed(0);
+        t1.begin();
+        t1.piece_begin(0).unwrap();
+        assert!(t1.write(A, K, &1u64.to_le_bytes()).unwrap());
+        assert!(t1.insert(A, K2, &5u64.to_le_bytes()).unwrap());
+        assert_eq!(t1.piece_end(0, Ok(())).unwrap(), PieceEnd::Done);
+        assert_eq!(snapshot(&db, &keys), (2, vec![Some(0), Some(0), None]), "pending");
+        t1.piece_begin(1).unwrap();
+        assert!(t1.write(B, K, &1u64.to_le_bytes()).unwrap());
+        assert_eq!(t1.piece_end(1, Ok(())).unwrap(), PieceEnd::Done);
+        t1.commit().unwrap();
+        assert_eq!(snapshot(&db, &keys), (2, vec![Some(0), Some(0), None]), "committed at 2");
+        tick(&db, 2);
+        assert_eq!(snapshot(&db, &keys), (4, vec![Some(1), Some(1), Some(5)]));
+        // A direct commit (epoch 4) writes A in place, and deletes K2.
+        let mut d = db.worker().unwrap();
+        d.begin();
+        assert!(d.write(A, K, &7u64.to_le_bytes()).unwrap());
+        assert!(d.delete(A, K2).unwrap());
+        d.commit().unwrap();
+        assert_eq!(snapshot(&db, &keys), (4, vec![Some(1), Some(1), Some(5)]), "direct at 4");
+        tick(&db, 2);
+        assert_eq!(snapshot(&db, &keys), (6, vec![Some(7), Some(1), None]));
     }
 
     #[test]
