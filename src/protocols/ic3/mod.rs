@@ -401,6 +401,13 @@ impl Protocol for Ic3 {
                 txn::MAX_PIECES
             )));
         }
+        if setup.max_workers > txn::MAX_CONTEXTS {
+            return Err(Error::Config(format!(
+                "ic3: at most {} workers, one transaction context each (max_workers is {})",
+                txn::MAX_CONTEXTS,
+                setup.max_workers
+            )));
+        }
         if setup.tables.len() > worker::MAX_TABLES {
             return Err(Error::Config(format!(
                 "ic3: at most {} tables (the workload has {})",

@@ -20,14 +20,19 @@
 //! **The word.** Bit 0 locks the record (a piece commits, or a transaction leaves the list or
 //! rolls back, holding it); bit 1 says that uncommitted writer entries exist ([`PENDING`]);
 //! bits 2 and 3 are absence and unlinking, as in the other protocols; bit 4 says that the list
-//! is not empty ([`LISTED`]: the GC leaves such a record alone). The rest is the *version*:
-//! the stamp of the piece that wrote the visible value, unique among all writes (its
-//! transaction context's number and a sequence, see `txn`), which is what a piece validates and
-//! what histories name. A rollback puts the before-image back *with its version*, so a reader
-//! of the restored value reads the version that committed it, and a piece that read the
-//! rolled-back value fails validation (versions are never reused). Leaving the list after a
-//! commit changes no value and keeps the version (only [`PENDING`] and [`LISTED`] may clear:
-//! validation ignores them).
+//! is not empty ([`LISTED`]: the GC leaves such a record alone). Bits 5 to 9 count the
+//! rollbacks that restored a value ([`RESTORES`], modulo 32). The rest is the *version*: the
+//! stamp of the piece that wrote the visible value, unique among all writes (its transaction
+//! context's number and a sequence, see `txn`), which is what histories name. A rollback puts
+//! the before-image back *with its version*, so a reader of the restored value reads the
+//! version that committed it, and a piece that read the rolled-back value fails validation
+//! (versions are never reused); it also counts itself in [`RESTORES`], so that the word does
+//! not return to a value it had before the rolled-back write: a seqlock reader whose copy
+//! spanned the write and the restore (a reader preempted mid-copy) sees the word change
+//! instead of taking a torn copy, and a piece that read before the write fails its validation
+//! (the value is the same, the check cannot tell). Validation and seqlock reads compare the
+//! version with the count. Leaving the list after a commit changes no value and keeps the
+//! version (only [`PENDING`] and [`LISTED`] may clear: validation ignores them).
 //!
 //! **The list** is oldest first and changes only under the lock. Entries live in their owner's
 //! [`EntryPool`], which does not move them and reuses them only after the owner unlinked them
@@ -56,9 +61,12 @@ pub const ABSENT: u64 = 1 << 2;
 pub const UNLINKED: u64 = 1 << 3;
 /// The accessor list is not empty.
 pub const LISTED: u64 = 1 << 4;
+/// The count of rollbacks that restored a value, modulo 32 (see the module docs).
+pub const RESTORES: u64 = 0b11111 << 5;
 /// Where the version starts.
-pub const VERSION_SHIFT: u32 = 5;
-/// The bits that say which value the record holds: its version and whether it is absent.
+pub const VERSION_SHIFT: u32 = 10;
+/// The bits that say which value the record holds: its version and whether it is absent (and
+/// the restores counted).
 pub const VALUE: u64 = !(LOCK | PENDING | UNLINKED | LISTED);
 
 /// Whether two words name the same visible value (lock, [`PENDING`] and [`LISTED`] aside).
@@ -631,7 +639,9 @@ impl<'r> Locked<'r> {
                     }
                     None => {
                         row.write_from(mine);
-                        self.word = (self.word & !VALUE) | before;
+                        // The version restored, one more restore counted (module docs).
+                        let restores = (self.word + (1 << RESTORES.trailing_zeros())) & RESTORES;
+                        self.word = (self.word & !VALUE) | (before & !RESTORES) | restores;
                     }
                 }
             }
@@ -752,6 +762,36 @@ mod tests {
         assert_eq!(v, 11);
         assert!(!same_version(w, before), "a reader of T3's write fails validation");
         assert_eq!(version(w), 11, "the version that wrote the restored value");
+    }
+
+    /// A rollback restores the value and its version, but the word never returns to one a
+    /// reader loaded before the rolled-back write (a seqlock reader whose copy spanned the
+    /// write and the restore must see a change), even after many rollbacks on the record;
+    /// the 32nd restore brings the count around.
+    #[test]
+    fn a_restored_value_keeps_its_version_under_a_new_word() {
+        let c = Cell::new(10);
+        let ctx = TxnCtx::default();
+        let (_, w0) = c.read();
+        let mut seen = vec![w0];
+        for i in 1..32 {
+            let t = ctx.begin(0, 0);
+            let (mut pool, mut b) = (EntryPool::default(), buffer());
+            let e = writer(&mut pool, t, &mut b);
+            c.write(e, 100 + i);
+            c.unlink(e, true);
+            ctx.end();
+            let (v, w) = c.read();
+            assert_eq!((v, version(w)), (10, 1), "the loaded value and version are back");
+            assert!(seen.iter().all(|&x| !same_version(x, w)), "restore {i}: an old word");
+            seen.push(w);
+        }
+        let t = ctx.begin(0, 0);
+        let (mut pool, mut b) = (EntryPool::default(), buffer());
+        let e = writer(&mut pool, t, &mut b);
+        c.write(e, 200);
+        c.unlink(e, true);
+        assert_eq!(c.read().1, w0, "the count wraps at 32");
     }
 
     #[test]
@@ -903,7 +943,9 @@ mod tests {
         let committed = c.rec.lock().read_committed(&c.row(), &mut buf);
         assert!(committed & ABSENT != 0 && version(committed) == 0, "not committed yet");
         c.unlink(e, true);
-        assert_eq!(c.rec.load(), ABSENT, "absent, unborn, unlocked, no entries");
+        let w = c.rec.load();
+        assert_eq!(w & !RESTORES, ABSENT, "absent, unborn, unlocked, no entries");
+        assert_ne!(w & RESTORES, 0, "the restore counted");
     }
 
     /// A bucket's pseudo-record: a scan's reader entry, then an insert's writer entry (no

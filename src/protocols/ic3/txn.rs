@@ -108,6 +108,10 @@ pub struct TxnCtx {
 /// How many bits of a version count a context's writes (the rest names the context).
 const VERSION_SEQ_BITS: u32 = 40;
 
+/// The most contexts (workers) whose versions a record's word can name: the context's number
+/// plus one fills the version's bits above its sequence (`record::VERSION_SHIFT`).
+pub const MAX_CONTEXTS: usize = (1 << (64 - super::record::VERSION_SHIFT - VERSION_SEQ_BITS)) - 1;
+
 impl TxnCtx {
     /// The current state.
     #[inline]

@@ -2039,6 +2039,23 @@ mod tests {
         );
     }
 
+    /// More workers than a version can name the context of are refused at set-up.
+    #[test]
+    fn more_workers_than_contexts_a_version_names_are_refused() {
+        let max = super::super::txn::MAX_CONTEXTS;
+        let opts = DbOptions { max_workers: max + 1, ..Default::default() };
+        let err = Database::<Ic3>::builder(&[c_table()]).options(opts).build().err();
+        assert_eq!(
+            err.expect("refused").to_string(),
+            format!(
+                "ic3: at most {max} workers, one transaction context each (max_workers is {})",
+                max + 1
+            )
+        );
+        let opts = DbOptions { max_workers: max, ..Default::default() };
+        assert!(Database::<Ic3>::builder(&[c_table()]).options(opts).build().is_ok());
+    }
+
     /// A read-only direct attempt validates record by record without locks: a record another
     /// transaction is inserting (its lock held until its piece commits) is judged by its word,
     /// absent in committed data; once the insert is committed, the absence read is stale.
