@@ -273,9 +273,20 @@ pub struct Storage<R: RecordHeader> {
     _advancer: EpochAdvancer,
 }
 
+/// Where every table's allocations stood ([`Prefaulter::cursors`]).
+#[derive(Clone, Debug)]
+pub struct Cursors {
+    /// The row slots' allocation cursor.
+    rows: Vec<u64>,
+    /// The copies its snapshot chains' store has carved (0 without snapshots).
+    kept: Vec<u64>,
+}
+
 /// Keeps memory faulted in ahead of the tables that grow, so that inserting workers do not take
 /// page faults (see [`RowStore::prefault`], and [`index::Index::prefault`] for the dense
-/// index's leaves). Something other than the workers calls [`Prefaulter::step`] every few
+/// index's leaves), nor writers that keep old values for snapshot readers (the tables'
+/// [`snapshot::Chains`], whose copies grow with updates, not inserts: their store's
+/// [`version::VersionStore::prefault`]). Something other than the workers calls [`Prefaulter::step`] every few
 /// milliseconds: the driver's leader thread, which otherwise sleeps. Each step looks at how far
 /// every table's allocation cursor moved since the last one and makes sure three times that
 /// much (at least one segment, at most [`Prefaulter::MAX_AHEAD`] bytes) lies faulted in beyond
@@ -287,8 +298,8 @@ pub struct Storage<R: RecordHeader> {
 /// ending the run.
 #[derive(Debug)]
 pub struct Prefaulter {
-    /// Each table's cursor at the last step.
-    last: Vec<u64>,
+    /// Each table's cursors at the last step.
+    last: Cursors,
     /// The table the next step starts with (steps rotate, so a budget shared by several growing
     /// tables serves each in turn).
     next: usize,
@@ -304,8 +315,7 @@ impl Prefaulter {
 
     /// A prefaulter for `storage`'s tables, starting from their current cursors.
     pub fn new<R: RecordHeader>(storage: &Storage<R>) -> Self {
-        let last = storage.tables.iter().map(|t| t.rows.allocated()).collect();
-        Prefaulter { last, next: 0, faulted: 0 }
+        Prefaulter { last: Self::cursors(storage), next: 0, faulted: 0 }
     }
 
     /// One step (see the type's docs). `beyond(table, rows, budget)` faults in what the
@@ -320,9 +330,17 @@ impl Prefaulter {
         let mut done = 0;
         for i in (0..n).map(|i| (self.next + i) % n) {
             let t = &storage.tables[i];
+            if let Some(c) = &t.chains {
+                let now = c.store.carved();
+                let grew = now.saturating_sub(self.last.kept[i]);
+                self.last.kept[i] = now;
+                if grew > 0 && done < Self::STEP_BUDGET {
+                    done += c.store.prefault(grew.saturating_mul(3), Self::STEP_BUDGET - done);
+                }
+            }
             let now = t.rows.allocated();
-            let grew = now.saturating_sub(self.last[i]);
-            self.last[i] = now;
+            let grew = now.saturating_sub(self.last.rows[i]);
+            self.last.rows[i] = now;
             if grew == 0 || done >= Self::STEP_BUDGET {
                 continue;
             }
@@ -351,12 +369,19 @@ impl Prefaulter {
     pub fn reserve<R: RecordHeader>(
         &mut self,
         storage: &Storage<R>,
-        start: &[u64],
+        start: &Cursors,
         scale: f64,
         mut beyond: impl FnMut(TableId, u64, usize) -> usize,
     ) -> usize {
         let mut done = 0;
-        for (t, &from) in storage.tables.iter().zip(start) {
+        for (i, t) in storage.tables.iter().enumerate() {
+            if let Some(c) = &t.chains {
+                let grew = c.store.carved().saturating_sub(start.kept[i]);
+                if grew > 0 {
+                    done += c.store.prefault((grew as f64 * scale).ceil() as u64, usize::MAX);
+                }
+            }
+            let from = start.rows[i];
             let now = t.rows.allocated();
             let grew = now.saturating_sub(from);
             if grew == 0 {
@@ -371,9 +396,16 @@ impl Prefaulter {
         done
     }
 
-    /// Every table's allocation cursor now (the `start` of a later [`Prefaulter::reserve`]).
-    pub fn cursors<R: RecordHeader>(storage: &Storage<R>) -> Vec<u64> {
-        storage.tables.iter().map(|t| t.rows.allocated()).collect()
+    /// Every table's cursors now (the `start` of a later [`Prefaulter::reserve`]).
+    pub fn cursors<R: RecordHeader>(storage: &Storage<R>) -> Cursors {
+        Cursors {
+            rows: storage.tables.iter().map(|t| t.rows.allocated()).collect(),
+            kept: storage
+                .tables
+                .iter()
+                .map(|t| t.chains.as_ref().map_or(0, |c| c.store.carved()))
+                .collect(),
+        }
     }
 
     /// Bytes faulted in so far.
@@ -610,6 +642,32 @@ mod tests {
             assert_eq!(pf.step(&storage, none), 0, "nothing grew since");
             assert_eq!(pf.faulted_bytes(), done);
         }
+    }
+
+    /// Copies kept for snapshot readers grow with updates, not inserts: a step faults in three
+    /// times what the chains' store carved since the last one, a reservation `scale` times what
+    /// it carved since the cursors it was given, and nothing happens while nothing is carved.
+    #[test]
+    fn kept_copies_are_faulted_in_ahead() {
+        let spec = TableSpec::new("t", 56, 0).with_capacity(1000);
+        let mut storage = Storage::<Hdr>::new(&[spec], 4, Duration::from_millis(40)).unwrap();
+        storage.enable_snapshots(1).unwrap();
+        let start = Prefaulter::cursors(&storage);
+        let mut pf = Prefaulter::new(&storage);
+        assert_eq!(pf.step(&storage, none), 0, "nothing carved");
+        let store = &storage.tables()[0].chains.as_ref().unwrap().store;
+        let per_chunk = ((2 << 20) / store.version_bytes()) as u64;
+        let mut pool = version::VersionPool::default();
+        while store.carved() < 2 * per_chunk {
+            pool.alloc(store);
+        }
+        assert_eq!(store.ready_chunks(), 0);
+        let done = pf.step(&storage, none);
+        assert!(store.ready_chunks() >= 6 && done == store.ready_chunks() * (2 << 20), "{done}");
+        assert_eq!(pf.step(&storage, none), 0, "nothing carved since");
+        let ready = store.ready_chunks();
+        let done = pf.reserve(&storage, &start, 5.0, none);
+        assert!(store.ready_chunks() >= 10 && done == (store.ready_chunks() - ready) * (2 << 20));
     }
 
     /// A reservation faults in `scale` times each table's growth since the cursors it was given,
