@@ -20,7 +20,7 @@
 //! dependency runs on the same graph; otherwise, and where there is neither, the rule waits for
 //! the dependency's end (case 3): waiting longer never breaks what the analysis promised.
 //!
-//! **Changing the mix** ([`Shared::set_mix`]) from graph `A` to the new mix's graph `B`
+//! **Changing the mix** ([`set_mix`]) from graph `A` to the new mix's graph `B`
 //! without stopping the workers, as §4.5 says:
 //!
 //! 1. publish the transitional graph `T`: the types common to both mixes run with the coarser

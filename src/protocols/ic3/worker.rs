@@ -46,7 +46,7 @@
 //! fences: the reader's load of the writer's state comes after its fence and missed a store
 //! before the writer's fence); one that read the writer's value saw `COMMITTED`, made after
 //! the writer's epoch; and one that finds `COMMITTING` waits for `COMMITTED` (a few stores
-//! away: [`txn::TxnRef::committed`]). Between direct commits the record locks order the same
+//! away: [`TxnRef::committed`]). Between direct commits the record locks order the same
 //! way, as in Silo (a commit locks, fences, takes its epoch, fences, validates).
 //!
 //! **Snapshots** (`--opt snapshot-epochs=K`, `storage::snapshot`): a transaction declared
