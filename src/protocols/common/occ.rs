@@ -616,16 +616,6 @@ pub enum InPlace {
     Replaced,
 }
 
-/// Outcome of a snapshot read.
-enum AtSnapshot {
-    /// Present at the boundary, with the word of the version read.
-    Present(u64),
-    /// Absent at the boundary.
-    Absent,
-    /// The record was unlinked: look the key up again.
-    Unlinked,
-}
-
 /// Outcome of a stable read: the word (unlocked) and the extra.
 enum Stable<A> {
     Present(u64, A),
@@ -709,7 +699,8 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
 
     /// Reads the columns `cols` of row `rid` of `tbl` as of snapshot boundary `b` into `buf`
     /// (see `storage::snapshot`): the value in place when it committed below `b`
-    /// ([`OccRecord::at_boundary`]), else the newest older value below `b`, else absent.
+    /// ([`OccRecord::at_boundary`]), else the newest older value below `b`, else absent (never
+    /// [`InPlace::Replaced`]).
     #[inline]
     fn snapshot_read(
         tbl: &Table<P::Record>,
@@ -717,11 +708,8 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         b: u64,
         buf: &mut [u8],
         cols: Columns,
-    ) -> AtSnapshot {
+    ) -> InPlace {
         match P::Record::at_boundary(tbl.rows.get(rid), b, buf, &tbl.projection, cols) {
-            InPlace::Present(word) => AtSnapshot::Present(word),
-            InPlace::Absent => AtSnapshot::Absent,
-            InPlace::Unlinked => AtSnapshot::Unlinked,
             InPlace::Replaced => {
                 let chains =
                     tbl.chains.as_ref().expect("a snapshot reader's database keeps chains");
@@ -729,15 +717,16 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                     Some(v) => {
                         let word = v.stamp.load(Ordering::Relaxed);
                         if is_absent(word) {
-                            AtSnapshot::Absent
+                            InPlace::Absent
                         } else {
                             chains.row(v).read_cols_into(buf, &tbl.projection, cols);
-                            AtSnapshot::Present(word)
+                            InPlace::Present(word)
                         }
                     }
-                    None => AtSnapshot::Absent,
+                    None => InPlace::Absent,
                 }
             }
+            found => found,
         }
     }
 
@@ -757,15 +746,16 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         while let Some(rid) = self.ctx.lookup(tbl, key) {
             let buf = self.scratch.get(tbl.spec.row_size);
             match Self::snapshot_read(tbl, rid, b, buf, cols) {
-                AtSnapshot::Present(word) => {
+                InPlace::Present(word) => {
                     if let Some(h) = &mut self.ctx.history {
                         let stamp = P::Record::stamp(word, Default::default(), rid);
                         h.read_cols(t.0, key, stamp, cols);
                     }
                     return Ok(Some(f(buf)));
                 }
-                AtSnapshot::Absent => break,
-                AtSnapshot::Unlinked => self.relookup(t, key),
+                InPlace::Absent => break,
+                InPlace::Unlinked => self.relookup(t, key),
+                InPlace::Replaced => unreachable!("resolved by `snapshot_read`"),
             }
         }
         if let Some(h) = &mut self.ctx.history {
@@ -787,14 +777,15 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
     ) -> Option<&[u8]> {
         let buf = self.scratch.get(tbl.spec.row_size);
         match Self::snapshot_read(tbl, rid, self.ctx.snapshot, buf, ALL_COLUMNS) {
-            AtSnapshot::Present(word) => {
+            InPlace::Present(word) => {
                 if let Some(h) = &mut self.ctx.history {
                     let stamp = P::Record::stamp(word, Default::default(), rid);
                     h.read_cols(t.0, key, stamp, ALL_COLUMNS);
                 }
                 Some(buf)
             }
-            AtSnapshot::Absent | AtSnapshot::Unlinked => None,
+            InPlace::Absent | InPlace::Unlinked => None,
+            InPlace::Replaced => unreachable!("resolved by `snapshot_read`"),
         }
     }
 
