@@ -560,6 +560,17 @@ fn check_quick_passes_for_ic3_with_snapshots() {
     assert!(s.contains("observed no anomaly (serializable)"), "{s}");
 }
 
+/// Silo's snapshots as MOCC keeps them, with every record hot (locked in the read phase by
+/// the writers, never by the snapshot readers): no anomaly.
+#[test]
+fn check_quick_passes_for_mocc_with_snapshots() {
+    let s = quick_check_passes(
+        "mocc",
+        &["--opt", "snapshot-epochs=1", "--opt", "temperature-threshold=1"],
+    );
+    assert!(s.contains("observed no anomaly (serializable)"), "{s}");
+}
+
 /// BOHM runs no interactive transactions: its checks run through its pipeline (the same
 /// transactions, declared, executed at their timestamps), with the default split, with
 /// small batches over two CC threads, and with the adaptive split; no anomaly any way.

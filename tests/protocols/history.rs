@@ -291,6 +291,11 @@ fn silo_snapshot_histories_are_serializable() {
     snapshot_histories_are_serializable::<txlab::protocols::silo::Silo>(|w| w.ctx.snapshot != 0);
 }
 
+#[test]
+fn mocc_snapshot_histories_are_serializable() {
+    snapshot_histories_are_serializable::<txlab::protocols::mocc::Mocc>(|w| w.ctx.snapshot != 0);
+}
+
 /// IC3's untyped transactions commit directly (in place, under their locks), as the snapshot
 /// readers read (the typed ones race snapshot readers in `txlab check`'s TPC-C).
 #[test]

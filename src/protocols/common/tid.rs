@@ -307,3 +307,200 @@ mod tests {
         assert_eq!(format!("{t:?}"), "Tid(e5.77 locked absent)");
     }
 }
+
+/// Silo's snapshots (§4.9) as the protocols that commit through [`commit`] keep them: the same
+/// tests for each (`storage::snapshot` keeps the chains; the commit fills them).
+#[cfg(test)]
+macro_rules! snapshot_tests {
+    ($($name:ident => $p:ty),* $(,)?) => {$(
+        mod $name {
+            use crate::engine::{Database, DbOptions, Protocol, ProtocolOptions, Worker};
+            use crate::error::AbortReason;
+            use crate::protocols::common::occ::OccWorker;
+            use crate::storage::{TableId, TableSpec};
+
+            type P = $p;
+            const T: TableId = TableId(0);
+            const K: u64 = 3;
+            const X: u64 = 9;
+            const Y: u64 = 11;
+
+            fn row(v: u64) -> [u8; 8] {
+                v.to_le_bytes()
+            }
+
+        /// A database whose protocol keeps a snapshot every 2 epochs, its epochs moved by hand
+        /// ([`tick`]): the epoch thread's interval is an hour.
+        fn db_snapshots() -> Database<P> {
+            let pairs = [("snapshot-epochs".to_string(), "2".to_string())];
+            let epoch_interval = std::time::Duration::from_secs(3600);
+            Database::<P>::builder(&[TableSpec::new("t", 8, 64)])
+                .options(DbOptions { max_workers: 4, epoch_interval, ..Default::default() })
+                .protocol_options(<P as Protocol>::Options::from_pairs(&pairs).unwrap())
+                .build()
+                .unwrap()
+        }
+
+        /// Advances the global epoch `n` times and publishes the snapshot boundary, as the epoch
+        /// thread does.
+        fn tick(db: &Database<P>, n: usize) {
+            let e = db.storage().epochs();
+            for _ in 0..n {
+                e.advance();
+            }
+            e.snapshots.refresh(e);
+        }
+
+        fn get(w: &mut OccWorker<'_, P>, k: u64) -> Option<u8> {
+            w.read(T, k, |r| r[0]).unwrap()
+        }
+
+        fn keys(w: &mut OccWorker<'_, P>) -> Vec<(u64, u8)> {
+            let mut out = Vec::new();
+            w.scan(T, 0, 63, usize::MAX, |k, r| {
+                out.push((k, r[0]));
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+            out
+        }
+
+        /// A read-only attempt reads the newest snapshot: the values committed below its boundary
+        /// (an update's predecessor, a deleted row, not a row inserted later), by point reads and
+        /// scans; it refuses writes; the others read the latest state. A later boundary shows the
+        /// later commits.
+        #[test]
+        fn read_only_transactions_read_the_snapshot_and_refuse_writes() {
+            let db = db_snapshots();
+            let (mut w, mut r) = (db.worker().unwrap(), db.worker().unwrap());
+            r.begin_read_only();
+            assert_eq!(r.ctx.snapshot, 0, "epoch 1: no boundary yet, an ordinary attempt");
+            r.commit().unwrap();
+            w.begin();
+            assert!(w.insert(T, X, &row(1)).unwrap());
+            assert!(w.insert(T, K, &row(1)).unwrap());
+            w.commit().unwrap();
+            tick(&db, 1);
+            assert_eq!(db.storage().epochs().snapshots.current(), 2);
+            // Epoch 2: X updated, K deleted, Y inserted.
+            w.begin();
+            assert!(w.write(T, X, &row(2)).unwrap());
+            assert!(w.delete(T, K).unwrap());
+            assert!(w.insert(T, Y, &row(5)).unwrap());
+            w.commit().unwrap();
+            r.begin_read_only();
+            assert_eq!(r.ctx.snapshot, 2);
+            assert_eq!((get(&mut r, X), get(&mut r, K), get(&mut r, Y)), (Some(1), Some(1), None));
+            assert_eq!(keys(&mut r), vec![(K, 1), (X, 1)]);
+            assert_eq!(r.write(T, X, &row(9)).map_err(|a| a.reason), Err(AbortReason::ReadOnlyWrite));
+            r.abort();
+            r.begin();
+            assert_eq!((get(&mut r, X), get(&mut r, K), get(&mut r, Y)), (Some(2), None, Some(5)));
+            r.commit().unwrap();
+            tick(&db, 2);
+            r.begin_read_only();
+            assert_eq!(r.ctx.snapshot, 4);
+            assert_eq!(keys(&mut r), vec![(X, 2), (Y, 5)]);
+            r.commit().unwrap();
+        }
+
+        /// The old values kept for row `k`, newest first.
+        fn kept(db: &Database<P>, k: u64) -> Vec<u8> {
+            let tbl = &db.storage().tables()[0];
+            let rid = tbl.index.get(k, &crate::storage::index::pin()).unwrap();
+            let chains = tbl.chains.as_ref().unwrap();
+            let mut out = Vec::new();
+            let mut v = chains.at(rid, u64::MAX);
+            while let Some(x) = v {
+                let mut b = [0u8; 8];
+                chains.row(x).read_into(&mut b);
+                out.push(b[0]);
+                // SAFETY: no one else runs; the chain is not trimmed meanwhile.
+                v = unsafe { x.next.load(std::sync::atomic::Ordering::Relaxed).as_ref() };
+            }
+            out
+        }
+
+        /// Updates within one snapshot interval keep one copy, the interval's last value, when
+        /// the first update of a later interval replaces it; a copy stays while a reader may need
+        /// it, and goes once the oldest boundary in use has passed it.
+        #[test]
+        fn one_copy_per_record_per_interval_kept_while_needed() {
+            let db = db_snapshots();
+            let (mut w, mut r) = (db.worker().unwrap(), db.worker().unwrap());
+            let set = |w: &mut OccWorker<'_, P>, v: u64| {
+                w.begin();
+                assert!(w.write(T, X, &row(v)).unwrap());
+                w.commit().unwrap();
+            };
+            w.begin();
+            assert!(w.insert(T, X, &row(0)).unwrap());
+            w.commit().unwrap();
+            (1..=3).for_each(|v| set(&mut w, v));
+            assert!(kept(&db, X).is_empty(), "one interval: nothing kept");
+            tick(&db, 2);
+            (4..=6).for_each(|v| set(&mut w, v));
+            assert_eq!(kept(&db, X), vec![3], "epoch 1's last value");
+            r.begin_read_only();
+            assert_eq!(r.ctx.snapshot, 2);
+            tick(&db, 2);
+            set(&mut w, 7);
+            assert_eq!(kept(&db, X), vec![6, 3], "the reader at 2 still needs 3");
+            assert_eq!(get(&mut r, X), Some(3));
+            assert_eq!(db.storage().epochs().snapshots.current(), 2, "held back by a running reader");
+            r.commit().unwrap();
+            tick(&db, 0);
+            r.begin_read_only();
+            assert_eq!((r.ctx.snapshot, get(&mut r, X)), (4, Some(6)));
+            r.commit().unwrap();
+            tick(&db, 1);
+            set(&mut w, 8);
+            assert_eq!(kept(&db, X), vec![7], "boundary 6: only 7 is needed");
+            assert_eq!(w.ctx.reclaimer.pending_versions(), 2, "6 and 3 wait for their grace period");
+        }
+
+        /// A deleted record stays in the index while a snapshot reader may still see it, and the
+        /// GC unlinks it once no boundary in use is at or below its deletion.
+        #[test]
+        fn a_deleted_record_stays_while_a_snapshot_can_see_it() {
+            let db = db_snapshots();
+            let (mut w, mut r) = (db.worker().unwrap(), db.worker().unwrap());
+            w.begin();
+            assert!(w.insert(T, K, &row(7)).unwrap());
+            w.commit().unwrap();
+            tick(&db, 1);
+            w.begin();
+            assert!(w.delete(T, K).unwrap());
+            w.commit().unwrap();
+            r.begin_read_only();
+            assert_eq!(r.ctx.snapshot, 2);
+            tick(&db, 4);
+            let indexed = || {
+                let tbl = &db.storage().tables()[0];
+                tbl.index.get(K, &crate::storage::index::pin()).is_some()
+            };
+            // Enough transactions for several reclamation passes.
+            let churn = |w: &mut OccWorker<'_, P>| {
+                for _ in 0..500 {
+                    w.begin();
+                    w.read(T, X, |_| ()).unwrap();
+                    w.commit().unwrap();
+                }
+            };
+            churn(&mut w);
+            assert!(indexed(), "unlinked under a reader at 2 of a deletion in epoch 2");
+            assert_eq!(get(&mut r, K), Some(7));
+            r.commit().unwrap();
+            tick(&db, 1);
+            churn(&mut w);
+            assert!(!indexed(), "no reader left at or below the deletion's epoch");
+        }
+        }
+    )*};
+}
+
+#[cfg(test)]
+snapshot_tests! {
+    silo_snapshots => crate::protocols::silo::Silo,
+    mocc_snapshots => crate::protocols::mocc::Mocc,
+}

@@ -41,6 +41,13 @@
 //! then locks a slot that belongs to another record (row-store memory is never unmapped), which
 //! costs only that lock.
 //!
+//! **Snapshots** (`--opt snapshot-epochs=K`, off by default): a transaction declared read-only
+//! reads the newest snapshot boundary, as silo's do (Silo §4.9): no locks, read set or
+//! validation, so it neither warms records up nor takes MOCC locks, and it cannot abort. The
+//! writers' Silo commit keeps the values such readers need (`common::tid`, see
+//! [`crate::storage::snapshot`]); the histories' epoch time line places a snapshot reader at
+//! its boundary, as for silo.
+//!
 //! **Deviations.**
 //! * The temperature is per record, not per 4 KiB page as in FOEDUS (CCBench lets the statistics
 //!   cover a configurable number of bytes); and it is reset lazily, per record, when its period
@@ -64,11 +71,10 @@
 //!   released and the lock is taken in canonical order. The original instead continues
 //!   without the lock after a failed try; waiting in order keeps the "hot records are locked"
 //!   guarantee the retry relies on.
-//! * Read-only snapshot transactions of FOEDUS/MOCC are not built (as for Silo).
 //!
 //! **Options** (`--opt`): `lock=mql|rwlock`, `validation-lock=wait|nowait` (a lock conflict in canonical order:
-//! wait, MOCC's, or abort), `temperature-threshold`, `temperature-reset`, and
-//! `read-phase-extension` (CCBench §6.2, as for Silo).
+//! wait, MOCC's, or abort), `temperature-threshold`, `temperature-reset`,
+//! `read-phase-extension` (CCBench §6.2, as for Silo) and `snapshot-epochs`.
 
 pub mod record;
 mod worker;
@@ -81,6 +87,7 @@ use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
 use crate::protocols::common::mql::{QNodes, MAX_SLOTS};
 use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTENSION};
+use crate::protocols::common::occ::{parse_snapshot_epochs, SNAPSHOT_EPOCHS};
 use crate::protocols::common::occ::{OccRecord, OccWorker, ValidationLock};
 use crate::protocols::common::tid::Tid;
 use crate::storage::context::WorkerCtx;
@@ -118,6 +125,9 @@ pub struct MoccOptions {
     pub temperature_reset: u32,
     /// ReadPhaseExtension's delay (ns), as for Silo.
     pub read_phase_extension: u32,
+    /// Read-only transactions read a snapshot taken every this many epochs, as for Silo; 0
+    /// (the default): off.
+    pub snapshot_epochs: u32,
 }
 
 /// The default temperature threshold (CCBench's `temp_threshold`).
@@ -131,6 +141,7 @@ impl Default for MoccOptions {
             temperature_threshold: DEFAULT_THRESHOLD,
             temperature_reset: 1,
             read_phase_extension: 0,
+            snapshot_epochs: 0,
         }
     }
 }
@@ -166,6 +177,7 @@ impl ProtocolOptions for MoccOptions {
             help: "the temperature period, in Silo epochs (CCBench resets every epoch)",
         },
         READ_PHASE_EXTENSION,
+        SNAPSHOT_EPOCHS,
     ];
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
@@ -188,6 +200,7 @@ impl ProtocolOptions for MoccOptions {
             "read-phase-extension" => {
                 self.read_phase_extension = parse_read_phase_extension(name, value)?;
             }
+            "snapshot-epochs" => self.snapshot_epochs = parse_snapshot_epochs(name, value)?,
             _ => return Err(format!("--opt {name}: not an option of mocc")),
         }
         Ok(())
@@ -227,6 +240,10 @@ impl Protocol for Mocc {
 
     fn options(&self) -> &MoccOptions {
         &self.options
+    }
+
+    fn snapshot_epochs(&self) -> u64 {
+        u64::from(self.options.snapshot_epochs)
     }
 
     fn load(&self, _: TableId, row: RowRef<'_, MoccRecord>, payload: &[u8]) {

@@ -608,4 +608,39 @@ mod tests {
         assert_eq!(t2.read(T, 2, |r| r[0]).unwrap(), Some(8));
         t2.commit().unwrap();
     }
+
+    /// A transaction declared read-only reads a snapshot: a hot record gets no MOCC lock from
+    /// it (an ordinary reader's read locks it), and a change it does not see neither fails it
+    /// nor warms the record up.
+    #[test]
+    fn snapshot_readers_take_no_lock_and_warm_nothing() {
+        for lock in ["mql", "rwlock"] {
+            let db = db_with(&[
+                ("temperature-threshold", "1"),
+                ("snapshot-epochs", "1"),
+                ("lock", lock),
+            ]);
+            let e = db.storage().epochs();
+            e.advance();
+            e.snapshots.refresh(e);
+            heat(&db, 2, 1);
+            let (mut r, mut w) = (db.worker().unwrap(), db.worker().unwrap());
+            r.begin();
+            assert_eq!(r.read(T, 2, |x| x[0]).unwrap(), Some(2));
+            assert_eq!(held(&db, rec(&db, 2).0), (1, false), "an ordinary read locks a hot record");
+            r.commit().unwrap();
+            r.begin_read_only();
+            assert_ne!(r.ctx.snapshot, 0, "a boundary is published");
+            assert_eq!(r.read(T, 2, |x| x[0]).unwrap(), Some(2));
+            assert_eq!(held(&db, rec(&db, 2).0), (0, false), "a snapshot read locks nothing");
+            assert!(r.local.cll.is_empty());
+            w.begin();
+            assert_eq!(w.update(T, 2, |x| x[0] = 9).unwrap(), Some(()));
+            w.commit().unwrap();
+            assert_eq!(r.read(T, 2, |x| x[0]).unwrap(), Some(2), "the snapshot's value");
+            r.commit().expect("a snapshot reader validates nothing");
+            let period = db.storage().epochs().global();
+            assert_eq!(rec(&db, 2).0.temperature(period), 1, "not warmed up");
+        }
+    }
 }
