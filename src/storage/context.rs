@@ -346,6 +346,11 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
                 self.remember(table.0, key, rid);
             }
             t.rows.get(rid).prefetch(&t.projection, cols);
+            if self.snapshot != 0 {
+                if let Some(c) = &t.chains {
+                    c.prefetch(rid);
+                }
+            }
         }
     }
 

@@ -49,7 +49,7 @@
 
 use super::epoch::{Epochs, IDLE};
 use super::memory;
-use super::row_store::{RecordHeader, RowRef};
+use super::row_store::{prefetch_line, RecordHeader, RowRef};
 use super::version::{Version, VersionExt, VersionPool, VersionStore};
 use super::RowId;
 use crate::error::Error;
@@ -283,6 +283,15 @@ impl Chains {
                 None => return,
             }
         }
+    }
+
+    /// Prefetches the chain head of row `rid` (a hint, with the row's own lines: a snapshot
+    /// reader of a row updated since its boundary then waits for one miss, the copy, not two
+    /// one after the other). Loading the head there too, to prefetch the copy, stalled the
+    /// prefetching loop instead (measured in TPC-C's Stock-Level).
+    #[inline(always)]
+    pub fn prefetch(&self, rid: RowId) {
+        prefetch_line::<false>(self.heads.as_ptr().wrapping_add(rid.0 as usize).cast());
     }
 
     /// The newest old value of row `rid` committed below epoch `b`, if any.
