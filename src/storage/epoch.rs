@@ -108,8 +108,21 @@ impl Epochs {
     /// The smallest epoch any worker is in (`IDLE` if none is in a transaction). Items stamped
     /// with an epoch below this value are unreachable by every running transaction.
     pub fn min_active(&self) -> u64 {
+        self.min_active_where(|_| true)
+    }
+
+    /// [`Epochs::min_active`] over the workers whose slot `counts` accepts (asked after the
+    /// slot's epoch was loaded, and only of slots in a transaction).
+    pub fn min_active_where(&self, mut counts: impl FnMut(usize) -> bool) -> u64 {
         fence(Ordering::SeqCst);
-        self.slots.iter().map(|s| s.load(Ordering::SeqCst)).min().unwrap_or(IDLE)
+        let mut min = IDLE;
+        for (i, s) in self.slots.iter().enumerate() {
+            let e = s.load(Ordering::SeqCst);
+            if e < min && counts(i) {
+                min = e;
+            }
+        }
+        min
     }
 }
 

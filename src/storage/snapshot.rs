@@ -9,7 +9,8 @@
 //!
 //! Boundaries are multiples of `k` epochs (Silo: `k` = 25 epochs of 40 ms, one second). The
 //! epoch thread publishes, after each advance, the newest boundary `b` all of whose commits have
-//! finished: `b <= min(global, oldest running transaction's epoch)` ([`SnapshotClock::refresh`]).
+//! finished: `b <= min(global, oldest running transaction's epoch)` ([`SnapshotClock::refresh`],
+//! snapshot readers aside: see below).
 //! Why that suffices: a commit of epoch `e < b` entered its transaction at epoch `e` or earlier.
 //! Had it been running at the scan of the epoch slots, its slot would have held at most `e`, so
 //! `b` would be at most `e`; had it entered after the scan, it would have read the global epoch
@@ -17,6 +18,15 @@
 //! least `b`. So it had left (its installs happen before its slot went idle, a Release store the
 //! scan's SeqCst loads read), and a reader that loads `b` afterwards sees its values. A
 //! database without running transactions still moves the boundary: the global epoch bounds it.
+//!
+//! Running snapshot readers do not count (a long one would hold every boundary back, and it
+//! commits nothing): the scan passes over a slot whose reader slot (below) holds a boundary.
+//! What it passes over is a snapshot reader, or a later transaction of that worker, and a
+//! later one takes its commit epoch after a SeqCst fence that follows the reader's exit: the
+//! scan's load of the reader slot read a value from before that exit, so it precedes the fence
+//! in the SeqCst order, and so does the global epoch's load before it; the commit's epoch is
+//! at least that global epoch, so at least `b`. An earlier transaction of that worker had left
+//! before the reader entered, and the scan read the reader's SeqCst store.
 //!
 //! ## Old versions
 //!
@@ -139,7 +149,8 @@ impl SnapshotClock {
         let _one = self.refresh.lock().unwrap_or_else(|e| e.into_inner());
         // SeqCst, in this order: the global epoch before the slots (the module docs' argument).
         let global = epochs.global_seqcst();
-        let running = epochs.min_active();
+        // The oldest running transaction, snapshot readers aside (SeqCst: the module docs).
+        let running = epochs.min_active_where(|i| self.readers[i].load(Ordering::SeqCst) == IDLE);
         let b = global.min(running) / k * k;
         if b > self.current.load(Ordering::Relaxed) {
             // SeqCst: before the reader slots are scanned below (pairs with `enter`).
@@ -361,7 +372,7 @@ mod tests {
     use std::time::Duration;
 
     /// The boundary follows the global epoch in steps of `k`, held back by the oldest running
-    /// transaction; `oldest` by the readers.
+    /// transaction that is not a snapshot reader; `oldest` by the readers.
     #[test]
     fn boundaries_wait_for_running_transactions_and_readers() {
         let e = Epochs::new(3);
@@ -380,6 +391,8 @@ mod tests {
         e.exit(a);
         s.refresh(&e);
         assert_eq!((e.global(), s.current(), s.oldest()), (9, 8, 8));
+        // A reader is in its epoch, as every transaction, and at its boundary.
+        e.enter(r);
         assert_eq!(s.enter(r), Some(8));
         e.enter(a);
         for _ in 0..4 {
@@ -389,8 +402,13 @@ mod tests {
         assert_eq!((s.current(), s.oldest()), (8, 8), "epoch 9's transaction holds 12 back");
         e.exit(a);
         s.refresh(&e);
-        assert_eq!((s.current(), s.oldest()), (12, 8), "the reader at 8 holds `oldest`");
+        assert_eq!(
+            (s.current(), s.oldest()),
+            (12, 8),
+            "the reader at 8 holds `oldest`, not the boundary (it commits nothing)"
+        );
         s.exit(r);
+        e.exit(r);
         s.refresh(&e);
         assert_eq!(s.oldest(), 12);
     }

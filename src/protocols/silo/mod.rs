@@ -34,15 +34,14 @@
 //! epochs, without locks, read set or validation, and cannot abort; writers keep the values such
 //! readers need, and deleted records stay indexed while a snapshot can see them (see
 //! [`crate::storage::snapshot`]). As in Silo, its data may be older than the worker's own last
-//! commit. Recorded histories place silo's transactions on an epoch-major time line
+//! commit. A running snapshot reader does not hold the next boundary back (it commits
+//! nothing). Recorded histories place silo's transactions on an epoch-major time line
 //! ([`crate::history::epoch_ts`]), where a snapshot reader sits at its boundary.
 //!
 //! **Deviations.** Durability is txlab's shared redo log rather than Silo's per-worker value
 //! logs (§4.10, see [`crate::durability`]); phantom protection uses key-range buckets instead of
 //! B-tree node versions. A record that is locked when read is waited for (spinning, then
-//! yielding) as in the paper. A running snapshot reader holds the next boundary back as any
-//! running transaction does (it commits nothing, so it could be left out; Silo's epoch
-//! advance waits for every worker likewise).
+//! yielding) as in the paper.
 
 pub mod record;
 mod worker;
