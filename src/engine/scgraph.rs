@@ -48,6 +48,14 @@
 //! commutative operations; deferring them all, and only where that is safe, is the same edge
 //! set where it matters (TPC-C's W_YTD) and correct everywhere else.
 //!
+//! **Untracked reads.** A read access of columns that no analysed template writes or
+//! accumulates into (TPC-C's ITEM, W_TAX, D_TAX, C_DISCOUNT, ...) takes no part in C-edges, at
+//! either granularity: only transactions outside the templates could change such a column, so
+//! the runtime need not track the read (IC3 leaves it out of its accessor lists and guards
+//! against those other writers instead: see `protocols::ic3`). At column granularity it had no
+//! edge anyway; at table granularity it would otherwise conflict with every write of the table.
+//! Like the deferrals, which columns are written is decided over all the workload's types.
+//!
 //! **Changing the mix (§4.5).** [`Analysis::of_types`] analyses a mix of some of the
 //! workload's types, and [`Analysis::transition`] says how transactions running on one mix's
 //! graph move to another's without stopping: side by side, or through the transitional graph
@@ -58,6 +66,7 @@
 //! vertex reachability is a plain transitive closure rather than a graph library's SCC.
 
 use super::procedure::{AccessMode, TableAccess, TxnType};
+use crate::storage::projection::Columns;
 use crate::storage::TableId;
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -184,6 +193,9 @@ pub struct Analysis {
     pub deferred: Vec<TableId>,
     /// The tables with accumulations that count as writes instead, sorted.
     pub not_deferred: Vec<TableId>,
+    /// Per table id: the columns the analysed templates of every mix write or accumulate into
+    /// (reads of other columns are untracked: see the module docs).
+    written: Vec<Columns>,
     /// Per analysed type, per piece, per analysed type: the piece it conflicts with there.
     partner: Vec<Vec<Vec<Option<usize>>>>,
     /// Per analysed type, per piece, per analysed type: its rendezvous piece there.
@@ -233,8 +245,10 @@ impl Analysis {
         let writing: Vec<usize> = (0..types.len()).filter(|t| writes(&types[*t])).collect();
         let analysed: Vec<usize> = writing.iter().copied().filter(|t| subset.contains(t)).collect();
         let (deferred, not_deferred) = deferrals(types, &writing, g, commutative);
+        let written = written(types, &writing);
+        let effects = Effects { deferred: &deferred, written: &written };
         let conflict =
-            |a: &TxnType, p: usize, b: &TxnType, q: usize| conflict(a, p, b, q, g, &deferred);
+            |a: &TxnType, p: usize, b: &TxnType, q: usize| conflict(a, p, b, q, g, effects);
         let read_only = (0..types.len())
             .filter(|t| subset.contains(t) && !analysed.contains(t))
             .map(|t| types[t].name)
@@ -332,6 +346,7 @@ impl Analysis {
             edges,
             deferred,
             not_deferred,
+            written,
             partner: Vec::new(),
             rendezvous: Vec::new(),
             table_names: Vec::new(),
@@ -345,7 +360,17 @@ impl Analysis {
     /// joins them in any graph that has both. The same whatever the mix (see
     /// [`Analysis::of_types`]).
     pub fn conflicts(&self, types: &[TxnType], t: usize, p: usize, u: usize, q: usize) -> bool {
-        conflict(&types[t], p, &types[u], q, self.granularity, &self.deferred)
+        conflict(&types[t], p, &types[u], q, self.granularity, self.effects())
+    }
+
+    fn effects(&self) -> Effects<'_> {
+        Effects { deferred: &self.deferred, written: &self.written }
+    }
+
+    /// The columns of `table` that analysed templates (of any mix) write or accumulate into: a
+    /// read of none of them is untracked (see the module docs).
+    pub fn written(&self, table: TableId) -> Columns {
+        self.written.get(table.index()).copied().unwrap_or(0)
     }
 
     /// Whether the accumulations into `table` are deferred to commit.
@@ -354,9 +379,10 @@ impl Analysis {
     }
 
     /// How analysed templates' access `a` takes part in conflicts: `None` for a deferred
-    /// accumulation (none), an accumulation that is not deferred as a write.
+    /// accumulation or an untracked read (none), an accumulation that is not deferred as a
+    /// write.
     pub fn effective(&self, a: &TableAccess) -> Option<AccessMode> {
-        effective(a, &self.deferred)
+        effective(a, self.effects())
     }
 
     /// The C-edges with their ends named by workload type (not analysed type), sorted.
@@ -515,6 +541,22 @@ impl Analysis {
                 names(&self.not_deferred)
             );
         }
+        let mut untracked: Vec<TableId> = self
+            .types
+            .iter()
+            .flat_map(|c| types[c.txn_type].pieces.iter().flat_map(|p| p.accesses))
+            .filter(|a| a.mode == AccessMode::Read && self.effective(a).is_none())
+            .map(|a| a.table)
+            .collect();
+        untracked.sort_unstable();
+        untracked.dedup();
+        if !untracked.is_empty() {
+            let _ = writeln!(
+                s,
+                "reads of columns no template writes, untracked and outside the C-edges (u:): {}",
+                names(&untracked)
+            );
+        }
         for (t, c) in self.types.iter().enumerate() {
             let tpl = &types[c.txn_type];
             let _ = writeln!(
@@ -531,10 +573,11 @@ impl Analysis {
                     .clone()
                     .flat_map(|x| tpl.pieces[x].accesses.iter())
                     .map(|a| {
-                        let m = match self.effective(a) {
-                            None => "a",
-                            Some(AccessMode::Read) => "r",
-                            Some(_) => "w",
+                        let m = match (a.mode, self.effective(a)) {
+                            (AccessMode::Read, None) => "u",
+                            (_, None) => "a",
+                            (_, Some(AccessMode::Read)) => "r",
+                            (_, Some(_)) => "w",
                         };
                         format!("{m}:{}", self.table_name(a.table.0))
                     })
@@ -637,30 +680,49 @@ fn deferrals(
     })
 }
 
-/// How access `a` takes part in conflicts, given the deferred tables (see
-/// [`Analysis::effective`]).
-fn effective(a: &TableAccess, deferred: &[TableId]) -> Option<AccessMode> {
+/// Per table id, the columns the analysed types `analysed` of `types` write or accumulate into.
+fn written(types: &[TxnType], analysed: &[usize]) -> Vec<Columns> {
+    let mut written: Vec<Columns> = Vec::new();
+    let accesses = analysed.iter().flat_map(|&t| types[t].pieces.iter().flat_map(|p| p.accesses));
+    for a in accesses.filter(|a| a.mode != AccessMode::Read) {
+        let t = a.table.index();
+        written.resize(written.len().max(t + 1), 0);
+        written[t] |= a.columns;
+    }
+    written
+}
+
+/// What decides how an access takes part in conflicts: the deferred tables, sorted, and the
+/// columns written per table.
+#[derive(Clone, Copy)]
+struct Effects<'a> {
+    deferred: &'a [TableId],
+    written: &'a [Columns],
+}
+
+/// How access `a` takes part in conflicts (see [`Analysis::effective`]).
+fn effective(a: &TableAccess, e: Effects<'_>) -> Option<AccessMode> {
     match a.mode {
-        AccessMode::Accumulate if deferred.binary_search(&a.table).is_ok() => None,
+        AccessMode::Accumulate if e.deferred.binary_search(&a.table).is_ok() => None,
         AccessMode::Accumulate => Some(AccessMode::Write),
+        // (A read of no column, of the row's presence, is tracked.)
+        AccessMode::Read
+            if a.columns != 0
+                && a.columns & e.written.get(a.table.index()).copied().unwrap_or(0) == 0 =>
+        {
+            None
+        }
         m => Some(m),
     }
 }
 
 /// Whether template piece `p` of `a` and template piece `q` of `b` conflict: a common column of
 /// a common table (a common table at table granularity), one of them writing it; deferred
-/// accumulations take no part.
-fn conflict(
-    a: &TxnType,
-    p: usize,
-    b: &TxnType,
-    q: usize,
-    g: Granularity,
-    deferred: &[TableId],
-) -> bool {
+/// accumulations and untracked reads take no part.
+fn conflict(a: &TxnType, p: usize, b: &TxnType, q: usize, g: Granularity, e: Effects<'_>) -> bool {
     a.pieces[p].accesses.iter().any(|x| {
         b.pieces[q].accesses.iter().any(|y| {
-            let (Some(mx), Some(my)) = (effective(x, deferred), effective(y, deferred)) else {
+            let (Some(mx), Some(my)) = (effective(x, e), effective(y, e)) else {
                 return false;
             };
             x.table == y.table
@@ -803,8 +865,8 @@ mod tests {
         assert_eq!(a.types[0].piece_of(3), 1);
     }
 
-    /// Conflicts are per column: a piece writing some columns of a table and another reading
-    /// others do not conflict; read-only types are left out.
+    /// Conflicts are per column: pieces writing different columns of a table do not
+    /// conflict; read-only types are left out.
     #[test]
     fn conflicts_are_per_column_and_read_only_types_are_left_out() {
         static T1: [Piece; 2] = [
@@ -812,7 +874,7 @@ mod tests {
             Piece { name: "x", accesses: &[w(2)] },
         ];
         static T2: [Piece; 2] = [
-            Piece { name: "name", accesses: &[cols(1, AccessMode::Read, 0b10)] },
+            Piece { name: "name", accesses: &[cols(1, AccessMode::Write, 0b10)] },
             Piece { name: "y", accesses: &[w(3)] },
         ];
         static RO: [Piece; 1] = [Piece { name: "all", accesses: &[r(1), r(2)] }];
@@ -826,7 +888,7 @@ mod tests {
         assert_eq!(a.analysed(2), None);
         assert_eq!(a.partner(0, 0, 1), None, "disjoint columns");
         assert_eq!(a.partner(0, 0, 0), Some(0), "the writer meets its twin");
-        assert!(!a.conflicting(1, 0));
+        assert_eq!(a.partner(1, 0, 0), None);
         let dot = a.dot(&types);
         assert!(dot.starts_with("graph sc {") && dot.contains("style=dashed"), "{dot}");
         // Per table, the two pieces on table 1 conflict (one writes it): what a runtime that
@@ -835,6 +897,53 @@ mod tests {
         assert_eq!(t.partner(0, 0, 1), Some(0));
         assert!(t.conflicting(1, 0));
         assert!(t.text(&types).contains("(conflicts per table)"), "{}", t.text(&types));
+    }
+
+    /// A read of columns no analysed template writes (or accumulates into) takes no part in
+    /// C-edges at either granularity, so it need not be tracked; a read of a written column,
+    /// or of no column (the row's presence), is tracked, per table at table granularity.
+    #[test]
+    fn reads_of_columns_no_template_writes_are_untracked() {
+        use AccessMode::{Accumulate as A, Read as R, Write as W};
+        static T1: [Piece; 2] = [
+            Piece { name: "ytd", accesses: &[cols(1, W, 0b001), cols(1, A, 0b100)] },
+            Piece { name: "x", accesses: &[w(2)] },
+        ];
+        static T2: [Piece; 4] = [
+            Piece { name: "name", accesses: &[cols(1, R, 0b010), r(5)] },
+            Piece { name: "sum", accesses: &[cols(1, R, 0b100)] },
+            Piece { name: "exists", accesses: &[cols(1, R, 0)] },
+            Piece { name: "y", accesses: &[w(3)] },
+        ];
+        static RO: [Piece; 1] = [Piece { name: "all", accesses: &[cols(1, W, 0b010)] }];
+        let types = [TxnType { name: "T1", pieces: &T1 }, TxnType { name: "T2", pieces: &T2 }];
+        for g in [Granularity::Table, Granularity::Column] {
+            let a = Analysis::with_granularity(&types, g);
+            assert_eq!(a.written(TableId(1)), 0b101, "written and accumulated columns");
+            assert_eq!(a.written(TableId(5)), 0);
+            assert_eq!(a.effective(&T2[0].accesses[0]), None, "{g:?}");
+            assert_eq!(a.effective(&T2[0].accesses[1]), None, "a table nobody writes");
+            assert_eq!(a.effective(&T2[1].accesses[0]), Some(R), "an accumulated column");
+            assert_eq!(a.effective(&T2[2].accesses[0]), Some(R), "presence");
+            assert!(!a.conflicting(1, 0), "{g:?}: the untracked read has no C-edge");
+            assert!(a.text(&types).contains("piece 0: name  [u:table 1 u:table 5]"));
+        }
+        let t = Analysis::with_granularity(&types, Granularity::Table);
+        // The accumulation into table 1 is not deferred (a read of its column), so the read
+        // of it conflicts; so does the read of presence, per table.
+        assert!(t.conflicting(1, 1) && t.conflicting(1, 2));
+        let text = t.text(&types);
+        assert!(
+            text.contains("untracked and outside the C-edges (u:): table 1, table 5"),
+            "{text}"
+        );
+        // A type that writes the column makes the read tracked, whatever the mix: which
+        // columns are written is decided over all the workload's types.
+        let with = [types[0], types[1], TxnType { name: "names", pieces: &RO }];
+        let only = Analysis::of_types(&with, &[0, 1], Granularity::Table, true);
+        assert_eq!(only.written(TableId(1)), 0b111);
+        assert_eq!(only.effective(&T2[0].accesses[0]), Some(R));
+        assert!(only.conflicting(1, 0), "with T1's write of table 1");
     }
 
     /// §4.3: accumulations are deferred, and take no part in C-edges, only where nothing
@@ -870,7 +979,7 @@ mod tests {
             text.contains("accumulations applied at commit, outside the C-edges (a:): table 1"),
             "{text}"
         );
-        assert!(text.contains("piece 0: one  [r:table 1 a:table 1]"), "{text}");
+        assert!(text.contains("piece 0: one  [u:table 1 a:table 1]"), "{text}");
         // Per column, the write of another column of table 2 does not stop it.
         let c = Analysis::with_granularity(&types, Granularity::Column);
         assert_eq!(c.deferred, vec![TableId(1), TableId(2)]);

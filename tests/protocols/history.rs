@@ -302,3 +302,113 @@ fn mocc_snapshot_histories_are_serializable() {
 fn ic3_snapshot_histories_are_serializable() {
     snapshot_histories_are_serializable::<txlab::protocols::ic3::Ic3>(|w| w.ctx.snapshot != 0);
 }
+
+/// IC3's typed transactions read a column no template writes (`tax`) untracked, racing typed
+/// writers of another column of the same rows (`n`) and untyped direct writers of `tax` that
+/// read what the typed readers write (V): without the guard against those writers, a reader
+/// that saw a `tax` before a writer and wrote a V the writer read before it would close a
+/// cycle. 8 threads, fixed seeds.
+#[test]
+fn ic3_untracked_reads_racing_direct_writers_are_serializable() {
+    use txlab::engine::{Checks, Piece, TableAccess, ALL_COLUMNS};
+    const U: TableId = TableId(0);
+    const V: TableId = TableId(1);
+    const N: u64 = 0b01;
+    const TAX: u64 = 0b10;
+    const fn access(table: TableId, mode: AccessMode, columns: u64) -> TableAccess {
+        TableAccess { table, mode, columns }
+    }
+    static UPD: [Piece; 1] = [Piece { name: "n", accesses: &[access(U, AccessMode::Write, N)] }];
+    static READ_TAX: [Piece; 2] = [
+        Piece { name: "tax", accesses: &[access(U, AccessMode::Read, TAX)] },
+        Piece { name: "v", accesses: &[access(V, AccessMode::Write, ALL_COLUMNS)] },
+    ];
+    static TYPES: [TxnType; 2] =
+        [TxnType { name: "upd", pieces: &UPD }, TxnType { name: "tax", pieces: &READ_TAX }];
+    let opts = DbOptions {
+        max_workers: 32,
+        epoch_interval: Duration::from_millis(1),
+        record_history: true,
+        ..Default::default()
+    };
+    let db = Database::<txlab::protocols::ic3::Ic3>::builder(&[
+        TableSpec::new("u", 16, 8).with_columns(&[("n", 0, 8), ("tax", 8, 8)]),
+        TableSpec::new("v", 8, 8),
+    ])
+    .options(opts)
+    .txn_types(&TYPES)
+    .build()
+    .unwrap();
+    let mut l = db.loader();
+    for k in 0..8u64 {
+        l.insert(U, k, &[0u64.to_le_bytes(), 1u64.to_le_bytes()].concat()).unwrap();
+        l.insert(V, k, &0u64.to_le_bytes()).unwrap();
+    }
+    drop(l);
+    let tax = |r: &[u8]| u(&r[8..16]);
+    let checks = Checks { templates: true, ..Checks::default() };
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let db = &db;
+            s.spawn(move || {
+                let mut w = db.worker().unwrap();
+                let mut rng = Rng::seed_from_u64(7000 + t);
+                for _ in 0..300 {
+                    let kind = rng.random_range(0..4u32);
+                    let (a, b, c) =
+                        (rng.random_range(0..8), rng.random_range(0..8), rng.random_range(0..8));
+                    for attempt in 0..10_000u32 {
+                        assert!(attempt < 9_999, "no progress: a deadlock?");
+                        let done = match kind {
+                            0 | 1 => {
+                                w.typed(1);
+                                w.begin();
+                                let mut tx = Tx::new(&mut w, &TYPES[1], checks);
+                                tx.piece(0, |tx| {
+                                    let x = tx.read_cols(U, a, TAX, tax)?.unwrap();
+                                    std::thread::yield_now();
+                                    Ok(x + tx.read_cols(U, b, TAX, tax)?.unwrap())
+                                })
+                                .and_then(|sum| {
+                                    tx.piece(1, |tx| {
+                                        tx.update(V, c, |r| r.copy_from_slice(&sum.to_le_bytes()))
+                                            .map(|_| ())
+                                    })
+                                })
+                            }
+                            2 => {
+                                w.typed(0);
+                                w.begin();
+                                let mut tx = Tx::new(&mut w, &TYPES[0], checks);
+                                tx.piece(0, |tx| {
+                                    tx.update_cols(U, a, N, N, |r| {
+                                        let n = u(&r[..8]) + 1;
+                                        r[..8].copy_from_slice(&n.to_le_bytes());
+                                    })
+                                    .map(|_| ())
+                                })
+                            }
+                            _ => {
+                                w.begin();
+                                (|| {
+                                    let v = w.read(V, c, u)?.unwrap();
+                                    std::thread::yield_now();
+                                    w.update_cols(U, a, TAX, TAX, |r| {
+                                        r[8..16].copy_from_slice(&(v + 1).to_le_bytes())
+                                    })?;
+                                    Ok(())
+                                })()
+                            }
+                        };
+                        match done.and_then(|()| w.commit()) {
+                            Ok(()) => break,
+                            Err(_) => w.abort(),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let rep = check(&db.take_history());
+    clean(&rep, "untracked reads and direct writers");
+}

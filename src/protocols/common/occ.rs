@@ -367,6 +367,17 @@ pub trait OccProtocol: Sized + 'static {
         false
     }
 
+    /// Whether the running attempt's read of the columns `cols` of table `t` stays out of its
+    /// read set: nothing its validation would check can change them while it runs (IC3's typed
+    /// transactions reading columns that no analysed template writes, under a guard against
+    /// everyone else). Such a read is recorded in the history at the record's committed
+    /// version ([`OccRecord::committed_image`]). False by default.
+    #[inline(always)]
+    fn untracked(w: &mut OccWorker<'_, Self>, t: TableId, cols: Columns) -> bool {
+        let _ = (w, t, cols);
+        false
+    }
+
     /// Whether the running attempt defers its accumulations into table `t` to its commit
     /// ([`OccProtocol::defer`]): IC3 where its analysis allows (§4.3). False by default: an
     /// accumulation is then an `update_cols` of its column.
@@ -529,6 +540,18 @@ pub struct WriteEntry {
     dirty: Columns,
     /// The record word seen when locking at commit (unlocked).
     pub locked: u64,
+}
+
+impl WriteEntry {
+    /// The columns the commit writes: the changed ones of an update, every column otherwise.
+    #[inline]
+    pub fn written(&self) -> Columns {
+        if self.kind == WriteKind::Update {
+            self.dirty
+        } else {
+            ALL_COLUMNS
+        }
+    }
 }
 
 /// A write entry's place in the lock order: (table, row), then its index `i` in the write set
@@ -1030,7 +1053,10 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                 });
             }
             P::access(self, t, key, rid, tbl.rows.get(rid).header, write)?;
-            let committed = P::reads_committed(self);
+            let untracked = !write && P::untracked(self, t, cols);
+            // An untracked read names the committed version in the history (the value of its
+            // columns is the same in every version the record has while it runs).
+            let committed = P::reads_committed(self) || (untracked && self.ctx.history.is_some());
             let buf = self.scratch.get(len);
             match Self::stable_read(
                 tbl.rows.get(rid),
@@ -1040,12 +1066,18 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                 committed,
                 &mut self.extra_reads,
             ) {
+                Stable::Absent(word, _) if is_unlinked(word) => self.relookup(t, key),
+                Stable::Present(word, aux) | Stable::Absent(word, aux) if untracked => {
+                    if let Some(h) = &mut self.ctx.history {
+                        h.read_cols(t.0, key, P::Record::stamp(word, aux, rid), cols);
+                    }
+                    return Ok((!is_absent(word)).then(|| f(buf)));
+                }
                 Stable::Present(word, aux) => {
                     let (reads, h) = (&mut self.reads, &mut self.ctx.history);
                     push_read::<P::Record>(reads, h, t, key, rid, word, aux, false, cols);
                     return Ok(Some(f(buf)));
                 }
-                Stable::Absent(word, _) if is_unlinked(word) => self.relookup(t, key),
                 Stable::Absent(word, aux) => {
                     self.push_read(t, key, rid, word, aux, false);
                     return Ok(None);
@@ -1688,8 +1720,8 @@ impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
         t: TableId,
         batch: &Batch,
     ) -> Result<(), Abort> {
-        if self.ctx.snapshot != 0 {
-            // A snapshot reader validates nothing.
+        if self.ctx.snapshot != 0 || P::untracked(self, t, ALL_COLUMNS) {
+            // A snapshot reader validates nothing, nor a scan of untracked columns.
             return Ok(());
         }
         for slot in tbl.buckets.batch_slots(batch) {
@@ -1720,7 +1752,8 @@ impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
         }
         P::access(self, t, key, rid, tbl.rows.get(rid).header, false)?;
         let len = tbl.spec.row_size;
-        let committed = P::reads_committed(self);
+        let untracked = P::untracked(self, t, ALL_COLUMNS);
+        let committed = P::reads_committed(self) || (untracked && self.ctx.history.is_some());
         let data = self.scratch.get(len);
         match Self::stable_read(
             tbl.rows.get(rid),
@@ -1730,6 +1763,12 @@ impl<'db, P: OccProtocol> ScanSteps<'db, P::Record> for OccWorker<'db, P> {
             committed,
             &mut self.extra_reads,
         ) {
+            Stable::Present(word, aux) | Stable::Absent(word, aux) if untracked => {
+                if let Some(h) = &mut self.ctx.history {
+                    h.read(t.0, key, P::Record::stamp(word, aux, rid));
+                }
+                Ok((!is_absent(word)).then_some(&*data))
+            }
             Stable::Present(word, aux) => {
                 let (reads, h) = (&mut self.reads, &mut self.ctx.history);
                 push_read::<P::Record>(reads, h, t, key, rid, word, aux, false, ALL_COLUMNS);

@@ -151,13 +151,16 @@ impl Templates {
         for x in r.clone().flat_map(|p| tpl.pieces[p].accesses.iter()) {
             let mode = self.full.effective(x);
             let write = mode == Some(AccessMode::Write);
-            let accumulates: Columns = if mode.is_none() { x.columns } else { 0 };
+            let tracked = mode.is_some();
+            let deferred = x.mode == AccessMode::Accumulate && mode.is_none();
+            let accumulates: Columns = if deferred { x.columns } else { 0 };
             match tables.iter_mut().find(|d| d.table == x.table) {
                 Some(d) => {
                     d.write |= write;
+                    d.tracked |= tracked;
                     d.accumulates |= accumulates;
                 }
-                None => tables.push(Declared { table: x.table, write, accumulates }),
+                None => tables.push(Declared { table: x.table, write, tracked, accumulates }),
             }
         }
         tables

@@ -42,8 +42,10 @@
 //!   dependencies, New-Order and Payment would each come to depend on the other through the
 //!   district and customer rows (disjoint columns) and wait for each other at commit: a
 //!   deadlock. Column-level tracking (entries with column masks, rollbacks per column) would
-//!   recover the paper's parallelism, but the serializability checker judges rows, so it
-//!   would also need column-level versions to verify it.
+//!   recover the paper's parallelism. Reads of columns that no analysed template writes are
+//!   left out of it: they take no part in C-edges and are untracked at run time, guarded
+//!   against untyped writers (see `worker`), so New-Order's reads of customers, items, W_TAX
+//!   and D_TAX conflict with nothing.
 //! * **A last piece that meets nobody commits with the transaction** (not in the paper). When
 //!   the transaction's last merged piece ends with every dependency over, and none of its
 //!   records or buckets has an entry or a lock, it is held: no entry is appended, nothing
@@ -158,6 +160,11 @@ pub(crate) struct Shared {
     deferring: Vec<bool>,
     /// Per table id: whether a template of the workload's (analysed) names it.
     analysed_tables: Vec<bool>,
+    /// Per table id: the columns no analysed template writes, which typed attempts read
+    /// untracked (none for tables no analysed template names; see `worker`).
+    untracked: Vec<Columns>,
+    /// The direct writers of those columns (see `worker`).
+    direct_writers: worker::UntrackedWriters,
     contexts: Contexts,
     /// Per table, per phantom bucket, its pseudo-record (made with the first worker, when the
     /// storage's bucket counts are known).
@@ -167,6 +174,12 @@ pub(crate) struct Shared {
 impl Shared {
     fn buckets(&self) -> &[Box<[Ic3Record]>] {
         self.buckets.get().expect("made before any worker exists")
+    }
+
+    /// The columns of table `t` that typed attempts read untracked.
+    #[inline]
+    fn untracked(&self, t: TableId) -> Columns {
+        self.untracked.get(t.index()).copied().unwrap_or(0)
     }
 }
 
@@ -370,6 +383,9 @@ pub(crate) struct Declared {
     pub(crate) table: TableId,
     /// Whether one of them writes it (an accumulation that is not deferred is a write).
     pub(crate) write: bool,
+    /// Whether one of them takes part in C-edges on it (a write, or a read of columns some
+    /// analysed template writes): a tracked read of the table is allowed only then.
+    pub(crate) tracked: bool,
     /// The columns they accumulate into, deferred.
     pub(crate) accumulates: Columns,
 }
@@ -438,6 +454,7 @@ impl Protocol for Ic3 {
             v.resize(v.len().max(t.index() + 1), false);
             v[t.index()] = true;
         };
+        let mut untracked = Vec::new();
         let all: Vec<usize> = (0..types.len()).collect();
         let first = match &templates {
             Some(tp) => {
@@ -449,6 +466,16 @@ impl Protocol for Ic3 {
                         mark(&mut analysed_tables, x.table);
                     }
                 }
+                untracked = (0..analysed_tables.len())
+                    .map(|t| {
+                        let t = TableId(t as u32);
+                        if analysed_tables[t.index()] {
+                            !tp.full.written(t)
+                        } else {
+                            0
+                        }
+                    })
+                    .collect();
                 tp.graph(&tp.full, &all, 0, options.rendezvous)
             }
             None => graph::Graph { version: 0, mix: Vec::new(), plans: Vec::new() },
@@ -460,6 +487,8 @@ impl Protocol for Ic3 {
             graphs: graph::Graphs::new(first),
             deferring,
             analysed_tables,
+            untracked,
+            direct_writers: worker::UntrackedWriters::default(),
             contexts,
             buckets: OnceLock::new(),
         };

@@ -103,6 +103,8 @@ pub struct TxnCtx {
     doomed: AtomicU64,
     /// Workers parked until this context's state changes ([`WaitPolicy::Suspend`]).
     sleepers: AtomicU32,
+    /// The attempt is closing its untracked reads ([`TxnCtx::close`]).
+    closing: AtomicBool,
 }
 
 /// How many bits of a version count a context's writes (the rest names the context).
@@ -145,6 +147,23 @@ impl TxnCtx {
         debug_assert_eq!(s.progress, 0);
         // SeqCst: see `begin`.
         self.state.store(s.pack(), Ordering::SeqCst);
+    }
+
+    /// The attempt that read untracked is about to check that no direct writer of untracked
+    /// columns overlapped it, and then to pass its commit point: a writer that begins from here
+    /// on waits until [`TxnCtx::reopen`] (see `worker`'s untracked reads).
+    #[inline]
+    pub fn close(&self) {
+        // SeqCst: before the check's load of the writers that began, paired with a writer's
+        // count of itself before its loads of `closing` (`Contexts::wait_while_closing`).
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends [`TxnCtx::close`]: the attempt passed its commit point or failed its check.
+    #[inline]
+    pub fn reopen(&self) {
+        // Release: a waiting writer sees the commit point and the writes before it.
+        self.closing.store(false, Ordering::Release);
     }
 
     /// The state now, for a mix change's scan of the contexts (SeqCst: see `begin`).
@@ -400,6 +419,21 @@ impl Contexts {
         self.slots.iter().map(|s| s.0.load_seqcst())
     }
 
+    /// Waits while any context is closing its untracked reads ([`TxnCtx::close`]): a direct
+    /// writer of columns that typed attempts read untracked, before it locks anything (see
+    /// `worker`'s untracked reads). Closing lasts from a check to a commit point, with no
+    /// wait for a direct attempt in between, so this ends.
+    pub fn wait_while_closing(&self) {
+        for slot in self.slots.iter() {
+            let mut spin = SpinWait::default();
+            // SeqCst: after the writer counted itself (`worker::UntrackedWriters::enter`);
+            // Acquire for the closing attempt's writes before its `reopen`.
+            while slot.0.closing.load(Ordering::SeqCst) {
+                spin.spin();
+            }
+        }
+    }
+
     /// Returns a context taken with [`Contexts::take`] (its attempt over).
     pub fn give_back(&self, ctx: &TxnCtx) {
         debug_assert_eq!(ctx.load().progress, DONE);
@@ -458,6 +492,32 @@ impl DepQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A direct writer of untracked columns waits while a context closes its untracked reads
+    /// (`worker`'s guard): never past a closing context. (A broken wait would pass at once,
+    /// and this would then fail unless the spawned thread had not run within the pause: the
+    /// pause only bounds how surely a broken wait is caught.)
+    #[test]
+    fn a_writer_waits_while_a_context_closes() {
+        let contexts = Contexts::new(3);
+        let (a, b) = (contexts.take().unwrap(), contexts.take().unwrap());
+        a.close();
+        b.close();
+        let passed = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                contexts.wait_while_closing();
+                passed.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(!passed.load(Ordering::SeqCst), "passed two closing contexts");
+            a.reopen();
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(!passed.load(Ordering::SeqCst), "passed a closing context");
+            b.reopen();
+        });
+        assert!(passed.load(Ordering::SeqCst));
+    }
 
     #[test]
     fn a_reference_sees_its_attempt_progress_and_end_and_not_the_next_attempt() {

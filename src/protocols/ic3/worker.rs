@@ -57,6 +57,29 @@
 //! as its entry leaves the list ([`OccProtocol::end`]), and a direct install or accumulation
 //! as it writes ([`keep_in_place`]), both when the two values lie in different intervals.
 //!
+//! **Untracked reads.** A typed attempt's read of columns that no analysed template writes
+//! (`scgraph`'s untracked reads: TPC-C's ITEM, W_TAX, D_TAX, C_DISCOUNT, S_DIST_xx, ...; which
+//! columns is decided over all the workload's types, as the analysis decides it) stays out of
+//! the read set ([`OccProtocol::untracked`]): no lock, no validation, no entry, no
+//! dependency, and the analysis gives it no C-edge. Typed writers cannot change those columns
+//! (the piece commit refuses a write of one, and a tracked read the analysis gave no C-edge,
+//! [`declared`]); a rollback restores the same bytes. Only direct (untyped) writers can, and
+//! a guard keeps them from overlapping such a reader ([`UntrackedWriters`]): a direct writer
+//! of an untracked column counts itself in `started` before it locks anything and in
+//! `finished` after it installed, and a typed attempt that read untracked loads `finished` at
+//! its begin and, just before its commit point, stores its context's `closing` flag and then
+//! loads `started` (both SeqCst): it commits only if the two counts agree, that is if every
+//! writer that began before the check had finished before the attempt began (it then read
+//! their values). A writer that begins after the check finds the flag (the writer's count and
+//! its loads of the flags are SeqCst too) and waits until the attempt passed its commit point,
+//! so its validation sees the attempt's writes committed: without that wait, a writer that
+//! read the committed value of a record the attempt writes, and overwrote a column the
+//! attempt read before, would close a cycle. Nobody waits for a direct attempt and no closing
+//! attempt waits for anything, so a writer's wait ends, even for a typed attempt of the same
+//! thread. In the history such a read names the record's committed version (the payload's
+//! may be a pending writer's), and typed writes name the columns they change
+//! (`Recorder::write_cols`), so the checker judges it by its columns as the runtime does.
+//!
 //! **Records being inserted.** An insert holds its fresh record locked (and absent) from the
 //! insert to its piece's commit, and its transaction may wait for others meanwhile (optimistic
 //! constraining). A piece that read such a record as absent does not wait for its lock (that
@@ -70,7 +93,7 @@ use super::record::{
     same_version, version, Entry, EntryPool, Ic3Record, Locked, ABSENT, LISTED, LOCK, PENDING,
     UNLINKED, VALUE,
 };
-use super::txn::{DepQueue, TxnCtx, TxnRef, UNTYPED};
+use super::txn::{Contexts, DepQueue, TxnCtx, TxnRef, UNTYPED};
 use super::{Ic3, Online, Shared};
 use crate::engine::Worker;
 use crate::engine::{Accumulation, PieceEnd, ALL_COLUMNS};
@@ -81,8 +104,9 @@ use crate::protocols::common::{stamp_after, stamp_epoch};
 use crate::storage::projection::Columns;
 use crate::storage::snapshot::Kept;
 use crate::storage::{RowId, TableId};
+use crossbeam_utils::CachePadded;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// An IC3 worker.
@@ -261,6 +285,48 @@ struct Deferred {
     acc: Accumulation,
 }
 
+/// The direct writers of untracked columns (see the module docs): how many began and how many
+/// finished. A typed attempt that read untracked commits only if every such writer that began
+/// before its commit had finished before it began.
+#[derive(Default)]
+pub(crate) struct UntrackedWriters {
+    started: CachePadded<AtomicU64>,
+    finished: CachePadded<AtomicU64>,
+}
+
+impl UntrackedWriters {
+    /// A direct writer begins, before it locks anything: counts itself, then waits for the
+    /// typed attempts closing their untracked reads to pass their commit points.
+    fn enter(&self, contexts: &Contexts) {
+        // SeqCst: before the loads of the contexts' `closing` flags (`wait_while_closing`),
+        // paired with a closing attempt's store of its flag before its load of `started`.
+        self.started.fetch_add(1, Ordering::SeqCst);
+        contexts.wait_while_closing();
+    }
+
+    /// The direct writer has installed its writes (or failed), after `enter`.
+    fn leave(&self) {
+        // SeqCst: after the installs; a typed attempt that counts it reads them (module docs).
+        self.finished.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many writers have finished (a typed attempt's begin, before its reads).
+    #[inline]
+    fn finished(&self) -> u64 {
+        // SeqCst (Acquire would do): pairs with `leave`, so the attempt reads what the writers
+        // it counts installed.
+        self.finished.load(Ordering::SeqCst)
+    }
+
+    /// Whether no writer began but those of the `finished` that had finished when the
+    /// attempt began: none overlapped its reads. Asked after [`TxnCtx::close`].
+    #[inline]
+    fn none_since(&self, finished: u64) -> bool {
+        // SeqCst: after the attempt's `closing` store (see `enter`).
+        self.started.load(Ordering::SeqCst) == finished
+    }
+}
+
 /// An IC3 worker's own state.
 pub struct Ic3Local {
     /// Keeps `shared_ptr` valid.
@@ -322,6 +388,11 @@ pub struct Ic3Local {
     /// else its epoch's first stamp; 0 before): given to the records it wrote as it leaves
     /// their lists, or as a direct commit unlocks them.
     stamp: u64,
+    /// Whether the attempt read untracked ([`OccProtocol::untracked`]).
+    untracked_reads: bool,
+    /// The direct writers of untracked columns that had finished when the attempt began
+    /// ([`UntrackedWriters::finished`]).
+    writers_finished: u64,
     /// Piece runs discarded by a failed validation, since the worker was created.
     pub piece_retries: u64,
 }
@@ -365,6 +436,8 @@ impl Ic3Local {
             redo_images: Vec::new(),
             epoch: 0,
             stamp: 0,
+            untracked_reads: false,
+            writers_finished: 0,
             piece_retries: 0,
         })
     }
@@ -705,7 +778,9 @@ fn install(w: &mut Ic3Worker<'_>, j: usize, g: &mut Locked<'_>) {
     g.set_version(v);
     g.set(ABSENT, !x.kind.present());
     if let Some(h) = &mut w.ctx.history {
-        h.write(x.table.0, x.key, u128::from(v), u128::from(prev), x.kind.present());
+        // Only the columns written: pieces that read others (untracked) do not depend on it.
+        let (v, prev) = (u128::from(v), u128::from(prev));
+        h.write_cols(x.table.0, x.key, v, prev, x.kind.present(), x.written());
     }
 }
 
@@ -755,7 +830,12 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
     }
     if held {
         if alone && names_nobody(w, me) {
+            if !close_untracked(&w.local) {
+                release(w, false);
+                return Verdict::Stale;
+            }
             commit_held(w);
+            reopen(&w.local);
             return Verdict::Committed;
         }
         if w.local.items.iter().any(|it| it.trailing) {
@@ -841,6 +921,34 @@ fn names_nobody(w: &Ic3Worker<'_>, me: TxnRef) -> bool {
         g.keep();
         none
     })
+}
+
+/// Closes the attempt's untracked reads just before its commit point (see the module docs):
+/// `true` when it made none, or when no direct writer of untracked columns overlapped them,
+/// and then a writer that begins now waits for [`reopen`] after the commit point.
+fn close_untracked(l: &Ic3Local) -> bool {
+    if !l.untracked_reads {
+        return true;
+    }
+    l.ctx().close();
+    if l.shared().direct_writers.none_since(l.writers_finished) {
+        return true;
+    }
+    l.ctx().reopen();
+    false
+}
+
+/// Ends [`close_untracked`] after the commit point.
+fn reopen(l: &Ic3Local) {
+    if l.untracked_reads {
+        l.ctx().reopen();
+    }
+}
+
+/// Whether the direct attempt writes a column that typed attempts read untracked.
+fn writes_untracked(w: &Ic3Worker<'_>) -> bool {
+    let shared = w.local.shared();
+    w.writes.iter().any(|x| x.written() & shared.untracked(x.table) != 0)
 }
 
 /// Commits the transaction with its held last piece, whose items are locked and validated and
@@ -959,25 +1067,32 @@ fn covered(w: &Ic3Worker<'_>) -> bool {
     })
 }
 
-/// Whether every table the open merged piece touched is one its template pieces declare, and
-/// every table it wrote one they declare written: the table-level analysis covers nothing else.
-/// (The engine checks templates per column too, `Capabilities::templates`; this check holds
-/// whatever the caller's checks.) Trailing operations (after a held last piece) must be on
-/// tables no analysed template touches, as for a transaction whose last piece committed.
+/// Whether every table the open merged piece touched is one its template pieces declare,
+/// every table it wrote one they declare written, and every record it read (tracked) of a
+/// table they declare with C-edges: the table-level analysis covers nothing else. Its writes
+/// change only columns some analysed template declares written: the others are read
+/// untracked. (The engine checks templates per column too, `Capabilities::templates`; this
+/// check holds whatever the caller's checks.) Trailing operations (after a held last piece)
+/// must be on tables no analysed template touches, as for a transaction whose last piece
+/// committed.
 fn declared(w: &Ic3Worker<'_>) -> bool {
     let (Mode::Typed(t), Some(m)) = (w.local.mode, w.local.open) else { return true };
     let tables = &w.local.plan(t).pieces[m].tables;
-    let analysed = &w.local.shared().analysed_tables;
-    let allowed = |table: TableId, write: bool, trailing: bool| {
-        if trailing {
-            !analysed.get(table.index()).copied().unwrap_or(false)
-        } else {
-            tables.iter().any(|d| d.table == table && (d.write || !write))
+    let shared = w.local.shared();
+    let analysed = &shared.analysed_tables;
+    w.local.items.iter().all(|it| {
+        let (Target::Row(table, _) | Target::Bucket(table, _)) = it.target();
+        if it.trailing {
+            return !analysed.get(table.index()).copied().unwrap_or(false);
         }
-    };
-    w.local.items.iter().all(|it| match it.target() {
-        Target::Row(table, _) | Target::Bucket(table, _) => {
-            allowed(table, it.write.is_some(), it.trailing)
+        let Some(d) = tables.iter().find(|d| d.table == table) else { return false };
+        match it.write {
+            // A bucket's: an insert or delete, whose row's item is checked.
+            Some(_) if it.is_bucket() => d.write,
+            Some(j) => d.write && w.writes[j as usize].written() & shared.untracked(table) == 0,
+            // A phantom read: no analysed template inserts or deletes where none writes.
+            None if it.is_bucket() => true,
+            None => d.tracked,
         }
     })
 }
@@ -1228,6 +1343,18 @@ fn commit_direct(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
         w.ctx.commit_returning();
         return Ok(());
     }
+    let shared = w.local.shared();
+    if !writes_untracked(w) {
+        return commit_direct_writes(w);
+    }
+    shared.direct_writers.enter(&shared.contexts);
+    let done = commit_direct_writes(w);
+    shared.direct_writers.leave();
+    done
+}
+
+/// Locks, validates and installs a direct attempt's writes ([`commit_direct`]).
+fn commit_direct_writes(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
     gather(w);
     if !lock(w) {
         w.rollback();
@@ -1321,6 +1448,11 @@ impl OccProtocol for Ic3 {
             l.ctx().rebegin(code(l.mode), g.tag());
         }
         l.graph = NonNull::from(g);
+        l.untracked_reads = false;
+        if let Mode::Typed(_) = l.mode {
+            // After the context's last begin store (SeqCst): see the module docs.
+            l.writers_finished = shared.direct_writers.finished();
+        }
         l.hold_off = std::mem::take(&mut l.hold_off_next);
         l.open = None;
         l.reached = None;
@@ -1472,6 +1604,17 @@ impl OccProtocol for Ic3 {
         w.local.mode == Mode::Direct
     }
 
+    /// A typed attempt's read of columns that no analysed template writes (see the module
+    /// docs).
+    #[inline]
+    fn untracked(w: &mut Ic3Worker<'_>, t: TableId, cols: Columns) -> bool {
+        let l = &mut w.local;
+        let yes =
+            cols != 0 && matches!(l.mode, Mode::Typed(_)) && cols & !l.shared().untracked(t) == 0;
+        l.untracked_reads |= yes;
+        yes
+    }
+
     #[inline]
     fn defers(w: &Ic3Worker<'_>, t: TableId) -> bool {
         matches!(w.local.mode, Mode::Typed(_))
@@ -1544,6 +1687,7 @@ impl OccProtocol for Ic3 {
             w.rollback();
             return Err(Abort::new(AbortReason::CascadingAbort));
         }
+
         // The trailing operations and the rows of deferred accumulations, locked together
         // (in one order) until after the commit point.
         let adds = !w.local.deferred.is_empty();
@@ -1558,6 +1702,13 @@ impl OccProtocol for Ic3 {
             sort_items(&mut l.items);
         }
         if (trailing || adds) && !(lock(w) && lock_held_valid(w)) {
+            w.rollback();
+            return Err(Abort::new(AbortReason::ReadValidation));
+        }
+        if !close_untracked(&w.local) {
+            if trailing || adds {
+                release(w, false);
+            }
             w.rollback();
             return Err(Abort::new(AbortReason::ReadValidation));
         }
@@ -1579,6 +1730,7 @@ impl OccProtocol for Ic3 {
         // sees the writes committed serializes after it; after the log record: a reader of
         // committed data logs after it).
         w.local.ctx().commit();
+        reopen(&w.local);
         if trailing || adds {
             stamp_and_release(w);
         }
@@ -2210,7 +2362,10 @@ mod tests {
             },
             Piece { name: "c", accesses: &[w(C)] },
         ];
-        static ACC_TYPES: [TxnType; 1] = [TxnType { name: "acc", pieces: &ACC }];
+        // A type that writes B, so that the read of B is tracked (and its validation can fail).
+        static WB: [Piece; 1] = [Piece { name: "b", accesses: &[w(B)] }];
+        static ACC_TYPES: [TxnType; 2] =
+            [TxnType { name: "acc", pieces: &ACC }, TxnType { name: "wb", pieces: &WB }];
         let tables = [
             TableSpec::new("a", 8, 16).with_columns(&[("v", 0, 8)]),
             TableSpec::new("b", 8, 16),
@@ -2265,5 +2420,140 @@ mod tests {
             }
             assert_eq!(read_a(&mut other), 5, "applied once, at commit, and never rolled back");
         }
+    }
+
+    /// Table U: column `n` (0), which a template writes, and `tax` (1), which none does.
+    const U: TableId = TableId(0);
+    const V: TableId = TableId(1);
+    const N: u64 = 0b01;
+    const TAX: u64 = 0b10;
+    /// `upd` writes U's `n`, then V; `tax` reads U's `tax` (untracked), then writes V.
+    static UPD: [Piece; 2] = [
+        Piece {
+            name: "n",
+            accesses: &[TableAccess { table: U, mode: AccessMode::Write, columns: N }],
+        },
+        Piece { name: "v", accesses: &[w(V)] },
+    ];
+    static TAXED: [Piece; 2] = [
+        Piece {
+            name: "tax",
+            accesses: &[TableAccess { table: U, mode: AccessMode::Read, columns: TAX }],
+        },
+        Piece { name: "v", accesses: &[w(V)] },
+    ];
+    static UNTRACKED: [TxnType; 2] =
+        [TxnType { name: "upd", pieces: &UPD }, TxnType { name: "tax", pieces: &TAXED }];
+
+    /// A database of U (`n` = 0, `tax` = 7 at key `K`) and V (0), analysing [`UNTRACKED`].
+    fn db_untracked() -> Database<Ic3> {
+        let tables = [
+            TableSpec::new("u", 16, 16).with_columns(&[("n", 0, 8), ("tax", 8, 8)]),
+            TableSpec::new("v", 8, 16),
+        ];
+        let db = Database::<Ic3>::builder(&tables)
+            .options(DbOptions { max_workers: 4, ..Default::default() })
+            .txn_types(&UNTRACKED)
+            .build()
+            .unwrap();
+        let mut l = db.loader();
+        l.insert(U, K, &[0u64.to_le_bytes(), 7u64.to_le_bytes()].concat()).unwrap();
+        l.insert(V, K, &0u64.to_le_bytes()).unwrap();
+        drop(l);
+        db
+    }
+
+    fn tax(bytes: &[u8]) -> u64 {
+        u64::from_le_bytes(bytes[8..16].try_into().unwrap())
+    }
+
+    /// Runs a `tax` transaction's first piece on `t`: reads U's `tax`.
+    fn read_tax(t: &mut Ic3Worker<'_>) -> u64 {
+        t.typed(1);
+        t.begin();
+        let mut tx = Tx::new(t, &UNTRACKED[1], Checks { templates: true, ..Checks::default() });
+        tx.piece(0, |tx| Ok(tx.read_cols(U, K, TAX, tax)?.unwrap())).unwrap()
+    }
+
+    /// A typed read of a column no template writes leaves no entry and makes no dependency:
+    /// the reader neither waits for a pending writer of another column of the row nor is
+    /// ordered after it, and commits first.
+    #[test]
+    fn untracked_reads_leave_no_entry_and_make_no_dependency() {
+        let db = db_untracked();
+        let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
+        t1.typed(0);
+        t1.begin();
+        let mut tx = Tx::new(&mut t1, &UNTRACKED[0], Checks::default());
+        tx.piece(0, |tx| tx.update_cols(U, K, N, N, |r| r[0] = 5).map(|_| ())).unwrap();
+        assert_ne!(word(&db, U) & super::super::record::PENDING, 0, "t1's write is pending");
+        assert_eq!(read_tax(&mut t2), 7);
+        assert!(t2.local.deps.is_empty() && t2.reads.is_empty(), "no dependency, no read set");
+        assert!(t2.local.untracked_reads);
+        let mut tx = Tx::new(&mut t2, &UNTRACKED[1], Checks::default());
+        tx.piece(1, |tx| add(tx, V, 1)).unwrap();
+        t2.commit().unwrap();
+        assert_eq!(t2.local.shared().contexts.states().filter(|s| s.runs()).count(), 1);
+        let mut tx = Tx::new(&mut t1, &UNTRACKED[0], Checks::default());
+        tx.piece(1, |tx| add(tx, V, 1)).unwrap();
+        t1.commit().unwrap();
+        assert_eq!(committed(&db, V), 2);
+    }
+
+    /// A direct writer of an untracked column that overlaps a typed reader of it fails the
+    /// reader at its commit (the reader does not wait for it, nor it for the reader); one that
+    /// finished before the reader began does not, nor does a direct write of a written column.
+    #[test]
+    fn a_direct_writer_of_an_untracked_column_fails_the_readers_it_overlaps() {
+        let db = db_untracked();
+        let (mut t, mut d) = (db.worker().unwrap(), db.worker().unwrap());
+        let direct = |d: &mut Ic3Worker<'_>, cols: u64, v: u8| {
+            d.begin();
+            assert!(d.update_cols(U, K, cols, cols, |r| r[8] = v).unwrap().is_some());
+            d.commit().unwrap();
+        };
+        assert_eq!(read_tax(&mut t), 7);
+        direct(&mut d, TAX, 8);
+        let mut tx = Tx::new(&mut t, &UNTRACKED[1], Checks::default());
+        tx.piece(1, |tx| add(tx, V, 1)).unwrap();
+        assert_eq!(t.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
+        assert_eq!(committed(&db, V), 0, "rolled back");
+        assert_eq!(read_tax(&mut t), 8, "the writer finished before this attempt began");
+        direct(&mut d, N | TAX, 8); // `n` and `tax` (unchanged): a write of `tax` all the same
+        let mut tx = Tx::new(&mut t, &UNTRACKED[1], Checks::default());
+        tx.piece(1, |tx| add(tx, V, 1)).unwrap();
+        assert_eq!(t.commit().map_err(|a| a.reason), Err(AbortReason::ReadValidation));
+        assert_eq!(read_tax(&mut t), 8);
+        d.begin();
+        assert!(d.update_cols(U, K, N, N, |r| r[0] = 9).unwrap().is_some());
+        d.commit().unwrap();
+        let mut tx = Tx::new(&mut t, &UNTRACKED[1], Checks::default());
+        tx.piece(1, |tx| add(tx, V, 1)).unwrap();
+        t.commit().unwrap();
+        assert_eq!(committed(&db, V), 1);
+    }
+
+    /// What the untracked reads rely on is checked at the piece commit whatever the caller's
+    /// checks (here none): a typed write of a column no template declares written, and a
+    /// tracked read where the template declares only untracked ones (the analysis gave it no
+    /// C-edge), are refused.
+    #[test]
+    fn writes_of_untracked_columns_and_undeclared_tracked_reads_are_refused() {
+        let db = db_untracked();
+        let mut t = db.worker().unwrap();
+        t.typed(0);
+        t.begin();
+        let mut tx = Tx::new(&mut t, &UNTRACKED[0], Checks::default());
+        let wrote = tx.piece(0, |tx| tx.update_cols(U, K, TAX, TAX, |r| r[8] = 1).map(|_| ()));
+        assert_eq!(wrote.map_err(|a| a.reason), Err(AbortReason::TemplateViolation));
+        t.abort();
+        t.typed(1);
+        t.begin();
+        let mut tx = Tx::new(&mut t, &UNTRACKED[1], Checks::default());
+        let read = tx.piece(0, |tx| Ok(tx.read_cols(U, K, N | TAX, tax)?.unwrap()));
+        assert_eq!(read.map_err(|a| a.reason), Err(AbortReason::TemplateViolation));
+        t.abort();
+        assert_eq!(read_tax(&mut t), 7, "nothing was written");
+        t.abort();
     }
 }
