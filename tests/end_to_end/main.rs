@@ -1,7 +1,7 @@
 //! Workloads, durability and the command line end to end: TPC-C, SmallBank and IC3's
 //! micro-benchmark under every protocol, online mix changes, logging and recovery (in process
 //! and killed with SIGKILL), and the `txlab` binary's commands, errors, experiments and report.
-//! Run one subject with `cargo test --release --test end_to_end SUBJECT::`.
+//! Run one subject with `cargo test --profile ci --test end_to_end SUBJECT::`.
 //!
 //! Why a few binaries of many modules: see `tests/protocols`.
 

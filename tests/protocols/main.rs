@@ -1,12 +1,11 @@
 //! The protocols against their contract: one suite instantiated per protocol and option
 //! combination (conformance), isolation under contention (concurrency, recorded histories, a
 //! model-checked state machine), the multi-version substrate, Cicada's rules and commutative
-//! accumulations. Run one subject with `cargo test --release --test protocols SUBJECT::`.
+//! accumulations. Run one subject with `cargo test --profile ci --test protocols SUBJECT::`.
 //!
-//! Why a few binaries of many modules rather than a binary per file: `cargo test --release`
-//! links every test binary with the release profile's whole-program optimisation (fat LTO, one
-//! codegen unit), minutes each on 2 cores, and each binary instantiates the generic engine for
-//! every protocol again. Two binaries of similar size (this one and `tests/end_to_end`) keep both
+//! Why a few binaries of many modules rather than a binary per file: each test binary
+//! instantiates the generic engine for every protocol again, a minute or more of optimised
+//! compilation on 2 cores (`cargo test --profile ci`, without release's fat LTO). Two binaries of similar size (this one and `tests/end_to_end`) keep both
 //! cores compiling; the heap-counting tests have their own (`tests/alloc`).
 
 #[path = "../common/mod.rs"]
