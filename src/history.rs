@@ -302,6 +302,24 @@ impl Recorder {
         self.history.events.push(Event::Write { table, key, stamp, prev, present, cols });
     }
 
+    /// Moves the open attempt's write of `key` that followed version `from` to follow version
+    /// `to` instead: a version committed after the write went in, but ordered before it (IC3's
+    /// accumulation applied under an uncommitted write of the row's other columns becomes the
+    /// committed version that write follows once it commits). Nothing when there is no such
+    /// write.
+    pub fn rebase(&mut self, table: u32, key: u64, from: Stamp, to: Stamp) {
+        let Some(o) = &self.open else { return };
+        for e in &mut self.history.events[o.first..] {
+            if let Event::Write { table: t, key: k, prev, .. } = e {
+                if (*t, *k, *prev) == (table, key, from) {
+                    *prev = to;
+                    return;
+                }
+            }
+        }
+        debug_assert!(false, "no write of t{table} k{key} after {from:#x} to rebase");
+    }
+
     /// Declares that this protocol orders each key's committed versions by their stamps, not
     /// by install order: a version may go in below newer ones (Cicada installs versions by
     /// write timestamp anywhere in a chain). Its writes still name as `prev` the version they

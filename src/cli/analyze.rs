@@ -2,7 +2,7 @@
 //! ([`crate::engine::scgraph`]), in words or as a Graphviz graph.
 
 use super::run::{create_output, Failure};
-use crate::engine::scgraph::{Analysis, Granularity};
+use crate::engine::scgraph::{Analysis, Deferral, Granularity};
 use crate::engine::Workload;
 use crate::workloads::pieces::{Pieces, PiecesConfig};
 use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
@@ -24,10 +24,12 @@ pub(super) struct AnalyzeArgs {
     /// since it tracks conflicts per record) or a column (the IC3 paper's analysis)
     #[arg(long, value_enum, default_value = "table")]
     granularity: Granularity,
-    /// Whether commutative accumulations are deferred to commit where safe and left out of
-    /// the C-edges (IC3 §4.3; the ic3 protocol's `--opt commutative`)
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
-    commutative: bool,
+    /// Which commutative accumulations are deferred to commit and left out of the C-edges
+    /// (IC3 §4.3; the ic3 protocol's `--opt commutative`): those into columns nothing else
+    /// reads or writes (on), into tables nothing else writes (rows: what ic3 does with
+    /// snapshots), or none (off)
+    #[arg(long, value_enum, value_name = "on|rows|off", default_value = "on")]
+    commutative: Deferral,
     /// Online analysis (IC3 §4.5): the mix runs these types first (comma-separated names),
     /// then all of them: print how the running transactions move from the first graph to the
     /// second (side by side, or on the transitional graph)
@@ -36,15 +38,6 @@ pub(super) struct AnalyzeArgs {
     /// Also write the SC-graph in Graphviz's DOT language to this file (`dot -Tsvg`)
     #[arg(long, value_name = "FILE.dot")]
     dot: Option<PathBuf>,
-}
-
-/// `on` or `off`.
-fn on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err("expected on or off".into()),
-    }
 }
 
 /// Prints the analysis of the chosen workload's templates, and writes its graph if asked.

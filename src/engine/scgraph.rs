@@ -38,10 +38,11 @@
 //!
 //! **Commutative accumulations (§4.3).** An accumulate access ([`AccessMode::Accumulate`],
 //! `Tx::accumulate`) is *deferred*, applied at the transaction's commit and left out of the
-//! C-edges, when the analysis shows nothing it could fail to commute with: no analysed
-//! template reads its columns, or writes its table otherwise (per table at table granularity:
-//! a runtime that tracks records cannot apply an accumulation under another transaction's
-//! uncommitted write of the same row; per column at the paper's). Read-only types are not
+//! C-edges, when the analysis shows nothing it could fail to commute with ([`Deferral`]): no
+//! analysed template reads its columns, or writes them otherwise (inserts and deletes write
+//! every column), or, for a runtime that cannot apply an accumulation under another
+//! transaction's uncommitted write of the same row ([`Deferral::Rows`]), writes its table at
+//! all. Read-only types are not
 //! analysed: they read committed data, into which a deferred accumulation goes at its
 //! transaction's commit point. An accumulation that cannot be deferred counts as a write of
 //! its columns and runs in its piece. The paper leaves out C-edges between any two
@@ -167,6 +168,37 @@ pub enum Granularity {
     Table,
 }
 
+/// Which commutative accumulations the analysis defers to commit (§4.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+pub enum Deferral {
+    /// Those into columns that no analysed template reads or writes otherwise: the runtime
+    /// applies them under uncommitted writes of the row's other columns (IC3 without
+    /// snapshots; the paper's per-column analysis).
+    #[value(name = "on")]
+    #[serde(rename = "on")]
+    Columns,
+    /// Those into tables that no analysed template writes otherwise (nor reads the columns
+    /// of): for a runtime that cannot apply an accumulation under another transaction's
+    /// uncommitted write of the row (IC3 with snapshots).
+    #[serde(rename = "rows")]
+    Rows,
+    /// None: every accumulation counts as a write of its columns (IC3's factor analysis,
+    /// §6.5).
+    #[serde(rename = "off")]
+    Off,
+}
+
+impl Deferral {
+    /// The command-line word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Deferral::Columns => "on",
+            Deferral::Rows => "rows",
+            Deferral::Off => "off",
+        }
+    }
+}
+
 impl Granularity {
     /// The command-line word.
     pub fn name(self) -> &'static str {
@@ -196,6 +228,9 @@ pub struct Analysis {
     /// Per table id: the columns the analysed templates of every mix write or accumulate into
     /// (reads of other columns are untracked: see the module docs).
     written: Vec<Columns>,
+    /// Per table id: the columns the deferred accumulations into it change (0 where none is
+    /// deferred).
+    deferred_columns: Vec<Columns>,
     /// Per analysed type, per piece, per analysed type: the piece it conflicts with there.
     partner: Vec<Vec<Vec<Option<usize>>>>,
     /// Per analysed type, per piece, per analysed type: its rendezvous piece there.
@@ -217,16 +252,16 @@ impl Analysis {
     }
 
     /// Analyses the templates `types` with conflicts at granularity `g`, deferring the
-    /// accumulations that can be.
+    /// accumulations that can be ([`Deferral::Columns`]).
     pub fn with_granularity(types: &[TxnType], g: Granularity) -> Self {
-        Self::with_options(types, g, true)
+        Self::with_options(types, g, Deferral::Columns)
     }
 
-    /// Analyses the templates `types` with conflicts at granularity `g`; with `commutative`
-    /// off, every accumulation counts as a write (IC3's factor analysis, §6.5).
-    pub fn with_options(types: &[TxnType], g: Granularity, commutative: bool) -> Self {
+    /// Analyses the templates `types` with conflicts at granularity `g`, deferring the
+    /// accumulations `deferral` says.
+    pub fn with_options(types: &[TxnType], g: Granularity, deferral: Deferral) -> Self {
         let all: Vec<usize> = (0..types.len()).collect();
-        Self::of_types(types, &all, g, commutative)
+        Self::of_types(types, &all, g, deferral)
     }
 
     /// [`Analysis::with_options`] of the workload's types `subset` only (indices into
@@ -240,12 +275,18 @@ impl Analysis {
         types: &[TxnType],
         subset: &[usize],
         g: Granularity,
-        commutative: bool,
+        deferral: Deferral,
     ) -> Self {
         let writing: Vec<usize> = (0..types.len()).filter(|t| writes(&types[*t])).collect();
         let analysed: Vec<usize> = writing.iter().copied().filter(|t| subset.contains(t)).collect();
-        let (deferred, not_deferred) = deferrals(types, &writing, g, commutative);
-        let written = written(types, &writing);
+        let (deferred, not_deferred) = deferrals(types, &writing, deferral);
+        let mut deferred_columns = columns_by(types, &writing, |m| m == AccessMode::Accumulate);
+        let written = columns_by(types, &writing, |m| m != AccessMode::Read);
+        for (t, c) in deferred_columns.iter_mut().enumerate() {
+            if deferred.binary_search(&TableId(t as u32)).is_err() {
+                *c = 0;
+            }
+        }
         let effects = Effects { deferred: &deferred, written: &written };
         let conflict =
             |a: &TxnType, p: usize, b: &TxnType, q: usize| conflict(a, p, b, q, g, effects);
@@ -347,6 +388,7 @@ impl Analysis {
             deferred,
             not_deferred,
             written,
+            deferred_columns,
             partner: Vec::new(),
             rendezvous: Vec::new(),
             table_names: Vec::new(),
@@ -376,6 +418,12 @@ impl Analysis {
     /// Whether the accumulations into `table` are deferred to commit.
     pub fn defers(&self, table: TableId) -> bool {
         self.deferred.binary_search(&table).is_ok()
+    }
+
+    /// The columns of `table` that deferred accumulations change (0 where none is deferred):
+    /// no analysed template reads them or writes them otherwise.
+    pub fn deferred_columns(&self, table: TableId) -> Columns {
+        self.deferred_columns.get(table.index()).copied().unwrap_or(0)
     }
 
     /// How analysed templates' access `a` takes part in conflicts: `None` for a deferred
@@ -652,14 +700,12 @@ fn writes(t: &TxnType) -> bool {
     t.pieces.iter().flat_map(|p| p.accesses.iter()).any(|a| a.mode != AccessMode::Read)
 }
 
-/// The tables whose accumulations the analysed types `analysed` of `types` may defer at
-/// granularity `g` (none without `commutative`), and the others with accumulations; see the
-/// module docs.
+/// The tables whose accumulations the analysed types `analysed` of `types` may defer (as
+/// `deferral` allows), and the others with accumulations; see the module docs.
 fn deferrals(
     types: &[TxnType],
     analysed: &[usize],
-    g: Granularity,
-    commutative: bool,
+    deferral: Deferral,
 ) -> (Vec<TableId>, Vec<TableId>) {
     let accesses =
         || analysed.iter().flat_map(|&t| types[t].pieces.iter().flat_map(|p| p.accesses.iter()));
@@ -671,20 +717,25 @@ fn deferrals(
         let summed = accesses()
             .filter(|a| a.table == t && a.mode == AccessMode::Accumulate)
             .fold(0, |m, a| m | a.columns);
-        commutative
+        deferral != Deferral::Off
             && !accesses().filter(|a| a.table == t).any(|a| match a.mode {
                 AccessMode::Accumulate => false,
                 AccessMode::Read => a.columns & summed != 0,
-                AccessMode::Write => g == Granularity::Table || a.columns & summed != 0,
+                AccessMode::Write => deferral == Deferral::Rows || a.columns & summed != 0,
             })
     })
 }
 
-/// Per table id, the columns the analysed types `analysed` of `types` write or accumulate into.
-fn written(types: &[TxnType], analysed: &[usize]) -> Vec<Columns> {
+/// Per table id, the columns the analysed types `analysed` of `types` touch by the access
+/// modes `mode` picks.
+fn columns_by(
+    types: &[TxnType],
+    analysed: &[usize],
+    mode: impl Fn(AccessMode) -> bool,
+) -> Vec<Columns> {
     let mut written: Vec<Columns> = Vec::new();
     let accesses = analysed.iter().flat_map(|&t| types[t].pieces.iter().flat_map(|p| p.accesses));
-    for a in accesses.filter(|a| a.mode != AccessMode::Read) {
+    for a in accesses.filter(|a| mode(a.mode)) {
         let t = a.table.index();
         written.resize(written.len().max(t + 1), 0);
         written[t] |= a.columns;
@@ -940,7 +991,7 @@ mod tests {
         // A type that writes the column makes the read tracked, whatever the mix: which
         // columns are written is decided over all the workload's types.
         let with = [types[0], types[1], TxnType { name: "names", pieces: &RO }];
-        let only = Analysis::of_types(&with, &[0, 1], Granularity::Table, true);
+        let only = Analysis::of_types(&with, &[0, 1], Granularity::Table, Deferral::Columns);
         assert_eq!(only.written(TableId(1)), 0b111);
         assert_eq!(only.effective(&T2[0].accesses[0]), Some(R));
         assert!(only.conflicting(1, 0), "with T1's write of table 1");
@@ -948,7 +999,7 @@ mod tests {
 
     /// §4.3: accumulations are deferred, and take no part in C-edges, only where nothing
     /// they could fail to commute with exists: no analysed read of their columns, no other
-    /// write of their table (of their columns, at column granularity).
+    /// write of their columns (of their table, for a runtime that defers by rows).
     #[test]
     fn accumulations_are_deferred_only_where_they_commute_with_everything() {
         use AccessMode::{Accumulate as A, Read as R, Write as W};
@@ -965,9 +1016,10 @@ mod tests {
         ];
         let types =
             [TxnType { name: "pay", pieces: &PAY }, TxnType { name: "other", pieces: &OTHER }];
-        let t = Analysis::with_granularity(&types, Granularity::Table);
+        let t = Analysis::with_options(&types, Granularity::Table, Deferral::Rows);
         assert_eq!(t.deferred, vec![TableId(1)]);
         assert_eq!(t.not_deferred, vec![TableId(2), TableId(3)]);
+        assert_eq!((t.deferred_columns(TableId(1)), t.deferred_columns(TableId(2))), (0b01, 0));
         assert!(t.defers(TableId(1)) && !t.defers(TableId(2)));
         assert!(!t.conflicting(0, 0), "a deferred accumulation and a read of another column");
         assert_eq!(t.partner(0, 1, 1), Some(0), "an accumulation that is not deferred writes");
@@ -980,12 +1032,17 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("piece 0: one  [u:table 1 a:table 1]"), "{text}");
-        // Per column, the write of another column of table 2 does not stop it.
-        let c = Analysis::with_granularity(&types, Granularity::Column);
-        assert_eq!(c.deferred, vec![TableId(1), TableId(2)]);
-        assert!(!c.conflicting(0, 1) && c.conflicting(0, 2));
+        // Per column, the write of another column of table 2 does not stop it, at either
+        // granularity of conflicts.
+        for g in [Granularity::Column, Granularity::Table] {
+            let c = Analysis::with_granularity(&types, g);
+            assert_eq!(c.deferred, vec![TableId(1), TableId(2)], "{g:?}");
+            assert_eq!(c.deferred_columns(TableId(2)), 0b01);
+            assert!(!c.conflicting(0, 1) && c.conflicting(0, 2), "{g:?}");
+            assert_eq!(c.effective(&PAY[1].accesses[0]), None);
+        }
         // Without deferring every accumulation is a write.
-        let off = Analysis::with_options(&types, Granularity::Table, false);
+        let off = Analysis::with_options(&types, Granularity::Table, Deferral::Off);
         assert!(off.deferred.is_empty() && off.not_deferred.len() == 3);
         assert_eq!(off.partner(0, 0, 0), Some(0));
         // A type that only accumulates writes: it is analysed.
@@ -1010,7 +1067,7 @@ mod tests {
             Piece { name: "W2(B)", accesses: &[w(2)] },
         ];
         let types = [TxnType { name: "T1", pieces: &T1 }, TxnType { name: "T2", pieces: &T2 }];
-        let old = Analysis::of_types(&types, &[0], Granularity::Column, true);
+        let old = Analysis::of_types(&types, &[0], Granularity::Column, Deferral::Columns);
         let new = Analysis::with_granularity(&types, Granularity::Column);
         assert_eq!((old.types.len(), new.types.len()), (1, 2));
         assert_eq!(ranges(&old, 0), ranges(&new, 0));
@@ -1041,7 +1098,7 @@ mod tests {
             Piece { name: "W2(A)", accesses: &[w(1)] },
         ];
         let types = [TxnType { name: "T1", pieces: &T1 }, TxnType { name: "T2", pieces: &T2 }];
-        let old = Analysis::of_types(&types, &[0], Granularity::Column, true);
+        let old = Analysis::of_types(&types, &[0], Granularity::Column, Deferral::Columns);
         let new = Analysis::with_granularity(&types, Granularity::Column);
         assert_eq!(ranges(&old, 0), vec![0..1, 1..2]);
         assert_eq!(ranges(&new, 0), vec![0..2], "Fig. 9b");
@@ -1055,7 +1112,7 @@ mod tests {
         assert!(text.contains("  T1:\n    piece 0: [W1(A)] [W1(B)]\n"), "{text}");
         assert_eq!(new.transition(&old).nested, fig10, "removing T2");
         // A subset keeps the workload's type indices, and lists only its own types.
-        let only_t2 = Analysis::of_types(&types, &[1], Granularity::Column, true);
+        let only_t2 = Analysis::of_types(&types, &[1], Granularity::Column, Deferral::Columns);
         assert_eq!(only_t2.types[0].txn_type, 1);
         assert!(old.transition(&only_t2).nested.is_empty(), "no common type");
     }

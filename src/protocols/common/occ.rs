@@ -371,7 +371,9 @@ pub trait OccProtocol: Sized + 'static {
     /// read set: nothing its validation would check can change them while it runs (IC3's typed
     /// transactions reading columns that no analysed template writes, under a guard against
     /// everyone else). Such a read is recorded in the history at the record's committed
-    /// version ([`OccRecord::committed_image`]). False by default.
+    /// version ([`OccRecord::committed_image`]). Asked of every read of a row and every scan,
+    /// and of reads announcing a write too (whose answer is not used: they are tracked), so
+    /// that a protocol sees every read's columns. False by default.
     #[inline(always)]
     fn untracked(w: &mut OccWorker<'_, Self>, t: TableId, cols: Columns) -> bool {
         let _ = (w, t, cols);
@@ -543,6 +545,13 @@ pub struct WriteEntry {
 }
 
 impl WriteEntry {
+    /// The columns the entry's buffered row holds: those its updates read or wrote (every
+    /// column for inserts and revives; none for a delete).
+    #[inline]
+    pub fn buffered(&self) -> Columns {
+        self.cols
+    }
+
     /// The columns the commit writes: the changed ones of an update, every column otherwise.
     #[inline]
     pub fn written(&self) -> Columns {
@@ -858,17 +867,25 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         aux: <P::Record as OccRecord>::Aux,
         mine: bool,
     ) {
-        push_read::<P::Record>(
-            &mut self.reads,
-            &mut self.ctx.history,
-            t,
-            key,
-            rid,
-            word,
-            aux,
-            mine,
-            ALL_COLUMNS,
-        );
+        self.push_read_cols(t, key, rid, word, aux, mine, ALL_COLUMNS);
+    }
+
+    /// [`OccWorker::push_read`] of a read that observed only the columns `cols` (the history
+    /// records those).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn push_read_cols(
+        &mut self,
+        t: TableId,
+        key: u64,
+        rid: RowId,
+        word: u64,
+        aux: <P::Record as OccRecord>::Aux,
+        mine: bool,
+        cols: Columns,
+    ) {
+        let h = &mut self.ctx.history;
+        push_read::<P::Record>(&mut self.reads, h, t, key, rid, word, aux, mine, cols);
     }
 
     #[inline]
@@ -1053,7 +1070,9 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                 });
             }
             P::access(self, t, key, rid, tbl.rows.get(rid).header, write)?;
-            let untracked = !write && P::untracked(self, t, cols);
+            // (Asked of a read announcing a write too: IC3 refuses typed reads of columns it
+            // defers accumulations into.)
+            let untracked = P::untracked(self, t, cols) && !write;
             // An untracked read names the committed version in the history (the value of its
             // columns is the same in every version the record has while it runs).
             let committed = P::reads_committed(self) || (untracked && self.ctx.history.is_some());
@@ -1519,7 +1538,8 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
                 &mut self.extra_reads,
             ) {
                 Stable::Present(word, aux) => {
-                    self.push_read(t, key, rid, word, aux, true);
+                    // The update observed the columns it buffered.
+                    self.push_read_cols(t, key, rid, word, aux, true, cols);
                     let out = apply_update(p, writes, self.arena.get_mut(off, len), f)?;
                     self.push_write_cols(t, rid, key, WriteKind::Update, off, cols, writes);
                     return Ok(Some(out));

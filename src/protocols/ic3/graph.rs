@@ -45,7 +45,7 @@
 
 use super::txn::{Contexts, GRAPH_VERSIONS};
 use super::Declared;
-use crate::engine::scgraph::{Analysis, Granularity, Nested};
+use crate::engine::scgraph::{Analysis, Deferral, Granularity, Nested};
 use crate::engine::{AccessMode, TxnType};
 use crate::storage::projection::Columns;
 use std::ops::Range;
@@ -125,7 +125,7 @@ impl Graph {
 pub(crate) struct Templates {
     pub(crate) types: Vec<TxnType>,
     pub(crate) granularity: Granularity,
-    pub(crate) commutative: bool,
+    pub(crate) deferral: Deferral,
     /// The analysis of every type (decides the deferred accumulations and conflicts, the same
     /// for every mix).
     pub(crate) full: Analysis,
@@ -134,7 +134,7 @@ pub(crate) struct Templates {
 impl Templates {
     /// The analysis of mix `mix`.
     pub(crate) fn analyse(&self, mix: &[usize]) -> Analysis {
-        Analysis::of_types(&self.types, mix, self.granularity, self.commutative)
+        Analysis::of_types(&self.types, mix, self.granularity, self.deferral)
     }
 
     /// The last template piece of type `u` that conflicts with one of template pieces `r` of
@@ -432,11 +432,11 @@ mod tests {
         [Piece { name: "r", accesses: &[r(1)] }, Piece { name: "c", accesses: &[w(2)] }];
 
     fn templates(types: &[TxnType]) -> Templates {
-        let full = Analysis::with_options(types, Granularity::Table, true);
+        let full = Analysis::with_options(types, Granularity::Table, Deferral::Columns);
         Templates {
             types: types.to_vec(),
             granularity: Granularity::Table,
-            commutative: true,
+            deferral: Deferral::Columns,
             full,
         }
     }

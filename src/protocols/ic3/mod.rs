@@ -18,7 +18,7 @@
 //! spin-wait; yield at once; or yield a few times and then sleep until the transaction waited
 //! for changes its state, the paper's suspend-wait), `optimistic=on|off` (constrain a piece
 //! after its execution, before its commit, §4.1), `rendezvous=on|off` (§4.2),
-//! `commutative=on|off` (§4.3), `online=on|stop|off` (re-analyse when the mix changes, §4.5,
+//! `commutative=on|rows|off` (§4.3), `online=on|stop|off` (re-analyse when the mix changes, §4.5,
 //! or with the workers stopped, the paper's §6.9 baseline) and `snapshot-epochs=K`
 //! (read-only transactions on snapshots every K epochs; 0, off, by default).
 //! All on, spinning, by default. On 2 cores, spinning is best with as many workers as cores
@@ -94,15 +94,23 @@
 //! * **Commutative accumulations (§4.3)** (`Tx::accumulate`, declared `AccessMode::Accumulate`;
 //!   `commutative=on`): the paper defers every commutative operation to commit and drops the
 //!   C-edges between them. Here an accumulation is deferred only where the analysis finds
-//!   nothing it could fail to commute with (`engine::scgraph`): no analysed template reads its
-//!   columns or writes its table otherwise, since this runtime tracks records, not columns, and
-//!   could not apply an accumulation under another transaction's uncommitted write of the row
-//!   (rollbacks restore whole before-images). Elsewhere it runs as a write in its piece. In
-//!   TPC-C that defers W_YTD (the warehouse pieces lose their C-edges) and not D_YTD
-//!   (New-Order writes D_NEXT_O_ID). A deferred accumulation is applied after the dependencies
-//!   ended, under the row's lock held across the commit point, under a fresh version; its
-//!   history event names its one column, and the checker judges reads per column, so a piece
-//!   that read another column of the row does not depend on it (see `worker::apply_deferred`).
+//!   nothing it could fail to commute with (`engine::scgraph::Deferral`): no analysed template
+//!   reads its columns or writes them otherwise (nor inserts or deletes in the table); elsewhere
+//!   it runs as a write in its piece. A deferred accumulation is applied after the dependencies
+//!   ended, under the row's lock held across the commit point, as a fresh committed version;
+//!   its history event names its one column, and the checker judges reads per column, so a
+//!   piece that read another column of the row does not depend on it. Where other
+//!   transactions' uncommitted writes of the row's other columns are listed, it goes into the
+//!   payload and into their before-images, so that their rollbacks keep it (see
+//!   `worker::apply_deferred`): in TPC-C that defers W_YTD and D_YTD (New-Order writes
+//!   D_NEXT_O_ID), and Payment's warehouse and district pieces have no C-edge. Two conditions,
+//!   checked at set-up, else accumulations are deferred by rows (only where no analysed
+//!   template writes the table at all; `commutative=rows` asks for it): no column the
+//!   templates write shares a payload word with an accumulated one (installs and log records
+//!   copy whole words; TPC-C's district layout gives D_YTD a word of its own), and no
+//!   snapshots (a writer past its commit point but still listed keeps the value it replaced
+//!   for snapshot readers, which an accumulation committed after it must not change; stop 64
+//!   of `docs/ic3-plan.md` describes what it would take).
 //! * **Online analysis (§4.5)** (`Database::set_mix`): workers run on *graphs* (`graph`),
 //!   and a change of the mix publishes the transitional graph, waits until no attempt runs on
 //!   the old one, and publishes the new one, without stopping the workers. Where the paper
@@ -127,7 +135,7 @@ pub use record::Ic3Record;
 pub use worker::{Ic3Local, Ic3Worker};
 
 use crate::engine::options::{choice, serialize_switch, switch, OptionSpec, ProtocolOptions};
-use crate::engine::scgraph::{Analysis, Granularity};
+use crate::engine::scgraph::{Analysis, Deferral, Granularity};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
 use crate::history::Stamp;
@@ -137,7 +145,7 @@ use crate::protocols::common::occ::{
 use crate::protocols::common::stamp_epoch;
 use crate::storage::context::WorkerCtx;
 use crate::storage::projection::{Columns, Projection};
-use crate::storage::{RowId, RowRef, TableId};
+use crate::storage::{RowId, RowRef, TableId, TableSpec};
 use record::{Locked, ABSENT, LISTED, LOCK, PENDING, VERSION_SHIFT};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
@@ -155,9 +163,9 @@ pub(crate) struct Shared {
     templates: Option<graph::Templates>,
     /// The graphs workers run on (see [`graph`]).
     graphs: graph::Graphs,
-    /// Per table id: whether typed transactions defer their accumulations into it (§4.3; the
-    /// same for every mix).
-    deferring: Vec<bool>,
+    /// Per table id: the columns typed transactions defer their accumulations into (§4.3; the
+    /// same for every mix; 0: none).
+    deferred: Vec<Columns>,
     /// Per table id: whether a template of the workload's (analysed) names it.
     analysed_tables: Vec<bool>,
     /// Per table id: the columns no analysed template writes, which typed attempts read
@@ -181,6 +189,12 @@ impl Shared {
     fn untracked(&self, t: TableId) -> Columns {
         self.untracked.get(t.index()).copied().unwrap_or(0)
     }
+
+    /// The columns of table `t` that typed attempts defer their accumulations into.
+    #[inline]
+    fn deferred(&self, t: TableId) -> Columns {
+        self.deferred.get(t.index()).copied().unwrap_or(0)
+    }
 }
 
 /// IC3's options (serialized under their `--opt` names).
@@ -196,9 +210,9 @@ pub struct Ic3Options {
     /// (§4.2).
     #[serde(serialize_with = "serialize_switch")]
     pub rendezvous: bool,
-    /// Defer accumulations to commit, outside the C-edges, where the analysis allows (§4.3).
-    #[serde(serialize_with = "serialize_switch")]
-    pub commutative: bool,
+    /// Which accumulations to defer to commit, outside the C-edges (§4.3): by columns (`on`),
+    /// by rows, or none. With snapshots on, `on` defers by rows (see the module docs).
+    pub commutative: Deferral,
     /// What a change of the mix does (`Database::set_mix`).
     pub online: Online,
     /// Read-only transactions read a snapshot taken every this many epochs (the paper's
@@ -228,7 +242,7 @@ impl Default for Ic3Options {
             wait: WaitPolicy::Spin,
             optimistic: true,
             rendezvous: true,
-            commutative: true,
+            commutative: Deferral::Columns,
             online: Online::On,
             snapshot_epochs: 0,
         }
@@ -261,11 +275,14 @@ impl ProtocolOptions for Ic3Options {
         },
         OptionSpec {
             name: "commutative",
-            values: "on|off",
+            values: "on|rows|off",
             default: "on",
-            help: "apply accumulations (TPC-C's W_YTD += amount) at commit, outside the \
-                   conflicts, where no analysed template reads their columns or writes their \
-                   table otherwise (IC3 §4.3); off runs them as writes in their pieces",
+            help: "apply accumulations (TPC-C's W_YTD and D_YTD += amount) at commit, outside \
+                   the conflicts, where no analysed template reads their columns or writes them \
+                   otherwise, under other transactions' uncommitted writes of the rows' other \
+                   columns (IC3 §4.3); rows only where no analysed template writes their table \
+                   at all (what on does with snapshot-epochs); off runs them as writes in their \
+                   pieces",
         },
         OptionSpec {
             name: "online",
@@ -295,7 +312,13 @@ impl ProtocolOptions for Ic3Options {
             }
             "optimistic" => self.optimistic = switch(name, value)?,
             "rendezvous" => self.rendezvous = switch(name, value)?,
-            "commutative" => self.commutative = switch(name, value)?,
+            "commutative" => {
+                self.commutative = choice(
+                    name,
+                    value,
+                    &[("on", Deferral::Columns), ("rows", Deferral::Rows), ("off", Deferral::Off)],
+                )?;
+            }
             "online" => {
                 self.online = choice(
                     name,
@@ -390,6 +413,24 @@ pub(crate) struct Declared {
     pub(crate) accumulates: Columns,
 }
 
+/// Whether a column of a table that `analysis` defers accumulations into shares a payload word
+/// with a column the analysed templates write otherwise: installs and log records of columns
+/// copy whole words, so such a write would carry a stale copy of the accumulated bytes.
+fn shares_words(analysis: &Analysis, tables: &[TableSpec]) -> bool {
+    analysis.deferred.iter().any(|&t| {
+        let Some(spec) = tables.get(t.index()) else { return false };
+        let p = Projection::new(spec);
+        let deferred = analysis.deferred_columns(t);
+        let words = |cols: Columns| {
+            let mut w = Vec::new();
+            p.runs(cols, |lo, hi| w.extend(lo..hi));
+            w
+        };
+        let other = words(analysis.written(t) & !deferred);
+        words(deferred).iter().any(|w| other.contains(w))
+    })
+}
+
 impl Protocol for Ic3 {
     const NAME: &'static str = "ic3";
     const DESCRIPTION: &'static str = "piece-wise OCC with dependency tracking, constrained by a \
@@ -440,15 +481,25 @@ impl Protocol for Ic3 {
             )));
         }
         let templates = (!types.is_empty()).then(|| {
-            let full = Analysis::with_options(types, Granularity::Table, options.commutative);
+            let analyse = |d| Analysis::with_options(types, Granularity::Table, d);
+            let (mut deferral, mut full) = (options.commutative, analyse(options.commutative));
+            // Accumulations go under uncommitted writers of other columns only without
+            // snapshots, and where no written column shares a payload word with them (module
+            // docs); elsewhere they are deferred by rows.
+            if deferral == Deferral::Columns
+                && (options.snapshot_epochs > 0 || shares_words(&full, setup.tables))
+            {
+                deferral = Deferral::Rows;
+                full = analyse(deferral);
+            }
             graph::Templates {
                 types: types.to_vec(),
                 granularity: Granularity::Table,
-                commutative: options.commutative,
+                deferral,
                 full,
             }
         });
-        let mut deferring = Vec::new();
+        let mut deferred = Vec::new();
         let mut analysed_tables = Vec::new();
         let mark = |v: &mut Vec<bool>, t: TableId| {
             v.resize(v.len().max(t.index() + 1), false);
@@ -459,7 +510,8 @@ impl Protocol for Ic3 {
         let first = match &templates {
             Some(tp) => {
                 for &t in &tp.full.deferred {
-                    mark(&mut deferring, t);
+                    deferred.resize(deferred.len().max(t.index() + 1), 0);
+                    deferred[t.index()] = tp.full.deferred_columns(t);
                 }
                 for c in &tp.full.types {
                     for x in types[c.txn_type].pieces.iter().flat_map(|p| p.accesses.iter()) {
@@ -485,7 +537,7 @@ impl Protocol for Ic3 {
             options,
             templates,
             graphs: graph::Graphs::new(first),
-            deferring,
+            deferred,
             analysed_tables,
             untracked,
             direct_writers: worker::UntrackedWriters::default(),
@@ -561,5 +613,62 @@ impl Protocol for Ic3 {
             ))
         })?;
         Ok(OccWorker::new(ctx, local))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::procedure::{Piece, TableAccess, TxnType};
+    use crate::engine::{AccessMode, DbOptions, Workload};
+    use crate::workloads::tpcc::{schema::district as di, tables::DISTRICT, Tpcc, TpccConfig};
+
+    fn deferred(
+        tables: &[TableSpec],
+        types: &[TxnType],
+        opts: &[(&str, &str)],
+        t: TableId,
+    ) -> Columns {
+        let mut o = Ic3Options::default();
+        for (name, value) in opts {
+            o.set(name, value).unwrap();
+        }
+        let db = Database::<Ic3>::builder(tables)
+            .options(DbOptions { max_workers: 2, ..Default::default() })
+            .protocol_options(o)
+            .txn_types(types)
+            .build()
+            .unwrap();
+        db.protocol().shared.deferred(t)
+    }
+
+    /// Which accumulations ic3 defers: TPC-C's D_YTD under New-Order's writes of the district
+    /// (a payload word of its own), by rows with snapshots (the district is written: none),
+    /// and by rows where a written column shares a payload word with the accumulated one.
+    #[test]
+    fn accumulations_go_under_writers_only_without_snapshots_and_in_words_of_their_own() {
+        let w = Tpcc::new(TpccConfig::new(1));
+        let (tables, types) = (w.tables(), w.txn_types());
+        assert_eq!(deferred(&tables, types, &[], DISTRICT), di::mask(&[di::D_YTD]));
+        assert_eq!(deferred(&tables, types, &[("snapshot-epochs", "1")], DISTRICT), 0);
+        assert_eq!(deferred(&tables, types, &[("commutative", "rows")], DISTRICT), 0);
+        assert_eq!(deferred(&tables, types, &[("commutative", "off")], DISTRICT), 0);
+        // `n` (4 bytes) and `y` (8) share the first word.
+        const T: TableId = TableId(0);
+        static P: [Piece; 2] = [
+            Piece {
+                name: "n",
+                accesses: &[TableAccess { table: T, mode: AccessMode::Write, columns: 0b01 }],
+            },
+            Piece {
+                name: "y",
+                accesses: &[TableAccess { table: T, mode: AccessMode::Accumulate, columns: 0b10 }],
+            },
+        ];
+        let types = [TxnType { name: "t", pieces: &P }];
+        let packed = [TableSpec::new("t", 16, 16).with_columns(&[("n", 0, 4), ("y", 4, 8)])];
+        assert_eq!(deferred(&packed, &types, &[], T), 0, "shares a word with n");
+        let apart = [TableSpec::new("t", 16, 16).with_columns(&[("n", 0, 4), ("y", 8, 8)])];
+        assert_eq!(deferred(&apart, &types, &[], T), 0b10);
     }
 }

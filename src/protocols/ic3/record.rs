@@ -118,8 +118,16 @@ pub struct Entry {
     writer: bool,
     /// A row writer's before-image (the row's size, in the owner's memory); null otherwise.
     before: *mut u8,
-    /// The word's [`VALUE`] bits before the writer's piece (its version and absence).
+    /// The word's [`VALUE`] bits before the writer's piece (its version and absence); an
+    /// accumulation applied under the writer moves its version ([`Locked::accumulate`]).
     before_word: AtomicU64,
+    /// The version `before_word` had when the entry was appended (what the owner's history
+    /// names as the version its write followed).
+    appended_over: AtomicU64,
+    /// The largest commit stamp of the accumulations applied under the writer (0: none): kept
+    /// here until the entry leaves, then taken into the record's stamp
+    /// ([`Locked::keep_accumulation_stamp`]).
+    acc_stamp: AtomicU64,
     /// The next (younger) entry; changed under the record's lock.
     next: AtomicPtr<Entry>,
     /// Set by a rolled-back writer before it (under the record's lock); read by the owner
@@ -138,6 +146,8 @@ impl Default for Entry {
             writer: false,
             before: std::ptr::null_mut(),
             before_word: AtomicU64::new(0),
+            appended_over: AtomicU64::new(0),
+            acc_stamp: AtomicU64::new(0),
             next: AtomicPtr::default(),
             aborted: AtomicBool::new(false),
             #[cfg(debug_assertions)]
@@ -201,6 +211,8 @@ impl EntryPool {
         e.writer = writer;
         e.before = before.map_or(std::ptr::null_mut(), NonNull::as_ptr);
         *e.before_word.get_mut() = 0;
+        *e.appended_over.get_mut() = 0;
+        *e.acc_stamp.get_mut() = 0;
         *e.next.get_mut() = std::ptr::null_mut();
         *e.aborted.get_mut() = false;
         NonNull::from(e)
@@ -411,6 +423,15 @@ impl<'r> Locked<'r> {
         self.rec.stamp.store(stamp, Ordering::Release);
     }
 
+    /// Raises the record's stamp to `stamp` (an accumulation's, kept in a leaving entry; an
+    /// accumulation's stamp may exceed a later writer's, whose stamp was taken before the
+    /// accumulation went under it: the two wrote other columns).
+    pub fn raise_stamp(&mut self, stamp: u64) {
+        if stamp > self.rec.stamp.load(Ordering::Relaxed) {
+            self.set_stamp(stamp);
+        }
+    }
+
     /// Sets the version: a piece (or a transaction committing at once) wrote the payload.
     pub fn set_version(&mut self, v: u64) {
         self.word = with_version(self.word, v);
@@ -563,7 +584,85 @@ impl<'r> Locked<'r> {
             let before = unsafe { std::slice::from_raw_parts_mut(e.before, row.len()) };
             row.read_into(before);
             e.before_word.store(self.word & VALUE, Ordering::Relaxed);
+            e.appended_over.store(version(self.word), Ordering::Relaxed);
         }
+    }
+
+    /// Applies a committing transaction's accumulation `acc` under the uncommitted writers
+    /// listed (see `worker::apply_deferred`): into the payload, whose columns `cols` it writes
+    /// from `image` (the payload with `acc` applied, the row's size), and into the before-image
+    /// of every row writer from the first uncommitted one on (one not yet passing its commit
+    /// point, [`TxnRef::committing`]), so that rollbacks keep it and readers of the committed
+    /// value see it. The accumulation is the new committed version
+    /// `v`: the first uncommitted writer's before-image takes it (and hands it on as any
+    /// before-image). The payload's word does not change: no transaction that reads `cols`
+    /// reads them while a writer is listed but under this lock (the analysis defers an
+    /// accumulation only into columns no analysed template reads or writes otherwise, and
+    /// only where no other column shares their payload words), so readers of other columns
+    /// keep their versions. Returns the committed version the accumulation follows, or `None`
+    /// when no uncommitted writer is listed (the caller then writes the payload and its
+    /// version as any commit does).
+    pub fn accumulate(
+        &mut self,
+        row: &RowRef<'_, Ic3Record>,
+        p: &Projection,
+        cols: Columns,
+        image: &[u8],
+        acc: &crate::engine::Accumulation,
+        v: u64,
+    ) -> Option<u64> {
+        // A writer passing its commit point is committed (it can no longer fail) and
+        // serializes before: waiting for it could deadlock with a commit accumulating under
+        // this one's writes (and it may be this commit itself).
+        let first = self.entries().find(|e| {
+            !e.before.is_null() && !e.txn.expect("linked entries have one").committing()
+        })?;
+        let word = first.before_word.load(Ordering::Relaxed);
+        let prev = version(word);
+        first.before_word.store(with_version(word, v), Ordering::Relaxed);
+        let first = std::ptr::from_ref(first);
+        let len = row.len();
+        let mut patch = false;
+        for e in self.entries() {
+            patch |= std::ptr::eq(e, first);
+            if patch && !e.before.is_null() {
+                // SAFETY: a linked writer's before-image is the row's size and stays valid
+                // while linked; it changes only under this lock.
+                let before = unsafe { std::slice::from_raw_parts_mut(e.before, len) };
+                let fits = acc.apply(before);
+                debug_assert!(fits, "checked when deferred");
+            }
+        }
+        row.write_cols_from(image, p, cols);
+        Some(prev)
+    }
+
+    /// The largest accumulation stamp kept in the listed writers' entries (0: none): what the
+    /// next commit stamp of a write of the record must exceed, as the record's stamp.
+    pub fn accumulation_stamp(&self) -> u64 {
+        self.entries().map(|e| e.acc_stamp.load(Ordering::Relaxed)).max().unwrap_or(0)
+    }
+
+    /// Keeps the commit stamp of an accumulation applied under the listed writers
+    /// ([`Locked::accumulate`]) in their entries, until they leave: the record's stamp stays
+    /// that of the committed image without the writers (what a checkpoint of the committed
+    /// image carries, so that recovery replays the writers' records; the accumulation's
+    /// record holds column values, and replaying it again changes nothing).
+    pub fn keep_accumulation_stamp(&mut self, stamp: u64) {
+        for e in self.entries().filter(|e| !e.before.is_null()) {
+            e.acc_stamp.fetch_max(stamp, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether an accumulation moved the version that `entry` (a row writer's, linked here)
+    /// was appended over: `Some((appended over, now))` (the owner's history rebases its
+    /// write on the accumulation's version).
+    pub fn rebased(&self, entry: NonNull<Entry>) -> Option<(u64, u64)> {
+        // SAFETY: an entry of the caller's, linked here.
+        let e = unsafe { entry.as_ref() };
+        let over = e.appended_over.load(Ordering::Relaxed);
+        let now = version(e.before_word.load(Ordering::Relaxed));
+        (over != now).then_some((over, now))
     }
 
     /// The transactions an entry of `me` (a writer's when `writer`) appended now would depend
@@ -636,15 +735,22 @@ impl<'r> Locked<'r> {
                         unsafe { std::slice::from_raw_parts_mut(h.before, len) }
                             .copy_from_slice(mine);
                         h.before_word.store(before, Ordering::Relaxed);
+                        h.acc_stamp
+                            .fetch_max(e.acc_stamp.load(Ordering::Relaxed), Ordering::Relaxed);
                     }
                     None => {
                         row.write_from(mine);
+                        self.raise_stamp(e.acc_stamp.load(Ordering::Relaxed));
                         // The version restored, one more restore counted (module docs).
                         let restores = (self.word + (1 << RESTORES.trailing_zeros())) & RESTORES;
                         self.word = (self.word & !VALUE) | (before & !RESTORES) | restores;
                     }
                 }
             }
+        }
+        if !rolled_back && e.writer {
+            // The accumulations applied under it are committed values the payload holds.
+            self.raise_stamp(e.acc_stamp.load(Ordering::Relaxed));
         }
         if self.rec.head.load(Ordering::Relaxed).is_null() {
             self.word &= !(PENDING | LISTED);

@@ -315,6 +315,16 @@ impl TxnRef {
         }
     }
 
+    /// Whether the attempt is passing its commit point ([`COMMITTING`]: it can no longer fail),
+    /// has passed it, or is over, without waiting: for a commit that holds locks itself (an
+    /// accumulation applied under listed writers, `record::Locked::accumulate`), which must
+    /// not wait for another such commit.
+    #[inline]
+    pub fn committing(&self) -> bool {
+        let s = self.state();
+        s.gen != self.gen || matches!(s.progress, COMMITTING | COMMITTED | DONE)
+    }
+
     /// Whether the attempt has committed the merged piece that holds its template piece
     /// `piece` (or is over).
     #[inline]

@@ -365,8 +365,9 @@ pub struct Ic3Local {
     deps: DepQueue,
     pool: EntryPool,
     images: Images,
-    /// The attempt's entries, in the order they were appended.
-    entries: Vec<(Target, NonNull<Entry>)>,
+    /// The attempt's entries, in the order they were appended, with the row's key for a row
+    /// writer's (0 otherwise).
+    entries: Vec<(Target, NonNull<Entry>, u64)>,
     /// Records to retire when the attempt commits (deleted) or rolls back (inserted).
     retire_on_commit: Vec<(TableId, u64, RowId)>,
     retire_on_rollback: Vec<(TableId, u64, RowId)>,
@@ -379,6 +380,9 @@ pub struct Ic3Local {
     deferred_mark: usize,
     /// A row's bytes while an accumulation is applied to it.
     row_buf: Vec<u8>,
+    /// The largest stamp of the accumulations kept in the entries of the rows the attempt's
+    /// own accumulations went into (see [`apply_deferred`]): its commit stamp exceeds it.
+    stamp_floor: u64,
     /// The attempt's writes, for its redo record (only when the database logs).
     redo: Vec<Redo>,
     redo_images: Vec<u8>,
@@ -390,6 +394,9 @@ pub struct Ic3Local {
     stamp: u64,
     /// Whether the attempt read untracked ([`OccProtocol::untracked`]).
     untracked_reads: bool,
+    /// Whether the attempt read columns that typed attempts defer their accumulations into
+    /// (no template declares such a read: [`declared`] refuses the piece).
+    deferred_reads: bool,
     /// The direct writers of untracked columns that had finished when the attempt began
     /// ([`UntrackedWriters::finished`]).
     writers_finished: u64,
@@ -432,11 +439,13 @@ impl Ic3Local {
             deferred: Vec::new(),
             deferred_mark: 0,
             row_buf: Vec::new(),
+            stamp_floor: 0,
             redo: Vec::new(),
             redo_images: Vec::new(),
             epoch: 0,
             stamp: 0,
             untracked_reads: false,
+            deferred_reads: false,
             writers_finished: 0,
             piece_retries: 0,
         })
@@ -806,7 +815,7 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
     // SAFETY: the entries stay in the pool until the attempt ends.
     let alone = held
         && w.local.deps.iter().all(TxnRef::over)
-        && !w.local.entries.iter().any(|&(_, e)| unsafe { e.as_ref() }.aborted());
+        && !w.local.entries.iter().any(|&(_, e, _)| unsafe { e.as_ref() }.aborted());
     if alone && !w.local.deferred.is_empty() {
         let l = &mut w.local;
         for d in &l.deferred {
@@ -877,7 +886,8 @@ fn commit_piece(w: &mut Ic3Worker<'_>) -> Verdict {
             (_, write) => l.pool.entry(txn, write.is_some(), None),
         };
         g.append(row.as_ref(), e, &mut l.deps);
-        l.entries.push((it.target(), e));
+        let key = it.write.map_or(0, |j| w.writes[j as usize].key);
+        l.entries.push((it.target(), e, key));
         if let (Target::Row(t, rid), Some(j)) = (it.target(), it.write) {
             let j = j as usize;
             install(w, j, &mut g);
@@ -1071,12 +1081,16 @@ fn covered(w: &Ic3Worker<'_>) -> bool {
 /// every table it wrote one they declare written, and every record it read (tracked) of a
 /// table they declare with C-edges: the table-level analysis covers nothing else. Its writes
 /// change only columns some analysed template declares written: the others are read
-/// untracked. (The engine checks templates per column too, `Capabilities::templates`; this
-/// check holds whatever the caller's checks.) Trailing operations (after a held last piece)
-/// must be on tables no analysed template touches, as for a transaction whose last piece
-/// committed.
+/// untracked. Neither its reads nor its writes touch the columns accumulations are deferred
+/// into, which go in under uncommitted writers ([`apply_deferred`]). (The engine checks
+/// templates per column too, `Capabilities::templates`; this check holds whatever the
+/// caller's checks.) Trailing operations (after a held last piece) must be on tables no
+/// analysed template touches, as for a transaction whose last piece committed.
 fn declared(w: &Ic3Worker<'_>) -> bool {
     let (Mode::Typed(t), Some(m)) = (w.local.mode, w.local.open) else { return true };
+    if w.local.deferred_reads {
+        return false;
+    }
     let tables = &w.local.plan(t).pieces[m].tables;
     let shared = w.local.shared();
     let analysed = &shared.analysed_tables;
@@ -1089,7 +1103,12 @@ fn declared(w: &Ic3Worker<'_>) -> bool {
         match it.write {
             // A bucket's: an insert or delete, whose row's item is checked.
             Some(_) if it.is_bucket() => d.write,
-            Some(j) => d.write && w.writes[j as usize].written() & shared.untracked(table) == 0,
+            Some(j) => {
+                let x = &w.writes[j as usize];
+                d.write
+                    && x.written() & shared.untracked(table) == 0
+                    && (x.written() | x.buffered()) & shared.deferred(table) == 0
+            }
             // A phantom read: no analysed template inserts or deletes where none writes.
             None if it.is_bucket() => true,
             None => d.tracked,
@@ -1115,7 +1134,8 @@ fn log_commit(w: &mut Ic3Worker<'_>) {
     }
     let storage = w.ctx.storage;
     let l = &mut w.local;
-    let mut max = w.ctx.last_stamp;
+    // (Accumulations under uncommitted writers keep their stamps in the writers' entries.)
+    let mut max = w.ctx.last_stamp.max(l.stamp_floor);
     for r in &l.redo {
         max = max.max(storage.table(r.table).rows.get(r.rid).header.stamp());
     }
@@ -1221,12 +1241,18 @@ fn stamp_and_release(w: &mut Ic3Worker<'_>) {
     for i in 0..w.local.items.len() {
         let it = w.local.items[i];
         let Target::Row(t, rid) = it.target() else { continue };
-        if (it.write.is_none() && !it.adds) || it.word & PENDING != 0 {
+        let pending = it.word & PENDING != 0;
+        if !it.adds && (it.write.is_none() || pending) {
             continue;
         }
         // SAFETY: the unit still holds the lock (taken and kept by `lock`).
         let mut g = unsafe { Locked::resume(row_rec(w, t, rid), it.word) };
-        g.set_stamp(w.local.stamp);
+        if pending {
+            // An accumulation under listed writers: kept in their entries until they leave.
+            g.keep_accumulation_stamp(w.local.stamp);
+        } else {
+            g.set_stamp(w.local.stamp);
+        }
         w.local.items[i].word = g.keep();
     }
     release(w, true);
@@ -1234,17 +1260,27 @@ fn stamp_and_release(w: &mut Ic3Worker<'_>) {
 }
 
 /// Applies the deferred accumulations to their rows, which the commit holds locked among its
-/// items (and present: `validate` checked), each under a fresh version reported to the
+/// items (and present: `validate` checked), each as a fresh committed version reported to the
 /// history with its one column, and kept for the redo record.
 ///
-/// Why it is serializable: the analysis defers accumulations into a table only when no
-/// analysed template reads their columns or writes the table otherwise, so the row has no
-/// uncommitted writer (the payload is its committed value), and the pending transactions that
-/// read other columns of it neither saw nor miss anything of the accumulation. It goes in
-/// after the transaction's dependencies ended and stays locked until its commit point: the
-/// accumulations into a row are applied in an order that every dependency path between their
-/// transactions agrees with (a transaction that depends on another commits after it), and a
-/// reader of committed data sees all of the transaction's writes or none.
+/// Why it is serializable: the analysis defers accumulations only into columns that no
+/// analysed template reads or writes otherwise (nor inserts or deletes in the table), so the
+/// pending transactions neither saw nor miss anything of the accumulation, and it need not
+/// wait for them. It goes in after the transaction's dependencies ended and stays locked until
+/// its commit point: the accumulations into a row are applied in an order that every
+/// dependency path between their transactions agrees with (a transaction that depends on
+/// another commits after it), and a reader of committed data sees all of the transaction's
+/// writes or none.
+///
+/// Under uncommitted writers of the row's other columns it goes into the payload and into
+/// their before-images (`record::Locked::accumulate`): a rollback keeps it, and so does the
+/// committed value, which it becomes the version of (the first uncommitted writer's history
+/// write is rebased on it when that writer commits: see [`OccProtocol::end`]). Its commit
+/// stamp stays in their entries until they leave, and the next writes of the row take stamps
+/// above it ([`log_commit`]). That needs the accumulated columns in payload words of their own
+/// (installs and log records copy whole words; `Ic3::new` checks) and no snapshots (a writer
+/// past its commit point but still listed would have its kept value changed; with snapshots
+/// accumulations are deferred by rows, where no template writes the row).
 fn apply_deferred(w: &mut Ic3Worker<'_>) {
     let storage = w.ctx.storage;
     for i in 0..w.local.deferred.len() {
@@ -1254,14 +1290,29 @@ fn apply_deferred(w: &mut Ic3Worker<'_>) {
         let at = item_index(&w.local.items, d.table, d.rid);
         // SAFETY: the commit took this lock and kept it (`lock`).
         let mut g = unsafe { Locked::resume(row.header, w.local.items[at].word) };
-        debug_assert!(g.word() & (PENDING | ABSENT) == 0, "no uncommitted writer, present");
+        debug_assert!(g.word() & ABSENT == 0, "present (validated)");
+        debug_assert!(
+            g.word() & PENDING == 0 || w.ctx.snapshot_every == 0,
+            "with snapshots no analysed template writes the row"
+        );
         keep_in_place(w, d.table, d.rid, g.word());
         let l = &mut w.local;
         l.row_buf.resize(row.len(), 0);
         row.read_into(&mut l.row_buf);
         let fits = d.acc.apply(&mut l.row_buf);
         debug_assert!(fits, "checked when deferred");
-        row.write_cols_from(&l.row_buf, &tbl.projection, d.acc.columns());
+        l.stamp_floor = l.stamp_floor.max(g.accumulation_stamp());
+        let v = l.ctx().next_version();
+        let (p, cols) = (&tbl.projection, d.acc.columns());
+        let prev = match g.accumulate(&row, p, cols, &l.row_buf, &d.acc, v) {
+            Some(prev) => prev,
+            None => {
+                row.write_cols_from(&l.row_buf, p, cols);
+                let prev = version(g.word());
+                g.set_version(v);
+                prev
+            }
+        };
         if w.ctx.log.is_some() {
             let off = l.redo_images.len();
             l.redo_images.extend_from_slice(&l.row_buf);
@@ -1269,9 +1320,6 @@ fn apply_deferred(w: &mut Ic3Worker<'_>) {
             let cols = d.acc.columns();
             l.redo.push(Redo { table: d.table, key: d.key, rid: d.rid, image, cols });
         }
-        let prev = version(g.word());
-        let v = l.ctx().next_version();
-        g.set_version(v);
         if let Some(h) = &mut w.ctx.history {
             let (v, prev) = (u128::from(v), u128::from(prev));
             h.write_cols(d.table.0, d.key, v, prev, true, d.acc.columns());
@@ -1449,6 +1497,7 @@ impl OccProtocol for Ic3 {
         }
         l.graph = NonNull::from(g);
         l.untracked_reads = false;
+        l.deferred_reads = false;
         if let Mode::Typed(_) = l.mode {
             // After the context's last begin store (SeqCst): see the module docs.
             l.writers_finished = shared.direct_writers.finished();
@@ -1609,16 +1658,16 @@ impl OccProtocol for Ic3 {
     #[inline]
     fn untracked(w: &mut Ic3Worker<'_>, t: TableId, cols: Columns) -> bool {
         let l = &mut w.local;
-        let yes =
-            cols != 0 && matches!(l.mode, Mode::Typed(_)) && cols & !l.shared().untracked(t) == 0;
+        let typed = matches!(l.mode, Mode::Typed(_));
+        let yes = cols != 0 && typed && cols & !l.shared().untracked(t) == 0;
         l.untracked_reads |= yes;
+        l.deferred_reads |= typed && cols & l.shared().deferred(t) != 0;
         yes
     }
 
     #[inline]
     fn defers(w: &Ic3Worker<'_>, t: TableId) -> bool {
-        matches!(w.local.mode, Mode::Typed(_))
-            && w.local.shared().deferring.get(t.index()).copied().unwrap_or(false)
+        matches!(w.local.mode, Mode::Typed(_)) && w.local.shared().deferred(t) != 0
     }
 
     /// Keeps the accumulation for the commit (`apply_deferred`) once the open merged piece
@@ -1683,7 +1732,7 @@ impl OccProtocol for Ic3 {
             d.wait(policy, || d.over() || me.doomed());
         }
         // SAFETY: the entries stay in the pool until the attempt ends.
-        if w.local.entries.iter().any(|&(_, e)| unsafe { e.as_ref() }.aborted()) {
+        if w.local.entries.iter().any(|&(_, e, _)| unsafe { e.as_ref() }.aborted()) {
             w.rollback();
             return Err(Abort::new(AbortReason::CascadingAbort));
         }
@@ -1746,7 +1795,7 @@ impl OccProtocol for Ic3 {
         // Newest first: a rolled-back record gets its images back in reverse order.
         let (stamp, epoch) = (w.local.stamp, w.local.epoch);
         for i in (0..w.local.entries.len()).rev() {
-            let (target, e) = w.local.entries[i];
+            let (target, e, key) = w.local.entries[i];
             match target {
                 Target::Row(t, rid) => {
                     let row = storage.table(t).rows.get(rid);
@@ -1767,10 +1816,17 @@ impl OccProtocol for Ic3 {
                         }
                     }
                     let first = first.is_some();
+                    if first {
+                        // An accumulation that went in under this write is the committed
+                        // version it follows (`apply_deferred`).
+                        if let (Some((over, now)), Some(h)) = (g.rebased(e), &mut w.ctx.history) {
+                            h.rebase(t.0, key, u128::from(over), u128::from(now));
+                        }
+                    }
                     g.unlink(Some(&row), e, !committed);
                     if first {
                         debug_assert_ne!(stamp, 0, "a committed writer has its stamp");
-                        g.set_stamp(stamp);
+                        g.raise_stamp(stamp);
                     }
                 }
                 Target::Bucket(t, slot) => {
@@ -1793,6 +1849,7 @@ impl OccProtocol for Ic3 {
         l.redo_images.clear();
         l.epoch = 0;
         l.stamp = 0;
+        l.stamp_floor = 0;
         if l.txn.take().is_some() {
             l.ctx().end();
         }
@@ -2420,6 +2477,164 @@ mod tests {
             }
             assert_eq!(read_a(&mut other), 5, "applied once, at commit, and never rolled back");
         }
+    }
+
+    /// §4.3 under pending writers: an accumulation into a column that no template reads or
+    /// writes otherwise goes in at its transaction's commit under another transaction's
+    /// uncommitted write of the row's other column, without waiting for it or depending on
+    /// it; readers of committed data see it at once, and the writer's commit or rollback keeps
+    /// it. The history rebases the writer's write on the accumulation, and the checker finds
+    /// both outcomes serializable. A typed read or write of the accumulated column is refused.
+    #[test]
+    fn accumulations_go_in_under_pending_writers_of_other_columns() {
+        use crate::checker;
+        use crate::engine::Accumulation;
+        const Y: u64 = 0b10;
+        static UPD_N: [Piece; 2] = [
+            Piece {
+                name: "n",
+                accesses: &[TableAccess { table: U, mode: AccessMode::Write, columns: N }],
+            },
+            Piece { name: "v", accesses: &[w(V)] },
+        ];
+        static PAY: [Piece; 1] = [Piece {
+            name: "y",
+            accesses: &[TableAccess { table: U, mode: AccessMode::Accumulate, columns: Y }],
+        }];
+        static TYPES: [TxnType; 2] =
+            [TxnType { name: "upd", pieces: &UPD_N }, TxnType { name: "pay", pieces: &PAY }];
+        let y = |r: &[u8]| u64::from_le_bytes(r[8..16].try_into().unwrap());
+        for commit in [true, false] {
+            let tables = [
+                TableSpec::new("u", 16, 16).with_columns(&[("n", 0, 8), ("y", 8, 8)]),
+                TableSpec::new("v", 8, 16),
+            ];
+            let db = Database::<Ic3>::builder(&tables)
+                .options(DbOptions { max_workers: 4, record_history: true, ..Default::default() })
+                .txn_types(&TYPES)
+                .build()
+                .unwrap();
+            assert_eq!(db.protocol().shared.deferred(U), Y, "deferred under writers of n");
+            let mut l = db.loader();
+            l.insert(U, K, &[0u64.to_le_bytes(), 7u64.to_le_bytes()].concat()).unwrap();
+            l.insert(V, K, &0u64.to_le_bytes()).unwrap();
+            drop(l);
+            let (mut t1, mut t2, mut d) =
+                (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
+            let read_u = |d: &mut Ic3Worker<'_>| {
+                d.begin();
+                let r = d.read(U, K, |r| (value(&r[..8]), y(r))).unwrap().unwrap();
+                d.commit().unwrap();
+                r
+            };
+            t1.typed(0);
+            t1.begin();
+            let mut tx = Tx::new(&mut t1, &TYPES[0], Checks::default());
+            tx.piece(0, |tx| tx.update_cols(U, K, N, N, |r| r[0] = 5).map(|_| ())).unwrap();
+            assert_ne!(word(&db, U) & super::super::record::PENDING, 0, "t1's write is pending");
+            for _ in 0..2 {
+                t2.typed(1);
+                t2.begin();
+                let mut tx = Tx::new(&mut t2, &TYPES[1], Checks::default());
+                tx.piece(0, |tx| tx.accumulate(U, K, Accumulation::add_i64(1, 8, 3)).map(|_| ()))
+                    .unwrap();
+                assert!(t2.local.deps.is_empty(), "no dependency on the pending writer");
+                t2.commit().unwrap();
+            }
+            assert_eq!(read_u(&mut d), (0, 13), "committed at once, under the pending n");
+            let mut tx = Tx::new(&mut t1, &TYPES[0], Checks::default());
+            tx.piece(1, |tx| add(tx, V, 1)).unwrap();
+            if commit {
+                t1.commit().unwrap();
+            } else {
+                t1.abort();
+            }
+            let n = if commit { 5 } else { 0 };
+            assert_eq!(read_u(&mut d), (n, 13), "the writer's outcome keeps the accumulations");
+            // A typed read or write of the accumulated column is refused at the piece commit.
+            for write in [false, true] {
+                t1.typed(0);
+                t1.begin();
+                let mut tx = Tx::new(&mut t1, &TYPES[0], Checks::default());
+                let r = tx.piece(0, |tx| {
+                    if write {
+                        tx.update_cols(U, K, N | Y, N | Y, |r| r[8] = 1).map(|_| ())
+                    } else {
+                        tx.read_cols(U, K, Y, |_| ()).map(|_| ())
+                    }
+                });
+                assert_eq!(r.map_err(|a| a.reason), Err(AbortReason::TemplateViolation));
+                t1.abort();
+            }
+            assert_eq!(read_u(&mut d), (n, 13));
+            drop((t1, t2, d));
+            let report = checker::check(&db.take_history());
+            assert!(report.anomalies.is_empty(), "{commit}: {report:?}");
+        }
+    }
+
+    /// A transaction that writes one column of a row in a piece and accumulates into another
+    /// column of the same row applies the accumulation at its commit under its own listed
+    /// write (it is then passing its commit point itself: the accumulation must not wait for
+    /// that), and the history stays serializable.
+    #[test]
+    fn an_accumulation_under_the_transactions_own_write_commits() {
+        use crate::checker;
+        use crate::engine::Accumulation;
+        use std::sync::mpsc;
+        const Y: u64 = 0b10;
+        static BOTH: [Piece; 2] = [
+            Piece {
+                name: "n",
+                accesses: &[TableAccess { table: U, mode: AccessMode::Write, columns: N }],
+            },
+            Piece {
+                name: "y",
+                accesses: &[TableAccess { table: U, mode: AccessMode::Accumulate, columns: Y }],
+            },
+        ];
+        static TYPES: [TxnType; 1] = [TxnType { name: "both", pieces: &BOTH }];
+        let tables = [TableSpec::new("u", 16, 16).with_columns(&[("n", 0, 8), ("y", 8, 8)])];
+        let db = Database::<Ic3>::builder(&tables)
+            .options(DbOptions { max_workers: 4, record_history: true, ..Default::default() })
+            .txn_types(&TYPES)
+            .build()
+            .unwrap();
+        assert_eq!(db.protocol().shared.deferred(U), Y);
+        let mut l = db.loader();
+        l.insert(U, K, &[0u64.to_le_bytes(), 7u64.to_le_bytes()].concat()).unwrap();
+        drop(l);
+        let db = std::sync::Arc::new(db);
+        let (done, wait) = mpsc::channel();
+        let d = db.clone();
+        // On a thread of its own, so that a commit waiting for itself fails the test instead
+        // of hanging it.
+        let h = std::thread::spawn(move || {
+            let mut t = d.worker().unwrap();
+            for _ in 0..2 {
+                t.typed(0);
+                t.begin();
+                let mut tx = Tx::new(&mut t, &TYPES[0], Checks::default());
+                tx.piece(0, |tx| tx.update_cols(U, K, N, N, |r| r[0] += 1).map(|_| ())).unwrap();
+                tx.piece(1, |tx| tx.accumulate(U, K, Accumulation::add_i64(1, 8, 3)).map(|_| ()))
+                    .unwrap();
+                t.commit().unwrap();
+            }
+            t.begin();
+            let r = t.read(U, K, |r| (value(&r[..8]), value(&r[8..]))).unwrap().unwrap();
+            t.commit().unwrap();
+            done.send(r).unwrap();
+        });
+        let r = wait.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(
+            r,
+            Ok((2, 13)),
+            "both commits applied (a timeout: the commit waited for itself)"
+        );
+        h.join().unwrap();
+        let db = std::sync::Arc::into_inner(db).expect("the thread has ended");
+        let report = checker::check(&db.take_history());
+        assert!(report.anomalies.is_empty(), "{report:?}");
     }
 
     /// Table U: column `n` (0), which a template writes, and `tax` (1), which none does.

@@ -155,10 +155,12 @@ layout!(
 );
 
 layout!(
-    /// DISTRICT (clause 1.3.2).
+    /// DISTRICT (clause 1.3.2). The byte order is ours: D_YTD has a payload word of its own,
+    /// so that IC3 can apply Payment's accumulation under New-Order's uncommitted write of
+    /// D_NEXT_O_ID (installs and log records copy whole words).
     district {
-        D_ID: 4, D_W_ID: 4, D_NAME: 10, D_STREET_1: 20, D_STREET_2: 20, D_CITY: 20, D_STATE: 2,
-        D_ZIP: 9, D_TAX: 4, D_YTD: 8, D_NEXT_O_ID: 4,
+        D_ID: 4, D_W_ID: 4, D_YTD: 8, D_TAX: 4, D_NEXT_O_ID: 4, D_NAME: 10, D_STREET_1: 20,
+        D_STREET_2: 20, D_CITY: 20, D_STATE: 2, D_ZIP: 9,
     }
 );
 
