@@ -71,11 +71,18 @@ pub enum AbortReason {
     /// BOHM: a version this transaction reads is being produced by another execution thread;
     /// the attempt is abandoned and run again later (§3.3.1). Not an abort of the transaction.
     DependencyBusy,
+    /// The log failed (a write error, a full disk: [`crate::durability::log::LogManager::error`]
+    /// names the file and the operating system's error), so this commit cannot be made
+    /// durable. Unlike every other reason, its transaction is **not** rolled back: its writes
+    /// are installed in memory and other transactions may have read them, but no log holds
+    /// them, so the commit must not be acknowledged to anyone who counts on durability. The
+    /// database logs nothing from then on; the driver stops the run with the log's error.
+    NotDurable,
 }
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 19] = [
+    pub const ALL: [AbortReason; 20] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
@@ -95,6 +102,7 @@ impl AbortReason {
         AbortReason::CascadingAbort,
         AbortReason::SnapshotTooOld,
         AbortReason::DependencyBusy,
+        AbortReason::NotDurable,
     ];
     /// Number of reasons (the length of per-reason counter arrays).
     pub const COUNT: usize = Self::ALL.len();
@@ -121,6 +129,7 @@ impl AbortReason {
             AbortReason::CascadingAbort => "cascading-abort",
             AbortReason::SnapshotTooOld => "snapshot-too-old",
             AbortReason::DependencyBusy => "dependency-busy",
+            AbortReason::NotDurable => "not-durable",
         }
     }
 
@@ -152,7 +161,8 @@ impl AbortReason {
         matches!(self, AbortReason::User | AbortReason::MissingRow)
     }
 
-    /// Whether this reason means the run cannot go on (a procedure bug or a full table).
+    /// Whether this reason means the run cannot go on (a procedure bug, a full table, a failed
+    /// log).
     pub fn is_fatal(self) -> bool {
         !self.is_retryable() && !self.is_final()
     }

@@ -231,6 +231,15 @@ type Key = (u32, u64);
 
 /// Checks `history`. See the module docs.
 pub fn check(history: &History) -> Report {
+    if history.aliases().is_empty() {
+        check_resolved(history)
+    } else {
+        check_resolved(&history.resolved())
+    }
+}
+
+/// [`check`] of a history without aliases.
+fn check_resolved(history: &History) -> Report {
     let txns = history.txns();
     let mut report = Report { txns: txns.len(), ..Report::default() };
     let committed = |i: u32| txns[i as usize].outcome == Outcome::Committed;

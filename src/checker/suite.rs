@@ -349,7 +349,7 @@ fn run_workload<P: Protocol, W: Workload>(
         // workload's consistency check then reports.
         poison_unprojected: true,
         commit_pause_us: cfg.max_pause_us,
-        log: None,
+        ..Default::default()
     };
     let db = Database::<P>::builder(&workload.tables())
         .options(opts)

@@ -344,6 +344,13 @@ pub(crate) struct RunArgs {
     /// that the recovered counts reach them)
     #[arg(long, value_name = "FILE", hide = true)]
     ack_file: Option<PathBuf>,
+    /// Crash tests (with --ack-file and --sync commit): once commits are acknowledged, stop
+    /// one worker at PHASE of a commit, take a checkpoint while it is held (0.2 s when the
+    /// checkpoint waits for it), let the worker go, and once it has acknowledged that commit,
+    /// kill the process with SIGKILL as the worker begins its next transaction (see
+    /// `storage::inject`)
+    #[arg(long, value_enum, value_name = "PHASE", hide = true)]
+    crash_at: Option<crate::storage::inject::CommitPhase>,
     /// SmallBank: customers, 2 to 4294967296 (BOHM uses 50 and 100000) [default: 100000]
     #[arg(long, help_heading = "SmallBank workload")]
     customers: Option<u64>,

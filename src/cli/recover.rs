@@ -53,6 +53,7 @@ pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
     run_args.log_buffer_kb = 16384;
     run_args.protocol = vec![kind];
     let acks = run_args.ack_file.take();
+    run_args.crash_at = None;
     let plan = Plan::new(&run_args).map_err(|f| match f {
         Failure::Usage(m) => Failure::Run(format!("{}: the recorded command: {m}", path.display())),
         f => f,

@@ -3,6 +3,7 @@
 //! kept across runs while the data they hold is what the next run needs).
 
 use super::{BackoffArg, LogChoice, RunArgs};
+use crate::durability::log::SyncPolicy;
 use crate::engine::driver::MixStep;
 use crate::engine::report::{DurabilityReport, HistoryCheck, RunReport};
 use crate::engine::{
@@ -10,6 +11,7 @@ use crate::engine::{
 };
 use crate::error::{AbortReason, Error};
 use crate::protocols::ProtocolKind;
+use crate::storage::inject::{CommitPhase, Gate, Who};
 use crate::storage::{check_memory, TableSpec};
 use crate::workloads::pieces::{Pieces, PiecesConfig};
 use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
@@ -19,6 +21,8 @@ use crate::workloads::WorkloadKind;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Why a command failed.
@@ -141,6 +145,8 @@ pub(super) struct Plan {
     probe: Vec<TableSpec>,
     /// `--checkpoint-interval` (zero: none during runs).
     pub checkpoint_interval: Duration,
+    /// `--crash-at`: the phase, and the gate the databases' workers pass (their commit hook).
+    crash: Option<(CommitPhase, Arc<Gate>)>,
     /// The `run` command line after `run`, for the log's manifest (`txlab recover` rebuilds
     /// the workload from it).
     pub argv: Vec<String>,
@@ -225,13 +231,13 @@ impl Plan {
             },
         };
         let (log, logs) = log_options(args, &protocols)?;
-        let db_opts = DbOptions {
+        let mut db_opts = DbOptions {
             max_workers: threads + 8,
             epoch_interval: Duration::from_millis(args.epoch_ms),
             record_history: args.record_history,
             poison_unprojected: args.check_templates || cfg!(debug_assertions),
-            commit_pause_us: 0,
             log,
+            ..Default::default()
         };
         let mut header = Vec::new();
         let (spec, probe) = match args.workload {
@@ -300,6 +306,25 @@ impl Plan {
         };
         let mut run_cfg = run_cfg;
         let mut probe = probe;
+        let crash = match args.crash_at {
+            None => None,
+            Some(_) if args.ack_file.is_none() => {
+                return Err(usage("--crash-at needs --ack-file (and so --log-dir)"))
+            }
+            Some(_) if protocols.len() > 1 || repeat > 1 => {
+                return Err(usage("--crash-at ends the process: one protocol, one run"))
+            }
+            Some(_) if args.sync != Some(SyncPolicy::Commit) => {
+                return Err(usage(
+                    "--crash-at needs --sync commit (an acknowledged commit is then durable)",
+                ))
+            }
+            Some(phase) => {
+                let gate = Arc::new(Gate::default());
+                db_opts.commit_hook = Some(gate.hook());
+                Some((phase, gate))
+            }
+        };
         if let Some(path) = &args.ack_file {
             if args.log_dir.is_none() {
                 return Err(usage("--ack-file needs --log-dir"));
@@ -357,6 +382,7 @@ impl Plan {
             probe,
             header,
             checkpoint_interval: Duration::from_secs_f64(args.checkpoint_interval),
+            crash,
             argv: Vec::new(),
         })
     }
@@ -1015,16 +1041,19 @@ fn drive_checkpointing<P: Protocol, W: Workload>(
     plan: &Plan,
 ) -> Result<(Vec<WorkerStats>, u64), Error> {
     let every = plan.checkpoint_interval;
-    if db.log().is_none() || every.is_zero() {
+    if db.log().is_none() || (every.is_zero() && plan.crash.is_none()) {
         return Ok((P::drive(db, workload, cfg)?, 0));
     }
-    let done = std::sync::atomic::AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    // Held by a checkpoint of the checkpointer's, and by a crash scenario from its start.
+    let checkpointing = std::sync::Mutex::new(());
     std::thread::scope(|s| {
         let checkpointer = s.spawn(|| -> Result<u64, Error> {
             let mut n = 0;
             let mut next = Instant::now() + every;
-            while !done.load(std::sync::atomic::Ordering::Acquire) {
+            while !every.is_zero() && !done.load(Ordering::Acquire) {
                 if Instant::now() >= next {
+                    let _one = checkpointing.lock().unwrap_or_else(|e| e.into_inner());
                     db.checkpoint()?;
                     n += 1;
                     next = Instant::now() + every;
@@ -1033,10 +1062,91 @@ fn drive_checkpointing<P: Protocol, W: Workload>(
             }
             Ok(n)
         });
+        let crasher = plan.crash.as_ref().map(|(phase, gate)| {
+            let (checkpointing, done, acks) = (&checkpointing, &done, cfg.acks.as_ref());
+            s.spawn(move || crash_at(db, *phase, gate, checkpointing, done, acks))
+        });
         let stats = P::drive(db, workload, cfg);
-        done.store(true, std::sync::atomic::Ordering::Release);
+        done.store(true, Ordering::Release);
         let n = checkpointer.join().expect("the checkpointer thread panicked");
+        if let Some(c) = crasher {
+            c.join().expect("the crash scenario panicked")?;
+        }
         Ok((stats?, n?))
+    })
+}
+
+/// `--crash-at PHASE` (under `--sync commit`): waits for the first acknowledged commits, then
+/// stops the next worker to reach `phase`, takes a checkpoint (to its end, unless the worker's
+/// log epoch is in flight: the checkpoint then waits for the worker, which is held 0.2 s; at
+/// most 2 s, for a checkpoint that waits for the worker's locks),
+/// lets the worker go, and kills the process with SIGKILL when the worker begins its next
+/// transaction, having acknowledged the held one, with no checkpoint since the scenario's own.
+/// `txlab recover --verify` then finds whether the checkpoint lost the commit it was taken
+/// across. Returns an error only when the run ended first, or nothing happened for 10
+/// minutes (a deadlock detector, not a timing assumption).
+fn crash_at<P: Protocol>(
+    db: &Database<P>,
+    phase: CommitPhase,
+    gate: &Gate,
+    checkpointing: &std::sync::Mutex<()>,
+    done: &AtomicBool,
+    acks: Option<&crate::engine::driver::Acks>,
+) -> Result<(), Error> {
+    const PATIENCE: Duration = Duration::from_secs(600);
+    let fail = |what: &str| {
+        Err(Error::Config(format!(
+            "--crash-at {}: {what} (the run ended, or nothing happened for 10 minutes)",
+            phase.name()
+        )))
+    };
+    let log = db.log().expect("--crash-at needs a log");
+    let acked = || acks.map_or(0, |a| a.file.metadata().map_or(0, |m| m.len()));
+    let t0 = Instant::now();
+    while acked() == 0 {
+        if done.load(Ordering::Acquire) || t0.elapsed() > PATIENCE {
+            return fail("no commit was acknowledged");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // No checkpoint of the checkpointer's from here: the next one would repair what the
+    // scenario's may have lost.
+    let _only = checkpointing.lock().unwrap_or_else(|e| e.into_inner());
+    let stop = gate.stop(phase, Who::Any, 0);
+    let Some(held) = gate.wait(stop, PATIENCE) else {
+        gate.release(stop);
+        return fail("no worker reached the phase");
+    };
+    std::thread::scope(|s| {
+        // The checkpoint runs to its end while the worker is held, unless the worker's log
+        // epoch is in flight: then it waits for the worker (the commit contract), which is
+        // let go after 0.2 s. It may wait for the worker's locks too (2PL reads rows under a
+        // shared lock): the worker is let go after 2 s in any case.
+        let ckpt = s.spawn(|| db.checkpoint());
+        let t = Instant::now();
+        while !ckpt.is_finished() && t.elapsed() < Duration::from_secs(2) {
+            if log.in_flight(held.at.worker) && t.elapsed() > Duration::from_millis(200) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Under `--sync commit` the held commit returns durable, and its worker acknowledges
+        // it (in the acknowledgement file) before it begins its next transaction (BOHM's
+        // execution thread: its next batch), where it is stopped holding nothing (so that the
+        // checkpoint, which may wait for its locks, ends): the held commit is the last the
+        // file acknowledges for its worker, and recovery must find its very count.
+        let thread = Who::Thread(held.thread);
+        let acknowledged = gate.watch(CommitPhase::Acknowledging, thread, 0);
+        let next = gate.stop_after(CommitPhase::Begun, thread, acknowledged);
+        gate.release(stop);
+        ckpt.join().expect("the checkpoint panicked")?;
+        if gate.wait(next, PATIENCE).is_none() {
+            gate.release(next);
+            return fail("the held worker committed no more");
+        }
+        // SAFETY: kill(2) on our own process id has no memory-safety preconditions.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        unreachable!("SIGKILL ends the process")
     })
 }
 

@@ -7,11 +7,18 @@
 //! 1. Before anything is read, the checkpoint notes each stream's open segment (every segment
 //!    below it is closed, so holds only transactions appended before now) and the log epoch `s`
 //!    transactions commit in now, and waits until epoch `s` is durable: every transaction of an
-//!    epoch `<= s` has then installed its writes (a worker leaves `inflight` only after
-//!    installing), so the rows read afterwards reflect all of them.
+//!    epoch `<= s` has then installed its writes, so the rows read afterwards reflect all of
+//!    them. That is the commit contract's point 5 ([`Protocol`]'s docs): a transaction's log
+//!    epoch leaves flight ([`super::log::LogWriter::installed`]) only once its writes are
+//!    visible, and a group declares an epoch durable only after every transaction of it left
+//!    flight. (A protocol that logs before it installs, as the multi-version ones do, would
+//!    otherwise let a transaction logged in epoch `s` and preempted before its install be
+//!    missing from the checkpoint, whose rows then hold the older values, and from the replay,
+//!    which skips epoch `s`.)
 //! 2. Each row is read with [`Protocol::read_committed`] (a stable read, or a shared lock under
 //!    2PL), with an epoch slot published so that no row is freed under the reader. A row may be
-//!    read before or after any later transaction; either way its stamp says which version it is.
+//!    read before or after any later transaction; either way its stamp says which version it
+//!    is. `read_committed` never gives a value that may still roll back.
 //! 3. When the files are written and synced, the checkpoint waits until the log epoch `e` of its
 //!    end is durable, and only then is it published (`checkpoint/CURRENT`, written to a temporary
 //!    file, synced and renamed). A row image it holds from a transaction of an epoch above `s`

@@ -14,15 +14,19 @@
 //! interval is independent of Silo's 40 ms epochs and a commit-synchronous policy can advance it
 //! per group). A committing worker, with its write locks held and its reads validated, publishes
 //! the log epoch it commits in (`inflight`, `SeqCst` then a fence), reads `L` again, appends the
-//! transaction to its ring stamped with that epoch, publishes the ring's head and clears
-//! `inflight`. A transaction T2 that read or overwrote T1's write did so after T1 released its
-//! locks, hence after T1 read `L`: `epoch(T1) <= epoch(T2)`.
+//! transaction to its ring stamped with that epoch and publishes the ring's head; it clears
+//! `inflight` only once its writes are installed ([`LogWriter::installed`]), so that a closed
+//! epoch's transactions are all visible (what a checkpoint relies on). The handshake is
+//! [`flight`]'s, model-checked by `tests/loom_flight.rs`. A transaction T2 that
+//! read or overwrote T1's write did so after T1 installed it, hence after T1 read `L`:
+//! `epoch(T1) <= epoch(T2)`.
 //!
 //! Each group, the logger advances `L` to `n`, waits until no worker is still committing in an
 //! epoch below `n` (its `inflight` is `IDLE` or at least `n`), takes every ring's head, writes
 //! the rings out, `fdatasync`s the files (per the sync policy) and then the durable-point marker,
-//! and publishes `durable = n - 1`. Every transaction of an epoch `<= durable` is on disk, and so
-//! is everything it depends on; recovery replays exactly those (`durability::recovery`).
+//! and publishes `durable = n - 1`. Every transaction of an epoch `<= durable` is on disk and
+//! installed, and so is everything it depends on; recovery replays exactly those
+//! (`durability::recovery`).
 //!
 //! The hot path: no allocation, no lock, no shared counter beyond the worker's own ring words;
 //! with logging off a protocol pays one branch per commit.
@@ -38,15 +42,21 @@ use std::cell::UnsafeCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod central;
+pub mod flight;
 
-/// An `inflight` value: the worker is not committing.
-const IDLE: u64 = u64::MAX;
+/// What [`flight`] takes from its surroundings: std's atomics here; `tests/loom_flight.rs`
+/// compiles `flight.rs` against loom's instead, to model-check it.
+mod shim {
+    pub use std::sync::atomic::{fence, AtomicU64, Ordering};
+}
+
+use flight::IDLE;
 
 /// Which log manager a database logs through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -409,6 +419,13 @@ impl LogManager {
         self.epoch.load(Ordering::SeqCst)
     }
 
+    /// Whether the worker of stream `stream` has a transaction's log epoch in flight (logged
+    /// or logging, not yet installed: see [`LogWriter::installed`]). No group closes that
+    /// epoch meanwhile.
+    pub fn in_flight(&self, stream: usize) -> bool {
+        self.streams.get(stream).is_some_and(|s| flight::in_flight(&s.inflight))
+    }
+
     /// Per stream, the number of the segment being written (0 for a stream that has none yet):
     /// every segment below it is closed.
     pub fn open_segments(&self) -> Vec<u32> {
@@ -494,6 +511,7 @@ impl LogManager {
             scratch: Vec::new(),
             dropped: false,
             sync_commit: self.opts.sync == SyncPolicy::Commit,
+            in_flight: false,
         }
     }
 
@@ -557,10 +575,8 @@ impl LogManager {
     /// One group: close log epoch `n - 1`, write every ring, sync, publish `durable = n - 1`.
     /// Whether the files changed since the last group.
     fn group(&self, marks: &mut Marks) -> Result<bool, String> {
-        // SeqCst: a worker that publishes `inflight` and then reads `L` either sees the new
-        // epoch or is seen in `inflight` below (the store/load pairs on both sides are SeqCst).
-        let n = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
-        fence(Ordering::SeqCst);
+        // A worker that commits from now on enters epoch `n` or later (see `flight`).
+        let n = flight::close(&self.epoch);
         let syncing = self.opts.sync != SyncPolicy::None;
         let mut to_sync: Vec<Arc<File>> = Vec::new();
         let ends = match &self.central {
@@ -579,7 +595,7 @@ impl LogManager {
     ) -> Result<(), String> {
         for (i, s) in self.streams.iter().enumerate() {
             let mut spins = 0u32;
-            while s.inflight.load(Ordering::SeqCst) < n {
+            while !flight::settled(&s.inflight, n) {
                 // A worker between reading the old epoch and publishing its records: a few
                 // hundred nanoseconds, unless it was preempted or waits for buffer space, which
                 // writing out what was published so far gives it.
@@ -817,6 +833,17 @@ pub struct LogWriter {
     dropped: bool,
     /// Commits wait for their group's sync (`SyncPolicy::Commit`).
     sync_commit: bool,
+    /// A transaction's log epoch is in flight: published in `inflight` by `begin` and not yet
+    /// released by `installed`.
+    in_flight: bool,
+}
+
+impl Drop for LogWriter {
+    /// A worker that goes away between `begin` and `installed` (a panic) must not hold the
+    /// logger's groups back for good.
+    fn drop(&mut self) {
+        self.installed();
+    }
 }
 
 /// The packed length of a COLS record of the columns `cols` of a `len`-byte row, when one is
@@ -840,20 +867,9 @@ impl LogWriter {
     /// returns its log epoch. Called at the serialization point, write locks held.
     #[inline]
     pub fn begin(&mut self, stamp: u64, writes: u32) -> u64 {
-        let s = &self.mgr.streams[self.stream];
-        let mut e = self.mgr.epoch.load(Ordering::SeqCst);
-        loop {
-            // SeqCst store, fence, re-read: pairs with the logger's fetch_add and fence in
-            // `group` (the same handshake as `storage::epoch::Epochs::enter`).
-            s.inflight.store(e, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            let again = self.mgr.epoch.load(Ordering::SeqCst);
-            if again == e {
-                break;
-            }
-            e = again;
-        }
+        let e = flight::enter(&self.mgr.epoch, &self.mgr.streams[self.stream].inflight);
         self.epoch = e;
+        self.in_flight = true;
         if self.central {
             self.txn = (stamp, writes);
             self.block.resize(central::LEAD, 0);
@@ -902,19 +918,59 @@ impl LogWriter {
         p: &Projection,
         cols: Columns,
     ) {
-        let len = image.len();
-        if let Some(n) = cols_record_len(p, cols, len) {
-            return self.record(RecordKind::Cols, table, stamp, key, 8 + n, |dst| {
-                dst[..8].copy_from_slice(&cols.to_le_bytes());
-                let mut at = 8;
-                p.runs(cols, |lo, hi| {
-                    let (a, b) = (lo * 8, (hi * 8).min(len));
-                    dst[at..at + b - a].copy_from_slice(&image[a..b]);
-                    at += b - a;
-                });
-            });
+        if let Some(n) = cols_record_len(p, cols, image.len()) {
+            return self.put_packed_cols(table, stamp, key, image, p, cols, n);
         }
         self.put_image(table, stamp, key, image);
+    }
+
+    /// [`LogWriter::put_image_cols`] that never falls back to the whole image: a COLS record of
+    /// exactly the columns `cols` of `image`, unless they cover the row. For a protocol whose
+    /// image may hold other transactions' uncommitted columns beside the ones this write
+    /// changed (IC3's accumulations go in under other transactions' pending writes of the
+    /// row's other columns, and a writer's image predates the accumulations that went in
+    /// under it): a whole image would log an uncommitted value, or a stale one above a
+    /// committed accumulation's stamp.
+    #[inline]
+    pub fn put_image_only_cols(
+        &mut self,
+        table: u32,
+        stamp: u64,
+        key: u64,
+        image: &[u8],
+        p: &Projection,
+        cols: Columns,
+    ) {
+        if p.is_whole(cols) {
+            return self.put_image(table, stamp, key, image);
+        }
+        let n = p.packed_len(cols, image.len());
+        self.put_packed_cols(table, stamp, key, image, p, cols, n);
+    }
+
+    /// A COLS record of the columns `cols` of `image`, `n` bytes packed.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn put_packed_cols(
+        &mut self,
+        table: u32,
+        stamp: u64,
+        key: u64,
+        image: &[u8],
+        p: &Projection,
+        cols: Columns,
+        n: usize,
+    ) {
+        let len = image.len();
+        self.record(RecordKind::Cols, table, stamp, key, 8 + n, |dst| {
+            dst[..8].copy_from_slice(&cols.to_le_bytes());
+            let mut at = 8;
+            p.runs(cols, |lo, hi| {
+                let (a, b) = (lo * 8, (hi * 8).min(len));
+                dst[at..at + b - a].copy_from_slice(&image[a..b]);
+                at += b - a;
+            });
+        });
     }
 
     /// Appends the write of `key` in `table` as its whole image `row` (a protocol that
@@ -930,7 +986,9 @@ impl LogWriter {
         self.record(RecordKind::Delete, table, stamp, key, 0, |_| ());
     }
 
-    /// Publishes the transaction to the logger. Returns its log epoch.
+    /// Publishes the transaction's records to the logger. Returns its log epoch, which stays
+    /// in flight (no group closes it) until [`LogWriter::installed`]: call `end` before or
+    /// after installing the writes, and `installed` once they are visible.
     #[inline]
     pub fn end(&mut self) -> u64 {
         let s = &self.mgr.streams[self.stream];
@@ -946,40 +1004,69 @@ impl LogWriter {
                     }
                 }
             }
-            // Release: the block is in the log buffer once the logger sees IDLE here.
-            s.inflight.store(IDLE, Ordering::Release);
             return self.epoch;
         }
         // Release: the record bytes happen before the logger's Acquire load of `head`.
         s.head.store(self.pos, Ordering::Release);
-        // Release: the head is visible to the logger once it sees IDLE here.
-        s.inflight.store(IDLE, Ordering::Release);
         self.epoch
     }
 
-    /// Waits until the transaction of log epoch `epoch` is durable (sync = commit), or the log
-    /// failed. Call after the write locks are released: other transactions go on meanwhile.
-    pub fn wait_durable(&self, epoch: u64) {
+    /// The transaction logged since [`LogWriter::begin`] has installed its writes: its log
+    /// epoch leaves flight, and a group may close it (nothing if none is in flight).
+    ///
+    /// Why a checkpoint needs this order: a checkpoint that starts in log epoch `s` waits
+    /// until `s` is durable, which a group declares only after every transaction of an epoch
+    /// up to `s` left flight, and then reads the rows; recovery replays only the epochs above
+    /// `s`. A transaction that left flight before its writes were visible (logged, then
+    /// preempted before it installed) would be in neither the checkpoint nor the replay.
+    #[inline]
+    pub fn installed(&mut self) {
+        if self.in_flight {
+            self.in_flight = false;
+            // The installed writes (and, central, the block in the log buffer) happen before
+            // the group that sees the slot left, and so before a checkpoint that waited for
+            // this epoch reads the rows.
+            flight::leave(&self.mgr.streams[self.stream].inflight);
+        }
+    }
+
+    /// Waits until the transaction of log epoch `epoch` is durable (sync = commit); `false`
+    /// if the log failed first. Call after the write locks are released: other transactions
+    /// go on meanwhile.
+    pub fn wait_durable(&self, epoch: u64) -> bool {
         if self.mgr.durable_epoch() >= epoch {
-            return;
+            return true;
         }
         self.mgr.waiting.fetch_add(1, Ordering::AcqRel);
         self.mgr.wake_logger();
         let mut spin = crate::protocols::common::SpinWait::default();
-        while self.mgr.durable_epoch() < epoch && !self.mgr.failed.load(Ordering::Acquire) {
+        while self.mgr.durable_epoch() < epoch && !self.mgr.failed() {
             spin.spin();
         }
         self.mgr.waiting.fetch_sub(1, Ordering::AcqRel);
+        self.mgr.durable_epoch() >= epoch
     }
 
-    /// Called when a commit of log epoch `epoch` is about to return, its locks released: under
-    /// `SyncPolicy::Commit` waits until it is durable.
+    /// The end of a commit (see `storage::context::WorkerCtx::commit_returning`), its writes
+    /// installed and its locks released: the transaction it logged, if any, leaves flight
+    /// ([`LogWriter::installed`]), the ring is written out when a quarter full, and under
+    /// `SyncPolicy::Commit` it waits until the commit is durable: the transaction of log epoch
+    /// `epoch` it logged, or, when it logged nothing, every transaction it could have read
+    /// (those of the log epoch in progress now and before: a writer whose install it read had
+    /// read the epoch before, and the epoch only grows). `false` when the commit cannot be
+    /// made durable: the log has failed and the commit logged, or, under `SyncPolicy::Commit`,
+    /// its wait ended with the failure.
     #[inline]
-    pub fn returning(&mut self, epoch: u64) {
+    pub fn returning(&mut self, epoch: u64) -> bool {
+        let logged = self.in_flight;
+        self.installed();
         self.write_out();
         if self.sync_commit {
-            self.wait_durable(epoch);
+            // SeqCst: the load follows the commit's reads of installed writes (see above).
+            let epoch = if logged { epoch } else { self.mgr.epoch_now() };
+            return self.wait_durable(epoch);
         }
+        !(logged && (self.dropped || self.mgr.failed()))
     }
 
     /// Whether a commit waits until it is durable before it returns (`SyncPolicy::Commit`).

@@ -32,6 +32,11 @@ pub struct DbOptions {
     /// commit's critical windows are otherwise nanoseconds wide, so tests and `txlab check` turn
     /// this on to meet the schedules that race in them (see [`crate::storage::pause`]).
     pub commit_pause_us: u64,
+    /// Called by every worker at every phase of its commits (see
+    /// [`crate::storage::inject`]): tests stop a worker between two phases with a
+    /// [`crate::storage::inject::Gate`]. `None` (the default): one branch per phase.
+    #[serde(skip)]
+    pub commit_hook: Option<crate::storage::inject::Hook>,
     /// Log every commit into a directory ([`crate::durability`]); `None` (the default): no
     /// durability.
     pub log: Option<crate::durability::log::LogOptions>,
@@ -45,6 +50,7 @@ impl Default for DbOptions {
             record_history: false,
             poison_unprojected: false,
             commit_pause_us: 0,
+            commit_hook: None,
             log: None,
         }
     }
@@ -137,6 +143,7 @@ impl<'a, P: Protocol> Builder<'a, P> {
             storage.record_history();
         }
         storage.pause_commits(options.commit_pause_us);
+        storage.set_commit_hook(options.commit_hook.clone());
         if options.poison_unprojected {
             storage.poison_unprojected();
         }

@@ -791,6 +791,10 @@ fn worker_loop<P: Protocol, W: Workload>(
                         }
                         break;
                     }
+                    if reason == AbortReason::NotDurable {
+                        control.fail(log_failed(db.log()));
+                        return Ok(close(stats, &clock, measure_from, &mut durable));
+                    }
                     if reason.is_fatal() {
                         control.fail(Error::Fatal { txn: types[ty].name.to_string(), reason });
                         return Ok(close(stats, &clock, measure_from, &mut durable));
@@ -908,10 +912,7 @@ impl<'a> DurableCommits<'a> {
     pub fn poll(&mut self, clock: &quanta::Clock, stats: &mut WorkerStats) -> Result<(), Error> {
         let Some(log) = self.log else { return Ok(()) };
         if log.failed() {
-            return Err(Error::Durability(format!(
-                "the log failed, the run stopped: {}",
-                log.error().unwrap_or_default()
-            )));
+            return Err(log_failed(Some(log)));
         }
         self.seen(log.durable_epoch(), clock, stats);
         Ok(())
@@ -976,6 +977,16 @@ impl<'a> DurableCommits<'a> {
             let _ = file.write_all(lines.as_bytes());
         }
     }
+}
+
+/// The error a run stops with when its log failed (a commit returned
+/// [`AbortReason::NotDurable`], or the log's error was seen between transactions): the log's
+/// first error, which names the file and the operating system's error.
+pub fn log_failed(log: Option<&std::sync::Arc<crate::durability::log::LogManager>>) -> Error {
+    Error::Durability(format!(
+        "the log failed, the run stopped: {}",
+        log.and_then(|l| l.error()).unwrap_or_else(|| "no log error recorded".into())
+    ))
 }
 
 /// Closes a worker's statistics: its measured window, from `from` (if it measured at all) to

@@ -141,6 +141,54 @@ pub struct Setup<'a> {
 }
 
 /// A concurrency-control protocol: one value per database, shared by all workers.
+///
+/// ## The commit contract
+///
+/// Every protocol commits a transaction that writes through the same five points, in this
+/// order but for `Logged` and `Installed`, whose order is the protocol's (each protocol's
+/// module doc says where its commit reaches each). They are named by
+/// [`CommitPhase`](crate::storage::inject::CommitPhase), and every worker passes them through
+/// `WorkerCtx::phase`, where tests stop it with a
+/// [`Gate`](crate::storage::inject::Gate); a commit that writes nothing passes `Validated`
+/// and `Acknowledging` only.
+///
+/// 1. **Locked.** Everything the transaction writes is held against other writers (write
+///    locks, pending versions, accessor-list entries, placeholders).
+/// 2. **Validated**, the serialization point: the reads are validated or certified, and the
+///    transaction will commit. Its *commit stamp* is fixed by the time it logs: for every key,
+///    a later writer has a larger stamp ([`crate::durability`]).
+/// 3. **Logged** (when the database logs).
+///    [`LogWriter::begin`](crate::durability::log::LogWriter::begin) comes after the
+///    serialization point and before any write becomes visible, and each
+///    write's record is appended while that write is still held; `begin` puts the
+///    transaction's log epoch in flight, so that a transaction that reads or overwrites one of
+///    its writes logs in the same epoch or a later one.
+/// 4. **Installed.** The writes are visible to other transactions (installed and unlocked,
+///    versions stamped or produced, the commit point passed).
+/// 5. **Acknowledging.** `Worker::commit` ends with `WorkerCtx::commit_returning`, which
+///    first takes the log epoch out of flight
+///    ([`LogWriter::installed`](crate::durability::log::LogWriter::installed)): never before
+///    point 4, so a closed log epoch's transactions are all installed. Under `--sync commit` it
+///    then waits until the commit is durable; a commit that logged nothing waits until the log
+///    epoch in progress is durable, which covers every write it read (a writer reads the
+///    epoch before its writes become visible, and the epoch only grows). Under `group` and
+///    `none` it returns at once: the commit is durable once the log's durable epoch reaches
+///    [`Worker::log_epoch`]. When the log has failed, a commit that logged (under `--sync
+///    commit`, any commit) returns [`AbortReason::NotDurable`] instead of `Ok`: its writes are
+///    installed in memory, but no log holds them.
+///
+/// **What a checkpoint may read.** A checkpoint notes the log epoch `s` in progress, waits
+/// until `s` is durable (so, by point 5, every transaction of an epoch up to `s` has
+/// installed), then reads every row with [`Protocol::read_committed`] while workers run. That
+/// must give a committed image (never a value of a transaction that may still roll back) at
+/// least as new as every write installed before the call, with the stamp of the transaction
+/// that wrote it. An image from a transaction of an epoch above `s` is fine: recovery replays
+/// that transaction too.
+///
+/// **What recovery replays** ([`crate::durability::recovery`]): the newest checkpoint, then
+/// every logged transaction of an epoch in `(s, durable]`, each key taking the image with the
+/// largest stamp and the changed columns of the updates after it in stamp order. Epochs up to
+/// `s` are skipped: by point 5 the checkpoint holds them.
 pub trait Protocol: Send + Sync + Sized + 'static {
     /// The name used on the command line and in results.
     const NAME: &'static str;
@@ -206,7 +254,10 @@ pub trait Protocol: Send + Sync + Sized + 'static {
     /// length) and returns the commit stamp it was logged with (see [`crate::durability`]), or
     /// `None` when the record is not a committed row. Consistent while transactions run:
     /// checkpoints read rows with it without stopping workers (the caller keeps an epoch
-    /// published, so the slot is not reused meanwhile).
+    /// published, so the slot is not reused meanwhile). The image is never a value that may
+    /// still roll back, and is at least as new as every write installed before the call (the
+    /// commit contract above: a checkpoint reads only after every transaction of its start
+    /// epoch has installed, and relies on this to hold them all).
     fn read_committed(
         &self,
         table: TableId,
@@ -493,7 +544,14 @@ pub trait Worker {
         0
     }
 
-    /// Tries to commit. On `Err` the transaction has been rolled back.
+    /// Tries to commit. On `Err` the transaction has been rolled back, except for
+    /// [`AbortReason::NotDurable`]: the log failed, and the transaction's writes are installed
+    /// in memory but held by no log (see the commit contract in [`Protocol`]'s docs).
+    ///
+    /// `Ok` is the acknowledgement: under `--sync commit` the commit is durable, and so is
+    /// everything it read (a read-only commit waits for that too); otherwise it is durable once
+    /// the log's durable epoch reaches [`Worker::log_epoch`] (for a commit that logged
+    /// nothing, the log epoch in progress when it returned).
     fn commit(&mut self) -> Result<(), Abort>;
 
     /// Runs `f` between transactions so that rows it reads outside any transaction (through

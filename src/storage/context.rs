@@ -3,7 +3,7 @@
 //! own epoch or allocation code.
 
 use super::index::{pin, IndexGuard, ScanBuf};
-use super::pause::Pauser;
+use super::inject::{CommitPhase, Injector};
 use super::reclaim::{Reclaimer, Unlink};
 use super::row_store::RecordHeader;
 use super::{RowId, SlotCache, Storage, Table, TableId};
@@ -67,8 +67,9 @@ pub struct WorkerCtx<'db, R: RecordHeader> {
     /// The history recorder, when the database records histories. Protocols report reads,
     /// writes and range reads here; attempts begin and end with `enter` and `exit`.
     pub history: Option<Recorder>,
-    /// Random pauses at commit phase boundaries, when the storage asks for them (tests).
-    pauser: Option<Pauser>,
+    /// Pauses and the commit hook at the phases of commits, when the storage asks for them
+    /// (tests; see [`super::inject`]).
+    pub inject: Option<Box<Injector>>,
     /// This worker's log stream, when the database logs. Protocols append each committed
     /// transaction's writes here, with its commit stamp, while they hold its write locks (the
     /// durability contract, see [`crate::durability`]).
@@ -108,10 +109,7 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             hints: Box::new([Hint::default(); HINT_SLOTS]),
             attempt: 1,
             history: storage.history().map(|s| s.recorder()),
-            pauser: match storage.commit_pause_us() {
-                0 => None,
-                us => Some(Pauser::new(0x5EED ^ slot as u64, us)),
-            },
+            inject: Injector::new(slot, storage.commit_pause_us(), storage.commit_hook()),
             log: storage.log().map(|m| m.writer(slot)),
             log_epoch: 0,
             last_stamp: 0,
@@ -124,6 +122,8 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
     /// pass now and then, with `unlink` as the protocol's unlink step.
     #[inline]
     pub fn enter(&mut self, unlink: impl FnMut(&Table<R>, u64, &R, u64) -> Unlink) {
+        // Before the epoch is published: a worker stopped here holds nothing.
+        self.phase(CommitPhase::Begun);
         self.guard.repin();
         self.epoch = self.storage.epochs().enter(self.slot);
         self.in_txn = true;
@@ -151,23 +151,34 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         }
     }
 
-    /// Pauses at random if the database injects pauses into commits (see
-    /// [`crate::storage::pause`]); one predictable branch otherwise. Protocols call it between
-    /// the phases of their commit.
-    #[inline]
-    pub fn commit_pause(&mut self) {
-        if let Some(p) = &mut self.pauser {
-            p.pause();
+    /// The running commit reached `phase` (see [`super::inject`]): pauses at random or calls
+    /// the database's commit hook when it has them; one predictable branch otherwise.
+    /// Protocols call it at each phase of their commits but the last, which
+    /// [`WorkerCtx::commit_returning`] passes.
+    #[inline(always)]
+    pub fn phase(&mut self, phase: CommitPhase) {
+        if let Some(i) = &mut self.inject {
+            i.at(phase, self.log_epoch);
         }
     }
 
-    /// A commit that logged (`log_epoch` set) is about to return: under `--sync commit` this
-    /// waits until it is durable. Protocols call it after releasing their locks.
+    /// A successful commit is about to return, its writes installed and its locks released
+    /// (the end of the commit contract, see [`crate::engine::Protocol`]): its log epoch leaves
+    /// flight ([`LogWriter::installed`]); under `--sync commit` it waits until the commit is
+    /// durable, or, for a commit that logged nothing, until everything it could have read is
+    /// (the log epoch in progress now); then it passes [`CommitPhase::Acknowledging`].
+    /// `Err(NotDurable)` when the log has failed and the commit wrote (under `--sync commit`,
+    /// whatever it did): its writes are installed in memory, but no log holds them. Every
+    /// protocol's `Worker::commit` ends with it.
     #[inline]
-    pub fn commit_returning(&mut self) {
+    pub fn commit_returning(&mut self) -> Result<(), Abort> {
         if let Some(log) = &mut self.log {
-            log.returning(self.log_epoch);
+            if !log.returning(self.log_epoch) {
+                return Err(Abort::new(AbortReason::NotDurable));
+            }
         }
+        self.phase(CommitPhase::Acknowledging);
+        Ok(())
     }
 
     /// Runs `f` between transactions with this worker's epoch published: rows, slots and

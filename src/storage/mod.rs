@@ -10,6 +10,7 @@ pub mod dense_index;
 pub mod epoch;
 pub mod hash_index;
 pub mod index;
+pub mod inject;
 pub(crate) mod memory;
 pub mod pause;
 pub mod phantom;
@@ -260,6 +261,8 @@ pub struct Storage<R: RecordHeader> {
     /// Longest spin of the pauses protocols inject into their commits (0: none; see
     /// [`pause`]).
     commit_pause_us: u64,
+    /// The hook workers call at every phase of their commits ([`inject`]).
+    commit_hook: Option<inject::Hook>,
     /// When the storage was created: the origin of clock-based timestamps (2PL wait-die's), so
     /// that they start small and take long to reach the end of their field.
     origin: quanta::Instant,
@@ -461,6 +464,7 @@ impl<R: RecordHeader> Storage<R> {
             epochs,
             history: None,
             commit_pause_us: 0,
+            commit_hook: None,
             origin: quanta::Instant::now(),
             orphans: Default::default(),
             has_orphans: Default::default(),
@@ -541,6 +545,17 @@ impl<R: RecordHeader> Storage<R> {
     /// The longest commit pause workers take (0: they take none).
     pub fn commit_pause_us(&self) -> u64 {
         self.commit_pause_us
+    }
+
+    /// Makes workers created from now on call `hook` at every phase of their commits (see
+    /// [`inject`]).
+    pub fn set_commit_hook(&mut self, hook: Option<inject::Hook>) {
+        self.commit_hook = hook;
+    }
+
+    /// The hook workers call at every phase of their commits, if any.
+    pub fn commit_hook(&self) -> Option<&inject::Hook> {
+        self.commit_hook.as_ref()
     }
 
     /// Makes workers created from now on append their commits to `log`.

@@ -9,6 +9,7 @@
 mod common;
 
 mod cli;
+mod contract;
 mod crash;
 mod durability;
 mod experiments;

@@ -31,7 +31,18 @@
 //! it (the log epochs' rule). The timestamps of a database opened from a log restart above the
 //! recovered rows, which are loaded rows (see `crate::durability::recovery`). A commit is
 //! acknowledged (counted durable, waited for under `--sync commit`) by the execution thread
-//! that answers for its slot at the end of the batch.
+//! that answers for its slot at the end of the batch; under `--sync commit` a batch's commits
+//! that logged nothing wait for the log epoch in progress, which covers what they read.
+//!
+//! **The commit contract** (`Protocol`'s docs). A transaction's placeholders hold its writes
+//! from planning on; once its procedure ran and the slots of the rows it creates in units are
+//! taken (nothing can fail after that), it passes `Locked` and `Validated`, logs (`Logged`)
+//! *before* any of its writes is visible, pushes the rows of its units and produces its
+//! versions (`Installed`), and only then takes its log epoch out of flight, so that a
+//! checkpoint whose start epoch covers it reads its produced versions (`read_committed`: the
+//! newest produced one). `Acknowledging` is passed per commit when its batch is counted. (The
+//! rows of units used to be pushed, readable, before the log record: a checkpoint could hold
+//! them from a transaction whose record came in a later epoch, never made durable.)
 //!
 //! **Read-set annotation** (§3.2.3, `--opt read-annotation=on`, the default): the CC thread
 //! that owns a declared read's record stores the record's newest version when it plans the

@@ -75,6 +75,7 @@ use crate::engine::{Database, Generator, Procedure, Protocol, Workload};
 use crate::error::{Abort, AbortReason, Error};
 use crate::protocols::common::SpinWait;
 use crate::storage::context::WorkerCtx;
+use crate::storage::inject::CommitPhase;
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::prefetch_line;
 use crate::storage::TableId;
@@ -650,6 +651,7 @@ impl<'db> ExecRole<'db> {
         let mut ctx = WorkerCtx::new(db.storage())?;
         let mut heap = Heap::new(db.storage().tables().len());
         heap.log = ctx.log.take();
+        heap.inject = ctx.inject.take();
         // Rows unlinked by threads of earlier runs, still in their grace periods.
         db.storage().adopt_orphans(&mut heap.reclaimer, &mut heap.caches);
         Ok(ExecRole {
@@ -803,10 +805,25 @@ impl<'db> ExecRole<'db> {
             return false;
         }
         // Its committed transactions are acknowledged now: under `--sync commit`, once they
-        // are durable. The slots' log epochs were published with their COMPLETE state.
+        // are durable, and so is what they read (the commit contract): a commit that logged
+        // nothing waits for the log epoch in progress, which covers every writer it read.
+        // The slots' log epochs were published with their COMPLETE state.
         if let Some(log) = self.heap.log.as_mut().filter(|l| l.sync_commit()) {
-            let last = self.mine.iter().map(|&i| batch.slots[i].log_epoch.load(Ordering::Relaxed));
-            log.wait_durable(last.max().unwrap_or(0));
+            let committed = Outcome::Committed as u8;
+            let mut last = 0;
+            for &i in &self.mine {
+                let slot = &batch.slots[i];
+                last = match slot.log_epoch.load(Ordering::Relaxed) {
+                    0 if slot.outcome.load(Ordering::Relaxed) == committed => {
+                        last.max(log.manager().epoch_now())
+                    }
+                    e => last.max(e),
+                };
+            }
+            if !log.wait_durable(last) {
+                control.fail(crate::engine::driver::log_failed(Some(log.manager())));
+                return false;
+            }
         }
         let now = clock.raw();
         let measuring = overlaps_window(begun_in, control.phase());
@@ -823,6 +840,8 @@ impl<'db> ExecRole<'db> {
             let o = slot.outcome.load(Ordering::Relaxed);
             if o == Outcome::Committed as u8 {
                 self.committed += 1;
+                let epoch = slot.log_epoch.load(Ordering::Relaxed);
+                self.heap.phase(CommitPhase::Acknowledging, epoch);
             }
             if !measuring {
                 continue;

@@ -36,6 +36,7 @@ use crate::error::{Abort, AbortReason};
 use crate::history::{Recorder, Stamp, INITIAL, UNBORN};
 use crate::protocols::common::{check_len, table};
 use crate::storage::index::{IndexGuard, ScanBuf};
+use crate::storage::inject::{CommitPhase, Injector};
 use crate::storage::projection::Columns;
 use crate::storage::reclaim::{Reclaimer, Unlink};
 use crate::storage::row_store::SlotCache;
@@ -122,6 +123,9 @@ impl<P> Env<'_, P> {
 pub struct Heap {
     /// The thread's log stream (taken from its storage context).
     pub log: Option<LogWriter>,
+    /// The thread's commit-phase injection (taken from its storage context; see
+    /// [`crate::storage::inject`]).
+    pub inject: Option<Box<Injector>>,
     pools: Vec<VersionPool<BohmExt>>,
     /// Row slots per table (public so that the thread can hand them to the storage when it
     /// leaves, and adopt what departed threads left).
@@ -138,12 +142,22 @@ impl Heap {
     pub fn new(tables: usize) -> Self {
         Heap {
             log: None,
+            inject: None,
             pools: (0..tables).map(|_| VersionPool::default()).collect(),
             caches: (0..tables).map(|_| SlotCache::default()).collect(),
             dead: VecDeque::new(),
             reclaimer: Reclaimer::default(),
             buf: Vec::new(),
             scan: ScanBuf::default(),
+        }
+    }
+
+    /// A committing transaction of this thread reached `phase` (see
+    /// [`crate::storage::inject`]), its log epoch `log_epoch` (0: it logged nothing).
+    #[inline(always)]
+    pub fn phase(&mut self, phase: CommitPhase, log_epoch: u64) {
+        if let Some(i) = &mut self.inject {
+            i.at(phase, log_epoch);
         }
     }
 
@@ -194,6 +208,9 @@ pub struct Scratchpad {
     /// Rows of units it writes that it found deleted (a tombstone, the newest version):
     /// candidates for unlinking at completion (see [`Exec::unlink_deleted`]).
     deleted: Vec<(TableId, u64, RowId)>,
+    /// The slots taken for the rows of units it creates, by index into `writes`
+    /// ([`Exec::reserve_unit_rows`]).
+    fresh: Vec<(usize, RowId)>,
     arena: Vec<u8>,
     read: Vec<u8>,
     scan: ScanBuf,
@@ -217,6 +234,7 @@ impl Scratchpad {
         self.writes.clear();
         self.settled.clear();
         self.deleted.clear();
+        self.fresh.clear();
         self.arena.clear();
     }
 
@@ -459,13 +477,49 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
         Ok(())
     }
 
+    /// Takes a slot for every row of a table in unit mode that the transaction creates
+    /// (pushed later by [`Exec::push_unit_writes`]): `TableFull` if one finds none, with the
+    /// slots taken given back. Nothing is visible yet, and the transaction has not logged:
+    /// after this nothing can fail.
+    fn reserve_unit_rows(&mut self) -> Result<(), Abort> {
+        self.pad.fresh.clear();
+        for i in 0..self.pad.writes.len() {
+            let b = self.pad.writes[i];
+            if !b.present || self.writes.contains(&(b.table, b.key)) {
+                continue;
+            }
+            let tbl = self.env.storage.table(b.table);
+            if tbl.index.get(b.key, self.guard).is_some() {
+                continue;
+            }
+            match tbl.rows.alloc(&mut self.heap.caches[b.table.index()]) {
+                Some(rid) => {
+                    tbl.rows.get(rid).header.clear();
+                    self.pad.fresh.push((i, rid));
+                }
+                None => {
+                    for &(j, rid) in &self.pad.fresh {
+                        let t = self.pad.writes[j].table;
+                        self.heap.caches[t.index()].release(rid);
+                    }
+                    self.pad.fresh.clear();
+                    return Err(Abort::new(AbortReason::TableFull));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Pushes the committed writes of rows of tables in unit mode (those without a
     /// placeholder), produced, and cuts the garbage below them (see [`super::units`]). Every
     /// one went through [`Exec::visible`] at this timestamp, which produced the versions below
-    /// it. `TableFull` if a new row finds no slot.
-    fn push_unit_writes(&mut self) -> Result<(), Abort> {
+    /// it; a row it creates goes into the slot [`Exec::reserve_unit_rows`] took. Called after
+    /// the transaction logged (the commit contract: nothing of it is visible before its log
+    /// epoch is in flight).
+    fn push_unit_writes(&mut self) {
         let first_live = Batch::<P>::ts_of(self.env.watermark(), self.env.size, 0);
         self.unlink_deleted(first_live);
+        let mut fresh = self.pad.fresh.iter().copied().peekable();
         for i in 0..self.pad.writes.len() {
             let b = self.pad.writes[i];
             if self.writes.contains(&(b.table, b.key)) {
@@ -474,18 +528,16 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
             let (t, key) = (b.table, b.key);
             debug_assert!(self.env.units.shift(t).is_some(), "a write without a placeholder");
             let tbl = self.env.storage.table(t);
-            let (rid, fresh) = match tbl.index.get(key, self.guard) {
-                Some(rid) => (rid, false),
-                // Inserted and deleted again: nothing to push.
-                None if !b.present => continue,
-                None => {
-                    let rid = tbl
-                        .rows
-                        .alloc(&mut self.heap.caches[t.index()])
-                        .ok_or(Abort::new(AbortReason::TableFull))?;
-                    tbl.rows.get(rid).header.clear();
-                    (rid, true)
-                }
+            let (rid, fresh) = match fresh.next_if(|&(j, _)| j == i) {
+                Some((_, rid)) => (rid, true),
+                None => match tbl.index.get(key, self.guard) {
+                    Some(rid) => (rid, false),
+                    // Inserted and deleted again: nothing to push.
+                    None => {
+                        debug_assert!(!b.present, "a created row has a slot reserved");
+                        continue;
+                    }
+                },
             };
             let rec: &'db BohmRecord = tbl.rows.get(rid).header;
             let prev = match rec.newest().map(seen_from) {
@@ -529,13 +581,13 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
                 }
             }
         }
-        Ok(())
     }
 
     /// Logs the committed transaction's writes (whole images, or deletions) at its timestamp,
     /// the commit stamp (for every key a later writer has a later timestamp), before any of
     /// them is produced: a transaction that reads one logs later, so its log epoch is not
     /// older (the log epochs' dependency rule). Returns the log epoch; 0 if it logged nothing.
+    /// The epoch stays in flight until the versions are produced (`run_slot`).
     fn log(&mut self) -> u64 {
         let Some(log) = self.heap.log.as_mut().filter(|_| !self.pad.writes.is_empty()) else {
             return 0;
@@ -550,8 +602,9 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
             }
         }
         let epoch = log.end();
-        // The ring is written out as the thread goes; the commit is acknowledged (and waited
-        // for under `--sync commit`) when its batch is counted.
+        // The ring is written out as the thread goes (its epoch leaves flight once the
+        // versions are produced, in `run_slot`); the commit is acknowledged (and waited for
+        // under `--sync commit`) when its batch is counted.
         log.write_out();
         epoch
     }
@@ -715,6 +768,7 @@ pub fn run_slot<P: Procedure>(
     let read_refs = &read_refs[..reads.len()];
     // The placeholder lists keep their length across transactions; the current ones are first.
     let unit_placeholders = &unit_placeholders[..units.len()];
+    heap.phase(CommitPhase::Begun, 0);
     pad.clear();
     let ts = slot.ts.load(Ordering::Relaxed);
     if let Some(r) = &mut pad.recorder {
@@ -776,12 +830,25 @@ pub fn run_slot<P: Procedure>(
         result = exec.produce_prevs();
     }
     if result.is_ok() {
-        // Nothing can be abandoned after this: it pushes rows that readers may see.
-        result = exec.push_unit_writes();
+        // Nothing can fail after this.
+        result = exec.reserve_unit_rows();
     }
+    let wrote = !exec.pad.writes.is_empty();
     let outcome = match result {
         Ok(()) => {
+            // It commits: its placeholders (placed before it ran) held its writes, and nothing
+            // can abandon it any more.
+            if wrote {
+                exec.heap.phase(CommitPhase::Locked, 0);
+            }
+            exec.heap.phase(CommitPhase::Validated, 0);
+            // Logged before any of its writes is visible (its log epoch in flight until they
+            // all are): the rows of its units are pushed, readable, just after.
             let epoch = exec.log();
+            if wrote {
+                exec.heap.phase(CommitPhase::Logged, epoch);
+            }
+            exec.push_unit_writes();
             // Published by `complete`'s Release of the slot's state.
             slot.log_epoch.store(epoch, Ordering::Relaxed);
             Outcome::Committed
@@ -802,6 +869,14 @@ pub fn run_slot<P: Procedure>(
         }
     };
     exec.complete(slot, outcome);
+    if outcome == Outcome::Committed && wrote {
+        exec.heap.phase(CommitPhase::Installed, slot.log_epoch.load(Ordering::Relaxed));
+    }
+    // Its versions are produced: its log epoch leaves flight (the commit contract; the batch
+    // acknowledges it later).
+    if let Some(log) = &mut exec.heap.log {
+        log.installed();
+    }
     Ok(outcome)
 }
 

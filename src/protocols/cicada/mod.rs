@@ -68,6 +68,15 @@
 //! chain), so one of them sees the other. Then the writes are logged at `ts` (Cicada's commit
 //! stamp is its `wts`, §3.7) and their status set: COMMITTED, or DELETED for a deletion.
 //!
+//! **The commit contract** (`Protocol`'s docs): `Locked` once every pending version is in its
+//! chain (step 1 of validation), `Validated` after step 3, `Logged` once the records are
+//! written from the pending versions (before any becomes COMMITTED: a reader of one logs
+//! after), `Installed` once every status is set. The log epoch leaves flight only then, in
+//! `WorkerCtx::commit_returning` (`Acknowledging`): a checkpoint whose start epoch covers the
+//! commit reads its COMMITTED versions (`read_committed`: the newest committed one), where it
+//! used to read the versions below them while the commit sat between its log record and its
+//! statuses, and lose it.
+//!
 //! **Phantoms.** With `index=single-version` (the default) the shared single-version index
 //! with txlab's phantom buckets protects ranges and absent keys, ordered by timestamp as TicToc
 //! orders them (`storage::phantom`'s clocks). A transaction that found a key absent (not in the

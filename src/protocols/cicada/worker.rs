@@ -17,6 +17,7 @@ use crate::protocols::common::clock::{clock_of, ThreadClock, Tsc};
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::{apply_update, check_len, table, Scratch, SpinWait};
 use crate::storage::context::WorkerCtx;
+use crate::storage::inject::CommitPhase;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
 use crate::storage::row_store::SlotCache;
@@ -1458,6 +1459,10 @@ impl<'db> CicadaWorker<'db> {
                 Err(a) => return Err(a),
             }
         }
+        if !self.writes.is_empty() {
+            // Every pending version is in its chain: the write set is held.
+            self.ctx.phase(CommitPhase::Locked);
+        }
         // Installations (and bucket bumps) before the read timestamps are loaded below.
         fence(Ordering::SeqCst);
         self.update_rts();
@@ -1545,7 +1550,9 @@ impl<'db> CicadaWorker<'db> {
     }
 
     /// Logs the writes at our timestamp (Cicada's commit stamp is its wts, §3.7), before any
-    /// becomes COMMITTED.
+    /// becomes COMMITTED; the log epoch stays in flight until `commit_returning`, after every
+    /// version is COMMITTED (the commit contract: a checkpoint that waits for the epoch sees
+    /// them).
     fn log(&mut self) {
         let storage = self.ctx.storage;
         // Index nodes are not logged: recovery rebuilds the index from the rows.
@@ -1912,17 +1919,23 @@ impl Worker for CicadaWorker<'_> {
             if let Some(h) = &mut self.ctx.history {
                 h.committed();
             }
+            self.ctx.phase(CommitPhase::Validated);
             self.finish();
-            return Ok(());
+            return self.ctx.commit_returning();
         }
         if let Err(a) = self.validate() {
             self.rollback();
             return Err(a);
         }
+        self.ctx.phase(CommitPhase::Validated);
         if let Some(f) = &mut self.validated {
             f(self.ts);
         }
+        let wrote = !self.writes.is_empty();
         self.log();
+        if wrote {
+            self.ctx.phase(CommitPhase::Logged);
+        }
         let ts = self.ts;
         for i in 0..self.writes.len() {
             let w = self.writes[i];
@@ -1962,6 +1975,9 @@ impl Worker for CicadaWorker<'_> {
                 self.ctx.retire(w.table, w.key, w.rid);
             }
         }
+        if wrote {
+            self.ctx.phase(CommitPhase::Installed);
+        }
         for (t, id) in self.retiring.drain(..) {
             self.garbage.nodes.push_back((t, id, ts));
         }
@@ -1971,8 +1987,7 @@ impl Worker for CicadaWorker<'_> {
         self.streak = self.streak.saturating_add(1);
         self.clock.committed();
         self.finish();
-        self.ctx.commit_returning();
-        Ok(())
+        self.ctx.commit_returning()
     }
 
     fn abort(&mut self) {

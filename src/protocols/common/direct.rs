@@ -13,8 +13,8 @@ use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::state::RowState;
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{
-    check_len, insert_existing, log_in_place, roll_back, table, update_in_place, Arena, Scratch,
-    Undo, UndoKind,
+    check_len, commit_in_place, insert_existing, returning_in_place, roll_back, table,
+    update_in_place, Arena, Scratch, Undo, UndoKind,
 };
 use crate::storage::context::WorkerCtx;
 use crate::storage::phantom::Batch;
@@ -64,6 +64,8 @@ pub struct DirectWorker<'db> {
     active: bool,
     /// Runs under a locking layer (see the module docs).
     locked: bool,
+    /// The last commit wrote (between `commit_held` and `returning`).
+    wrote: bool,
 }
 
 impl<'db> DirectWorker<'db> {
@@ -77,6 +79,7 @@ impl<'db> DirectWorker<'db> {
             deleted: Vec::new(),
             active: false,
             locked: false,
+            wrote: false,
         }
     }
 
@@ -117,21 +120,14 @@ impl<'db> DirectWorker<'db> {
             }
             h.committed();
         }
-        if self.locked {
-            self.ctx.commit_pause();
-        }
-        log_in_place(&mut self.ctx, &self.undo, self.locked);
-        for i in 0..self.deleted.len() {
-            let (t, key, rid) = self.deleted[i];
-            self.ctx.retire(t, key, rid);
-        }
+        self.wrote = commit_in_place(&mut self.ctx, &self.undo, &self.deleted, self.locked);
         self.finish();
     }
 
     /// The end of a commit, after the caller released its locks (waits for durability under
-    /// `--sync commit`).
-    pub fn returning(&mut self) {
-        self.ctx.commit_returning();
+    /// `--sync commit`; see [`returning_in_place`]).
+    pub fn returning(&mut self) -> Result<(), Abort> {
+        returning_in_place(&mut self.ctx, self.wrote)
     }
 
     #[inline]
@@ -298,8 +294,7 @@ impl Worker for DirectWorker<'_> {
 
     fn commit(&mut self) -> Result<(), Abort> {
         self.commit_held();
-        self.returning();
-        Ok(())
+        self.returning()
     }
 
     fn abort(&mut self) {

@@ -17,6 +17,7 @@ pub mod tracking;
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::error::{Abort, AbortReason};
 use crate::storage::context::WorkerCtx;
+use crate::storage::inject::CommitPhase;
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::row_store::RecordHeader;
 use crate::storage::{RowId, Storage, Table, TableId};
@@ -361,6 +362,49 @@ pub fn stamp_after(max: u64, epoch: u64) -> u64 {
 #[inline]
 pub fn stamp_epoch(stamp: u64) -> u64 {
     stamp >> 32
+}
+
+/// The first half of an in-place protocol's commit (nocc, 2PL), at its serialization point
+/// with every lock still held (see the commit contract in [`crate::engine::Protocol`]): passes
+/// [`CommitPhase::Locked`] (the writes were made under the locks, which are all held) and
+/// [`CommitPhase::Validated`] (nothing to validate: the locks exclude every conflict, or
+/// nothing does), logs the writes ([`log_in_place`]) and passes [`CommitPhase::Logged`], and
+/// hands the rows it deleted to the GC. Returns whether the transaction wrote, for
+/// [`returning_in_place`].
+#[inline]
+pub fn commit_in_place<R: RecordHeader + HasState>(
+    ctx: &mut WorkerCtx<'_, R>,
+    undo: &[Undo],
+    deleted: &[(TableId, u64, RowId)],
+    columns: bool,
+) -> bool {
+    let wrote = !undo.is_empty();
+    if wrote {
+        ctx.phase(CommitPhase::Locked);
+    }
+    ctx.phase(CommitPhase::Validated);
+    log_in_place(ctx, undo, columns);
+    if wrote {
+        ctx.phase(CommitPhase::Logged);
+    }
+    for &(t, key, rid) in deleted {
+        ctx.retire(t, key, rid);
+    }
+    wrote
+}
+
+/// The second half of an in-place commit ([`commit_in_place`]), once the locks are released
+/// and the writes are visible to everyone: passes [`CommitPhase::Installed`] and returns
+/// through [`WorkerCtx::commit_returning`].
+#[inline]
+pub fn returning_in_place<R: RecordHeader>(
+    ctx: &mut WorkerCtx<'_, R>,
+    wrote: bool,
+) -> Result<(), Abort> {
+    if wrote {
+        ctx.phase(CommitPhase::Installed);
+    }
+    ctx.commit_returning()
 }
 
 /// The in-place protocols' side of the durability contract (nocc, 2PL), at commit with every

@@ -8,6 +8,21 @@
 //! publishes or withdraws what other transactions' certification reads. SI's certifier does
 //! nothing and costs nothing (every hook inlines to no code).
 //!
+//! ## The commit contract
+//!
+//! How the protocols here keep the points of [`crate::engine::Protocol`]'s commit contract: a
+//! write installs a pending version at once (first updater wins), so the write set is held
+//! from then on; `Locked` is passed as the commit draws its timestamp, `Validated` once
+//! phantom tracking and the certifier let it commit. The log record is then written from the
+//! pending versions (`Logged`), *before* any version is stamped: a reader of a stamped version
+//! logs after this transaction began its record (the log epochs' dependency rule), and claims
+//! its place in a central log after it (ERMIA's LSN order). The versions are then stamped
+//! (`Installed`), and only in `WorkerCtx::commit_returning` does the log epoch leave flight
+//! (`Acknowledging`): a checkpoint whose start epoch covers the transaction waits until its
+//! versions are stamped, and `read_committed` (the newest stamped version) then sees them.
+//! Before this rule, a transaction logged and preempted before its stamps was in neither the
+//! checkpoint nor the replay after it.
+//!
 //! ## Read-only transactions
 //!
 //! A transaction declared read-only ([`Worker::begin_read_only`]) refuses writes
@@ -80,6 +95,7 @@ use crate::protocols::common::mv::{
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::{apply_update, check_len, table, Scratch};
 use crate::storage::context::WorkerCtx;
+use crate::storage::inject::CommitPhase;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
 use crate::storage::version::{Version, VersionAlloc, VersionExt};
@@ -813,10 +829,16 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
             }
             self.cert.committed(&self.mv, self.mv.snapshot);
             self.too_old = false;
+            self.ctx.phase(CommitPhase::Validated);
             self.finish();
-            return Ok(());
+            return self.ctx.commit_returning();
         }
         let c = self.mv.committing();
+        let wrote = !self.writes.is_empty();
+        if wrote {
+            // The pending versions, installed at write time, hold the write set.
+            self.ctx.phase(CommitPhase::Locked);
+        }
         if let Some(f) = &mut self.prepared {
             f(c);
         }
@@ -831,10 +853,14 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
             self.rollback();
             return Err(a);
         }
+        self.ctx.phase(CommitPhase::Validated);
         let storage = self.ctx.storage;
-        if let Some(log) = self.ctx.log.as_mut().filter(|_| !self.writes.is_empty()) {
+        if let Some(log) = self.ctx.log.as_mut().filter(|_| wrote) {
             // Logged before the versions are stamped: whoever reads them reads after they are
-            // in the log (the log epochs' dependency rule, see `durability::log`).
+            // in the log (the log epochs' dependency rule, see `durability::log`), and claims
+            // its place in a central log after this one (ERMIA's LSN order). The log epoch
+            // stays in flight until `commit_returning`, after the stamps: a checkpoint that
+            // waits for the epoch reads the stamped versions.
             log.begin(c, self.writes.len() as u32);
             for w in &self.writes {
                 let tbl = storage.table(w.table);
@@ -856,6 +882,9 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
             }
             self.ctx.log_epoch = log.end();
         }
+        if wrote {
+            self.ctx.phase(CommitPhase::Logged);
+        }
         for i in 0..self.writes.len() {
             let w = self.writes[i];
             // SAFETY: as above.
@@ -871,6 +900,9 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
                 self.ctx.retire(w.table, w.key, w.rid);
             }
         }
+        if wrote {
+            self.ctx.phase(CommitPhase::Installed);
+        }
         self.cert.committed(&self.mv, c);
         if let Some(h) = &mut self.ctx.history {
             h.serial_point_at(c);
@@ -878,8 +910,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
         }
         self.too_old = false;
         self.finish();
-        self.ctx.commit_returning();
-        Ok(())
+        self.ctx.commit_returning()
     }
 
     fn abort(&mut self) {

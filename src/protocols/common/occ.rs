@@ -20,6 +20,20 @@
 //! records stay in the index until the epoch GC unlinks them (`storage::reclaim`). Range scans and
 //! absent-key point reads keep the versions of the phantom buckets they covered
 //! (`storage::phantom`): commit re-checks them ([`OccWorker::validate_phantoms`]).
+//!
+//! ## The commit contract
+//!
+//! How the protocols here keep the points of [`crate::engine::Protocol`]'s commit contract
+//! (each protocol's commit places the first two; [`OccWorker::install`] the rest):
+//! `Locked` once the write set's words are locked, `Validated` once the read and phantom sets
+//! are validated (the serialization point). [`OccWorker::install`] begins the log record
+//! before the first record is unlocked, and installs, logs and unlocks each record in turn (its
+//! image is copied to the log under its lock, so a later writer of the key logs a larger
+//! stamp after it); `Logged` and `Installed` are passed together once the last record is
+//! unlocked. `Worker::commit` returns through `WorkerCtx::commit_returning`, which takes the
+//! log epoch out of flight (`Acknowledging`). [`read_committed`] waits out a locked record (a
+//! commit installing it) and reads between two loads of its word, so a checkpoint never reads
+//! a half-installed row, nor misses one installed before it.
 
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::{accumulate_now, Accumulation, PieceEnd, Worker};
@@ -28,6 +42,7 @@ use crate::history::{Recorder, Stamp};
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::{apply_update, check_len, table, Arena, Scratch, SpinWait};
 use crate::storage::context::WorkerCtx;
+use crate::storage::inject::CommitPhase;
 use crate::storage::phantom::{Batch, RangeBuckets};
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::reclaim::Unlink;
@@ -1291,7 +1306,9 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
     /// after it is installed and before `publish` unlocks it). `publish(record, entry)` writes
     /// the record's new version (its word, unlocked, with [`ABSENT`] for a delete, and any extra)
     /// after the payload has been copied in, and returns the new `(word, aux)` for the history.
-    /// Ends the attempt.
+    /// Passes [`CommitPhase::Logged`] and [`CommitPhase::Installed`] (the log record is
+    /// complete once the last record is installed) and ends the attempt; the caller's
+    /// `Worker::commit` returns through `WorkerCtx::commit_returning`.
     pub fn install(
         &mut self,
         stamp: u64,
@@ -1303,8 +1320,10 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
         } else {
             self.install_with::<false>(stamp, publish);
         }
+        // Each record was installed, logged and unlocked in turn: both points at once.
+        self.ctx.phase(CommitPhase::Logged);
+        self.ctx.phase(CommitPhase::Installed);
         self.finish(true);
-        self.ctx.commit_returning();
     }
 
     #[inline(always)]
@@ -1713,10 +1732,12 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
             if let Some(h) = &mut self.ctx.history {
                 h.committed();
             }
+            self.ctx.phase(CommitPhase::Validated);
             self.finish(true);
-            return Ok(());
+        } else {
+            P::commit(self)?;
         }
-        P::commit(self)
+        self.ctx.commit_returning()
     }
 
     fn abort(&mut self) {

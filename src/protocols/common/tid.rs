@@ -17,6 +17,7 @@ use crate::error::{Abort, AbortReason};
 use crate::history::{epoch_ts, now_ns, Stamp, INITIAL, UNBORN};
 use crate::protocols::common::occ::{self, OccProtocol, OccRecord, OccWorker, ValidationLock};
 use crate::protocols::common::occ::{ABSENT, LATEST, LOCK};
+use crate::storage::inject::CommitPhase;
 use crate::storage::RowId;
 use std::fmt;
 use std::sync::atomic::{fence, Ordering};
@@ -235,10 +236,12 @@ pub fn commit_if<P: SiloCommit>(
             fence(Ordering::SeqCst);
             h.serial_point_at(epoch_ts(w.ctx.storage.epochs().global(), now_ns()));
         }
-        w.ctx.commit_pause();
         let r = validate_or_report(w);
         if let (Ok(()), Some(h)) = (&r, &mut w.ctx.history) {
             h.committed();
+        }
+        if r.is_ok() {
+            w.ctx.phase(CommitPhase::Validated);
         }
         w.finish(r.is_ok());
         return r.map(|()| true);
@@ -253,7 +256,7 @@ pub fn commit_if<P: SiloCommit>(
         w.unlock_write_set();
         return Ok(false);
     }
-    w.ctx.commit_pause();
+    w.ctx.phase(CommitPhase::Locked);
     // Phase 2: the serialization point.
     fence(Ordering::SeqCst);
     let epoch = w.ctx.storage.epochs().global();
@@ -268,7 +271,7 @@ pub fn commit_if<P: SiloCommit>(
     if let Some(h) = &mut w.ctx.history {
         h.committed();
     }
-    w.ctx.commit_pause();
+    w.ctx.phase(CommitPhase::Validated);
     // Phase 4: the commit TID: larger than every TID read or written and than this worker's
     // last, in epoch `epoch` or later.
     let mut max = P::silo(&mut w.local).last_tid.version();

@@ -85,6 +85,10 @@
 //! `si`), and `old-version-age` (above). At most 256 workers: one reader bit each.
 //!
 //! **Record**: [`SsiRecord`], the substrate's head word; versions carry [`SsiExt`].
+//!
+//! **Commit contract** (`Protocol`'s docs): kept by the multi-version substrate
+//! ([`crate::protocols::common::mvcc`]): logged from the pending versions before they are
+//! stamped, the log epoch out of flight only once they are.
 
 mod record;
 mod worker;

@@ -50,6 +50,10 @@
 //! `si`). At most 256 workers: one reader bit each.
 //!
 //! **Record**: [`SsnRecord`], the substrate's head word; versions carry [`SsnExt`].
+//!
+//! **Commit contract** (`Protocol`'s docs): kept by the multi-version substrate
+//! ([`crate::protocols::common::mvcc`]): logged from the pending versions before they are
+//! stamped, the log epoch out of flight only once they are.
 
 mod record;
 mod worker;

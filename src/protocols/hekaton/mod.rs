@@ -45,6 +45,12 @@
 //! `si`).
 //!
 //! **Record**: [`HekatonRecord`], the substrate's head word; versions carry [`HekatonExt`].
+//!
+//! **Commit contract** (`Protocol`'s docs): kept by the multi-version substrate
+//! ([`crate::protocols::common::mvcc`]): logged from the pending versions before they are
+//! stamped, the log epoch out of flight only once they are. A speculative reader of a
+//! preparing transaction commits only after it (its commit dependency), so it logs after it
+//! too.
 
 mod record;
 mod worker;

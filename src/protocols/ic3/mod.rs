@@ -25,6 +25,17 @@
 //! and yielding with more (TPC-C at 1 warehouse: see the notes); sleeping costs a wake-up
 //! per wait, too much for waits as short as a piece.
 //!
+//! **The commit contract** (`Protocol`'s docs). A typed transaction's pieces write the payload
+//! at their piece commits, held by its writer entries against every conflicting commit; it
+//! passes `Locked` once its dependencies ended and its trailing operations and accumulations
+//! are locked, `Validated` once it may commit, `Logged` after its log record (written after
+//! its dependencies', each key's last image, or only the columns written on a table with
+//! deferred accumulations: `worker::log_commit`), and `Installed` past its commit point, when
+//! `read_committed` (the before-image of the first writer not past its commit point) sees its
+//! writes; its log epoch leaves flight after that, in `WorkerCtx::commit_returning`. A direct
+//! attempt passes them as an OCC commit does (locked, validated, installed and logged under
+//! its locks).
+//!
 //! Decisions taken where the paper is silent or where this engine differs, kept here as the
 //! worker grows:
 //!

@@ -20,19 +20,22 @@
 //! **The word.** Bit 0 locks the record (a piece commits, or a transaction leaves the list or
 //! rolls back, holding it); bit 1 says that uncommitted writer entries exist ([`PENDING`]);
 //! bits 2 and 3 are absence and unlinking, as in the other protocols; bit 4 says that the list
-//! is not empty ([`LISTED`]: the GC leaves such a record alone). Bits 5 to 9 count the
-//! rollbacks that restored a value ([`RESTORES`], modulo 32). The rest is the *version*: the
-//! stamp of the piece that wrote the visible value, unique among all writes (its transaction
-//! context's number and a sequence, see `txn`), which is what histories name. A rollback puts
-//! the before-image back *with its version*, so a reader of the restored value reads the
-//! version that committed it, and a piece that read the rolled-back value fails validation
-//! (versions are never reused); it also counts itself in [`RESTORES`], so that the word does
-//! not return to a value it had before the rolled-back write: a seqlock reader whose copy
-//! spanned the write and the restore (a reader preempted mid-copy) sees the word change
-//! instead of taking a torn copy, and a piece that read before the write fails its validation
-//! (the value is the same, the check cannot tell). Validation and seqlock reads compare the
-//! version with the count. Leaving the list after a commit changes no value and keeps the
-//! version (only [`PENDING`] and [`LISTED`] may clear: validation ignores them).
+//! is not empty ([`LISTED`]: the GC leaves such a record alone). The rest is the *version*:
+//! the stamp of the piece that wrote the visible value, unique among all writes (its
+//! transaction context's number and a sequence, see `txn`), which is what histories name.
+//! Versions are never reused, so the word never returns to a value it had: a seqlock reader
+//! (or a validation) that loaded the word before a change always sees the word differ after
+//! it, however many changes came between. A rollback that puts a before-image back therefore
+//! puts it back under a *fresh* version drawn by the rolled-back transaction, not the one that
+//! committed it: a reader whose copy spanned the rolled-back write and the restore (preempted
+//! mid-copy) sees the word change instead of taking a torn copy, and a piece that read the
+//! rolled-back value, or the value before the write (the value is the same, the check cannot
+//! tell), fails its validation. (A count of restores beside the version would do the same
+//! only until it wraps, which any fixed width allows a reader preempted long enough to
+//! miss.) The history names the restored value by the version that committed it: the
+//! rollback reports the fresh version as an alias of it ([`Restored`],
+//! `history::Recorder::restored`). Leaving the list after a commit changes no value and
+//! keeps the version (only [`PENDING`] and [`LISTED`] may clear: validation ignores them).
 //!
 //! **The list** is oldest first and changes only under the lock. Entries live in their owner's
 //! [`EntryPool`], which does not move them and reuses them only after the owner unlinked them
@@ -61,13 +64,20 @@ pub const ABSENT: u64 = 1 << 2;
 pub const UNLINKED: u64 = 1 << 3;
 /// The accessor list is not empty.
 pub const LISTED: u64 = 1 << 4;
-/// The count of rollbacks that restored a value, modulo 32 (see the module docs).
-pub const RESTORES: u64 = 0b11111 << 5;
 /// Where the version starts.
-pub const VERSION_SHIFT: u32 = 10;
-/// The bits that say which value the record holds: its version and whether it is absent (and
-/// the restores counted).
+pub const VERSION_SHIFT: u32 = 5;
+/// The bits that say which value the record holds: its version and whether it is absent.
 pub const VALUE: u64 = !(LOCK | PENDING | UNLINKED | LISTED);
+
+/// A rollback put a before-image back under a fresh version ([`Locked::unlink`]): `version`
+/// holds the value of version `of`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Restored {
+    /// The fresh version the value is back under.
+    pub version: u64,
+    /// The version that wrote the value (0 for the absence of a row never inserted).
+    pub of: u64,
+}
 
 /// Whether two words name the same visible value (lock, [`PENDING`] and [`LISTED`] aside).
 #[inline]
@@ -679,15 +689,18 @@ impl<'r> Locked<'r> {
     }
 
     /// Unlinks `entry`. When its transaction rolled back (`rolled_back`) and the entry is a
-    /// writer's, every entry after it is marked; a row writer's before-image (with its
-    /// version) goes back into the payload when it was the last row writer, or to the next
-    /// row writer's entry (see the module docs).
+    /// writer's, every entry after it is marked; a row writer's before-image goes back into the
+    /// payload, under a fresh version `fresh()` drawn by the entry's owner, when it was the
+    /// last row writer (returned: what the history names it by), or to the next row writer's
+    /// entry, with its version (see the module docs).
     pub fn unlink(
         &mut self,
         row: Option<&RowRef<'_, Ic3Record>>,
         entry: NonNull<Entry>,
         rolled_back: bool,
-    ) {
+        fresh: impl FnOnce() -> u64,
+    ) -> Option<Restored> {
+        let mut restored = None;
         // SAFETY: an entry of the caller's, linked here.
         let e = unsafe { entry.as_ref() };
         #[cfg(debug_assertions)]
@@ -741,9 +754,10 @@ impl<'r> Locked<'r> {
                     None => {
                         row.write_from(mine);
                         self.raise_stamp(e.acc_stamp.load(Ordering::Relaxed));
-                        // The version restored, one more restore counted (module docs).
-                        let restores = (self.word + (1 << RESTORES.trailing_zeros())) & RESTORES;
-                        self.word = (self.word & !VALUE) | (before & !RESTORES) | restores;
+                        // The value and its absence back, under a fresh version (module docs).
+                        let v = fresh();
+                        self.word = with_version((self.word & !VALUE) | (before & ABSENT), v);
+                        restored = Some(Restored { version: v, of: version(before) });
                     }
                 }
             }
@@ -757,6 +771,7 @@ impl<'r> Locked<'r> {
         } else if e.writer && !self.entries().any(Entry::writer) {
             self.word &= !PENDING;
         }
+        restored
     }
 
     /// Whether the list is empty.
@@ -778,6 +793,12 @@ mod tests {
     use super::super::txn::TxnCtx;
     use super::*;
     use std::sync::atomic::AtomicU64;
+
+    /// A version no test write uses (they write small ones).
+    fn fresh() -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(1 << 30);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
 
     /// A one-word record holding `v`.
     struct Cell {
@@ -817,8 +838,8 @@ mod tests {
             self.rec.lock().append(Some(&self.row()), e, &mut deps);
             deps.iter().copied().collect()
         }
-        fn unlink(&self, e: NonNull<Entry>, rolled_back: bool) {
-            self.rec.lock().unlink(Some(&self.row()), e, rolled_back);
+        fn unlink(&self, e: NonNull<Entry>, rolled_back: bool) -> Option<Restored> {
+            self.rec.lock().unlink(Some(&self.row()), e, rolled_back, fresh)
         }
         fn committed(&self) -> u64 {
             let mut buf = [0u8; 8];
@@ -861,43 +882,42 @@ mod tests {
         let e3 = writer(&mut p3, t3, &mut b3);
         assert_eq!(c.write(e3, 12), vec![t1, t2]);
         assert_eq!(c.read().0, 12);
-        // T3 rolls back as the last writer: T1's value is back, under T1's version.
+        // T3 rolls back as the last writer: T1's value is back, under a fresh version that
+        // names T1's.
         let before = c.read().1;
-        c.unlink(e3, true);
+        let restored = c.unlink(e3, true).expect("the value is restored");
         let (v, w) = c.read();
         assert_eq!(v, 11);
         assert!(!same_version(w, before), "a reader of T3's write fails validation");
-        assert_eq!(version(w), 11, "the version that wrote the restored value");
+        assert_eq!(version(w), restored.version, "a fresh version");
+        assert_eq!(restored.of, 11, "the version that wrote the restored value");
     }
 
-    /// A rollback restores the value and its version, but the word never returns to one a
-    /// reader loaded before the rolled-back write (a seqlock reader whose copy spanned the
-    /// write and the restore must see a change), even after many rollbacks on the record;
-    /// the 32nd restore brings the count around.
+    /// A rollback restores the value under a fresh version, so the word never returns to one
+    /// a reader loaded before the rolled-back write (a seqlock reader whose copy spanned the
+    /// write and the restore must see a change), however many rollbacks the record sees
+    /// (a count of restores would wrap: 5 bits did after 32).
     #[test]
-    fn a_restored_value_keeps_its_version_under_a_new_word() {
+    fn a_restored_value_comes_back_under_a_word_never_seen() {
         let c = Cell::new(10);
         let ctx = TxnCtx::default();
         let (_, w0) = c.read();
         let mut seen = vec![w0];
-        for i in 1..32 {
+        for i in 1..200 {
             let t = ctx.begin(0, 0);
             let (mut pool, mut b) = (EntryPool::default(), buffer());
             let e = writer(&mut pool, t, &mut b);
             c.write(e, 100 + i);
-            c.unlink(e, true);
+            let restored = c.unlink(e, true).expect("restored");
             ctx.end();
             let (v, w) = c.read();
-            assert_eq!((v, version(w)), (10, 1), "the loaded value and version are back");
+            assert_eq!(v, 10, "the loaded value is back");
+            // An alias of the version before the write (the loaded one, then the last
+            // restore's: the history resolves the chain).
+            assert_eq!(restored.of, version(*seen.last().unwrap()), "restore {i}");
             assert!(seen.iter().all(|&x| !same_version(x, w)), "restore {i}: an old word");
             seen.push(w);
         }
-        let t = ctx.begin(0, 0);
-        let (mut pool, mut b) = (EntryPool::default(), buffer());
-        let e = writer(&mut pool, t, &mut b);
-        c.write(e, 200);
-        c.unlink(e, true);
-        assert_eq!(c.read().1, w0, "the count wraps at 32");
     }
 
     #[test]
@@ -928,12 +948,12 @@ mod tests {
         assert_eq!(c.read().0, 30);
         assert_eq!(c.committed(), 10);
         assert_eq!(version(c.read().1), 30);
-        c.unlink(r3, true);
-        c.unlink(w3, true);
+        assert_eq!(c.unlink(r3, true), None);
+        let restored = c.unlink(w3, true).expect("the last writer restores");
         assert!(c.rec.lock().no_entries());
         let (v, w) = c.read();
         assert_eq!(v, 10, "the committed value is back");
-        assert_eq!(version(w), 1, "with its version");
+        assert_eq!((version(w), restored.of), (restored.version, 1), "named by its version");
         assert_eq!(w & (PENDING | LISTED), 0);
         // A committed writer only leaves the list: its value stays, under the same version.
         let w5 = writer(&mut p1, c1.begin(0, 0), &mut b2);
@@ -1048,10 +1068,11 @@ mod tests {
         let mut buf = [0u8; 8];
         let committed = c.rec.lock().read_committed(&c.row(), &mut buf);
         assert!(committed & ABSENT != 0 && version(committed) == 0, "not committed yet");
-        c.unlink(e, true);
+        let restored = c.unlink(e, true).expect("the absence is restored");
         let w = c.rec.load();
-        assert_eq!(w & !RESTORES, ABSENT, "absent, unborn, unlocked, no entries");
-        assert_ne!(w & RESTORES, 0, "the restore counted");
+        assert_eq!(w & !VALUE, 0, "unlocked, no entries");
+        assert_eq!(w & VALUE, ABSENT | restored.version << VERSION_SHIFT, "absent, fresh");
+        assert_eq!(restored.of, 0, "the absence of a row never inserted");
     }
 
     /// A bucket's pseudo-record: a scan's reader entry, then an insert's writer entry (no
@@ -1076,12 +1097,12 @@ mod tests {
         assert_eq!(b.load() & (PENDING | LISTED), PENDING | LISTED);
         let later = p3.entry(t3, false, None);
         assert_eq!(append(later), vec![t2], "a later scan sees the insert");
-        b.lock().unlink(None, insert, true);
+        assert_eq!(b.lock().unlink(None, insert, true, || unreachable!()), None);
         // SAFETY: the pool keeps the entry alive.
         assert!(unsafe { later.as_ref() }.aborted(), "it saw a rolled-back insert");
         assert_eq!(b.load() & (PENDING | LISTED), LISTED);
-        b.lock().unlink(None, scan, false);
-        b.lock().unlink(None, later, true);
+        b.lock().unlink(None, scan, false, || unreachable!());
+        b.lock().unlink(None, later, true, || unreachable!());
         assert_eq!(b.load(), 0);
     }
 }

@@ -108,7 +108,7 @@ pub struct TxnCtx {
 }
 
 /// How many bits of a version count a context's writes (the rest names the context).
-const VERSION_SEQ_BITS: u32 = 40;
+const VERSION_SEQ_BITS: u32 = 45;
 
 /// The most contexts (workers) whose versions a record's word can name: the context's number
 /// plus one fills the version's bits above its sequence (`record::VERSION_SHIFT`).

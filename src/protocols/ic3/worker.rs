@@ -101,6 +101,7 @@ use crate::error::{Abort, AbortReason};
 use crate::history::{epoch_ts, now_ns};
 use crate::protocols::common::occ::{OccProtocol, OccWorker, WriteKind};
 use crate::protocols::common::{stamp_after, stamp_epoch};
+use crate::storage::inject::CommitPhase;
 use crate::storage::projection::Columns;
 use crate::storage::snapshot::Kept;
 use crate::storage::{RowId, TableId};
@@ -961,11 +962,27 @@ fn writes_untracked(w: &Ic3Worker<'_>) -> bool {
     w.writes.iter().any(|x| x.written() & shared.untracked(x.table) != 0)
 }
 
+/// Whether the typed attempt committing wrote: a piece's write left a writer's entry, or
+/// the commit has writes (a held piece's, trailing ones) or accumulations to apply. Only a
+/// commit that wrote passes the commit phases between `Validated` and `Acknowledging`.
+fn typed_wrote(w: &Ic3Worker<'_>) -> bool {
+    !w.writes.is_empty()
+        || !w.local.deferred.is_empty()
+        // SAFETY: the entries stay in the pool until the attempt ends.
+        || w.local.entries.iter().any(|&(_, e, _)| unsafe { e.as_ref() }.writer())
+}
+
 /// Commits the transaction with its held last piece, whose items are locked and validated and
 /// name nobody to depend on (see [`commit_piece`]): installs the writes (leaving no entry),
 /// applies the deferred accumulations, logs, passes the commit point and unlocks. The entries
 /// of its earlier pieces leave as the attempt ends.
 fn commit_held(w: &mut Ic3Worker<'_>) {
+    // Locked and validated by `commit_piece`.
+    let wrote = typed_wrote(w);
+    if wrote {
+        w.ctx.phase(CommitPhase::Locked);
+    }
+    w.ctx.phase(CommitPhase::Validated);
     w.local.ctx().committing();
     take_epoch(w);
     install_locked(w);
@@ -973,6 +990,9 @@ fn commit_held(w: &mut Ic3Worker<'_>) {
         apply_deferred(w);
     }
     log_commit(w);
+    if wrote {
+        w.ctx.phase(CommitPhase::Logged);
+    }
     if let Some(h) = &mut w.ctx.history {
         h.serial_point_at(epoch_ts(w.local.epoch, now_ns()));
         h.committed();
@@ -980,6 +1000,9 @@ fn commit_held(w: &mut Ic3Worker<'_>) {
     // The commit point, under the locks: no reader sees the writes before it.
     w.local.ctx().commit();
     stamp_and_release(w);
+    if wrote {
+        w.ctx.phase(CommitPhase::Installed);
+    }
     w.clear_sets();
     let l = &mut w.local;
     l.sub_from = (0, 0, 0);
@@ -1158,8 +1181,19 @@ fn log_commit(w: &mut Ic3Worker<'_>) {
     let stamp = stamp_after(max, l.epoch);
     let log = w.ctx.log.as_mut().expect("checked above");
     log.begin(stamp, kept as u32);
+    let shared = l.shared();
     for r in &l.redo {
         match r.image {
+            // A table with deferred accumulations: the image may hold another transaction's
+            // pending write of another column (an accumulation's image is the row as it
+            // stands), or a stale accumulated column (a writer's image, taken at its piece
+            // commit, predates the accumulations that went in under it). Only the columns
+            // written reach the log (`shares_words` keeps them in words of their own).
+            Some((off, len)) if shared.deferred(r.table) != 0 => {
+                let image = &l.redo_images[off as usize..(off + len) as usize];
+                let p = &storage.table(r.table).projection;
+                log.put_image_only_cols(r.table.0, stamp, r.key, image, p, r.cols);
+            }
             Some((off, len)) => {
                 let image = &l.redo_images[off as usize..(off + len) as usize];
                 let p = &storage.table(r.table).projection;
@@ -1387,8 +1421,8 @@ fn commit_direct(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
         if let Some(h) = &mut w.ctx.history {
             h.committed();
         }
+        w.ctx.phase(CommitPhase::Validated);
         w.finish(true);
-        w.ctx.commit_returning();
         return Ok(());
     }
     let shared = w.local.shared();
@@ -1408,6 +1442,7 @@ fn commit_direct_writes(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
         w.rollback();
         return Err(Abort::new(AbortReason::ReadValidation));
     }
+    w.ctx.phase(CommitPhase::Locked);
     // The epoch before the validation (see the module docs' commit epochs).
     let epoch = take_epoch(w);
     if !matches!(validate(w, true), Verdict::Valid) {
@@ -1415,6 +1450,7 @@ fn commit_direct_writes(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
         w.rollback();
         return Err(Abort::new(AbortReason::ReadValidation));
     }
+    w.ctx.phase(CommitPhase::Validated);
     if let Some(h) = &mut w.ctx.history {
         h.serial_point_at(epoch_ts(epoch, now_ns()));
     }
@@ -1423,9 +1459,10 @@ fn commit_direct_writes(w: &mut Ic3Worker<'_>) -> Result<(), Abort> {
         h.committed();
     }
     log_commit(w);
+    w.ctx.phase(CommitPhase::Logged);
     stamp_and_release(w);
+    w.ctx.phase(CommitPhase::Installed);
     w.finish(true);
-    w.ctx.commit_returning();
     Ok(())
 }
 
@@ -1706,7 +1743,6 @@ impl OccProtocol for Ic3 {
                 Ok(false) => {}
                 Ok(true) => {
                     w.finish(true);
-                    w.ctx.commit_returning();
                     return Ok(());
                 }
                 Err(a) => {
@@ -1754,6 +1790,12 @@ impl OccProtocol for Ic3 {
             w.rollback();
             return Err(Abort::new(AbortReason::ReadValidation));
         }
+        // Its pieces' writes are in place under its entries (which exclude every conflicting
+        // commit until it ends); the trailing operations and accumulations are locked.
+        let wrote = typed_wrote(w);
+        if wrote {
+            w.ctx.phase(CommitPhase::Locked);
+        }
         if !close_untracked(&w.local) {
             if trailing || adds {
                 release(w, false);
@@ -1761,6 +1803,7 @@ impl OccProtocol for Ic3 {
             w.rollback();
             return Err(Abort::new(AbortReason::ReadValidation));
         }
+        w.ctx.phase(CommitPhase::Validated);
         // The commit epoch, between the two stores of the commit point (module docs).
         w.local.ctx().committing();
         let epoch = take_epoch(w);
@@ -1771,6 +1814,9 @@ impl OccProtocol for Ic3 {
             apply_deferred(w);
         }
         log_commit(w);
+        if wrote {
+            w.ctx.phase(CommitPhase::Logged);
+        }
         if let Some(h) = &mut w.ctx.history {
             h.serial_point_at(epoch_ts(epoch, now_ns()));
             h.committed();
@@ -1783,8 +1829,10 @@ impl OccProtocol for Ic3 {
         if trailing || adds {
             stamp_and_release(w);
         }
+        if wrote {
+            w.ctx.phase(CommitPhase::Installed);
+        }
         w.finish(true);
-        w.ctx.commit_returning();
         Ok(())
     }
 
@@ -1823,14 +1871,20 @@ impl OccProtocol for Ic3 {
                             h.rebase(t.0, key, u128::from(over), u128::from(now));
                         }
                     }
-                    g.unlink(Some(&row), e, !committed);
+                    let fresh = || w.local.ctx().next_version();
+                    let restored = g.unlink(Some(&row), e, !committed, fresh);
+                    if let (Some(r), Some(h)) = (restored, &mut w.ctx.history) {
+                        h.restored(t.0, key, u128::from(r.version), u128::from(r.of));
+                    }
                     if first {
                         debug_assert_ne!(stamp, 0, "a committed writer has its stamp");
                         g.raise_stamp(stamp);
                     }
                 }
                 Target::Bucket(t, slot) => {
-                    bucket_rec(w.local.shared(), t, slot).lock().unlink(None, e, !committed);
+                    // A bucket has no payload: nothing to restore.
+                    let none = || unreachable!("a bucket restores no image");
+                    bucket_rec(w.local.shared(), t, slot).lock().unlink(None, e, !committed, none);
                 }
             }
         }
@@ -2479,6 +2533,32 @@ mod tests {
         }
     }
 
+    /// The accumulated column of `u` in the tests of accumulations under pending writers.
+    const Y: u64 = 0b10;
+    static UPD_N: [Piece; 2] = [
+        Piece {
+            name: "n",
+            accesses: &[TableAccess { table: U, mode: AccessMode::Write, columns: N }],
+        },
+        Piece { name: "v", accesses: &[w(V)] },
+    ];
+    static PAY: [Piece; 1] = [Piece {
+        name: "y",
+        accesses: &[TableAccess { table: U, mode: AccessMode::Accumulate, columns: Y }],
+    }];
+    /// Writers of `u.n` (then of `v`) and accumulators into `u.y`: the accumulations are
+    /// deferred under pending writers of `n` (§4.3).
+    static N_AND_Y: [TxnType; 2] =
+        [TxnType { name: "upd", pieces: &UPD_N }, TxnType { name: "pay", pieces: &PAY }];
+
+    /// The tables of [`N_AND_Y`]: `u` is `[n | y]`, 16 bytes.
+    fn n_and_y_tables() -> [TableSpec; 2] {
+        [
+            TableSpec::new("u", 16, 16).with_columns(&[("n", 0, 8), ("y", 8, 8)]),
+            TableSpec::new("v", 8, 16),
+        ]
+    }
+
     /// §4.3 under pending writers: an accumulation into a column that no template reads or
     /// writes otherwise goes in at its transaction's commit under another transaction's
     /// uncommitted write of the row's other column, without waiting for it or depending on
@@ -2489,29 +2569,13 @@ mod tests {
     fn accumulations_go_in_under_pending_writers_of_other_columns() {
         use crate::checker;
         use crate::engine::Accumulation;
-        const Y: u64 = 0b10;
-        static UPD_N: [Piece; 2] = [
-            Piece {
-                name: "n",
-                accesses: &[TableAccess { table: U, mode: AccessMode::Write, columns: N }],
-            },
-            Piece { name: "v", accesses: &[w(V)] },
-        ];
-        static PAY: [Piece; 1] = [Piece {
-            name: "y",
-            accesses: &[TableAccess { table: U, mode: AccessMode::Accumulate, columns: Y }],
-        }];
-        static TYPES: [TxnType; 2] =
-            [TxnType { name: "upd", pieces: &UPD_N }, TxnType { name: "pay", pieces: &PAY }];
+        const TYPES: &[TxnType; 2] = &N_AND_Y;
         let y = |r: &[u8]| u64::from_le_bytes(r[8..16].try_into().unwrap());
         for commit in [true, false] {
-            let tables = [
-                TableSpec::new("u", 16, 16).with_columns(&[("n", 0, 8), ("y", 8, 8)]),
-                TableSpec::new("v", 8, 16),
-            ];
+            let tables = n_and_y_tables();
             let db = Database::<Ic3>::builder(&tables)
                 .options(DbOptions { max_workers: 4, record_history: true, ..Default::default() })
-                .txn_types(&TYPES)
+                .txn_types(TYPES)
                 .build()
                 .unwrap();
             assert_eq!(db.protocol().shared.deferred(U), Y, "deferred under writers of n");
@@ -2570,6 +2634,78 @@ mod tests {
             drop((t1, t2, d));
             let report = checker::check(&db.take_history());
             assert!(report.anomalies.is_empty(), "{commit}: {report:?}");
+        }
+    }
+
+    /// Logging accumulations under pending writers: a 16-byte row `[n | y]` (a column record
+    /// of one word is no smaller than the row), a piece writes `n`, two deferred accumulations
+    /// of `y` commit under it, then the writer commits or rolls back; the log recovers `n` as
+    /// committed and `y` with both accumulations. Logging whole images instead put the
+    /// pending `n` into the accumulations' records (recovered after a rollback), and the
+    /// writer's image, taken at its piece commit, put the stale `y` above them.
+    #[test]
+    fn accumulations_under_pending_writers_log_only_their_columns() {
+        use crate::durability::log::LogOptions;
+        use crate::durability::recovery::recover;
+        use crate::engine::Accumulation;
+        const TYPES: &[TxnType; 2] = &N_AND_Y;
+        let tables = n_and_y_tables();
+        let read_u = |db: &Database<Ic3>| {
+            let mut d = db.worker().unwrap();
+            d.begin();
+            let r = d.read(U, K, |r| (value(&r[..8]), value(&r[8..]))).unwrap().unwrap();
+            d.commit().unwrap();
+            r
+        };
+        for commit in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Database::<Ic3>::builder(&tables)
+                .options(DbOptions {
+                    max_workers: 4,
+                    log: Some(LogOptions::new(dir.path())),
+                    ..Default::default()
+                })
+                .txn_types(TYPES)
+                .build()
+                .unwrap();
+            assert_eq!(db.protocol().shared.deferred(U), Y, "deferred under writers of n");
+            let mut l = db.loader();
+            l.insert(U, K, &[0u64.to_le_bytes(), 7u64.to_le_bytes()].concat()).unwrap();
+            l.insert(V, K, &0u64.to_le_bytes()).unwrap();
+            drop(l);
+            db.checkpoint().unwrap();
+            let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
+            t1.typed(0);
+            t1.begin();
+            let mut tx = Tx::new(&mut t1, &TYPES[0], Checks::default());
+            tx.piece(0, |tx| tx.update_cols(U, K, N, N, |r| r[0] = 5).map(|_| ())).unwrap();
+            for _ in 0..2 {
+                t2.typed(1);
+                t2.begin();
+                let mut tx = Tx::new(&mut t2, &TYPES[1], Checks::default());
+                tx.piece(0, |tx| tx.accumulate(U, K, Accumulation::add_i64(1, 8, 3)).map(|_| ()))
+                    .unwrap();
+                t2.commit().unwrap();
+            }
+            let mut tx = Tx::new(&mut t1, &TYPES[0], Checks::default());
+            tx.piece(1, |tx| add(tx, V, 1)).unwrap();
+            if commit {
+                t1.commit().unwrap();
+            } else {
+                t1.abort();
+            }
+            drop((t1, t2));
+            let n = if commit { 5 } else { 0 };
+            assert_eq!(read_u(&db), (n, 13), "live");
+            let mut db = db;
+            db.close_log().unwrap();
+            let fresh = Database::<Ic3>::builder(&tables).txn_types(TYPES).build().unwrap();
+            let report = recover(&fresh, dir.path()).unwrap();
+            assert_eq!(
+                read_u(&fresh),
+                (n, 13),
+                "recovered, the writer committed: {commit} ({report:?})"
+            );
         }
     }
 

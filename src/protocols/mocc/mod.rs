@@ -75,6 +75,9 @@
 //! **Options** (`--opt`): `lock=mql|rwlock`, `validation-lock=wait|nowait` (a lock conflict in canonical order:
 //! wait, MOCC's, or abort), `temperature-threshold`, `temperature-reset`,
 //! `read-phase-extension` (CCBench §6.2, as for Silo) and `snapshot-epochs`.
+//!
+//! **Commit contract** (`Protocol`'s docs): Silo's ([`crate::protocols::silo`]): its MOCC
+//! locks are taken before `Locked` and released when the attempt ends, after `Installed`.
 
 pub mod record;
 mod worker;

@@ -7,6 +7,11 @@
 //! single-threaded guarantees hold; isolation does not.
 //!
 //! Record: one state word (present / absent / unlinked) in front of the payload.
+//!
+//! **Commit contract** (`Protocol`'s docs): passed as 2PL passes it, with nothing held: its
+//! writes are visible before it logs, so the log epochs' dependency rule does not hold for it
+//! (nor does any isolation), and it logs whole images (see
+//! [`crate::protocols::common::log_in_place`]). Its log still recovers what it acknowledged.
 
 mod record;
 mod worker;

@@ -29,6 +29,10 @@
 //!
 //! **Record**: [`SiRecord`], the substrate's one head word; versions carry no fields of SI's
 //! own.
+//!
+//! **Commit contract** (`Protocol`'s docs): kept by the multi-version substrate
+//! ([`crate::protocols::common::mvcc`]): logged from the pending versions before they are
+//! stamped, the log epoch out of flight only once they are.
 
 mod record;
 mod worker;

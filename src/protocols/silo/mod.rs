@@ -42,6 +42,11 @@
 //! logs (§4.10, see [`crate::durability`]); phantom protection uses key-range buckets instead of
 //! B-tree node versions. A record that is locked when read is waited for (spinning, then
 //! yielding) as in the paper.
+//!
+//! **Commit contract** (`Protocol`'s docs): kept by the optimistic substrate
+//! ([`crate::protocols::common::occ`]): `Locked` after phase 1, `Validated` after phase 3, the
+//! write set installed, logged and unlocked record by record, and the log epoch out of flight
+//! only after the last.
 
 pub mod record;
 mod worker;

@@ -48,6 +48,11 @@
 //! predecessor, because its install timestamp may be half-written. History recording uses `cts`
 //! as the serialisation timestamp (`Recorder::serial_point_at`), which is the order TicToc
 //! promises and the checker verifies.
+//!
+//! **Commit contract** (`Protocol`'s docs): kept by the optimistic substrate
+//! ([`crate::protocols::common::occ`]): `Locked` once the write set is locked, `Validated` once
+//! the reads are valid at `cts`, the write set installed, logged and unlocked record by record,
+//! and the log epoch out of flight only after the last.
 
 pub mod record;
 mod worker;

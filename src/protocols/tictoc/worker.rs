@@ -5,6 +5,7 @@ use super::record::{TicTocRecord, TsWord, LOADED};
 use super::{TicToc, TicTocOptions};
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::occ::{self, OccProtocol, OccRecord, OccWorker, ReadEntry};
+use crate::storage::inject::CommitPhase;
 use std::sync::atomic::{fence, Ordering};
 
 /// A TicToc worker.
@@ -209,7 +210,7 @@ impl OccProtocol for TicToc {
                 w.rollback();
                 return Err(a);
             }
-            w.ctx.commit_pause();
+            w.ctx.phase(CommitPhase::Locked);
             // Our bucket bumps happen before the bucket clocks `commit_ts` reads (the inserter's
             // side of `RangeBuckets::extend_rts`).
             fence(Ordering::SeqCst);
@@ -225,7 +226,7 @@ impl OccProtocol for TicToc {
         if let Some(h) = &mut w.ctx.history {
             h.committed();
         }
-        w.ctx.commit_pause();
+        w.ctx.phase(CommitPhase::Validated);
         if w.writes.is_empty() {
             w.finish(true);
             return Ok(());

@@ -26,6 +26,12 @@
 //!
 //! **Phantoms**: scans and absent-key reads take *scan* holds on the phantom buckets they cover;
 //! inserts take *insert* holds (see [`crate::storage::phantom`]). Bucket holds never wait.
+//!
+//! **Commit contract** (`Protocol`'s docs): every lock is held at commit, so `Locked` and
+//! `Validated` come at once; the writes, made in place under the locks, are logged with them
+//! still held (`Logged`, [`crate::protocols::common::commit_in_place`]), and are `Installed`
+//! when the locks are released, after which the log epoch leaves flight. A checkpoint reads a
+//! row under a shared lock, never a write in progress.
 
 pub mod record;
 mod worker;

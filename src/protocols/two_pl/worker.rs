@@ -7,8 +7,8 @@ use crate::error::{Abort, AbortReason};
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{
-    check_len, insert_existing, log_in_place, roll_back, table, update_in_place, Arena, Scratch,
-    SpinWait, Undo, UndoKind,
+    check_len, commit_in_place, insert_existing, returning_in_place, roll_back, table,
+    update_in_place, Arena, Scratch, SpinWait, Undo, UndoKind,
 };
 use crate::storage::context::WorkerCtx;
 use crate::storage::phantom::Batch;
@@ -382,15 +382,9 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
             h.serial_point();
             h.committed();
         }
-        self.ctx.commit_pause();
-        log_in_place(&mut self.ctx, &self.undo, true);
-        for i in 0..self.deleted.len() {
-            let (t, key, rid) = self.deleted[i];
-            self.ctx.retire(t, key, rid);
-        }
+        let wrote = commit_in_place(&mut self.ctx, &self.undo, &self.deleted, true);
         self.release();
-        self.ctx.commit_returning();
-        Ok(())
+        returning_in_place(&mut self.ctx, wrote)
     }
 
     fn abort(&mut self) {

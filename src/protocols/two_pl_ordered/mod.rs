@@ -36,6 +36,10 @@
 //! customer. YCSB-E's `[start, ∞)` takes every coarse word of the table, which serialises its
 //! scans against every writer of the table: correct, and coarse. The paper ran no scans. An
 //! undeclared scan takes the fine words of its range (every word of the table at most).
+//!
+//! **Commit contract** (`Protocol`'s docs): 2PL's ([`crate::protocols::two_pl`]), on its
+//! locked direct worker: the key and bucket locks taken at begin are all held through
+//! `Logged`, and released before `Installed`.
 
 pub mod record;
 mod worker;

@@ -446,8 +446,7 @@ impl Worker for OrderedWorker<'_> {
     fn commit(&mut self) -> Result<(), Abort> {
         self.inner.commit_held();
         self.release();
-        self.inner.returning();
-        Ok(())
+        self.inner.returning()
     }
 
     fn abort(&mut self) {
