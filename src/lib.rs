@@ -17,8 +17,10 @@
 //! * [`engine`] — the contract: [`Protocol`](engine::Protocol), [`Worker`](engine::Worker),
 //!   [`Procedure`](engine::Procedure), [`Workload`](engine::Workload); the driver, the
 //!   [`Retry`](engine::Retry) helper for embedding programs, statistics and reports.
-//! * [`protocols`] — one module per protocol (`nocc`, `two_pl`: no-wait and wait-die, `silo`)
-//!   plus `common`.
+//! * [`protocols`] — one module per protocol (`nocc`; `two_pl`: no-wait and wait-die;
+//!   `two_pl_ordered`; `silo`, `tictoc`, `mocc`; `si`, `ermia_ssn`, `ermia_ssi`, `hekaton`;
+//!   `cicada`; `bohm`; `ic3`) plus `common`, and [`ProtocolKind`](protocols::ProtocolKind),
+//!   which names them at run time.
 //! * [`storage`] — tables of stable record slots, indexes (dense, ordered, hash), phantom
 //!   buckets, epochs, reclamation.
 //! * [`history`] and [`checker`] — recorded histories (every protocol reports through one
@@ -50,6 +52,17 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! A protocol chosen at run time (a name from a configuration file, say) runs the same code:
+//! [`ProtocolKind::from_name`](protocols::ProtocolKind::from_name) and
+//! [`ProtocolKind::create`](protocols::ProtocolKind::create), with the program written once,
+//! generic over the protocol ([`WithDatabase`](protocols::WithDatabase)) and monomorphised for
+//! each, and the protocol's options given as `--opt` pairs
+//! ([`DatabaseConfig`](protocols::DatabaseConfig)).
+//!
+//! A commit that returns `Ok` is acknowledged: under `--sync commit` durable, and so is what it
+//! read (the commit contract in [`Protocol`](engine::Protocol)'s docs). A commit the log cannot
+//! make durable returns [`AbortReason::NotDurable`](error::AbortReason::NotDurable).
 //!
 //! [`Retry`]: engine::Retry
 

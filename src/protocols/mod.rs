@@ -18,7 +18,77 @@ pub mod tictoc;
 pub mod two_pl;
 pub mod two_pl_ordered;
 
+use crate::engine::{Database, DbOptions, Protocol, ProtocolOptions, TxnType};
+use crate::error::Error;
+use crate::storage::TableSpec;
 use serde::Serialize;
+
+/// A program that runs on a database of whichever protocol a run-time choice names
+/// ([`ProtocolKind::create`]): generic over the protocol, so that everything it does is
+/// monomorphised, with no `dyn` call per operation.
+pub trait WithDatabase {
+    /// What the program gives back.
+    type Output;
+
+    /// Runs on `db`.
+    fn run<P: Protocol>(self, db: Database<P>) -> Self::Output;
+}
+
+/// What a database is made of, for any protocol: its tables, the database's options, the
+/// protocol's options as `--opt` pairs and the workload's transaction types
+/// ([`ProtocolKind::create`], [`DatabaseConfig::build`]).
+#[derive(Clone, Debug, Default)]
+pub struct DatabaseConfig<'a> {
+    /// The tables.
+    pub tables: &'a [TableSpec],
+    /// The database's options (workers, epochs, logging, ...).
+    pub options: DbOptions,
+    /// The protocol's options, as `txlab run --opt NAME=VALUE` takes them: (name, value)
+    /// pairs applied in order over the protocol's defaults; a name scoped `PROTOCOL:NAME`
+    /// applies to that protocol only. A name the protocol does not take is an error.
+    pub protocol_options: Vec<(String, String)>,
+    /// The transaction types the database will run (their piece templates, which IC3
+    /// analyses); empty by default.
+    pub txn_types: &'a [TxnType],
+}
+
+impl<'a> DatabaseConfig<'a> {
+    /// A database of `tables` with the default options.
+    pub fn new(tables: &'a [TableSpec]) -> Self {
+        DatabaseConfig { tables, ..Default::default() }
+    }
+
+    /// With the protocol option `name` set to `value` (after those set before).
+    pub fn option(mut self, name: &str, value: &str) -> Self {
+        self.protocol_options.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// With the database options `options`.
+    pub fn options(mut self, options: DbOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// With the transaction types `types`.
+    pub fn txn_types(mut self, types: &'a [TxnType]) -> Self {
+        self.txn_types = types;
+        self
+    }
+
+    /// Creates the database for protocol `P` (an option `P` does not take is an error naming
+    /// it).
+    pub fn build<P: Protocol>(&self) -> Result<Database<P>, Error> {
+        let pairs = crate::engine::options::pairs_for(&self.protocol_options, P::NAME);
+        let options = P::Options::from_pairs(&pairs)
+            .map_err(|e| Error::Config(format!("{}: {e}", P::NAME)))?;
+        Database::<P>::builder(self.tables)
+            .options(self.options.clone())
+            .protocol_options(options)
+            .txn_types(self.txn_types)
+            .build()
+    }
+}
 
 /// Every implemented protocol, as chosen at run time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
@@ -149,6 +219,70 @@ impl ProtocolKind {
             <P::Options as ProtocolOptions>::SPECS
         }
         crate::with_protocol!(self, P => specs::<P>())
+    }
+
+    /// The protocol named `name` (as `txlab list` prints it), or an error naming every one.
+    pub fn from_name(name: &str) -> Result<ProtocolKind, crate::error::Error> {
+        ProtocolKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = ProtocolKind::ALL.iter().map(|k| k.name()).collect();
+            crate::error::Error::Config(format!(
+                "no protocol is named '{name}' (the protocols: {})",
+                names.join(", ")
+            ))
+        })
+    }
+
+    /// Creates a database of this protocol as `config` says and runs `program` on it: the way
+    /// to use a protocol chosen at run time (by [`ProtocolKind::from_name`], say) with one
+    /// code path, monomorphised for each protocol. Fails (before `program` runs) with the
+    /// database's error: an option the protocol does not take, a bad value, a bad schema.
+    ///
+    /// ```
+    /// use txlab::engine::Retry;
+    /// use txlab::prelude::*;
+    /// use txlab::protocols::{DatabaseConfig, ProtocolKind, WithDatabase};
+    ///
+    /// /// Inserts a row and reads it back, whatever the protocol.
+    /// struct RoundTrip;
+    ///
+    /// impl WithDatabase for RoundTrip {
+    ///     type Output = Result<Option<u64>, Error>;
+    ///     fn run<P: Protocol>(self, db: Database<P>) -> Self::Output {
+    ///         let t = db.table_id("kv").expect("declared");
+    ///         let mut w = db.worker()?;
+    ///         let mut retry = Retry::new();
+    ///         retry.run(&mut w, |w| w.insert(t, 7, &42u64.to_le_bytes()).map(drop))?;
+    ///         let row = retry.run(&mut w, |w| w.read(t, 7, |r| r[0] as u64))?;
+    ///         Ok(row)
+    ///     }
+    /// }
+    ///
+    /// # fn main() -> Result<(), Error> {
+    /// let tables = [TableSpec::new("kv", 8, 100)];
+    /// let config = DatabaseConfig::new(&tables).option("snapshot-epochs", "25");
+    /// let kind = ProtocolKind::from_name("silo")?;
+    /// assert_eq!(kind.create(&config, RoundTrip)??, Some(42));
+    /// // An option the protocol does not take is refused.
+    /// let err = ProtocolKind::from_name("2pl-nowait")?.create(&config, RoundTrip).unwrap_err();
+    /// assert_eq!(err.to_string(), "2pl-nowait: --opt snapshot-epochs: not an option of this protocol");
+    /// // So is a name no protocol has.
+    /// let err = ProtocolKind::from_name("sillo").unwrap_err().to_string();
+    /// assert!(err.starts_with("no protocol is named 'sillo' (the protocols: nocc, 2pl-nowait, "));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn create<F: WithDatabase>(
+        self,
+        config: &DatabaseConfig<'_>,
+        program: F,
+    ) -> Result<F::Output, crate::error::Error> {
+        fn create<P: crate::engine::Protocol, F: WithDatabase>(
+            config: &DatabaseConfig<'_>,
+            program: F,
+        ) -> Result<F::Output, crate::error::Error> {
+            Ok(program.run(config.build::<P>()?))
+        }
+        crate::with_protocol!(self, P => create::<P, F>(config, program))
     }
 
     /// Checks `pairs` (name, value) as this protocol's options.
