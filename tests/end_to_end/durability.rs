@@ -661,13 +661,15 @@ fn names(dir: &Path) -> Vec<String> {
 /// `Database::open` recovers the directory and goes on logging there, generation after
 /// generation: each open sees exactly the state the previous database left, including what
 /// it wrote over recovered rows, deleted and re-inserted (so the new generation's stamps order
-/// after everything recovered), and only the current generation stays on disk.
-fn reopens<P: Protocol>(kind: LogKind, seed: u64) {
+/// after everything recovered), and only the current generation stays on disk. `threads`
+/// workers churn (one for a protocol without isolation, whose concurrent writers of a key may
+/// log in another order than they wrote).
+fn reopens<P: Protocol>(kind: LogKind, seed: u64, threads: usize) {
     let dir = tempfile::tempdir().unwrap();
     let opts = log_options_of(dir.path(), SyncPolicy::Group, kind);
     let (mut db, report) = open::<P>(&opts);
     assert!(report.is_none(), "an empty directory has nothing to recover");
-    churn(&db, 4, 150, seed);
+    churn(&db, threads, 150, seed);
     db.close_log().unwrap();
     let mut live = dump(&db);
     drop(db);
@@ -684,10 +686,10 @@ fn reopens<P: Protocol>(kind: LogKind, seed: u64) {
             ["checkpoint", "durable", "log"],
             "round {round}: the generation starts with a checkpoint"
         );
-        churn(&db, 4, 150, seed + round);
+        churn(&db, threads, 150, seed + round);
         if round == 2 {
             db.checkpoint().unwrap();
-            churn(&db, 4, 100, seed + 10);
+            churn(&db, threads, 100, seed + 10);
         }
         db.close_log().unwrap();
         live = dump(&db);
@@ -702,19 +704,19 @@ fn reopens<P: Protocol>(kind: LogKind, seed: u64) {
 #[test]
 fn open_recovers_and_continues_logging() {
     use txlab::protocols::{mocc, nocc, silo, tictoc, two_pl};
-    reopens::<nocc::Nocc>(LogKind::PerWorker, 1);
-    reopens::<two_pl::TwoPlNoWait>(LogKind::Central, 2);
-    reopens::<two_pl::TwoPlWaitDie>(LogKind::PerWorker, 3);
-    reopens::<silo::Silo>(LogKind::Central, 4);
-    reopens::<silo::Silo>(LogKind::PerWorker, 5);
-    reopens::<tictoc::TicToc>(LogKind::PerWorker, 6);
-    reopens::<tictoc::TicToc>(LogKind::Central, 7);
-    reopens::<mocc::Mocc>(LogKind::PerWorker, 8);
-    reopens::<txlab::protocols::si::Si>(LogKind::Central, 9);
-    reopens::<txlab::protocols::ermia_ssn::ErmiaSsn>(LogKind::PerWorker, 10);
-    reopens::<txlab::protocols::ermia_ssi::ErmiaSsi>(LogKind::Central, 11);
-    reopens::<txlab::protocols::hekaton::Hekaton>(LogKind::PerWorker, 12);
-    reopens::<txlab::protocols::cicada::Cicada>(LogKind::Central, 13);
+    reopens::<nocc::Nocc>(LogKind::PerWorker, 1, 1);
+    reopens::<two_pl::TwoPlNoWait>(LogKind::Central, 2, 4);
+    reopens::<two_pl::TwoPlWaitDie>(LogKind::PerWorker, 3, 4);
+    reopens::<silo::Silo>(LogKind::Central, 4, 4);
+    reopens::<silo::Silo>(LogKind::PerWorker, 5, 4);
+    reopens::<tictoc::TicToc>(LogKind::PerWorker, 6, 4);
+    reopens::<tictoc::TicToc>(LogKind::Central, 7, 4);
+    reopens::<mocc::Mocc>(LogKind::PerWorker, 8, 4);
+    reopens::<txlab::protocols::si::Si>(LogKind::Central, 9, 4);
+    reopens::<txlab::protocols::ermia_ssn::ErmiaSsn>(LogKind::PerWorker, 10, 4);
+    reopens::<txlab::protocols::ermia_ssi::ErmiaSsi>(LogKind::Central, 11, 4);
+    reopens::<txlab::protocols::hekaton::Hekaton>(LogKind::PerWorker, 12, 4);
+    reopens::<txlab::protocols::cicada::Cicada>(LogKind::Central, 13, 4);
 }
 
 /// An open that crashed leaves either an unfinished next generation (before its pointer was
