@@ -1481,8 +1481,26 @@ fn commit_last(w: &mut Ic3Worker<'_>, t: usize, m: usize) -> Result<bool, Abort>
         }
         Verdict::Committed => Ok(true),
         Verdict::Undeclared => Err(Abort::new(AbortReason::TemplateViolation)),
-        _ => Err(Abort::new(AbortReason::ReadValidation)),
+        Verdict::Doomed(d) => {
+            // Run again only once the doomed writer has rolled back: until it has, every
+            // attempt would find it again (a retry loop without backoff would spin on it,
+            // keeping it off the core it needs to roll back).
+            wait_out_doomed(w, d)?;
+            Err(Abort::new(AbortReason::ReadValidation))
+        }
+        Verdict::Stale => Err(Abort::new(AbortReason::ReadValidation)),
     }
+}
+
+/// Waits, holding no lock, until the doomed transaction `d` (a [`Verdict::Doomed`]) is over;
+/// a cascading abort if this attempt is doomed meanwhile.
+fn wait_out_doomed(w: &Ic3Worker<'_>, d: TxnRef) -> Result<(), Abort> {
+    let me = w.local.txn.expect("a typed attempt is running");
+    d.wait(w.local.shared().options.wait, || d.over() || me.doomed());
+    if me.doomed() {
+        return Err(cascade());
+    }
+    Ok(())
 }
 
 impl OccProtocol for Ic3 {
@@ -1625,7 +1643,6 @@ impl OccProtocol for Ic3 {
     ) -> Result<PieceEnd, Abort> {
         body?;
         let Mode::Typed(t) = w.local.mode else { return Ok(PieceEnd::Done) };
-        let shared = w.local.shared();
         let Some(m) = w.local.open else {
             return Err(Abort::new(AbortReason::TemplateViolation));
         };
@@ -1664,11 +1681,7 @@ impl OccProtocol for Ic3 {
         }
         if let Some(d) = doomed {
             // Nothing held now: wait for the doomed transaction to roll back.
-            let me = w.local.txn.expect("a typed attempt is running");
-            d.wait(shared.options.wait, || d.over() || me.doomed());
-            if me.doomed() {
-                return Err(cascade());
-            }
+            wait_out_doomed(w, d)?;
         }
         Ok(PieceEnd::Again)
     }
