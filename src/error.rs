@@ -78,11 +78,20 @@ pub enum AbortReason {
     /// them, so the commit must not be acknowledged to anyone who counts on durability. The
     /// database logs nothing from then on; the driver stops the run with the log's error.
     NotDurable,
+    /// The program asked to roll back and run the transaction again ([`Abort::retry`]): it saw
+    /// a state a later attempt may not see (a reservation another transaction holds for now,
+    /// an external resource that is busy). Retried like a concurrency abort, with backoff.
+    UserRetry,
+    /// The protocol takes its locks from a declared access set (`2pl-ordered`) and the attempt
+    /// was begun without one ([`crate::engine::Worker::begin`] instead of
+    /// [`crate::engine::Worker::begin_declared`]). A bug in the program: the driver stops the
+    /// run. (`2pl-ordered`'s `--opt undeclared=no-wait` runs such attempts with no-wait locks.)
+    Undeclared,
 }
 
 impl AbortReason {
     /// Every reason, in discriminant order.
-    pub const ALL: [AbortReason; 20] = [
+    pub const ALL: [AbortReason; 22] = [
         AbortReason::User,
         AbortReason::LockConflict,
         AbortReason::WaitDie,
@@ -103,6 +112,8 @@ impl AbortReason {
         AbortReason::SnapshotTooOld,
         AbortReason::DependencyBusy,
         AbortReason::NotDurable,
+        AbortReason::UserRetry,
+        AbortReason::Undeclared,
     ];
     /// Number of reasons (the length of per-reason counter arrays).
     pub const COUNT: usize = Self::ALL.len();
@@ -130,6 +141,8 @@ impl AbortReason {
             AbortReason::SnapshotTooOld => "snapshot-too-old",
             AbortReason::DependencyBusy => "dependency-busy",
             AbortReason::NotDurable => "not-durable",
+            AbortReason::UserRetry => "user-retry",
+            AbortReason::Undeclared => "undeclared",
         }
     }
 
@@ -152,6 +165,7 @@ impl AbortReason {
                 | AbortReason::CascadingAbort
                 | AbortReason::SnapshotTooOld
                 | AbortReason::DependencyBusy
+                | AbortReason::UserRetry
         )
     }
 
@@ -176,9 +190,15 @@ impl fmt::Display for AbortReason {
 
 /// A transaction attempt that did not commit. Returned as `Err(Abort)` by every operation.
 ///
-/// The engine makes aborts for its own reasons; an application makes only user aborts
-/// ([`Abort::user`], [`Abort::with_code`]), so a count of, say, insert conflicts is always the
-/// engine's.
+/// The engine makes aborts for its own reasons; an application makes only two kinds, so a
+/// count of, say, insert conflicts is always the engine's:
+/// - a **final** one, [`Abort::user`] or [`Abort::with_code`]: the transaction decided to roll
+///   back (TPC-C's invalid item, an overdrawn account), and retrying would decide the same;
+///   [`crate::engine::Retry`] and the driver give it back as the outcome;
+/// - a **retryable** one, [`Abort::retry`]: the transaction saw a state a later attempt may not
+///   see; it is rolled back and run again after the protocol's backoff, like a conflict.
+///
+/// An operation's own `Err` is passed on unchanged (`?`), whatever its reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]
 pub struct Abort {
@@ -204,6 +224,12 @@ impl Abort {
     #[inline]
     pub const fn with_code(code: u32) -> Self {
         Abort { reason: AbortReason::User, code }
+    }
+    /// A retryable abort raised by the program ([`AbortReason::UserRetry`]): roll back and run
+    /// the transaction again, after backoff, as after a conflict.
+    #[inline]
+    pub const fn retry() -> Self {
+        Abort::new(AbortReason::UserRetry)
     }
     /// The code of a user abort made with [`Abort::with_code`]; `None` for any other abort.
     #[inline]

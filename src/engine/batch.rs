@@ -208,6 +208,9 @@ impl<Q: Procedure + Send> Generator for BatchGen<Q> {
 
     fn committed(&mut self, done: &BatchProc<Q>) {
         if done.index != PADDING {
+            if let Some(p) = done.procedure().as_ref() {
+                p.committed();
+            }
             // Release: pairs with the Acquire in `run_batch`.
             self.shared.committed[done.index].store(true, Ordering::Release);
         }

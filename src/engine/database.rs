@@ -81,6 +81,11 @@ pub struct Database<P: Protocol> {
     log: Option<crate::durability::log::LogHandle>,
     /// How many transaction types the workload declared ([`Builder::txn_types`]).
     txn_types: usize,
+    /// The adaptive backoff every [`crate::engine::Retry`] of the database shares (made by
+    /// the first [`Database::retry`] of a protocol that regulates).
+    regulator: std::sync::OnceLock<std::sync::Arc<super::retry::Regulator>>,
+    /// Seeds [`Database::retry`] hands out.
+    retry_seeds: std::sync::atomic::AtomicU64,
 }
 
 impl<P: Protocol> Drop for Database<P> {
@@ -166,7 +171,15 @@ impl<'a, P: Protocol> Builder<'a, P> {
             }
         };
         let txn_types = self.txn_types.len();
-        Ok(Database { protocol, storage, options, log, txn_types })
+        Ok(Database {
+            protocol,
+            storage,
+            options,
+            log,
+            txn_types,
+            regulator: std::sync::OnceLock::new(),
+            retry_seeds: std::sync::atomic::AtomicU64::new(0),
+        })
     }
 
     /// Opens the database that logs into the directory of the options' log
@@ -314,6 +327,18 @@ impl<P: Protocol> Database<P> {
             )));
         }
         self.protocol.set_mix(types)
+    }
+
+    /// The adaptive backoff shared by this database's [`crate::engine::Retry`]s.
+    pub(crate) fn regulator(&self) -> &std::sync::Arc<super::retry::Regulator> {
+        self.regulator.get_or_init(|| std::sync::Arc::new(super::retry::Regulator::new()))
+    }
+
+    /// A seed for the next [`Database::retry`].
+    pub(crate) fn next_retry_seed(&self) -> u64 {
+        // Relaxed: only distinctness matters.
+        let n = self.retry_seeds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        0x7E7 ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
 
     /// A worker for the calling thread. Workers are not `Send`; create one per thread.

@@ -203,11 +203,45 @@ const YIELD_AFTER_RETRIES: u32 = 2;
 /// Faulted in before the window: the warm-up's growth rate times the window, times this.
 pub const RESERVE_MARGIN: f64 = 1.25;
 
-/// Hill-climbing period and step (Cicada §3.9: 5 ms and 0.5 µs).
-const REGULATION_PERIOD: Duration = Duration::from_millis(5);
+/// Hill-climbing period (Cicada §3.9: 5 ms).
+pub(crate) const REGULATION_PERIOD: Duration = Duration::from_millis(5);
 /// How often the leader faults memory in ahead of growing tables.
 const PREFAULT_PERIOD: Duration = Duration::from_millis(5);
-const REGULATION_STEP_NS: i64 = 500;
+/// Hill-climbing step (Cicada §3.9: 0.5 µs).
+pub(crate) const REGULATION_STEP_NS: i64 = 500;
+
+/// Cicada's contention regulation (§3.9): every period, the maximum backoff moves one step in
+/// the direction that raised throughput over the last period (up if raising it raised
+/// throughput or lowering it lowered it, down otherwise; a coin flip when either stood
+/// still). The driver's leader and the database's shared regulator for embedded programs
+/// ([`crate::engine::Retry`]) both step it.
+#[derive(Debug)]
+pub(crate) struct HillClimb {
+    /// (throughput, maximum backoff in ns) of the last two periods.
+    hist: [(f64, i64); 2],
+    rng: rand::rngs::Xoshiro256PlusPlus,
+}
+
+impl HillClimb {
+    pub(crate) fn new(seed: u64) -> Self {
+        HillClimb {
+            hist: [(0.0, 0), (0.0, 0)],
+            rng: rand::rngs::Xoshiro256PlusPlus::seed_from_u64(seed),
+        }
+    }
+
+    /// The maximum backoff (ns) for the next period, given the throughput of the period that
+    /// ran with `cur`.
+    pub(crate) fn step(&mut self, throughput: f64, cur: u64) -> u64 {
+        let cur = cur as i64;
+        self.hist = [self.hist[1], (throughput, cur)];
+        let (dt, db) = (self.hist[1].0 - self.hist[0].0, self.hist[1].1 - self.hist[0].1);
+        let up =
+            if db == 0 || dt == 0.0 { self.rng.next_u32() & 1 == 0 } else { dt / db as f64 > 0.0 };
+        let next = if up { cur + REGULATION_STEP_NS } else { (cur - REGULATION_STEP_NS).max(0) };
+        next as u64
+    }
+}
 
 /// A run's phase, as its threads see it ([`Control::phase`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -492,13 +526,12 @@ fn lead_phases(
     mut event: impl FnMut(Lead),
 ) -> Led {
     let adaptive = cfg.backoff == Backoff::Adaptive;
-    let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(worker_seed(cfg.seed, usize::MAX));
+    let mut climb = HillClimb::new(worker_seed(cfg.seed, usize::MAX));
     let start = Instant::now();
     let mut measure_at = None;
-    // (throughput, max backoff) of the last two periods.
+    // The commits and time at the last regulation step.
     let mut last_commits = 0u64;
     let mut last_t = Instant::now();
-    let mut hist: [(f64, i64); 2] = [(0.0, 0), (0.0, 0)];
     // Stall watch: the commit count last seen, and since when it has not moved.
     let mut seen = (0u64, Instant::now());
     let mut longest_stall = Duration::ZERO;
@@ -594,14 +627,8 @@ fn lead_phases(
         if adaptive {
             let tput = (commits - last_commits) as f64 / (t - last_t).as_secs_f64();
             (last_commits, last_t) = (commits, t);
-            let cur = control.max_backoff_ns.load(Ordering::Relaxed) as i64;
-            hist = [hist[1], (tput, cur)];
-            let (dt, db) = (hist[1].0 - hist[0].0, hist[1].1 - hist[0].1);
-            let up =
-                if db == 0 || dt == 0.0 { rng.next_u32() & 1 == 0 } else { dt / db as f64 > 0.0 };
-            let next =
-                if up { cur + REGULATION_STEP_NS } else { (cur - REGULATION_STEP_NS).max(0) };
-            control.max_backoff_ns.store(next as u64, Ordering::Relaxed);
+            let cur = control.max_backoff_ns.load(Ordering::Relaxed);
+            control.max_backoff_ns.store(climb.step(tput, cur), Ordering::Relaxed);
         }
     }
     control.phase.store(STOP, Ordering::Release);

@@ -169,14 +169,36 @@ struct RangeEntry {
 }
 
 /// A declared access set: keys and key ranges with their modes. Reused across transactions, so
-/// declaring allocates nothing once warmed up.
-#[derive(Clone, Debug, Default)]
+/// declaring allocates nothing once warmed up (`clone_from` reuses the target's buffers too).
+///
+/// [`AccessSet::seal`] sorts the keys so that lookups ([`AccessSet::covers`]) take a binary
+/// search; the driver seals every set it declares. An unsealed set answers every question the
+/// same, in time linear in its size: forgetting to seal costs time, never correctness.
+#[derive(Debug, Default)]
 pub struct AccessSet {
     keys: Vec<KeyEntry>,
     ranges: Vec<RangeEntry>,
     sorted: bool,
     /// [`AccessSet::write_within`] declares the range, not the guess.
     guesses_as_ranges: bool,
+}
+
+impl Clone for AccessSet {
+    fn clone(&self) -> Self {
+        AccessSet {
+            keys: self.keys.clone(),
+            ranges: self.ranges.clone(),
+            sorted: self.sorted,
+            guesses_as_ranges: self.guesses_as_ranges,
+        }
+    }
+    /// Copies `source` into this set's buffers (no allocation once they are large enough).
+    fn clone_from(&mut self, source: &Self) {
+        self.keys.clone_from(&source.keys);
+        self.ranges.clone_from(&source.ranges);
+        self.sorted = source.sorted;
+        self.guesses_as_ranges = source.guesses_as_ranges;
+    }
 }
 
 impl AccessSet {
@@ -223,19 +245,29 @@ impl AccessSet {
         self.keys.push(KeyEntry { table, key, mode });
         self.sorted = false;
     }
-    /// Sorts for lookup (called by the driver after declaring).
+    /// Sorts the keys for lookup (the driver calls it after declaring; see the type's docs).
     pub fn seal(&mut self) {
         if !self.sorted {
             self.keys.sort_unstable();
             self.sorted = true;
         }
     }
-    /// The declared keys in (table, key) order, with the strongest mode per key.
+    /// The declared keys, each once with the strongest mode declared for it: in (table, key)
+    /// order once sealed, in the order first declared before.
     pub fn keys(&self) -> impl Iterator<Item = (TableId, u64, AccessMode)> + '_ {
-        self.keys.iter().enumerate().filter_map(|(i, e)| {
-            let next_same =
-                self.keys.get(i + 1).is_some_and(|n| n.table == e.table && n.key == e.key);
-            (!next_same).then_some((e.table, e.key, e.mode))
+        let sorted = self.sorted;
+        self.keys.iter().enumerate().filter_map(move |(i, e)| {
+            let same = |n: &KeyEntry| n.table == e.table && n.key == e.key;
+            if sorted {
+                // Sorted by (table, key, mode): the last entry of a key has its strongest mode.
+                let next_same = self.keys.get(i + 1).is_some_and(same);
+                return (!next_same).then_some((e.table, e.key, e.mode));
+            }
+            if self.keys[..i].iter().any(same) {
+                return None;
+            }
+            let mode = self.keys[i..].iter().filter(|n| same(n)).map(|n| n.mode).max();
+            Some((e.table, e.key, mode.unwrap_or(e.mode)))
         })
     }
     /// The declared ranges, as declared: `(table, lo, hi, mode)`.
@@ -252,13 +284,16 @@ impl AccessSet {
     }
     /// Whether an access to `key` with `mode` is covered.
     pub fn covers(&self, table: TableId, key: u64, mode: AccessMode) -> bool {
-        debug_assert!(self.sorted, "seal() the set before checking");
-        let probe = KeyEntry { table, key, mode: AccessMode::Read };
-        let start = self.keys.partition_point(|e| *e < probe);
-        let hit = self.keys[start..]
-            .iter()
-            .take_while(|e| e.table == table && e.key == key)
-            .any(|e| e.mode >= mode);
+        let hit = if self.sorted {
+            let probe = KeyEntry { table, key, mode: AccessMode::Read };
+            let start = self.keys.partition_point(|e| *e < probe);
+            self.keys[start..]
+                .iter()
+                .take_while(|e| e.table == table && e.key == key)
+                .any(|e| e.mode >= mode)
+        } else {
+            self.keys.iter().any(|e| e.table == table && e.key == key && e.mode >= mode)
+        };
         hit || self.covers_range(table, key, key, mode)
     }
     /// Whether a scan of `[lo, hi]` with `mode` is covered.
@@ -295,8 +330,27 @@ pub trait Procedure {
         false
     }
 
-    /// The transaction body. Returning `Err` rolls back; `Err(Abort::user())` is a user abort.
+    /// The transaction body. Returning `Err` rolls back: `Err(Abort::user())` is a final user
+    /// abort, `Err(Abort::retry())` asks for another attempt, and an operation's own `Err` is
+    /// passed on with `?`.
+    ///
+    /// **Runs.** `run` may be called several times for one transaction: once per attempt (a
+    /// retried conflict; BOHM's re-execution of a transaction whose read met a version still
+    /// being produced), each on a fresh attempt that sees none of the earlier runs' writes.
+    /// What `run` records in the procedure (through a `Cell` or other interior mutability: it
+    /// gets `&self`) must therefore be *set* by every run, not accumulated across runs: the
+    /// procedure is left holding what its last run recorded, and the last run is the one
+    /// whose outcome counts (the committed run, or the run whose rollback was final).
+    /// [`Procedure::committed`] is called after the committed run, once.
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort>;
+    /// Called once after this procedure's transaction committed, with what its committed run
+    /// recorded still in it, by [`crate::engine::Database::run_batch`] (on whichever thread
+    /// learns of the commit, possibly after later transactions of the batch ran): the place
+    /// for an effect that must happen once per committed transaction. The driver's workloads
+    /// hear of commits through [`crate::engine::Generator::committed`] instead. Nothing by
+    /// default.
+    #[inline]
+    fn committed(&self) {}
     /// What the last run would add to the workload's ledger if it commits (SmallBank: money
     /// deposited minus money withdrawn); see [`crate::engine::Generator::ledger`]. 0 by default.
     #[inline]
@@ -909,26 +963,42 @@ mod tests {
         assert_eq!(s.ranges().collect::<Vec<_>>(), vec![(t, 10, 19, AccessMode::Write)]);
     }
 
+    /// The same answers sealed or not (sealing only makes lookups faster).
     #[test]
     fn access_set_covers_declared_keys_modes_and_ranges() {
         let t = TableId(0);
         let mut s = AccessSet::default();
         s.clear();
+        s.read(t, 9);
         s.read(t, 5);
         s.write(t, 9);
         s.read(t, 9);
         s.range(TableId(1), 100, 200, AccessMode::Read);
-        s.seal();
-        assert!(s.covers(t, 5, AccessMode::Read));
-        assert!(!s.covers(t, 5, AccessMode::Write));
-        assert!(s.covers(t, 9, AccessMode::Write));
-        assert!(!s.covers(t, 6, AccessMode::Read));
-        assert!(s.covers(TableId(1), 150, AccessMode::Read));
-        assert!(!s.covers(TableId(1), 150, AccessMode::Write));
-        assert!(s.covers_range(TableId(1), 100, 200, AccessMode::Read));
-        assert!(!s.covers_range(TableId(1), 100, 201, AccessMode::Read));
-        let keys: Vec<_> = s.keys().collect();
-        assert_eq!(keys, vec![(t, 5, AccessMode::Read), (t, 9, AccessMode::Write)]);
+        for sealed in [false, true] {
+            if sealed {
+                s.seal();
+            }
+            let at = if sealed { "sealed" } else { "unsealed" };
+            assert!(s.covers(t, 5, AccessMode::Read), "{at}");
+            assert!(!s.covers(t, 5, AccessMode::Write), "{at}");
+            assert!(s.covers(t, 9, AccessMode::Write), "{at}");
+            assert!(!s.covers(t, 6, AccessMode::Read), "{at}");
+            assert!(s.covers(TableId(1), 150, AccessMode::Read), "{at}");
+            assert!(!s.covers(TableId(1), 150, AccessMode::Write), "{at}");
+            assert!(s.covers_range(TableId(1), 100, 200, AccessMode::Read), "{at}");
+            assert!(!s.covers_range(TableId(1), 100, 201, AccessMode::Read), "{at}");
+            let mut keys: Vec<_> = s.keys().collect();
+            if !sealed {
+                assert_eq!(keys[0].1, 9, "in the order first declared");
+                keys.sort_unstable();
+            }
+            assert_eq!(keys, vec![(t, 5, AccessMode::Read), (t, 9, AccessMode::Write)], "{at}");
+        }
+        let copy = s.clone();
+        let mut into = AccessSet::default();
+        into.clone_from(&s);
+        assert_eq!(format!("{copy:?}"), format!("{s:?}"));
+        assert_eq!(format!("{into:?}"), format!("{s:?}"));
     }
 }
 

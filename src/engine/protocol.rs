@@ -360,9 +360,13 @@ pub trait Worker {
 
     /// Starts a transaction attempt whose access set was declared before it began (see
     /// [`Worker::begin`] for attempts and retries). The driver calls it instead of the other
-    /// `begin`s for a protocol whose [`Capabilities::needs_access_set`] is set, with the set
-    /// sealed; a protocol that locks in a global order (`2pl-ordered`) takes every lock here.
-    /// The others ignore the set (the default).
+    /// `begin`s for a protocol whose [`Capabilities::needs_access_set`] is set
+    /// ([`crate::engine::Retry::run_declared`] and [`crate::engine::Retry::run_procedure_on`]
+    /// do the same for a program); a protocol that locks in a global order (`2pl-ordered`)
+    /// takes every lock here, and refuses an attempt begun otherwise
+    /// ([`crate::error::AbortReason::Undeclared`]) and an access outside the set
+    /// ([`crate::error::AbortReason::AccessSetMismatch`]). The set need not be sealed. The
+    /// other protocols ignore it (the default).
     #[inline]
     fn begin_declared(&mut self, set: &super::procedure::AccessSet) {
         let _ = set;

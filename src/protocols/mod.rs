@@ -238,7 +238,6 @@ impl ProtocolKind {
     /// database's error: an option the protocol does not take, a bad value, a bad schema.
     ///
     /// ```
-    /// use txlab::engine::Retry;
     /// use txlab::prelude::*;
     /// use txlab::protocols::{DatabaseConfig, ProtocolKind, WithDatabase};
     ///
@@ -250,7 +249,7 @@ impl ProtocolKind {
     ///     fn run<P: Protocol>(self, db: Database<P>) -> Self::Output {
     ///         let t = db.table_id("kv").expect("declared");
     ///         let mut w = db.worker()?;
-    ///         let mut retry = Retry::new();
+    ///         let mut retry = db.retry();
     ///         retry.run(&mut w, |w| w.insert(t, 7, &42u64.to_le_bytes()).map(drop))?;
     ///         let row = retry.run(&mut w, |w| w.read(t, 7, |r| r[0] as u64))?;
     ///         Ok(row)

@@ -234,7 +234,10 @@ fn two_pl_waitdie_round_trips() {
 
 #[test]
 fn two_pl_ordered_round_trips() {
-    round_trips::<txlab::protocols::two_pl_ordered::TwoPlOrdered>(6);
+    // Undeclared transactions, locked as they go without waiting.
+    common::with_options(&[("undeclared", "no-wait")], || {
+        round_trips::<txlab::protocols::two_pl_ordered::TwoPlOrdered>(6)
+    });
 }
 
 #[test]

@@ -216,8 +216,8 @@ fn cicada_accumulates_at_once() {
 /// One thread, every protocol's operation contract: an accumulation into an absent key
 /// reports it; one that does not fit the row is a procedure bug; a 4-byte column wraps; an
 /// aborted accumulation leaves nothing.
-fn contract<P: Protocol>() {
-    let db = db::<P>(&[]);
+fn contract<P: Protocol>(pairs: &[(&str, &str)]) {
+    let db = db::<P>(pairs);
     let mut w = db.worker().unwrap();
     w.begin();
     assert!(!w.accumulate(ACCOUNT, 99, total(1)).unwrap(), "absent");
@@ -238,15 +238,16 @@ fn contract<P: Protocol>() {
 
 #[test]
 fn the_contract_holds_under_every_protocol() {
-    contract::<txlab::protocols::nocc::Nocc>();
-    contract::<txlab::protocols::two_pl::TwoPlNoWait>();
-    contract::<txlab::protocols::two_pl_ordered::TwoPlOrdered>();
-    contract::<txlab::protocols::silo::Silo>();
-    contract::<txlab::protocols::tictoc::TicToc>();
-    contract::<txlab::protocols::mocc::Mocc>();
-    contract::<txlab::protocols::si::Si>();
-    contract::<txlab::protocols::ermia_ssn::ErmiaSsn>();
-    contract::<txlab::protocols::hekaton::Hekaton>();
-    contract::<txlab::protocols::cicada::Cicada>();
-    contract::<txlab::protocols::ic3::Ic3>();
+    contract::<txlab::protocols::nocc::Nocc>(&[]);
+    contract::<txlab::protocols::two_pl::TwoPlNoWait>(&[]);
+    // Undeclared transactions, locked as they go without waiting.
+    contract::<txlab::protocols::two_pl_ordered::TwoPlOrdered>(&[("undeclared", "no-wait")]);
+    contract::<txlab::protocols::silo::Silo>(&[]);
+    contract::<txlab::protocols::tictoc::TicToc>(&[]);
+    contract::<txlab::protocols::mocc::Mocc>(&[]);
+    contract::<txlab::protocols::si::Si>(&[]);
+    contract::<txlab::protocols::ermia_ssn::ErmiaSsn>(&[]);
+    contract::<txlab::protocols::hekaton::Hekaton>(&[]);
+    contract::<txlab::protocols::cicada::Cicada>(&[]);
+    contract::<txlab::protocols::ic3::Ic3>(&[]);
 }

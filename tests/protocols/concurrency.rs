@@ -336,7 +336,7 @@ serializable_suite! {
     hekaton_slow_gc => txlab::protocols::hekaton::Hekaton [("gc-interval-us", "100000")],
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
-    two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered,
+    two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered [("undeclared", "no-wait")],
     silo => txlab::protocols::silo::Silo,
     silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
     tictoc => txlab::protocols::tictoc::TicToc,
@@ -391,7 +391,9 @@ fn ordered_locking_of_declared_sets_never_deadlocks_nor_aborts() {
     ));
     {
         let mut w = db.worker().unwrap();
-        w.begin();
+        let mut all = AccessSet::default();
+        all.range(A, 0, ACCOUNTS - 1, AccessMode::Write);
+        w.begin_declared(&all);
         for k in 0..ACCOUNTS {
             w.insert(A, k, &INITIAL.to_le_bytes()).unwrap();
         }
@@ -470,7 +472,9 @@ fn ordered_locking_of_declared_sets_never_deadlocks_nor_aborts() {
         assert_eq!(r, Ok(()), "a declared transaction aborted");
     }
     let mut w = db.worker().unwrap();
-    w.begin();
+    let mut all = AccessSet::default();
+    all.range(A, 0, u64::MAX, AccessMode::Read);
+    w.begin_declared(&all);
     let (mut sum, mut rows) = (0, 0);
     w.scan(A, 0, u64::MAX, usize::MAX, |_, r| {
         sum += u(r);

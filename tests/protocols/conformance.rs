@@ -860,7 +860,7 @@ protocol_suite! {
     cicada_mv_nowait => txlab::protocols::cicada::Cicada [("index", "multi-version"), ("index-fanout", "3"), ("wait", "off"), ("timestamps", "counter")],
     two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
     two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
-    two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered,
+    two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered [("undeclared", "no-wait")],
     silo => txlab::protocols::silo::Silo,
     silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
     silo_snapshots => txlab::protocols::silo::Silo [("snapshot-epochs", "1")],
@@ -893,7 +893,7 @@ mod serializable {
         cicada_mv_nowait => txlab::protocols::cicada::Cicada [("index", "multi-version"), ("index-fanout", "3"), ("wait", "off"), ("timestamps", "counter")],
         two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
-        two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered,
+        two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered [("undeclared", "no-wait")],
         silo => txlab::protocols::silo::Silo,
         silo_nowait => txlab::protocols::silo::Silo [("validation-lock", "nowait")],
         silo_snapshots => txlab::protocols::silo::Silo [("snapshot-epochs", "1")],
@@ -1014,6 +1014,27 @@ pub fn retry_runs_until_commit_and_stops_on_what_retrying_cannot_cure<P: Protoco
     let e = retry.run(&mut a, |w| w.read(TableId(9), 1, val)).unwrap_err();
     assert_eq!(e.reason, AbortReason::Unsupported);
     assert_eq!(get(&mut a, T, 1), Some(1), "the user abort rolled its write back");
+    // The program's own retryable abort: rolled back and run again, with the protocol's
+    // backoff, until it commits or the attempts run out.
+    let mut retry = db.retry();
+    let mut calls = 0;
+    let done = retry
+        .run(&mut a, |w| {
+            calls += 1;
+            assert!(w.write(T, 1, &row(100 + calls))?);
+            if calls < 3 {
+                return Err(Abort::retry());
+            }
+            Ok(calls)
+        })
+        .unwrap();
+    assert_eq!(done, 3);
+    assert_eq!(get(&mut a, T, 1), Some(103), "the third attempt's write, alone");
+    let e =
+        db.retry().max_attempts(2).run(&mut a, |_| -> Result<(), Abort> { Err(Abort::retry()) });
+    let e = e.unwrap_err();
+    assert_eq!(e.reason, AbortReason::UserRetry);
+    assert_eq!(e.to_string(), "transaction aborted: user-retry");
     // `?` turns an abort into an `Error` in code that returns one.
     let mut as_error = || -> Result<(), Error> {
         a.begin();
@@ -1047,20 +1068,34 @@ mod batch {
         Delete,
     }
 
-    /// One transaction: what it does to `key`, whether it then rolls back, and what it saw
-    /// (the value read, and whether its insert or delete found what it expected).
+    /// One transaction: what it does to `key`, whether it then rolls back, whether its first
+    /// run asks to run again (`Abort::retry`), what it saw (the value read, and whether its
+    /// insert or delete found what it expected), and how often it heard it committed.
     #[derive(Debug)]
     struct Op {
         kind: Kind,
         key: u64,
         arg: u64,
         abort: bool,
+        retry_once: bool,
+        tried: Cell<bool>,
         saw: Cell<Option<u64>>,
         ok: Cell<bool>,
+        commits: Cell<u32>,
     }
 
     fn op(kind: Kind, key: u64, arg: u64) -> Op {
-        Op { kind, key, arg, abort: false, saw: Cell::new(None), ok: Cell::new(false) }
+        Op {
+            kind,
+            key,
+            arg,
+            abort: false,
+            retry_once: false,
+            tried: Cell::new(false),
+            saw: Cell::new(None),
+            ok: Cell::new(false),
+            commits: Cell::new(0),
+        }
     }
 
     impl Procedure for Op {
@@ -1095,10 +1130,17 @@ mod batch {
                 Kind::Get => self.saw.set(tx.read(T, self.key, val)?),
                 Kind::Delete => self.ok.set(tx.delete(T, self.key)?),
             }
+            if self.retry_once && !self.tried.replace(true) {
+                return Err(Abort::retry());
+            }
             if self.abort {
                 return tx.user_abort();
             }
             Ok(())
+        }
+
+        fn committed(&self) {
+            self.commits.set(self.commits.get() + 1);
         }
     }
 
@@ -1153,19 +1195,24 @@ mod batch {
         }
     }
 
-    /// A batch of read-modify-writes of one key, some rolling back, on more threads than
-    /// cores: the committed ones read the values of a serial order (each saw the one before
-    /// plus its addition), and the key ends with their sum.
+    /// A batch of read-modify-writes of one key, some rolling back, some asking to run again
+    /// once, on more threads than cores: the committed ones read the values of a serial order
+    /// (each saw the one before plus its addition: what a procedure holds is what its
+    /// committed run recorded), each heard of its commit once, and the key ends with their
+    /// sum.
     pub fn chain_is_serial<P: Protocol>() {
         let db = db::<P>();
         db.loader().insert(T, 7, &row(0)).unwrap();
-        let ops: Vec<Op> =
-            (1..=48u64).map(|i| Op { abort: i % 7 == 0, ..op(Kind::Add, 7, i) }).collect();
+        let ops: Vec<Op> = (1..=48u64)
+            .map(|i| Op { abort: i % 7 == 0, retry_once: i % 5 == 0, ..op(Kind::Add, 7, i) })
+            .collect();
         let done = run(&db, ops, 5);
         let mut committed: Vec<(u64, u64)> = Vec::new();
         for (o, outcome) in &done {
             let want = if o.abort { BatchOutcome::RolledBack } else { BatchOutcome::Committed };
             assert_eq!(*outcome, want, "add {}", o.arg);
+            assert_eq!(o.commits.get(), u32::from(!o.abort), "add {} heard of its commit", o.arg);
+            assert_eq!(o.tried.get(), o.retry_once, "add {} ran again after Abort::retry", o.arg);
             if !o.abort {
                 committed.push((o.saw.get().expect("an add reads"), o.arg));
             }
@@ -1227,7 +1274,7 @@ mod batch {
         nocc => txlab::protocols::nocc::Nocc,
         two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
         two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
-        two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered,
+        two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered [("undeclared", "no-wait")],
         silo => txlab::protocols::silo::Silo,
         tictoc => txlab::protocols::tictoc::TicToc,
         mocc => txlab::protocols::mocc::Mocc,
@@ -1246,7 +1293,7 @@ mod batch {
         chain_suite! {
             two_pl_nowait => txlab::protocols::two_pl::TwoPlNoWait,
             two_pl_waitdie => txlab::protocols::two_pl::TwoPlWaitDie,
-            two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered,
+            two_pl_ordered => txlab::protocols::two_pl_ordered::TwoPlOrdered [("undeclared", "no-wait")],
             silo => txlab::protocols::silo::Silo,
             tictoc => txlab::protocols::tictoc::TicToc,
             mocc => txlab::protocols::mocc::Mocc,
@@ -1261,4 +1308,76 @@ mod batch {
             ic3 => txlab::protocols::ic3::Ic3,
         }
     }
+}
+
+/// `2pl-ordered` used without its declaration is an error, never silent no-wait locking: an
+/// undeclared attempt fails its first operation with `undeclared`, and an access outside the
+/// declared set (sealed or not) with `access-set-mismatch`; inside it (keys, and keys of a
+/// declared range) everything runs. `undeclared=no-wait` runs both kinds, locking as it goes.
+#[test]
+fn two_pl_ordered_refuses_what_was_not_declared() {
+    use txlab::engine::AccessSet;
+    use txlab::protocols::two_pl_ordered::TwoPlOrdered;
+    #[track_caller]
+    fn refused<T>(r: Result<T, Abort>) -> AbortReason {
+        match r {
+            Ok(_) => panic!("not refused"),
+            Err(a) => a.reason,
+        }
+    }
+    let first = crate::common::with_options(&[], db::<TwoPlOrdered>);
+    let mut w = first.worker().unwrap();
+    let mut all = AccessSet::default();
+    all.range(T, 0, 99, AccessMode::Write);
+    w.begin_declared(&all);
+    for k in 0..10 {
+        assert!(w.insert(T, k, &row(k)).unwrap(), "a key of a declared range");
+    }
+    w.commit().unwrap();
+
+    w.begin();
+    assert_eq!(refused(w.read(T, 1, val)), AbortReason::Undeclared);
+    w.abort();
+    w.begin_read_only();
+    assert_eq!(
+        refused(w.scan(T, 0, 9, 10, |_, _| ControlFlow::Continue(()))),
+        AbortReason::Undeclared
+    );
+    w.abort();
+
+    // Declared unsealed, in no order, one key twice.
+    let mut set = AccessSet::default();
+    set.write(T, 2);
+    set.read(T, 1);
+    set.read(T, 2);
+    set.range(T, 50, 59, AccessMode::Write);
+    w.begin_declared(&set);
+    assert_eq!(w.read(T, 1, val).unwrap(), Some(1));
+    assert!(w.write(T, 2, &row(20)).unwrap());
+    assert!(w.insert(T, 55, &row(55)).unwrap(), "inside the declared range");
+    assert_eq!(w.scan(T, 50, 59, 10, |_, _| ControlFlow::Continue(())).unwrap(), 1);
+    // (Key 3 shares the declared range's bucket word, which covers reading it: allowed.)
+    assert_eq!(w.read(T, 3, val).unwrap(), Some(3), "under a range lock held anyway");
+    assert_eq!(refused(w.read(T, 1000, val)), AbortReason::AccessSetMismatch, "undeclared");
+    w.abort();
+    w.begin_declared(&set);
+    assert_eq!(refused(w.write(T, 1, &row(0))), AbortReason::AccessSetMismatch, "declared read");
+    w.abort();
+    w.begin_declared(&set);
+    let outside = w.scan(T, 50, 200, 20, |_, _| ControlFlow::Continue(()));
+    assert_eq!(refused(outside), AbortReason::AccessSetMismatch, "a scan beyond the range");
+    w.abort();
+    assert!(!AbortReason::Undeclared.is_retryable() && AbortReason::Undeclared.is_fatal());
+    assert!(AbortReason::AccessSetMismatch.is_retryable());
+    drop(w);
+    drop(first);
+
+    let db = crate::common::with_options(&[("undeclared", "no-wait")], db::<TwoPlOrdered>);
+    let mut w = db.worker().unwrap();
+    w.begin();
+    assert!(w.insert(T, 3, &row(3)).unwrap());
+    w.commit().unwrap();
+    w.begin_declared(&set);
+    assert_eq!(w.read(T, 3, val).unwrap(), Some(3), "undeclared, locked without waiting");
+    w.commit().unwrap();
 }

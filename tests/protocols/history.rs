@@ -14,7 +14,7 @@ const T: TableId = TableId(0);
 type Rng = rand::rngs::Xoshiro256PlusPlus;
 
 fn db<P: Protocol>(rows: u64, index: IndexKind) -> Database<P> {
-    db_with::<P>(rows, index, P::Options::default())
+    db_with::<P>(rows, index, crate::common::options::<P>())
 }
 
 /// [`db`] with protocol options.
@@ -206,7 +206,10 @@ fn two_pl_waitdie_histories_are_serializable() {
 
 #[test]
 fn two_pl_ordered_histories_are_serializable() {
-    serializable::<txlab::protocols::two_pl_ordered::TwoPlOrdered>();
+    // Undeclared transactions, locked as they go without waiting.
+    crate::common::with_options(&[("undeclared", "no-wait")], || {
+        serializable::<txlab::protocols::two_pl_ordered::TwoPlOrdered>()
+    });
 }
 
 #[test]
@@ -483,8 +486,9 @@ fn ic3_accumulations_under_pending_writers_are_serializable() {
                         rng.random_range(0..KEYS),
                     );
                     let give_up = rng.random_range(0..4u32) == 0;
+                    let mut last = None;
                     for attempt in 0..10_000u32 {
-                        assert!(attempt < 9_999, "no progress: a deadlock?");
+                        assert!(attempt < 9_999, "no progress: a deadlock? kind {kind}, {last:?}");
                         let done = match kind {
                             0 => {
                                 w.typed(0);
@@ -535,6 +539,7 @@ fn ic3_accumulations_under_pending_writers_are_serializable() {
                                 if a.reason == AbortReason::User {
                                     break;
                                 }
+                                last = Some(a.reason);
                             }
                         }
                     }

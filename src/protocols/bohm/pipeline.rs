@@ -79,6 +79,16 @@ pub enum Outcome {
     /// The slot holds no transaction in this batch (the end of a run of a fixed number of
     /// transactions): complete from the start, nothing to count.
     Empty = 3,
+    /// The procedure asked to run again (`Abort::retry`): rolled back, and submitted again
+    /// like [`Outcome::Resubmit`].
+    Retry = 4,
+}
+
+impl Outcome {
+    /// Whether the sequencer submits the slot's transaction again in a later batch.
+    pub fn resubmits(outcome: u8) -> bool {
+        outcome == Outcome::Resubmit as u8 || outcome == Outcome::Retry as u8
+    }
 }
 
 /// One transaction of a batch.

@@ -372,7 +372,7 @@ fn sequence<W: Workload>(
             let (proc, client) = unsafe { (&mut *slot.proc.get(), *slot.client.get()) };
             // SAFETY: as above.
             let set = unsafe { &mut *slot.set.get() };
-            if slot.outcome.load(Ordering::Relaxed) != Outcome::Resubmit as u8 {
+            if !Outcome::resubmits(slot.outcome.load(Ordering::Relaxed)) {
                 if left == 0 {
                     // No transaction in this slot (a re-submission may follow in a later one).
                     set.clear();
@@ -866,6 +866,10 @@ impl<'db> ExecRole<'db> {
                 }
                 o if o == Outcome::Resubmit as u8 => {
                     stats.aborts[AbortReason::AccessSetMismatch as usize] += 1;
+                    stats.aborts_by_type[ty] += 1;
+                }
+                o if o == Outcome::Retry as u8 => {
+                    stats.aborts[AbortReason::UserRetry as usize] += 1;
                     stats.aborts_by_type[ty] += 1;
                 }
                 _ => {}

@@ -863,6 +863,7 @@ pub fn run_slot<P: Procedure>(
         }
         Err(a) if a.reason.is_final() => Outcome::User,
         Err(a) if a.reason == AbortReason::AccessSetMismatch => Outcome::Resubmit,
+        Err(a) if a.reason == AbortReason::UserRetry => Outcome::Retry,
         Err(a) => {
             exec.complete(slot, Outcome::User);
             return Err(a);

@@ -23,11 +23,18 @@
 //!
 //! **Undeclared accesses.** The driver checks every operation against the declared set and
 //! re-declares on a mismatch (OLLP: reconnaissance may be stale by the time the locks are
-//! held, e.g. TPC-C's `D_NEXT_O_ID`). A transaction used through the library without a
-//! declaration ([`Worker::begin`](crate::engine::Worker::begin)), or an operation outside the
-//! declared set, takes the lock it needs at once, *without waiting*: a conflict aborts with
-//! `lock-conflict`, as `2pl-nowait` would. Such a transaction never waits, so it cannot close a
-//! cycle of waits either. Undeclared scans take their whole range's bucket words.
+//! held, e.g. TPC-C's `D_NEXT_O_ID`). The worker keeps the same rule for a program that
+//! drives it through the library ([`crate::engine::Retry::run_declared`] declares each
+//! attempt): an attempt begun without a declaration ([`Worker::begin`](crate::engine::Worker::begin))
+//! fails its first operation with `undeclared` (a bug in the program, never retried), and an
+//! access that no lock taken at begin covers fails with `access-set-mismatch` (retried after
+//! declaring again). An undeclared access that a lock held anyway covers passes (key-lock words
+//! are shared by many keys, a range's bucket words by its 64 neighbouring keys): it is
+//! locked, so this is safe, but the check is not complete.
+//! `--opt undeclared=no-wait` instead takes the lock such an access needs at once, *without
+//! waiting*: a conflict aborts with `lock-conflict`, as `2pl-nowait` would. Such a transaction
+//! never waits, so it cannot close a cycle of waits either; its undeclared scans take their
+//! whole range's bucket words.
 //!
 //! **Granularity.** Key locks may share a word (2^20 words per database) and bucket words
 //! cover 64 keys and are themselves shared by far-apart buckets; either gives false conflicts
@@ -47,7 +54,9 @@ mod worker;
 pub use record::{Coarse, KeyLocks, OrderedRecord};
 pub use worker::OrderedWorker;
 
-use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Reads, Setup};
+use crate::engine::options::choice;
+use crate::engine::{Capabilities, Database, Isolation, OptionSpec, Protocol, ProtocolOptions};
+use crate::engine::{Reads, Setup};
 use crate::error::Error;
 use crate::protocols::common::direct::DirectWorker;
 use crate::protocols::common::state::PRESENT;
@@ -59,6 +68,57 @@ use crate::storage::{RowRef, TableId};
 pub struct TwoPlOrdered {
     keys: KeyLocks,
     coarse: Box<[Coarse]>,
+    options: OrderedOptions,
+}
+
+/// What the worker does with an access no declared lock covers (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Undeclared {
+    /// Refuse it: `undeclared` for an attempt begun without a declaration,
+    /// `access-set-mismatch` for an access outside the declared set.
+    Refuse,
+    /// Take its lock at once without waiting (a conflict aborts with `lock-conflict`).
+    NoWait,
+}
+
+/// `2pl-ordered`'s options (serialized under their `--opt` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct OrderedOptions {
+    /// What an undeclared access does (default: refuse).
+    pub undeclared: Undeclared,
+}
+
+impl Default for OrderedOptions {
+    fn default() -> Self {
+        OrderedOptions { undeclared: Undeclared::Refuse }
+    }
+}
+
+impl ProtocolOptions for OrderedOptions {
+    const SPECS: &'static [OptionSpec] = &[OptionSpec {
+        name: "undeclared",
+        values: "refuse|no-wait",
+        default: "refuse",
+        help: "an attempt begun without a declared access set, or an access outside it: \
+               refused (`undeclared`, `access-set-mismatch`), or locked at once without \
+               waiting (a conflict aborts, as 2pl-nowait)",
+    }];
+
+    fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        match name {
+            "undeclared" => {
+                self.undeclared = choice(
+                    name,
+                    value,
+                    &[("refuse", Undeclared::Refuse), ("no-wait", Undeclared::NoWait)],
+                )?;
+                Ok(())
+            }
+            _ => Err(format!("--opt {name}: not an option of 2pl-ordered")),
+        }
+    }
 }
 
 impl Protocol for TwoPlOrdered {
@@ -78,15 +138,15 @@ impl Protocol for TwoPlOrdered {
     };
     type Record = OrderedRecord;
     type Worker<'db> = OrderedWorker<'db>;
-    type Options = NoOptions;
+    type Options = OrderedOptions;
 
-    fn new(_: NoOptions, setup: &Setup<'_>) -> Result<Self, Error> {
+    fn new(options: OrderedOptions, setup: &Setup<'_>) -> Result<Self, Error> {
         let coarse = setup.tables.iter().map(|_| Coarse::default()).collect();
-        Ok(TwoPlOrdered { keys: KeyLocks::new(record::KEY_LOCK_BITS), coarse })
+        Ok(TwoPlOrdered { keys: KeyLocks::new(record::KEY_LOCK_BITS), coarse, options })
     }
 
-    fn options(&self) -> &NoOptions {
-        &NoOptions {}
+    fn options(&self) -> &OrderedOptions {
+        &self.options
     }
 
     fn load(&self, _: TableId, row: RowRef<'_, OrderedRecord>, payload: &[u8]) {

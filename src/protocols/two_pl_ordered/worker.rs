@@ -2,7 +2,7 @@
 //! transaction runs through a locked direct worker; locks released after commit or abort.
 
 use super::record::OrderedRecord;
-use super::TwoPlOrdered;
+use super::{TwoPlOrdered, Undeclared};
 use crate::engine::procedure::AccessSet;
 use crate::engine::{AccessMode, Worker};
 use crate::error::{Abort, AbortReason};
@@ -65,11 +65,32 @@ pub struct OrderedWorker<'db> {
     protocol: &'db TwoPlOrdered,
     /// The locks taken at begin, sorted by id (binary-searched per operation).
     declared: Vec<Hold>,
-    /// Locks taken during the transaction for accesses it did not declare (no-wait).
+    /// Locks taken during the transaction, without waiting, for accesses no lock taken at
+    /// begin covers (a key inside a declared range, or any access under `undeclared=no-wait`).
     extra: HashMap<u64, u8, FxBuildHasher>,
-    /// The declared ranges: a scan inside one needs no further lock.
-    ranges: AccessSet,
+    /// The attempt's declared set, sealed (empty for an undeclared attempt): what an access
+    /// outside the locks taken at begin is checked against; a scan inside one of its ranges
+    /// needs no further lock.
+    set: AccessSet,
+    /// Whether the attempt was begun with a declared set.
+    declared_attempt: bool,
     slots: Vec<usize>,
+}
+
+/// An access that needs a lock the attempt does not hold: what [`OrderedWorker::admit`]
+/// checks against the declared set.
+#[derive(Clone, Copy)]
+struct Access {
+    table: TableId,
+    lo: u64,
+    hi: u64,
+    mode: AccessMode,
+}
+
+impl Access {
+    fn key(table: TableId, key: u64, mode: AccessMode) -> Self {
+        Access { table, lo: key, hi: key, mode }
+    }
 }
 
 impl<'db> OrderedWorker<'db> {
@@ -80,7 +101,8 @@ impl<'db> OrderedWorker<'db> {
             protocol,
             declared: Vec::new(),
             extra: HashMap::default(),
-            ranges: AccessSet::default(),
+            set: AccessSet::default(),
+            declared_attempt: false,
             slots: Vec::new(),
         }
     }
@@ -153,21 +175,45 @@ impl<'db> OrderedWorker<'db> {
         }
     }
 
-    /// Makes sure lock `id` is held with mode bit `need`, taking or strengthening it without
-    /// waiting when it is not (an access the transaction did not declare).
+    /// Makes sure lock `id` is held with mode bit `need` for `access`; when it is not, takes
+    /// or strengthens it without waiting if [`OrderedWorker::admit`] admits the access.
     #[inline]
-    fn ensure(&mut self, id: u64, need: u8) -> Result<(), Abort> {
+    fn ensure(&mut self, id: u64, need: u8, access: Access) -> Result<(), Abort> {
         let have = self.held(id);
         let key_lock = id & RANGE == 0;
         // A key's write lock covers reading it.
         if have & need != 0 || (key_lock && have & EXCL != 0) {
             return Ok(());
         }
-        self.strengthen(id, have, need)
+        self.strengthen(id, have, need, access)
+    }
+
+    /// Whether an access that needs a lock not taken at begin may take it (without waiting):
+    /// under `undeclared=refuse`, only an access the declared set covers (a key of a declared
+    /// range, whose key lock is not taken at begin, or a key whose lock word is held for
+    /// another mode or key).
+    fn admit(&self, a: Access) -> Result<(), Abort> {
+        if self.protocol.options.undeclared == Undeclared::NoWait {
+            return Ok(());
+        }
+        if !self.declared_attempt {
+            return Err(Abort::new(AbortReason::Undeclared));
+        }
+        let covered = if a.lo == a.hi {
+            self.set.covers(a.table, a.lo, a.mode)
+        } else {
+            self.set.covers_range(a.table, a.lo, a.hi, a.mode)
+        };
+        if covered {
+            Ok(())
+        } else {
+            Err(Abort::new(AbortReason::AccessSetMismatch))
+        }
     }
 
     #[cold]
-    fn strengthen(&mut self, id: u64, have: u8, need: u8) -> Result<(), Abort> {
+    fn strengthen(&mut self, id: u64, have: u8, need: u8, access: Access) -> Result<(), Abort> {
+        self.admit(access)?;
         let ok = if have == 0 {
             self.take(Hold { id, mode: need }, false)
         } else if id & RANGE == 0 {
@@ -211,7 +257,7 @@ impl<'db> OrderedWorker<'db> {
         if self.held(coarse_id(t, coarse.slot_of(key))) & SHARED != 0 {
             return Ok(());
         }
-        self.ensure(w, SHARED)
+        self.ensure(w, SHARED, Access::key(t, key, AccessMode::Read))
     }
 
     /// Locks for writing `key`: its key lock exclusive and its range words in insert mode
@@ -219,13 +265,14 @@ impl<'db> OrderedWorker<'db> {
     #[inline]
     fn for_write(&mut self, t: TableId, key: u64) -> Result<(), Abort> {
         let slot = table(self.storage, t)?.buckets.slot_of(key);
-        self.ensure(u64::from(self.protocol.keys.word_of(t, key)), EXCL)?;
-        self.ensure(bucket_id(t, slot), EXCL)?;
+        let access = Access::key(t, key, AccessMode::Write);
+        self.ensure(u64::from(self.protocol.keys.word_of(t, key)), EXCL, access)?;
+        self.ensure(bucket_id(t, slot), EXCL, access)?;
         let coarse = &self.protocol.coarse[t.index()];
         if coarse.on.load(Ordering::SeqCst) {
             // SeqCst: see `Coarse`; a table turned coarse after this transaction began waits
             // for it to end, so reading `false` here is safe too.
-            self.ensure(coarse_id(t, coarse.words.slot_of(key)), EXCL)?;
+            self.ensure(coarse_id(t, coarse.words.slot_of(key)), EXCL, access)?;
         }
         Ok(())
     }
@@ -255,7 +302,7 @@ impl<'db> OrderedWorker<'db> {
         }
         self.declared.clear();
         self.extra.clear();
-        self.ranges.clear();
+        self.set.clear();
     }
 }
 
@@ -271,14 +318,21 @@ impl Worker for OrderedWorker<'_> {
         self.inner.pinned(f)
     }
 
-    /// An undeclared transaction: every lock is taken when an operation needs it, without
-    /// waiting (a conflict aborts it, as `2pl-nowait` would).
+    /// An undeclared attempt: its first operation fails with `undeclared`, unless
+    /// `undeclared=no-wait` takes every lock when an operation needs it, without waiting (a
+    /// conflict aborts it, as `2pl-nowait` would).
     fn begin(&mut self) {
+        self.declared_attempt = false;
         self.enter();
     }
 
-    /// Takes every lock of `set` in the global order, waiting for each.
+    /// Takes every lock of `set` in the global order, waiting for each. The worker keeps a
+    /// sealed copy of `set` (so an unsealed one does as well) to check later accesses against.
     fn begin_declared(&mut self, set: &AccessSet) {
+        let mut own = std::mem::take(&mut self.set);
+        own.clone_from(set);
+        own.seal();
+        let set = &own;
         // Before this worker enters its epoch: a wide range may have to turn its table coarse,
         // which waits for every running transaction to end.
         for (t, lo, hi, _) in set.ranges() {
@@ -332,7 +386,6 @@ impl Worker for OrderedWorker<'_> {
                     self.slots.iter().map(|&s| Hold { id: bucket_id(t, s), mode: mode_bits }),
                 );
             }
-            self.ranges.range(t, lo, hi, mode);
         }
         wanted.sort_unstable_by_key(|h| h.id);
         // One hold per lock, with every mode asked of it.
@@ -351,6 +404,8 @@ impl Worker for OrderedWorker<'_> {
             self.take(*h, true);
         }
         self.declared = wanted;
+        self.set = own;
+        self.declared_attempt = true;
     }
 
     #[inline]
@@ -415,11 +470,13 @@ impl Worker for OrderedWorker<'_> {
         limit: usize,
         f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<usize, Abort> {
-        if lo <= hi && !self.ranges.covers_range(t, lo, hi, AccessMode::Read) {
+        if lo <= hi && !self.set.covers_range(t, lo, hi, AccessMode::Read) {
             let tbl = table(self.storage, t)?;
             let mut slots = std::mem::take(&mut self.slots);
             tbl.buckets.range_slots(lo, hi, &mut slots);
-            let taken = slots.iter().try_for_each(|&s| self.ensure(bucket_id(t, s), SHARED));
+            let access = Access { table: t, lo, hi, mode: AccessMode::Read };
+            let taken =
+                slots.iter().try_for_each(|&s| self.ensure(bucket_id(t, s), SHARED, access));
             self.slots = slots;
             taken?;
         }
