@@ -1,10 +1,10 @@
 //! Durability through the command line: logged runs killed with SIGKILL recover with every
 //! commit they acknowledged as durable, TPC-C's consistency conditions and SmallBank's money
-//! total intact; bad and
-//! partial log files give their exact one-line error, exit status 1, and stay untouched.
+//! total intact; bad and partial log files give their exact one-line error, exit status 1, and
+//! stay untouched.
 //!
-//! `TXLAB_CRASH_KILLS=N` sets the number of kills per protocol and workload (default 1, so 18
-//! in all; `TXLAB_CRASH_KILLS=6` kills 108 times).
+//! `TXLAB_CRASH_KILLS=N` sets the number of kills per protocol and workload (default 1: three
+//! kills per protocol, one per workload; `TXLAB_CRASH_KILLS=34` kills 102 times per protocol).
 
 use rand::{RngExt, SeedableRng};
 use std::collections::BTreeMap;
@@ -464,6 +464,11 @@ fn bohm_acknowledges_each_clients_commits() {
         assert!(stdout.contains(&all), "{what}");
         assert!(stdout.contains("verify: invariants hold"), "{what}");
     }
+}
+
+#[test]
+fn crashes_lose_nothing_acknowledged_2pl_ordered() {
+    crashes("2pl-ordered");
 }
 
 #[test]
