@@ -122,7 +122,7 @@ impl Regulator {
             due_ns: CachePadded::new(AtomicU64::new(REGULATION_PERIOD.as_nanos() as u64)),
             max_backoff_ns: CachePadded::new(AtomicU64::new(0)),
             commits: CachePadded::new(AtomicU64::new(0)),
-            climb: Mutex::new((0, origin, HillClimb::new(0xC1CA_DA))),
+            climb: Mutex::new((0, origin, HillClimb::new(0x00C1_CADA))),
         }
     }
 
@@ -499,7 +499,7 @@ mod tests {
             let before = r.max_backoff_ns() as i64;
             r.step_if_due();
             let moved = r.max_backoff_ns() as i64 - before;
-            assert!(moved == REGULATION_STEP_NS || (moved <= 0 && moved >= -REGULATION_STEP_NS));
+            assert!(moved == REGULATION_STEP_NS || (-REGULATION_STEP_NS..=0).contains(&moved));
             assert!(r.due_ns.load(Ordering::Relaxed) > 0, "the next step is a period away");
         }
         // Throughput that rises while the backoff rises keeps it rising.
