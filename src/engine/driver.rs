@@ -740,6 +740,10 @@ fn worker_loop<P: Protocol, W: Workload>(
                 set.clear();
                 // In the worker's epoch: reconnaissance walks rows and versions the GC frees.
                 let ok = worker.pinned(|| proc.declare(db, &mut set));
+                if let (true, Some(a)) = (ok, &cfg.acks) {
+                    // A crash test's acknowledgement row, written in the same transaction.
+                    set.write(a.table, i as u64);
+                }
                 set.seal();
                 if !ok && P::CAPS.needs_access_set {
                     control.fail(Error::Config(format!(

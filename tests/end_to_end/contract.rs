@@ -139,6 +139,23 @@ fn a_checkpoint_across_a_logged_commit_holds_it_under_every_protocol() {
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
+/// Begins an attempt on `w` that touches key 1 of `T` (`mode`), read-only if `read_only`:
+/// declared where the protocol locks from declared sets (`2pl-ordered`).
+fn begin_on_key<P: Protocol>(w: &mut P::Worker<'_>, mode: AccessMode, read_only: bool) {
+    if P::CAPS.needs_access_set {
+        let mut set = AccessSet::default();
+        match mode {
+            AccessMode::Read => set.read(T, 1),
+            _ => set.write(T, 1),
+        }
+        w.begin_declared(&set);
+    } else if read_only {
+        w.begin_read_only();
+    } else {
+        w.begin();
+    }
+}
+
 /// §3: under `--sync commit` a read-only commit returns only once everything it could have
 /// read is durable. A writer is stopped at `Installed` (its writes visible, its log epoch
 /// still in flight, so no group can make it durable); a reader reads its key and commits,
@@ -156,7 +173,7 @@ fn a_read_only_commit_waits_for_what_it_read<P: Protocol>(read_only: bool) {
     std::thread::scope(|s| {
         let writer = s.spawn(|| {
             let mut w = db.worker().unwrap();
-            w.begin();
+            begin_on_key::<P>(&mut w, AccessMode::Write, false);
             assert!(w.write(T, 1, &20u64.to_le_bytes()).unwrap());
             w.commit().unwrap();
         });
@@ -166,11 +183,7 @@ fn a_read_only_commit_waits_for_what_it_read<P: Protocol>(read_only: bool) {
         let log = db.log().unwrap();
         let reader = s.spawn(|| {
             let mut r = db.worker().unwrap();
-            if read_only {
-                r.begin_read_only();
-            } else {
-                r.begin();
-            }
+            begin_on_key::<P>(&mut r, AccessMode::Read, read_only);
             let saw = r.read(T, 1, value).unwrap();
             r.commit().unwrap();
             (saw, log.durable_epoch())
@@ -222,7 +235,7 @@ fn a_failed_log_fails_the_commit<P: Protocol>(sync: SyncPolicy) {
     let t = Instant::now();
     let failed = loop {
         assert!(t.elapsed() < PATIENCE, "{what}: the log never failed (deadlock detector)");
-        w.begin();
+        begin_on_key::<P>(&mut w, AccessMode::Write, false);
         assert!(w.write(T, 1, &20u64.to_le_bytes()).unwrap());
         match w.commit() {
             Ok(()) => {
@@ -241,7 +254,7 @@ fn a_failed_log_fails_the_commit<P: Protocol>(sync: SyncPolicy) {
         "{what}: {error}"
     );
     // Every writing commit from now on, and a checkpoint.
-    w.begin();
+    begin_on_key::<P>(&mut w, AccessMode::Write, false);
     assert!(w.write(T, 1, &30u64.to_le_bytes()).unwrap());
     assert_eq!(w.commit().map_err(|a| a.reason), Err(AbortReason::NotDurable), "{what}");
     assert_eq!(db.checkpoint().unwrap_err().to_string(), error, "{what}");
