@@ -68,10 +68,11 @@ pub struct OrderedWorker<'db> {
     /// Locks taken during the transaction, without waiting, for accesses no lock taken at
     /// begin covers (a key inside a declared range, or any access under `undeclared=no-wait`).
     extra: HashMap<u64, u8, FxBuildHasher>,
-    /// The attempt's declared set, sealed (empty for an undeclared attempt): what an access
-    /// outside the locks taken at begin is checked against; a scan inside one of its ranges
-    /// needs no further lock.
-    set: AccessSet,
+    /// The attempt's declared ranges (none for an undeclared attempt): a scan inside one needs
+    /// no further lock, and a write inside one takes its key lock without waiting. A declared
+    /// key holds its locks from begin, so an access that needs a lock not held is covered by
+    /// a declared range or not declared at all ([`OrderedWorker::admit`]).
+    ranges: AccessSet,
     /// Whether the attempt was begun with a declared set.
     declared_attempt: bool,
     slots: Vec<usize>,
@@ -101,7 +102,7 @@ impl<'db> OrderedWorker<'db> {
             protocol,
             declared: Vec::new(),
             extra: HashMap::default(),
-            set: AccessSet::default(),
+            ranges: AccessSet::default(),
             declared_attempt: false,
             slots: Vec::new(),
         }
@@ -189,9 +190,9 @@ impl<'db> OrderedWorker<'db> {
     }
 
     /// Whether an access that needs a lock not taken at begin may take it (without waiting):
-    /// under `undeclared=refuse`, only an access the declared set covers (a key of a declared
-    /// range, whose key lock is not taken at begin, or a key whose lock word is held for
-    /// another mode or key).
+    /// under `undeclared=refuse`, only one inside a declared range (whose keys' locks are not
+    /// taken at begin). A declared key's locks are all held from begin, so an access to it
+    /// never gets here.
     fn admit(&self, a: Access) -> Result<(), Abort> {
         if self.protocol.options.undeclared == Undeclared::NoWait {
             return Ok(());
@@ -199,11 +200,7 @@ impl<'db> OrderedWorker<'db> {
         if !self.declared_attempt {
             return Err(Abort::new(AbortReason::Undeclared));
         }
-        let covered = if a.lo == a.hi {
-            self.set.covers(a.table, a.lo, a.mode)
-        } else {
-            self.set.covers_range(a.table, a.lo, a.hi, a.mode)
-        };
+        let covered = self.ranges.covers_range(a.table, a.lo, a.hi, a.mode);
         if covered {
             Ok(())
         } else {
@@ -302,7 +299,7 @@ impl<'db> OrderedWorker<'db> {
         }
         self.declared.clear();
         self.extra.clear();
-        self.set.clear();
+        self.ranges.clear();
     }
 }
 
@@ -326,13 +323,8 @@ impl Worker for OrderedWorker<'_> {
         self.enter();
     }
 
-    /// Takes every lock of `set` in the global order, waiting for each. The worker keeps a
-    /// sealed copy of `set` (so an unsealed one does as well) to check later accesses against.
+    /// Takes every lock of `set` (sealed or not) in the global order, waiting for each.
     fn begin_declared(&mut self, set: &AccessSet) {
-        let mut own = std::mem::take(&mut self.set);
-        own.clone_from(set);
-        own.seal();
-        let set = &own;
         // Before this worker enters its epoch: a wide range may have to turn its table coarse,
         // which waits for every running transaction to end.
         for (t, lo, hi, _) in set.ranges() {
@@ -386,6 +378,7 @@ impl Worker for OrderedWorker<'_> {
                     self.slots.iter().map(|&s| Hold { id: bucket_id(t, s), mode: mode_bits }),
                 );
             }
+            self.ranges.range(t, lo, hi, mode);
         }
         wanted.sort_unstable_by_key(|h| h.id);
         // One hold per lock, with every mode asked of it.
@@ -404,7 +397,6 @@ impl Worker for OrderedWorker<'_> {
             self.take(*h, true);
         }
         self.declared = wanted;
-        self.set = own;
         self.declared_attempt = true;
     }
 
@@ -470,7 +462,7 @@ impl Worker for OrderedWorker<'_> {
         limit: usize,
         f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<usize, Abort> {
-        if lo <= hi && !self.set.covers_range(t, lo, hi, AccessMode::Read) {
+        if lo <= hi && !self.ranges.covers_range(t, lo, hi, AccessMode::Read) {
             let tbl = table(self.storage, t)?;
             let mut slots = std::mem::take(&mut self.slots);
             tbl.buckets.range_slots(lo, hi, &mut slots);
