@@ -284,17 +284,23 @@ impl AccessSet {
     }
     /// Whether an access to `key` with `mode` is covered.
     pub fn covers(&self, table: TableId, key: u64, mode: AccessMode) -> bool {
-        let hit = if self.sorted {
-            let probe = KeyEntry { table, key, mode: AccessMode::Read };
-            let start = self.keys.partition_point(|e| *e < probe);
-            self.keys[start..]
-                .iter()
-                .take_while(|e| e.table == table && e.key == key)
-                .any(|e| e.mode >= mode)
-        } else {
-            self.keys.iter().any(|e| e.table == table && e.key == key && e.mode >= mode)
-        };
+        if !self.sorted {
+            return self.covers_unsealed(table, key, mode);
+        }
+        let probe = KeyEntry { table, key, mode: AccessMode::Read };
+        let start = self.keys.partition_point(|e| *e < probe);
+        let hit = self.keys[start..]
+            .iter()
+            .take_while(|e| e.table == table && e.key == key)
+            .any(|e| e.mode >= mode);
         hit || self.covers_range(table, key, key, mode)
+    }
+    /// [`AccessSet::covers`] of a set not sealed: a linear search (kept out of the sealed
+    /// set's path, which the driver's run-time checks take at every operation).
+    #[cold]
+    fn covers_unsealed(&self, table: TableId, key: u64, mode: AccessMode) -> bool {
+        self.keys.iter().any(|e| e.table == table && e.key == key && e.mode >= mode)
+            || self.covers_range(table, key, key, mode)
     }
     /// Whether a scan of `[lo, hi]` with `mode` is covered.
     pub fn covers_range(&self, table: TableId, lo: u64, hi: u64, mode: AccessMode) -> bool {

@@ -2572,6 +2572,20 @@ mod tests {
         ]
     }
 
+    /// A database of [`N_AND_Y`] with `options`: `u` is `[n | y]`, 16 bytes, `y` deferred
+    /// under writers of `n`; key `K` loaded as `u = [0 | 7]`, `v = 0`.
+    fn n_and_y_db(options: DbOptions) -> Database<Ic3> {
+        let tables = n_and_y_tables();
+        let db =
+            Database::<Ic3>::builder(&tables).options(options).txn_types(&N_AND_Y).build().unwrap();
+        assert_eq!(db.protocol().shared.deferred(U), Y, "deferred under writers of n");
+        let mut l = db.loader();
+        l.insert(U, K, &[0u64.to_le_bytes(), 7u64.to_le_bytes()].concat()).unwrap();
+        l.insert(V, K, &0u64.to_le_bytes()).unwrap();
+        drop(l);
+        db
+    }
+
     /// §4.3 under pending writers: an accumulation into a column that no template reads or
     /// writes otherwise goes in at its transaction's commit under another transaction's
     /// uncommitted write of the row's other column, without waiting for it or depending on
@@ -2585,17 +2599,11 @@ mod tests {
         const TYPES: &[TxnType; 2] = &N_AND_Y;
         let y = |r: &[u8]| u64::from_le_bytes(r[8..16].try_into().unwrap());
         for commit in [true, false] {
-            let tables = n_and_y_tables();
-            let db = Database::<Ic3>::builder(&tables)
-                .options(DbOptions { max_workers: 4, record_history: true, ..Default::default() })
-                .txn_types(TYPES)
-                .build()
-                .unwrap();
-            assert_eq!(db.protocol().shared.deferred(U), Y, "deferred under writers of n");
-            let mut l = db.loader();
-            l.insert(U, K, &[0u64.to_le_bytes(), 7u64.to_le_bytes()].concat()).unwrap();
-            l.insert(V, K, &0u64.to_le_bytes()).unwrap();
-            drop(l);
+            let db = n_and_y_db(DbOptions {
+                max_workers: 4,
+                record_history: true,
+                ..Default::default()
+            });
             let (mut t1, mut t2, mut d) =
                 (db.worker().unwrap(), db.worker().unwrap(), db.worker().unwrap());
             let read_u = |d: &mut Ic3Worker<'_>| {
@@ -2662,7 +2670,6 @@ mod tests {
         use crate::durability::recovery::recover;
         use crate::engine::Accumulation;
         const TYPES: &[TxnType; 2] = &N_AND_Y;
-        let tables = n_and_y_tables();
         let read_u = |db: &Database<Ic3>| {
             let mut d = db.worker().unwrap();
             d.begin();
@@ -2672,20 +2679,11 @@ mod tests {
         };
         for commit in [true, false] {
             let dir = tempfile::tempdir().unwrap();
-            let db = Database::<Ic3>::builder(&tables)
-                .options(DbOptions {
-                    max_workers: 4,
-                    log: Some(LogOptions::new(dir.path())),
-                    ..Default::default()
-                })
-                .txn_types(TYPES)
-                .build()
-                .unwrap();
-            assert_eq!(db.protocol().shared.deferred(U), Y, "deferred under writers of n");
-            let mut l = db.loader();
-            l.insert(U, K, &[0u64.to_le_bytes(), 7u64.to_le_bytes()].concat()).unwrap();
-            l.insert(V, K, &0u64.to_le_bytes()).unwrap();
-            drop(l);
+            let db = n_and_y_db(DbOptions {
+                max_workers: 4,
+                log: Some(LogOptions::new(dir.path())),
+                ..Default::default()
+            });
             db.checkpoint().unwrap();
             let (mut t1, mut t2) = (db.worker().unwrap(), db.worker().unwrap());
             t1.typed(0);
@@ -2712,7 +2710,8 @@ mod tests {
             assert_eq!(read_u(&db), (n, 13), "live");
             let mut db = db;
             db.close_log().unwrap();
-            let fresh = Database::<Ic3>::builder(&tables).txn_types(TYPES).build().unwrap();
+            let fresh =
+                Database::<Ic3>::builder(&n_and_y_tables()).txn_types(TYPES).build().unwrap();
             let report = recover(&fresh, dir.path()).unwrap();
             assert_eq!(
                 read_u(&fresh),
