@@ -107,6 +107,7 @@ pub mod experiment;
 pub mod history;
 pub mod protocols;
 pub mod storage;
+pub mod util;
 pub mod workloads;
 
 /// The names most programs need.

@@ -8,14 +8,14 @@
 //!    below it is closed, so holds only transactions appended before now) and the log epoch `s`
 //!    transactions commit in now, and waits until epoch `s` is durable: every transaction of an
 //!    epoch `<= s` has then installed its writes, so the rows read afterwards reflect all of
-//!    them. That is the commit contract's point 5 ([`Protocol`]'s docs): a transaction's log
+//!    them. That is the commit contract's point 5 (`engine::Protocol`'s docs): a transaction's log
 //!    epoch leaves flight ([`super::log::LogWriter::installed`]) only once its writes are
 //!    visible, and a group declares an epoch durable only after every transaction of it left
 //!    flight. (A protocol that logs before it installs, as the multi-version ones do, would
 //!    otherwise let a transaction logged in epoch `s` and preempted before its install be
 //!    missing from the checkpoint, whose rows then hold the older values, and from the replay,
 //!    which skips epoch `s`.)
-//! 2. Each row is read with [`Protocol::read_committed`] (a stable read, or a shared lock under
+//! 2. Each row is read with [`Durable::read_committed`] (a stable read, or a shared lock under
 //!    2PL), with an epoch slot published so that no row is freed under the reader. A row may be
 //!    read before or after any later transaction; either way its stamp says which version it
 //!    is. `read_committed` never gives a value that may still roll back.
@@ -36,7 +36,7 @@
 
 use super::format::{self, FileKind, RecordKind, SegmentHeader};
 use super::log::{segment_name, sync_dir, SyncPolicy, LOG_SUBDIR};
-use crate::engine::{Database, Protocol};
+use super::Durable;
 use crate::error::Error;
 use crate::storage::{index, TableId};
 use std::fs::File;
@@ -120,10 +120,7 @@ pub fn current(dir: &Path) -> Result<Option<Manifest>, Error> {
 /// Writes a checkpoint of `db` (which must log) with `threads` checkpointer threads, while
 /// workers may run; publishes it and deletes the log segments and older checkpoints it makes
 /// unnecessary. See the module docs.
-pub fn checkpoint<P: Protocol>(
-    db: &Database<P>,
-    threads: usize,
-) -> Result<CheckpointReport, Error> {
+pub fn checkpoint<D: Durable>(db: &D, threads: usize) -> Result<CheckpointReport, Error> {
     let t0 = Instant::now();
     let mgr = db.log().ok_or_else(|| {
         Error::Config("a checkpoint needs a database that logs (DbOptions::log)".into())
@@ -232,8 +229,8 @@ pub fn part_name(i: usize) -> String {
 
 /// Checkpointer `i`: takes jobs until none is left, writing the rows to its own file.
 #[allow(clippy::too_many_arguments)]
-fn write_part<P: Protocol>(
-    db: &Database<P>,
+fn write_part<D: Durable>(
+    db: &D,
     i: usize,
     jobs: &[(TableId, usize, usize)],
     next: &AtomicUsize,
@@ -282,7 +279,7 @@ fn write_part<P: Protocol>(
             },
             |key, rid| {
                 let row = table.rows.get(rid);
-                if let Some(stamp) = db.protocol().read_committed(t, key, row, &mut image) {
+                if let Some(stamp) = db.read_committed(t, key, row, &mut image) {
                     format::encode_record(&mut buf, RecordKind::Put, t.0, stamp, key, &image);
                     rows += 1;
                 }

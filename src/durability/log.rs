@@ -112,7 +112,7 @@ pub struct LogOptions {
     /// When commits are synced.
     pub sync: SyncPolicy,
     /// The group-commit interval (`--group-commit-ms`).
-    #[serde(rename = "group_commit_s", serialize_with = "crate::engine::serialize_secs")]
+    #[serde(rename = "group_commit_s", serialize_with = "crate::util::serialize_secs")]
     pub group_interval: Duration,
     /// A segment file is closed and the next one started once it holds this many bytes.
     pub segment_bytes: u64,
@@ -1039,7 +1039,7 @@ impl LogWriter {
         }
         self.mgr.waiting.fetch_add(1, Ordering::AcqRel);
         self.mgr.wake_logger();
-        let mut spin = crate::protocols::common::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         while self.mgr.durable_epoch() < epoch && !self.mgr.failed() {
             spin.spin();
         }
@@ -1047,7 +1047,7 @@ impl LogWriter {
         self.mgr.durable_epoch() >= epoch
     }
 
-    /// The end of a commit (see `storage::context::WorkerCtx::commit_returning`), its writes
+    /// The end of a commit (see `engine::context::WorkerCtx::commit_returning`), its writes
     /// installed and its locks released: the transaction it logged, if any, leaves flight
     /// ([`LogWriter::installed`]), the ring is written out when a quarter full, and under
     /// `SyncPolicy::Commit` it waits until the commit is durable: the transaction of log epoch
@@ -1183,7 +1183,7 @@ impl LogWriter {
         if let Err(msg) = self.mgr.write_stream(self.stream, self.start) {
             self.mgr.fail(msg);
         }
-        let mut spin = crate::protocols::common::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         while self.pos + len as u64 - s.tail.load(Ordering::Acquire) > cap {
             if self.mgr.failed.load(Ordering::Acquire) {
                 self.dropped = true;

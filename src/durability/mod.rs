@@ -19,15 +19,64 @@
 //! logging off a protocol pays one branch per commit.
 //!
 //! The writes are appended through the worker's [`log::LogWriter`] (in
-//! `storage::context::WorkerCtx::log`): `begin` (the stamp; returns the transaction's log
+//! `engine::context::WorkerCtx::log`): `begin` (the stamp; returns the transaction's log
 //! epoch), `put_row`/`delete` per write, `end`. See [`log`] for group commit and [`format`](mod@format) for
 //! the files.
 //!
 //! A database that logs cannot also record histories: the in-place protocols keep one stamp per
 //! record, which is either a history stamp or a commit stamp.
 
+//! ## What durability needs of a database
+//!
+//! Durability sits below the engine and never names a protocol. Checkpoints and recovery reach a
+//! database through [`Durable`], which the engine's `Database` implements: the storage (tables,
+//! indexes, epochs), the log, a stable read of a row's latest committed image (what a checkpoint
+//! writes) and a loader that installs a recovered row (what recovery replays into).
+
 pub mod checkpoint;
 pub mod format;
 pub mod generation;
 pub mod log;
 pub mod recovery;
+
+use crate::error::Error;
+use crate::storage::row_store::RecordHeader;
+use crate::storage::{RowRef, Storage, TableId};
+use std::sync::Arc;
+
+/// A database as checkpoints and recovery see it. `Sync`: checkpointer and recovery threads
+/// share it.
+pub trait Durable: Sync {
+    /// The protocol's record type (what a table's slots hold).
+    type Record: RecordHeader;
+    /// Installs recovered rows (one per recovery thread).
+    type Installer<'a>: Install
+    where
+        Self: 'a;
+
+    /// The tables.
+    fn storage(&self) -> &Storage<Self::Record>;
+
+    /// The redo log, when the database logs.
+    fn log(&self) -> Option<&Arc<log::LogManager>>;
+
+    /// The latest committed image of `row` (`key` of table `t`) into `image` and its commit
+    /// stamp, or `None` when the row is absent: never a value that may still roll back. The
+    /// protocol's `read_committed`; see the commit contract in `engine::protocol`.
+    fn read_committed(
+        &self,
+        t: TableId,
+        key: u64,
+        row: RowRef<'_, Self::Record>,
+        image: &mut [u8],
+    ) -> Option<u64>;
+
+    /// A new installer of recovered rows.
+    fn installer(&self) -> Self::Installer<'_>;
+}
+
+/// Installs rows into a database outside any transaction (recovery, loading).
+pub trait Install {
+    /// Inserts row `key` of table `t` with `image` (a whole row).
+    fn insert(&mut self, t: TableId, key: u64, image: &[u8]) -> Result<(), Error>;
+}

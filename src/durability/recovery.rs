@@ -27,7 +27,7 @@
 use super::checkpoint;
 use super::format::{self, Bad, RecordKind, SegmentHeader, HEADER_LEN};
 use super::log::{segment_name, LOG_SUBDIR, MARKER};
-use crate::engine::{Database, Protocol};
+use super::{Durable, Install};
 use crate::error::Error;
 use crate::storage::projection::Projection;
 use rustc_hash::FxHashMap;
@@ -450,7 +450,7 @@ fn parse_checkpoint(
 /// Replays the log in `dir` (its current generation, see [`super::generation`]) into `db`,
 /// whose tables must be empty (freshly created with the schema the log was written for). See
 /// the module docs.
-pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryReport, Error> {
+pub fn recover<D: Durable>(db: &D, dir: &Path) -> Result<RecoveryReport, Error> {
     let start = Instant::now();
     let dir = &super::generation::current(dir)?;
     let specs: Vec<_> = db.storage().tables().iter().map(|t| t.spec.clone()).collect();
@@ -622,7 +622,7 @@ pub fn recover<P: Protocol>(db: &Database<P>, dir: &Path) -> Result<RecoveryRepo
                             }
                         }
                     }
-                    let mut loader = db.loader();
+                    let mut loader = db.installer();
                     let (mut rows, mut deleted) = (0, 0);
                     let mut newer: Vec<Entry> = Vec::new();
                     let mut image: Vec<u8> = Vec::new();

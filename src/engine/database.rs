@@ -15,7 +15,7 @@ pub struct DbOptions {
     /// Maximum number of workers that may exist at once (each needs an epoch slot).
     pub max_workers: usize,
     /// Interval between global epoch advances (Silo: 40 ms).
-    #[serde(rename = "epoch_interval_s", serialize_with = "super::serialize_secs")]
+    #[serde(rename = "epoch_interval_s", serialize_with = "crate::util::serialize_secs")]
     pub epoch_interval: Duration,
     /// Record every transaction's reads and writes for the serializability checker (see
     /// [`crate::history`]); [`Database::take_history`] collects them. Off by default.
@@ -166,7 +166,6 @@ impl<'a, P: Protocol> Builder<'a, P> {
                     options.max_workers,
                     fingerprint,
                 )?;
-                storage.set_log(handle.manager().clone());
                 Some(handle)
             }
         };
@@ -288,6 +287,13 @@ impl<P: Protocol> Database<P> {
     /// The redo log, when the database logs.
     pub fn log(&self) -> Option<&std::sync::Arc<crate::durability::log::LogManager>> {
         self.log.as_ref().map(|h| h.manager())
+    }
+
+    /// A new worker's storage-side state: its epoch slot, slot caches, log stream (when the
+    /// database logs) and history recorder (when it records). Every protocol's
+    /// [`Protocol::worker`] starts from it.
+    pub fn worker_ctx(&self) -> Result<crate::engine::context::WorkerCtx<'_, P::Record>, Error> {
+        crate::engine::context::WorkerCtx::new(&self.storage, self.log())
     }
 
     /// Writes a checkpoint of the database, with one checkpointer thread per core, while
@@ -521,6 +527,39 @@ impl<P: Protocol> Loader<'_, P> {
         }
         self.db.protocol.indexed(table, key, rid);
         Ok(rid)
+    }
+}
+
+impl<P: Protocol> crate::durability::Install for Loader<'_, P> {
+    fn insert(&mut self, table: TableId, key: u64, image: &[u8]) -> Result<(), Error> {
+        Loader::insert(self, table, key, image).map(|_| ())
+    }
+}
+
+impl<P: Protocol> crate::durability::Durable for Database<P> {
+    type Record = P::Record;
+    type Installer<'a> = Loader<'a, P>;
+
+    fn storage(&self) -> &Storage<P::Record> {
+        &self.storage
+    }
+
+    fn log(&self) -> Option<&std::sync::Arc<crate::durability::log::LogManager>> {
+        Database::log(self)
+    }
+
+    fn read_committed(
+        &self,
+        t: TableId,
+        key: u64,
+        row: crate::storage::RowRef<'_, P::Record>,
+        image: &mut [u8],
+    ) -> Option<u64> {
+        self.protocol.read_committed(t, key, row, image)
+    }
+
+    fn installer(&self) -> Loader<'_, P> {
+        self.loader()
     }
 }
 

@@ -77,10 +77,10 @@ pub enum RunLength {
     /// A warm-up, then a measurement window, both timed by the leader.
     Timed {
         /// Warm-up before measuring.
-        #[serde(rename = "warmup_s", serialize_with = "super::serialize_secs")]
+        #[serde(rename = "warmup_s", serialize_with = "crate::util::serialize_secs")]
         warmup: Duration,
         /// Measurement window.
-        #[serde(rename = "duration_s", serialize_with = "super::serialize_secs")]
+        #[serde(rename = "duration_s", serialize_with = "crate::util::serialize_secs")]
         duration: Duration,
     },
     /// Every worker runs exactly this many transactions (each ends committed or with a user

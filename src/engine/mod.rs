@@ -1,6 +1,7 @@
 //! The engine contract and the driver: protocols, procedures, workloads, runs and results.
 
 pub mod batch;
+pub mod context;
 pub mod database;
 pub mod driver;
 pub mod loader;
@@ -28,11 +29,3 @@ pub use report::RunReport;
 pub use retry::Retry;
 pub use stats::WorkerStats;
 pub use workload::{Generator, Workload};
-
-/// Serializes a duration as seconds (a number), as results and scripts expect.
-pub(crate) fn serialize_secs<S: serde::Serializer>(
-    d: &std::time::Duration,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64())
-}

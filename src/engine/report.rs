@@ -364,7 +364,7 @@ pub struct HistoryCheck {
     /// Committed ones.
     pub committed: usize,
     /// Every anomaly class seen, with counts and examples.
-    pub anomalies: Vec<crate::checker::Anomaly>,
+    pub anomalies: Vec<crate::history::check::Anomaly>,
     /// Whether every class seen is permitted by the protocol's isolation level.
     pub permitted: bool,
 }
@@ -624,7 +624,8 @@ impl RunReport {
             for a in h.anomalies.iter().filter(|_| !h.permitted) {
                 let _ = writeln!(s, "    {}: e.g. {}", a.class, a.example);
                 if !a.cycle.is_empty() {
-                    let _ = writeln!(s, "      cycle: {}", crate::checker::cycle_text(&a.cycle));
+                    let _ =
+                        writeln!(s, "      cycle: {}", crate::history::check::cycle_text(&a.cycle));
                 }
             }
         }

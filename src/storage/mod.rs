@@ -5,7 +5,6 @@
 //! protocol's, and protocol-specific steps (such as deciding whether a deleted record may be
 //! unlinked) are passed in as closures.
 
-pub mod context;
 pub mod dense_index;
 pub mod epoch;
 pub mod hash_index;
@@ -270,9 +269,6 @@ pub struct Storage<R: RecordHeader> {
     orphans: std::sync::Mutex<Orphans>,
     /// Whether `orphans` holds anything (checked by workers every few dozen transactions).
     has_orphans: std::sync::atomic::AtomicBool,
-    /// The redo log, when the database logs: workers created afterwards append their commits
-    /// to it (see [`crate::durability`]).
-    log: Option<Arc<crate::durability::log::LogManager>>,
     _advancer: EpochAdvancer,
 }
 
@@ -468,7 +464,6 @@ impl<R: RecordHeader> Storage<R> {
             origin: quanta::Instant::now(),
             orphans: Default::default(),
             has_orphans: Default::default(),
-            log: None,
             _advancer: advancer,
         })
     }
@@ -556,17 +551,6 @@ impl<R: RecordHeader> Storage<R> {
     /// The hook workers call at every phase of their commits, if any.
     pub fn commit_hook(&self) -> Option<&inject::Hook> {
         self.commit_hook.as_ref()
-    }
-
-    /// Makes workers created from now on append their commits to `log`.
-    pub fn set_log(&mut self, log: Arc<crate::durability::log::LogManager>) {
-        self.log = Some(log);
-    }
-
-    /// The redo log, when the database logs.
-    #[inline]
-    pub fn log(&self) -> Option<&Arc<crate::durability::log::LogManager>> {
-        self.log.as_ref()
     }
 
     /// The history sink, when recording is on.

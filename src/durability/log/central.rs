@@ -279,7 +279,7 @@ impl LogManager {
     fn await_ring(&self, upto: u64) -> Result<(), String> {
         let c = self.central();
         let cap = c.ring.cap() as u64;
-        let mut spin = crate::protocols::common::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         // Acquire: pairs with the flusher's Release store of `flushed` after its writes.
         while upto > c.flushed.load(Ordering::Acquire) + cap {
             if self.failed() {

@@ -19,10 +19,10 @@
 
 use super::record::{BohmExt, BohmRecord, BohmVersion};
 use super::units::{unit_of, Units};
+use crate::engine::context::WorkerCtx;
 use crate::engine::procedure::AccessSet;
 use crate::engine::AccessMode;
 use crate::error::Abort;
-use crate::storage::context::WorkerCtx;
 use crate::storage::index::IndexGuard;
 use crate::storage::row_store::prefetch_line;
 use crate::storage::version::{VersionPool, VersionStore};
@@ -554,7 +554,7 @@ mod tests {
         let (t, m) = (TableId(0), 2);
         // Key 1 exists (loaded); key 2 is new.
         {
-            let mut ctx = WorkerCtx::new(&storage).unwrap();
+            let mut ctx = WorkerCtx::new(&storage, None).unwrap();
             let rid = ctx.alloc(t).unwrap();
             let rec = storage.table(t).rows.get(rid).header;
             rec.clear();
@@ -582,7 +582,7 @@ mod tests {
             slot.ts.store(Batch::<()>::ts_of(4, 2, i), Ordering::Relaxed);
         }
         let mut planners: Vec<_> = (0..m).map(|c| Planner::new(&stores, &units, c, m)).collect();
-        let mut ctx = WorkerCtx::new(&storage).unwrap();
+        let mut ctx = WorkerCtx::new(&storage, None).unwrap();
         for p in &mut planners {
             p.plan(&mut ctx, &batch, 1).unwrap();
         }

@@ -67,18 +67,18 @@ use super::pipeline::{claim, executing, slot_state, stage, Batch, Claim, Outcome
 use super::record::{cut_after, settle, BohmRecord, BohmVersion, PASS, PRODUCED, TOMBSTONE};
 use super::worker::{prefetch_slot, run_slot, Abandoned, Env, Heap, Scratchpad, NO_PRODUCER};
 use super::Bohm;
+use crate::engine::context::WorkerCtx;
 use crate::engine::driver::{
     lead, worker_seed, Control, DurableCommits, RunConfig, RunLength, RunPhase,
 };
 use crate::engine::stats::WorkerStats;
 use crate::engine::{Database, Generator, Procedure, Protocol, Workload};
 use crate::error::{Abort, AbortReason, Error};
-use crate::protocols::common::SpinWait;
-use crate::storage::context::WorkerCtx;
 use crate::storage::inject::CommitPhase;
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::prefetch_line;
 use crate::storage::TableId;
+use crate::util::SpinWait;
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::ptr::NonNull;
@@ -312,7 +312,7 @@ fn sequence<W: Workload>(
     cfg: &RunConfig,
     barrier: &Barrier,
 ) -> Result<(), Error> {
-    let setup = WorkerCtx::new(db.storage());
+    let setup = db.worker_ctx();
     barrier.wait();
     let mut ctx = setup?;
     let control = shared.control;
@@ -648,7 +648,7 @@ struct ExecRole<'db> {
 
 impl<'db> ExecRole<'db> {
     fn new<P>(db: &'db Database<Bohm>, shared: &Shared<'db, P>, e: usize) -> Result<Self, Error> {
-        let mut ctx = WorkerCtx::new(db.storage())?;
+        let mut ctx = db.worker_ctx()?;
         let mut heap = Heap::new(db.storage().tables().len());
         heap.log = ctx.log.take();
         heap.inject = ctx.inject.take();
@@ -981,7 +981,7 @@ fn serve<'db, P: Procedure>(
     let mut number = shared.first;
     match role {
         Role::Plan(c) => {
-            let setup = WorkerCtx::new(db.storage());
+            let setup = db.worker_ctx();
             barrier.wait();
             let mut ctx = setup?;
             db.storage().adopt_orphans(&mut ctx.reclaimer, &mut ctx.caches);

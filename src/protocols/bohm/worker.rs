@@ -1053,7 +1053,6 @@ mod tests {
     use crate::protocols::bohm::pipeline::{executing, stage, Planner};
     use crate::protocols::bohm::record::PRODUCED;
     use crate::protocols::bohm::Bohm;
-    use crate::storage::context::WorkerCtx;
     use crate::storage::TableSpec;
     use std::sync::atomic::{AtomicU32, AtomicU64};
 
@@ -1150,7 +1149,7 @@ mod tests {
         }
         {
             let stores = db.protocol().stores();
-            let mut ctx = WorkerCtx::new(db.storage()).unwrap();
+            let mut ctx = db.worker_ctx().unwrap();
             let mut planner = Planner::new(stores, db.protocol().units(), 0, 1);
             planner.plan(&mut ctx, &batch, 0).unwrap();
         }

@@ -212,7 +212,6 @@ use crate::error::Error;
 use crate::protocols::common::btree::{Shape, MAX_FANOUT};
 use crate::protocols::common::clock::{ClockParams, Clocks, MAX_CLOCKS};
 use crate::protocols::common::quiescence::Quiescence;
-use crate::storage::context::WorkerCtx;
 use crate::storage::reclaim::Unlink;
 use crate::storage::version::{VersionPool, VersionStore};
 use crate::storage::{RowId, RowRef, TableId};
@@ -682,7 +681,7 @@ impl Cicada {
     /// `None` if the row is deleted or has none. The caller is inside a quiescence mark (a
     /// worker's, or a reader slot), or no worker runs.
     fn copy_committed(&self, table: TableId, rec: &CicadaRecord, buf: &mut [u8]) -> Option<u64> {
-        let mut spin = crate::protocols::common::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         loop {
             let v = self.latest_committed(rec)?;
             // A stable copy: Cicada-SV overwrites versions in place (a version's stamp never
@@ -890,7 +889,7 @@ impl Protocol for Cicada {
     }
 
     fn worker(db: &Database<Self>) -> Result<CicadaWorker<'_>, Error> {
-        Ok(CicadaWorker::new(WorkerCtx::new(db.storage())?, db.protocol()))
+        Ok(CicadaWorker::new(db.worker_ctx()?, db.protocol()))
     }
 
     fn versions(&self, db: &Database<Self>) -> Option<VersionReport> {

@@ -8,6 +8,7 @@ use super::record::{
     PENDING, UNUSED, WRITING,
 };
 use super::Cicada;
+use crate::engine::context::WorkerCtx;
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
@@ -15,14 +16,14 @@ use crate::history::{Stamp, INITIAL, UNBORN};
 use crate::protocols::common::btree::{NodeId, Nodes};
 use crate::protocols::common::clock::{clock_of, ThreadClock, Tsc};
 use crate::protocols::common::scan::{self, ScanSteps};
-use crate::protocols::common::{apply_update, check_len, table, Scratch, SpinWait};
-use crate::storage::context::WorkerCtx;
+use crate::protocols::common::{apply_update, check_len, table, Scratch};
 use crate::storage::inject::CommitPhase;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
 use crate::storage::row_store::SlotCache;
 use crate::storage::version::VersionPool;
 use crate::storage::{RowId, Table, TableId};
+use crate::util::SpinWait;
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::ptr::NonNull;

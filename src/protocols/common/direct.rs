@@ -7,6 +7,7 @@
 //! phantom buckets left to the locking layer (they are its locks, not versions), a
 //! serialization point at commit, and updates logged by their changed columns.
 
+use crate::engine::context::WorkerCtx;
 use crate::engine::Worker;
 use crate::error::Abort;
 use crate::protocols::common::scan::{self, ScanSteps};
@@ -16,7 +17,6 @@ use crate::protocols::common::{
     check_len, commit_in_place, insert_existing, returning_in_place, roll_back, table,
     update_in_place, Arena, Scratch, Undo, UndoKind,
 };
-use crate::storage::context::WorkerCtx;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
 use crate::storage::reclaim::Unlink;

@@ -1,5 +1,5 @@
-//! Mechanisms more than one protocol uses: table lookup with the standard aborts, a spin-wait
-//! that yields under oversubscription, an undo log, and a value arena.
+//! Mechanisms more than one protocol uses: table lookup with the standard aborts, an undo log,
+//! and a value arena.
 
 pub mod btree;
 pub mod clock;
@@ -14,9 +14,9 @@ pub mod state;
 pub mod tid;
 pub mod tracking;
 
+use crate::engine::context::WorkerCtx;
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::error::{Abort, AbortReason};
-use crate::storage::context::WorkerCtx;
 use crate::storage::inject::CommitPhase;
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::row_store::RecordHeader;
@@ -55,47 +55,8 @@ pub mod shim {
     /// MOCC with every record hot: 2.8x the throughput at 2 threads, and 23x at 8 threads on 2
     /// cores, where a FIFO hand-over to a descheduled waiter stalls the queue).
     #[inline(always)]
-    pub fn spin_wait() -> super::SpinWait {
-        super::SpinWait::spinning(512)
-    }
-}
-
-/// Spins politely: `spin_loop` hints first, then yields the core so that a lock holder that was
-/// descheduled (more threads than cores) can run.
-pub struct SpinWait {
-    n: u32,
-    spins: u32,
-}
-
-impl Default for SpinWait {
-    /// 64 `spin_loop` hints, then yields.
-    fn default() -> Self {
-        SpinWait::spinning(64)
-    }
-}
-
-impl SpinWait {
-    /// `spins` `spin_loop` hints, then yields.
-    #[inline]
-    pub fn spinning(spins: u32) -> Self {
-        SpinWait { n: 0, spins }
-    }
-
-    /// Whether the spinning is over and each further call yields.
-    #[inline]
-    pub fn exhausted(&self) -> bool {
-        self.n > self.spins
-    }
-
-    /// Waits a little longer each call.
-    #[inline]
-    pub fn spin(&mut self) {
-        self.n += 1;
-        if self.n <= self.spins {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
+    pub fn spin_wait() -> crate::util::SpinWait {
+        crate::util::SpinWait::spinning(512)
     }
 }
 

@@ -339,7 +339,7 @@ impl TxnTable {
     /// tracking ([`MvCtx::untracked_committed`]): (commit timestamp, snapshot), (0, 0) if none.
     pub fn untracked(&self, slot: usize) -> (u64, u64) {
         let t = &self.slots[slot];
-        let mut spin = super::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         loop {
             // Acquire: pairs with the owner's Release of the even sequence (the pair before).
             let s0 = t.untracked_seq.load(Ordering::Acquire);
@@ -360,7 +360,7 @@ impl TxnTable {
     /// The state of slot `slot`'s transaction `seq` (any, for `None`).
     fn state_of(&self, slot: usize, seq: Option<u64>) -> Owner {
         let slot = &self.slots[slot];
-        let mut spin = super::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         loop {
             // SeqCst: a reader that sees ACTIVE read the clock for its snapshot before the
             // owner announced COMMITTING, which precedes the owner's `commit()`.
@@ -620,7 +620,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
 
     /// Recomputes the watermark now (waiting for a refresh in progress).
     pub fn refresh(&self) {
-        let mut spin = super::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         while self.refreshing.swap(true, Ordering::SeqCst) {
             spin.spin();
         }
@@ -735,7 +735,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         speculative: bool,
     ) -> Result<Option<&'a Version<V>>, TooOld> {
         let mut v = rec.newest();
-        let mut spin = super::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         while let Some(ver) = v {
             loop {
                 let st = ver.stamp.load(Ordering::Acquire);
@@ -773,7 +773,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
     /// The commit timestamp `v` has, or will have if its owner is committing; `None` if it was
     /// aborted (or its owner is still running).
     pub fn commit_stamp(&self, v: &Version<V>) -> Option<u64> {
-        let mut spin = super::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         loop {
             let st = v.stamp.load(Ordering::Acquire);
             if is_committed(st) {
@@ -798,7 +798,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
     /// scanned range.
     pub fn changed_between(&self, rec: &MvRecord<V>, s: u64, c: u64, own: u64) -> bool {
         let mut v = rec.newest();
-        let mut spin = super::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         while let Some(ver) = v {
             let st = ver.stamp.load(Ordering::Acquire);
             if st == own {
@@ -1113,7 +1113,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
     #[inline]
     pub fn install<'a>(&self, rec: &'a MvRecord<V>, v: NonNull<Version<V>>) -> Install<'a, V> {
         let own = self.own();
-        let mut spin = super::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         loop {
             let w = rec.word();
             if w & UNLINKED != 0 {

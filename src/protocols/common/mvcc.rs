@@ -84,6 +84,7 @@
 //! transaction both observed and inserted into a bucket, its own timestamp in `rts` may hide an
 //! earlier observer's: then `c - 1`, above every timestamp it could hide, stands for it.
 
+use crate::engine::context::WorkerCtx;
 use crate::engine::options::{number, switch, OptionSpec, ProtocolOptions};
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::report::VersionReport;
@@ -94,7 +95,6 @@ use crate::protocols::common::mv::{
 };
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::{apply_update, check_len, table, Scratch};
-use crate::storage::context::WorkerCtx;
 use crate::storage::inject::CommitPhase;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
@@ -680,7 +680,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
         let nv = self.mv.alloc(t, 0);
         // SAFETY: our own version, not yet published.
         self.mv.row(t, unsafe { nv.as_ref() }).write_from(value);
-        let mut spin = crate::protocols::common::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         loop {
             // Insert first (one index traversal when the key is new, the common case).
             let fresh = match self.ctx.alloc(t) {
@@ -1135,7 +1135,7 @@ impl<C: Certifier> Protocol for MvProtocol<C> {
 
     fn worker(db: &Database<Self>) -> Result<MvWorker<'_, C>, Error> {
         let p = db.protocol();
-        Ok(MvWorker::new(WorkerCtx::new(db.storage())?, &p.mv, &p.options))
+        Ok(MvWorker::new(db.worker_ctx()?, &p.mv, &p.options))
     }
 
     fn versions(&self, db: &Database<Self>) -> Option<VersionReport> {

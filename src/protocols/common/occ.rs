@@ -35,13 +35,13 @@
 //! commit installing it) and reads between two loads of its word, so a checkpoint never reads
 //! a half-installed row, nor misses one installed before it.
 
+use crate::engine::context::WorkerCtx;
 use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::{accumulate_now, Accumulation, PieceEnd, Worker};
 use crate::error::{Abort, AbortReason};
 use crate::history::{Recorder, Stamp};
 use crate::protocols::common::scan::{self, ScanSteps};
-use crate::protocols::common::{apply_update, check_len, table, Arena, Scratch, SpinWait};
-use crate::storage::context::WorkerCtx;
+use crate::protocols::common::{apply_update, check_len, table, Arena, Scratch};
 use crate::storage::inject::CommitPhase;
 use crate::storage::phantom::{Batch, RangeBuckets};
 use crate::storage::projection::{Columns, Projection};
@@ -49,6 +49,7 @@ use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::snapshot::Kept;
 use crate::storage::{RowId, RowRef, Table, TableId};
+use crate::util::SpinWait;
 use std::ops::ControlFlow;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 

@@ -100,7 +100,7 @@ impl Quiescence {
     /// pointers into shared memory meanwhile. Claims a free reader slot (spinning while all
     /// are taken: readers hold them for one read).
     pub fn reader(&self) -> ReaderGuard<'_> {
-        let mut spin = crate::protocols::common::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         loop {
             for (i, c) in self.claimed.iter().enumerate() {
                 // Acquire: pairs with the previous holder's Release in `drop`, after which its

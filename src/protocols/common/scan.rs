@@ -9,8 +9,8 @@
 //! the range that was covered in the history. Protocols implement only their two steps, and the
 //! loop is monomorphised into each of them (no `dyn` call per entry).
 
+use crate::engine::context::WorkerCtx;
 use crate::error::{Abort, AbortReason};
-use crate::storage::context::WorkerCtx;
 use crate::storage::index::{IndexGuard, ScanBuf};
 use crate::storage::phantom::Batch;
 use crate::storage::row_store::RecordHeader;

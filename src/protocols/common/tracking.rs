@@ -11,9 +11,9 @@
 //! that committed before it.
 
 use crate::protocols::common::mv::{is_pending, Owner, TxnTable, MAX_WORKERS};
-use crate::protocols::common::SpinWait;
 use crate::storage::row_store::prefetch_line;
 use crate::storage::version::{Version, VersionExt};
+use crate::util::SpinWait;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 

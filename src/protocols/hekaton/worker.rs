@@ -8,8 +8,8 @@ use crate::error::{Abort, AbortReason};
 use crate::protocols::common::mv::{is_committed, is_pending, MvCtx, STAMPED_WORKERS};
 use crate::protocols::common::mvcc::{Absences, Certifier, MvOptions, MvWorker};
 use crate::protocols::common::tracking::{committed_overwriter, Overwrites};
-use crate::protocols::common::SpinWait;
 use crate::storage::version::Version;
+use crate::util::SpinWait;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 

@@ -157,7 +157,6 @@ use crate::protocols::common::occ::{
     parse_snapshot_epochs, InPlace, OccRecord, OccWorker, SNAPSHOT_EPOCHS,
 };
 use crate::protocols::common::stamp_epoch;
-use crate::storage::context::WorkerCtx;
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::{RowId, RowRef, TableId, TableSpec};
 use record::{Locked, ABSENT, LISTED, LOCK, PENDING, VERSION_SHIFT};
@@ -619,7 +618,7 @@ impl Protocol for Ic3 {
                 .map(|t| (0..t.buckets.slots()).map(|_| Ic3Record::default()).collect())
                 .collect()
         });
-        let ctx = WorkerCtx::new(storage)?;
+        let ctx = db.worker_ctx()?;
         let local = Ic3Local::new(Arc::clone(shared)).ok_or_else(|| {
             Error::Config(format!(
                 "too many workers: this database was created for at most {}",

@@ -48,9 +48,10 @@
 
 use super::txn::{DepQueue, TxnRef};
 use crate::protocols::common::occ::InPlace;
-use crate::protocols::common::{stamp_epoch, SpinWait};
+use crate::protocols::common::stamp_epoch;
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::row_store::{RecordHeader, RowRef};
+use crate::util::SpinWait;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 

@@ -20,7 +20,7 @@
 //! Contexts live in the protocol, not in the workers, so that a dependency queue's pointers
 //! stay valid after the worker that ran the attempt is gone.
 
-use crate::protocols::common::SpinWait;
+use crate::util::SpinWait;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -93,7 +93,6 @@ use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTEN
 use crate::protocols::common::occ::{parse_snapshot_epochs, SNAPSHOT_EPOCHS};
 use crate::protocols::common::occ::{OccRecord, OccWorker, ValidationLock};
 use crate::protocols::common::tid::Tid;
-use crate::storage::context::WorkerCtx;
 use crate::storage::{RowRef, TableId};
 use std::sync::Arc;
 
@@ -270,7 +269,7 @@ impl Protocol for Mocc {
     }
 
     fn worker(db: &Database<Self>) -> Result<MoccWorker<'_>, Error> {
-        let ctx = WorkerCtx::new(db.storage())?;
+        let ctx = db.worker_ctx()?;
         let p = db.protocol();
         let local = MoccLocal::new(&p.options, p.nodes.clone(), ctx.slot);
         Ok(OccWorker::new(ctx, local))

@@ -24,8 +24,8 @@
 
 use crate::protocols::common::occ::OccRecord;
 use crate::protocols::common::tid::Tid;
-use crate::protocols::common::SpinWait;
 use crate::storage::row_store::RecordHeader;
+use crate::util::SpinWait;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The highest temperature (2^20 failures in one period, CCBench's cap).

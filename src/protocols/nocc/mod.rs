@@ -22,7 +22,6 @@ pub use worker::NoccWorker;
 use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Reads, Setup};
 use crate::error::Error;
 use crate::protocols::common::state::PRESENT;
-use crate::storage::context::WorkerCtx;
 use crate::storage::{RowRef, TableId};
 
 /// The `nocc` protocol. Stateless.
@@ -81,6 +80,6 @@ impl Protocol for Nocc {
     }
 
     fn worker(db: &Database<Self>) -> Result<NoccWorker<'_>, Error> {
-        Ok(NoccWorker::new(WorkerCtx::new(db.storage())?))
+        Ok(NoccWorker::new(db.worker_ctx()?))
     }
 }

@@ -62,7 +62,6 @@ use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTEN
 use crate::protocols::common::occ::{parse_snapshot_epochs, SNAPSHOT_EPOCHS};
 use crate::protocols::common::occ::{OccRecord, OccWorker};
 use crate::protocols::common::tid::SiloLocal;
-use crate::storage::context::WorkerCtx;
 use crate::storage::{RowRef, TableId};
 
 /// The Silo protocol.
@@ -180,6 +179,6 @@ impl Protocol for Silo {
     fn worker(db: &Database<Self>) -> Result<SiloWorker<'_>, Error> {
         let o = db.protocol().options;
         let local = SiloLocal::new(o.validation_lock, o.read_phase_extension);
-        Ok(OccWorker::new(WorkerCtx::new(db.storage())?, local))
+        Ok(OccWorker::new(db.worker_ctx()?, local))
     }
 }

@@ -68,7 +68,6 @@ use crate::error::Error;
 use crate::protocols::common::occ::{
     parse_read_phase_extension, OccRecord, OccWorker, ValidationLock, READ_PHASE_EXTENSION,
 };
-use crate::storage::context::WorkerCtx;
 
 /// The TicToc protocol.
 #[derive(Clone, Copy, Debug)]
@@ -193,6 +192,6 @@ impl Protocol for TicToc {
 
     fn worker(db: &Database<Self>) -> Result<TicTocWorker<'_>, Error> {
         let local = TicTocLocal::new(db.protocol().options);
-        Ok(OccWorker::new(WorkerCtx::new(db.storage())?, local))
+        Ok(OccWorker::new(db.worker_ctx()?, local))
     }
 }

@@ -42,7 +42,6 @@ pub use worker::TwoPlWorker;
 use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Reads, Setup};
 use crate::error::{AbortReason, Error};
 use crate::protocols::common::state::PRESENT;
-use crate::storage::context::WorkerCtx;
 use crate::storage::{RowRef, TableId};
 use std::marker::PhantomData;
 
@@ -132,7 +131,7 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
         row: RowRef<'_, TwoPlRecord>,
         buf: &mut [u8],
     ) -> Option<u64> {
-        let mut spin = crate::protocols::common::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         while row.header.try_read(0).is_err() {
             spin.spin();
         }
@@ -145,7 +144,7 @@ impl<L: LockPolicy> Protocol for TwoPl<L> {
     }
 
     fn worker(db: &Database<Self>) -> Result<TwoPlWorker<'_, L>, Error> {
-        let ctx = WorkerCtx::new(db.storage())?;
+        let ctx = db.worker_ctx()?;
         if ctx.slot >= record::MAX_WORKERS {
             return Err(Error::Config(format!(
                 "too many workers: {} supports at most {} at once (timestamps name the worker in \

@@ -2,18 +2,19 @@
 
 use super::record::{older, TsClock, TwoPlRecord, WRITER};
 use super::LockPolicy;
+use crate::engine::context::WorkerCtx;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::common::{
     check_len, commit_in_place, insert_existing, returning_in_place, roll_back, table,
-    update_in_place, Arena, Scratch, SpinWait, Undo, UndoKind,
+    update_in_place, Arena, Scratch, Undo, UndoKind,
 };
-use crate::storage::context::WorkerCtx;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
 use crate::storage::{RowId, Table, TableId};
+use crate::util::SpinWait;
 use rustc_hash::FxBuildHasher;
 use std::collections::HashMap;
 use std::marker::PhantomData;

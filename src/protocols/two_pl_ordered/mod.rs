@@ -60,9 +60,8 @@ use crate::engine::{Reads, Setup};
 use crate::error::Error;
 use crate::protocols::common::direct::DirectWorker;
 use crate::protocols::common::state::PRESENT;
-use crate::protocols::common::SpinWait;
-use crate::storage::context::WorkerCtx;
 use crate::storage::{RowRef, TableId};
+use crate::util::SpinWait;
 
 /// The `2pl-ordered` protocol: the key locks and each table's coarse range words.
 pub struct TwoPlOrdered {
@@ -181,7 +180,7 @@ impl Protocol for TwoPlOrdered {
     }
 
     fn worker(db: &Database<Self>) -> Result<OrderedWorker<'_>, Error> {
-        let inner = DirectWorker::locked(WorkerCtx::new(db.storage())?);
+        let inner = DirectWorker::locked(db.worker_ctx()?);
         Ok(OrderedWorker::new(inner, db.protocol()))
     }
 }

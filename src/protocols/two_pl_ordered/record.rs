@@ -145,7 +145,7 @@ impl Coarse {
         }
         self.on.store(true, Ordering::SeqCst);
         let e = epochs.retire_stamp();
-        let mut spin = crate::protocols::common::SpinWait::default();
+        let mut spin = crate::util::SpinWait::default();
         while epochs.min_active() <= e {
             spin.spin();
         }

@@ -2,15 +2,16 @@
 //! caches, reclamation queues and scan buffer. One implementation, so that no protocol writes its
 //! own epoch or allocation code.
 
-use super::index::{pin, IndexGuard, ScanBuf};
-use super::inject::{CommitPhase, Injector};
-use super::reclaim::{Reclaimer, Unlink};
-use super::row_store::RecordHeader;
-use super::{RowId, SlotCache, Storage, Table, TableId};
-use crate::durability::log::LogWriter;
+use crate::durability::log::{LogManager, LogWriter};
 use crate::error::{Abort, AbortReason, Error};
 use crate::history::Recorder;
+use crate::storage::index::{pin, IndexGuard, ScanBuf};
+use crate::storage::inject::{CommitPhase, Injector};
 use crate::storage::projection::Columns;
+use crate::storage::reclaim::{Reclaimer, Unlink};
+use crate::storage::row_store::RecordHeader;
+use crate::storage::{RowId, SlotCache, Storage, Table, TableId};
+use std::sync::Arc;
 
 /// Transactions between two reclamation passes when the queues are short.
 const COLLECT_EVERY: u32 = 64;
@@ -68,7 +69,7 @@ pub struct WorkerCtx<'db, R: RecordHeader> {
     /// writes and range reads here; attempts begin and end with `enter` and `exit`.
     pub history: Option<Recorder>,
     /// Pauses and the commit hook at the phases of commits, when the storage asks for them
-    /// (tests; see [`super::inject`]).
+    /// (tests; see [`crate::storage::inject`]).
     pub inject: Option<Box<Injector>>,
     /// This worker's log stream, when the database logs. Protocols append each committed
     /// transaction's writes here, with its commit stamp, while they hold its write locks (the
@@ -88,8 +89,10 @@ pub struct WorkerCtx<'db, R: RecordHeader> {
 }
 
 impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
-    /// Registers a worker with `storage`.
-    pub fn new(storage: &'db Storage<R>) -> Result<Self, Error> {
+    /// Registers a worker with `storage`, appending to `log` when the database logs (the
+    /// protocols' `worker` passes its [`Database`](crate::engine::Database)'s: see
+    /// [`Database::worker_ctx`](crate::engine::Database::worker_ctx)).
+    pub fn new(storage: &'db Storage<R>, log: Option<&Arc<LogManager>>) -> Result<Self, Error> {
         let slot = storage.epochs().register().ok_or_else(|| {
             Error::Config(format!(
                 "too many workers: this database was created for at most {}",
@@ -110,7 +113,7 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
             attempt: 1,
             history: storage.history().map(|s| s.recorder()),
             inject: Injector::new(slot, storage.commit_pause_us(), storage.commit_hook()),
-            log: storage.log().map(|m| m.writer(slot)),
+            log: log.map(|m| m.writer(slot)),
             log_epoch: 0,
             last_stamp: 0,
             snapshot_every: storage.epochs().snapshots.every(),
@@ -151,7 +154,7 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         }
     }
 
-    /// The running commit reached `phase` (see [`super::inject`]): pauses at random or calls
+    /// The running commit reached `phase` (see [`crate::storage::inject`]): pauses at random or calls
     /// the database's commit hook when it has them; one predictable branch otherwise.
     /// Protocols call it at each phase of their commits but the last, which
     /// [`WorkerCtx::commit_returning`] passes.
@@ -214,13 +217,13 @@ impl<'db, R: RecordHeader> WorkerCtx<'db, R> {
         &mut self,
         t: TableId,
         rid: RowId,
-        value: super::snapshot::Kept<'_, R>,
+        value: crate::storage::snapshot::Kept<'_, R>,
         word: u64,
         epoch: u64,
         now: u64,
     ) {
         let k = self.snapshot_every;
-        if k == 0 || !super::snapshot::crosses(epoch, now, k) {
+        if k == 0 || !crate::storage::snapshot::crosses(epoch, now, k) {
             return;
         }
         let chains = self.storage.table(t).chains.as_ref().expect("snapshots keep chains");
@@ -401,7 +404,8 @@ impl<R: RecordHeader> Drop for WorkerCtx<'_, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::{IndexKind, TableSpec};
+    use crate::storage::index::IndexKind;
+    use crate::storage::TableSpec;
     use std::sync::atomic::AtomicU64;
     use std::time::Duration;
 
@@ -437,7 +441,7 @@ mod tests {
     #[test]
     fn pinned_publishes_the_epoch_while_it_runs() {
         let s = storage();
-        let mut ctx = WorkerCtx::new(&s).unwrap();
+        let mut ctx = WorkerCtx::new(&s, None).unwrap();
         let epochs = s.epochs();
         let idle = epochs.min_active();
         let inside = ctx.pinned(|| epochs.min_active());
@@ -449,7 +453,7 @@ mod tests {
     fn hints_answer_for_their_own_key_and_attempt_only() {
         let s = storage();
         let (a, b) = (&s.tables()[0], &s.tables()[1]);
-        let mut ctx = WorkerCtx::new(&s).unwrap();
+        let mut ctx = WorkerCtx::new(&s, None).unwrap();
         ctx.enter(|_, _, _, _| Unlink::Gone);
         // More keys than the table has slots, in both tables: some hints are dropped, and a
         // lookup must then fall back to the index, never answer with another key's row.
@@ -489,7 +493,7 @@ mod tests {
     fn attempt_numbers_wrap_without_reviving_old_hints() {
         let s = storage();
         let a = &s.tables()[0];
-        let mut ctx = WorkerCtx::new(&s).unwrap();
+        let mut ctx = WorkerCtx::new(&s, None).unwrap();
         ctx.enter(|_, _, _, _| Unlink::Gone);
         let stale = ctx.attempt;
         ctx.prefetch(a.id, 3);

@@ -34,6 +34,8 @@
 //! tell which absent state of a key a predicate read observed (the latest one at or before the
 //! reader's `ts`).
 
+pub mod check;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -524,15 +526,12 @@ mod tests {
         clean.push(3, Outcome::Committed, 30, &[read(1, 12)]);
         clean.push(4, Outcome::Committed, 40, &[write(13, 12)]);
         let invented = |h: &History| {
-            crate::checker::check(h)
-                .anomalies
-                .iter()
-                .any(|a| a.class == crate::checker::AnomalyClass::Invented)
+            check::check(h).anomalies.iter().any(|a| a.class == check::AnomalyClass::Invented)
         };
         assert!(invented(&clean), "without aliases, 12 is a version nobody wrote");
         clean.push_alias(Alias { table: 0, key: 1, stamp: 9, of: 5 });
         clean.push_alias(Alias { table: 0, key: 1, stamp: 12, of: 9 });
-        let report = crate::checker::check(&clean);
+        let report = check::check(&clean);
         assert!(report.anomalies.is_empty(), "{report:?}");
     }
 
