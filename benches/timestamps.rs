@@ -9,7 +9,7 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use txlab::protocols::common::mv::{Counter, Timestamps};
+use txlab::protocols::mv::{Counter, Timestamps};
 
 fn counter(c: &mut Criterion) {
     let mut group = c.benchmark_group("counter");

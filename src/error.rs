@@ -66,7 +66,7 @@ pub enum AbortReason {
     /// Hekaton's commit dependency) aborted, so this one aborts too.
     CascadingAbort,
     /// The version this transaction's snapshot sees was collected by the aggressive GC
-    /// (`protocols::common::mv`): it is retried with a new snapshot that the GC then spares.
+    /// (`protocols::mv`): it is retried with a new snapshot that the GC then spares.
     SnapshotTooOld,
     /// BOHM: a version this transaction reads is being produced by another execution thread;
     /// the attempt is abandoned and run again later (§3.3.1). Not an abort of the transaction.

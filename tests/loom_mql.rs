@@ -1,4 +1,4 @@
-//! Model-checks the queue lock (`src/protocols/common/mql.rs`) with loom: every interleaving
+//! Model-checks the queue lock (`src/protocols/mocc/mql.rs`) with loom: every interleaving
 //! (within loom's bounds) of a few threads requesting, cancelling and releasing, with loom's
 //! atomics standing in for std's. Compiled only under `--cfg loom`: `scripts/loom.sh` runs it.
 #![cfg(loom)]
@@ -25,7 +25,7 @@ mod shim {
 }
 
 #[allow(dead_code)]
-#[path = "../src/protocols/common/mql.rs"]
+#[path = "../src/protocols/mocc/mql.rs"]
 mod mql;
 
 use loom::sync::atomic::{AtomicI64, AtomicU64, Ordering};

@@ -11,7 +11,7 @@
 //! the changed columns of the updates after it in stamp order, rebuilds exactly the state the
 //! protocol produced. Silo and MOCC give their commit TID, TicToc its commit timestamp, and the in-place
 //! protocols (nocc, 2PL) a TID computed the same way under their locks
-//! ([`crate::protocols::common::log_in_place`]), BOHM its timestamp (logged at completion,
+//! ([`crate::protocols::inplace::log_in_place`]), BOHM its timestamp (logged at completion,
 //! before any of its versions is produced). Across a delete and a re-insert of a key into
 //! another slot the order holds too: the new slot is used only after the old one was unlinked,
 //! a grace period later, so its TIDs are in a later epoch (TicToc's new record starts at the

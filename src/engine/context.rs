@@ -79,7 +79,7 @@ pub struct WorkerCtx<'db, R: RecordHeader> {
     /// log's durable epoch reaches it.
     pub log_epoch: u64,
     /// The largest commit stamp this worker has given (the in-place protocols' stamps, see
-    /// [`crate::protocols::common::log_in_place`]).
+    /// [`crate::protocols::inplace::log_in_place`]).
     pub last_stamp: u64,
     /// Epochs between two snapshot boundaries (0: the database keeps no snapshots, see
     /// [`crate::storage::snapshot`]).

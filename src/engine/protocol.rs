@@ -349,7 +349,7 @@ pub trait Worker {
 
     /// Starts a transaction attempt that promises to write nothing (see [`Worker::begin`] for
     /// attempts and retries). A multi-version protocol may run it on an older snapshot that is
-    /// safe without certification (`protocols::common::mvcc`), a protocol that keeps
+    /// safe without certification (`protocols::mv::worker`), a protocol that keeps
     /// snapshots ([`Protocol::snapshot_epochs`]: Silo §4.9) on the newest snapshot, and both
     /// then refuse its writes with [`crate::error::AbortReason::ReadOnlyWrite`]; the others run
     /// it as any transaction (the default). Procedures declare it with [`crate::engine::Procedure::read_only`].

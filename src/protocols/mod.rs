@@ -1,4 +1,5 @@
-//! Concurrency-control protocols, one module each, sharing `common`.
+//! Concurrency-control protocols, one module each, built on their family's substrate
+//! ([`occ`], [`inplace`], [`mv`]) and on [`common`].
 //!
 //! Protocols never import each other; [`ProtocolKind`] is the one place that names them all, and
 //! [`with_protocol!`](crate::with_protocol) turns a runtime choice into a monomorphised call.
@@ -10,8 +11,11 @@ pub mod ermia_ssi;
 pub mod ermia_ssn;
 pub mod hekaton;
 pub mod ic3;
+pub mod inplace;
 pub mod mocc;
+pub mod mv;
 pub mod nocc;
+pub mod occ;
 pub mod si;
 pub mod silo;
 pub mod tictoc;

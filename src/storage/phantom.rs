@@ -94,7 +94,7 @@ impl RangeBuckets {
     ///   whose record was unlinked from the bucket (absence observed in the bucket is valid from
     ///   there on), and `rts`, the largest commit timestamp of a transaction that validated
     ///   absence observed in the bucket (a key that appears in it afterwards must commit later).
-    /// * The serializable multi-version certifiers (`protocols::common::mvcc`): `wts`, the
+    /// * The serializable multi-version certifiers (`protocols::mv::worker`): `wts`, the
     ///   largest commit timestamp of a transaction that made a key of the bucket present, and
     ///   `rts`, the largest commit timestamp of one that observed absence in it.
     pub fn enable_clocks(&mut self) {
@@ -190,7 +190,7 @@ impl RangeBuckets {
     }
 
     /// Raises the `wts` of word `slot` to at least `ts` and returns its previous value
-    /// (SeqCst: one side of the store-then-load pairs of `protocols::common::mvcc`).
+    /// (SeqCst: one side of the store-then-load pairs of `protocols::mv::worker`).
     #[inline]
     pub fn extend_wts(&self, slot: usize, ts: u64) -> u64 {
         self.clocks[slot].wts.fetch_max(ts, Ordering::SeqCst)

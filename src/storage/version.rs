@@ -3,7 +3,7 @@
 //! A multi-version protocol keeps a record's versions outside its slot (ERMIA §3.5: the slot is
 //! the indirection array's entry and holds the protocol's head word, which points to the newest
 //! version; older versions follow through `next`). This module owns their memory; what the
-//! words of a version mean belongs to `protocols::common::mv` and the protocol.
+//! words of a version mean belongs to `protocols::mv` and the protocol.
 //!
 //! ## Layout
 //!
@@ -62,11 +62,11 @@ unsafe impl VersionExt for () {}
 #[repr(C)]
 pub struct Version<V> {
     /// The version's commit stamp, or a protocol's marker while it is pending or after it
-    /// aborted (see `protocols::common::mv`).
+    /// aborted (see `protocols::mv`).
     pub stamp: AtomicU64,
     /// The next older version, or null.
     pub next: AtomicPtr<Version<V>>,
-    /// Bit flags (`protocols::common::mv::TOMBSTONE`).
+    /// Bit flags (`protocols::mv::TOMBSTONE`).
     pub flags: AtomicU64,
     /// The protocol's fields.
     pub ext: V,

@@ -1,5 +1,5 @@
 //! Cicada's multi-version index (§3.6, `index=multi-version`): per table, a B-link tree
-//! (`protocols::common::btree`) whose nodes are Cicada records of a node table the protocol
+//! (`protocols::cicada::btree`) whose nodes are Cicada records of a node table the protocol
 //! owns, read and written by transactions like rows (see the module docs of
 //! `protocols::cicada` for what it changes in the worker).
 //!
@@ -12,7 +12,7 @@
 use super::record::{init_version, row_of, set_status, CVersion, CicadaRecord};
 use super::record::{next, status, COMMITTED, LOADED};
 use crate::error::Abort;
-use crate::protocols::common::btree::{BTree, NodeId, Nodes, Shape};
+use crate::protocols::cicada::btree::{BTree, NodeId, Nodes, Shape};
 use crate::storage::row_store::{RowStore, SlotCache};
 use crate::storage::version::VersionStore;
 use crate::storage::RowId;

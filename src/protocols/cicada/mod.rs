@@ -3,7 +3,7 @@
 //! SIGMOD 2017, `../shared/papers/cicada-sigmod17.txt` §3).
 //!
 //! **Timestamps (§3.1).** A read-write transaction takes its timestamp `ts` at begin from its
-//! thread's clock (`protocols::common::clock`: per-thread software clocks advanced by the TSC,
+//! thread's clock (`protocols::cicada::clock`: per-thread software clocks advanced by the TSC,
 //! one-sided synchronization every 100 µs, a 1 µs boost after an abort, the thread id below
 //! the clock). Transactions serialize in timestamp order, not commit order. `min_wts` and
 //! `min_rts` are refreshed every `gc-interval-us` by whichever worker begins first once it is
@@ -99,7 +99,7 @@
 //! enters the index at the insert, with no version until validation.
 //!
 //! **Multi-version index (§3.6, `index=multi-version`).** Each table gets a B-link tree
-//! (`protocols::common::btree`, `index-fanout` keys per node) whose nodes are Cicada records of
+//! (`protocols::cicada::btree`, `index-fanout` keys per node) whose nodes are Cicada records of
 //! a node table the protocol owns (`index.rs`): a node is read at the transaction's timestamp
 //! (its own copy first), written as a new version in the write set, and validated, committed
 //! and collected like a row; nodes are not logged. The tree maps each key to its row's record,
@@ -145,7 +145,7 @@
 //! passes it, its thread takes the record's GC lock (skipping the item if another thread holds
 //! it) and, if `wts` is above `record.min_wts`, cuts the chain below it and raises
 //! `record.min_wts`. The cut versions are freed to the worker's pools (inlined ones become
-//! UNUSED) once every worker has been quiescent since (QSBR, `protocols::common::quiescence`):
+//! UNUSED) once every worker has been quiescent since (QSBR, `protocols::cicada::quiescence`):
 //! each worker marks the start and end of its transactions (and of reconnaissance), and the
 //! worker that refreshes `min_wts`/`min_rts` every `gc-interval-us` also advances the
 //! quiescence generation when every busy worker has passed a transaction boundary; a version
@@ -196,7 +196,10 @@
 //! `single-version` (off); `index` (`single-version`, or `multi-version`) and `index-fanout`
 //! (32).
 
+pub mod btree;
+pub mod clock;
 mod index;
+pub mod quiescence;
 mod record;
 mod worker;
 
@@ -209,9 +212,9 @@ use crate::engine::{
     Backoff, Capabilities, Database, Isolation, OptionSpec, Protocol, ProtocolOptions, Reads, Setup,
 };
 use crate::error::Error;
-use crate::protocols::common::btree::{Shape, MAX_FANOUT};
-use crate::protocols::common::clock::{ClockParams, Clocks, MAX_CLOCKS};
-use crate::protocols::common::quiescence::Quiescence;
+use crate::protocols::cicada::btree::{Shape, MAX_FANOUT};
+use crate::protocols::cicada::clock::{ClockParams, Clocks, MAX_CLOCKS};
+use crate::protocols::cicada::quiescence::Quiescence;
 use crate::storage::reclaim::Unlink;
 use crate::storage::version::{VersionPool, VersionStore};
 use crate::storage::{RowId, RowRef, TableId};

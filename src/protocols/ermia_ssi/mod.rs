@@ -2,7 +2,7 @@
 //! after Cahill, Röhm and Fekete's SSI), with ERMIA's stamp-based tracking and latch-free
 //! parallel pre-commit.
 //!
-//! Execution is `si`'s (`protocols::common::mvcc`): snapshot reads, pending versions installed
+//! Execution is `si`'s (`protocols::mv::worker`): snapshot reads, pending versions installed
 //! at write time, first updater wins. Every cycle of dependencies under snapshot isolation
 //! contains a *dangerous structure*: `T1 -rw-> T2 -rw-> T3` where `T3` commits first. SSI
 //! aborts a transaction that could complete one (abort reason `dangerous-structure`). ERMIA
@@ -28,7 +28,7 @@
 //!
 //! **Phantoms.** As `ermia-ssn` (ERMIA inherits Silo's node-set validation and turns it off by
 //! default; txlab's is on): scans and absent-key reads observe phantom buckets, inserts mark
-//! them (`protocols::common::mvcc`); an inserter with `s1` set aborts if an observer of the
+//! them (`protocols::mv::worker`); an inserter with `s1` set aborts if an observer of the
 //! absence it ended committed at or above `s1`, an inserter that finds an observer certifying
 //! with a later timestamp aborts (that observer may have missed the insert, and an insert leaves
 //! no overwriter mark to learn its successor from), and an observer that finds an insert
@@ -87,7 +87,7 @@
 //! **Record**: [`SsiRecord`], the substrate's head word; versions carry [`SsiExt`].
 //!
 //! **Commit contract** (`Protocol`'s docs): kept by the multi-version substrate
-//! ([`crate::protocols::common::mvcc`]): logged from the pending versions before they are
+//! ([`crate::protocols::mv::worker`]): logged from the pending versions before they are
 //! stamped, the log epoch out of flight only once they are.
 
 mod record;
@@ -98,7 +98,7 @@ pub use worker::{Ssi, SsiWorker};
 
 use crate::engine::options::{number, OptionSpec, ProtocolOptions};
 use crate::engine::{Capabilities, Isolation, Reads};
-use crate::protocols::common::mvcc::{MvOptions, MvProtocol};
+use crate::protocols::mv::worker::{MvOptions, MvProtocol};
 
 /// The ermia-ssi protocol.
 pub type ErmiaSsi = MvProtocol<Ssi>;

@@ -1,8 +1,8 @@
-//! SSI's record: the multi-version substrate's head word (`protocols::common::mv`); SSI's
+//! SSI's record: the multi-version substrate's head word (`protocols::mv`); SSI's
 //! stamps live in every version ([`SsiExt`]).
 
-use crate::protocols::common::mv::MvRecord;
-use crate::protocols::common::tracking::{OverwrittenExt, Readers, TrackedExt};
+use crate::protocols::mv::tracking::{OverwrittenExt, Readers, TrackedExt};
+use crate::protocols::mv::MvRecord;
 use crate::storage::version::VersionExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Default)]
 pub struct SsiExt {
     /// The overwriter: 0 while there is none; its pending stamp while it runs
-    /// (`protocols::common::mv`); once it committed, its commit timestamp.
+    /// (`protocols::mv`); once it committed, its commit timestamp.
     pub sstamp: AtomicU64,
     /// Once the overwriter committed: the smallest commit timestamp of a transaction that
     /// overwrote what the overwriter read and committed before it (0: none). Stored before

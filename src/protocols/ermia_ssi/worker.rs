@@ -1,13 +1,13 @@
-//! The `ermia-ssi` worker: the multi-version worker (`protocols::common::mvcc`) with ERMIA's
+//! The `ermia-ssi` worker: the multi-version worker (`protocols::mv::worker`) with ERMIA's
 //! serializable snapshot isolation as its certifier (see the protocol's module docs).
 
 use super::record::SsiExt;
 use super::SsiOptions;
 use crate::engine::Capabilities;
 use crate::error::{Abort, AbortReason};
-use crate::protocols::common::mv::{is_pending, MvCtx, Owner};
-use crate::protocols::common::mvcc::{Absences, Certifier, MvWorker};
-use crate::protocols::common::tracking::{committed_overwriter, Tracking, TRACKED_WORKERS};
+use crate::protocols::mv::tracking::{committed_overwriter, Tracking, TRACKED_WORKERS};
+use crate::protocols::mv::worker::{Absences, Certifier, MvWorker};
+use crate::protocols::mv::{is_pending, MvCtx, Owner};
 use crate::storage::version::Version;
 use std::sync::atomic::Ordering;
 

@@ -2,7 +2,7 @@
 //! Johnson, Fekete and Pandis, DaMoN 2015 and VLDB Journal 26(4) 2017; ERMIA's SI+SSN, as
 //! CCBench runs it, ccbench-vldb20.txt §2.1), latch-free.
 //!
-//! Execution is `si`'s (`protocols::common::mvcc`): snapshot reads, pending versions installed
+//! Execution is `si`'s (`protocols::mv::worker`): snapshot reads, pending versions installed
 //! at write time, first updater wins. SSN certifies at pre-commit that no dependency cycle can
 //! close through the transaction. Each transaction `T` keeps `eta(T)` (its *pstamp*), the
 //! largest commit timestamp of a transaction that must precede it, and `pi(T)` (its *sstamp*),
@@ -33,7 +33,7 @@
 //!
 //! **Phantoms.** ERMIA's phantom protection is off by default; txlab's is on: scans and
 //! absent-key reads observe the shared phantom buckets and inserts mark them, with the two
-//! bucket clocks described in `protocols::common::mvcc` (an insert is an overwrite of an
+//! bucket clocks described in `protocols::mv::worker` (an insert is an overwrite of an
 //! absence: the observer that certified first gives the inserter its timestamp, and an observer
 //! that finds an insert committed after its snapshot aborts with `phantom-validation`, since
 //! the inserter's `pi` is not kept per bucket). The deleter of an absence read is a
@@ -52,7 +52,7 @@
 //! **Record**: [`SsnRecord`], the substrate's head word; versions carry [`SsnExt`].
 //!
 //! **Commit contract** (`Protocol`'s docs): kept by the multi-version substrate
-//! ([`crate::protocols::common::mvcc`]): logged from the pending versions before they are
+//! ([`crate::protocols::mv::worker`]): logged from the pending versions before they are
 //! stamped, the log epoch out of flight only once they are.
 
 mod record;
@@ -62,7 +62,7 @@ pub use record::{SsnExt, SsnRecord};
 pub use worker::{Ssn, SsnWorker};
 
 use crate::engine::{Capabilities, Isolation, Reads};
-use crate::protocols::common::mvcc::MvProtocol;
+use crate::protocols::mv::worker::MvProtocol;
 
 /// The ermia-ssn protocol.
 pub type ErmiaSsn = MvProtocol<Ssn>;

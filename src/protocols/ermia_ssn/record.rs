@@ -1,8 +1,8 @@
-//! SSN's record: the multi-version substrate's head word (`protocols::common::mv`); SSN's
+//! SSN's record: the multi-version substrate's head word (`protocols::mv`); SSN's
 //! stamps live in every version ([`SsnExt`]).
 
-use crate::protocols::common::mv::MvRecord;
-use crate::protocols::common::tracking::{OverwrittenExt, Readers, TrackedExt};
+use crate::protocols::mv::tracking::{OverwrittenExt, Readers, TrackedExt};
+use crate::protocols::mv::MvRecord;
 use crate::storage::version::VersionExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Default)]
 pub struct SsnExt {
     /// The overwriter: 0 while there is none; its pending stamp while it runs
-    /// (`protocols::common::mv`); once it committed, its successor stamp `pi`.
+    /// (`protocols::mv`); once it committed, its successor stamp `pi`.
     pub sstamp: AtomicU64,
     /// The largest commit timestamp of a committed reader (0: none).
     pub pstamp: AtomicU64,

@@ -1,12 +1,12 @@
-//! The `ermia-ssn` worker: the multi-version worker (`protocols::common::mvcc`) with the
+//! The `ermia-ssn` worker: the multi-version worker (`protocols::mv::worker`) with the
 //! serial safety net as its certifier (see the protocol's module docs for the rules).
 
 use super::record::SsnExt;
 use crate::engine::Capabilities;
 use crate::error::{Abort, AbortReason};
-use crate::protocols::common::mv::{is_pending, MvCtx, Owner};
-use crate::protocols::common::mvcc::{Absences, Certifier, MvOptions, MvWorker};
-use crate::protocols::common::tracking::{committed_overwriter, Tracking, TRACKED_WORKERS};
+use crate::protocols::mv::tracking::{committed_overwriter, Tracking, TRACKED_WORKERS};
+use crate::protocols::mv::worker::{Absences, Certifier, MvOptions, MvWorker};
+use crate::protocols::mv::{is_pending, MvCtx, Owner};
 use crate::storage::version::Version;
 use std::sync::atomic::Ordering;
 

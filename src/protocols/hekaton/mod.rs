@@ -2,7 +2,7 @@
 //! Freedman, Patel, Zwilling, "High-Performance Concurrency Control Mechanisms for Main-Memory
 //! Databases", PVLDB 5(4) 2011; `../shared/papers/PROTOCOLS.md`).
 //!
-//! Execution is the multi-version worker's (`protocols::common::mvcc`): a transaction reads
+//! Execution is the multi-version worker's (`protocols::mv::worker`): a transaction reads
 //! the versions visible at its begin timestamp and installs new versions at write time. What
 //! Hekaton adds:
 //!
@@ -47,7 +47,7 @@
 //! **Record**: [`HekatonRecord`], the substrate's head word; versions carry [`HekatonExt`].
 //!
 //! **Commit contract** (`Protocol`'s docs): kept by the multi-version substrate
-//! ([`crate::protocols::common::mvcc`]): logged from the pending versions before they are
+//! ([`crate::protocols::mv::worker`]): logged from the pending versions before they are
 //! stamped, the log epoch out of flight only once they are. A speculative reader of a
 //! preparing transaction commits only after it (its commit dependency), so it logs after it
 //! too.
@@ -59,7 +59,7 @@ pub use record::{HekatonExt, HekatonRecord};
 pub use worker::{Hekaton as HekatonCert, HekatonWorker};
 
 use crate::engine::{Capabilities, Isolation, Reads};
-use crate::protocols::common::mvcc::MvProtocol;
+use crate::protocols::mv::worker::MvProtocol;
 
 /// The hekaton protocol.
 pub type Hekaton = MvProtocol<HekatonCert>;

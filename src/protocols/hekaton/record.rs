@@ -1,9 +1,9 @@
-//! Hekaton's record: the multi-version substrate's head word (`protocols::common::mv`). A
+//! Hekaton's record: the multi-version substrate's head word (`protocols::mv`). A
 //! version's Begin field is the substrate's stamp (a commit timestamp, or the pending stamp
 //! that names its running writer); its End field is [`HekatonExt`].
 
-use crate::protocols::common::mv::MvRecord;
-use crate::protocols::common::tracking::OverwrittenExt;
+use crate::protocols::mv::tracking::OverwrittenExt;
+use crate::protocols::mv::MvRecord;
 use crate::storage::version::VersionExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,13 +1,13 @@
-//! The `hekaton` worker: the multi-version worker (`protocols::common::mvcc`) with Hekaton's
+//! The `hekaton` worker: the multi-version worker (`protocols::mv::worker`) with Hekaton's
 //! validation as its certifier, speculative reads and repeated scans (see the protocol's module
 //! docs).
 
 use super::record::HekatonExt;
 use crate::engine::Capabilities;
 use crate::error::{Abort, AbortReason};
-use crate::protocols::common::mv::{is_committed, is_pending, MvCtx, STAMPED_WORKERS};
-use crate::protocols::common::mvcc::{Absences, Certifier, MvOptions, MvWorker};
-use crate::protocols::common::tracking::{committed_overwriter, Overwrites};
+use crate::protocols::mv::tracking::{committed_overwriter, Overwrites};
+use crate::protocols::mv::worker::{Absences, Certifier, MvOptions, MvWorker};
+use crate::protocols::mv::{is_committed, is_pending, MvCtx, STAMPED_WORKERS};
 use crate::storage::version::Version;
 use crate::util::SpinWait;
 use std::ptr::NonNull;
@@ -28,7 +28,7 @@ pub struct Hekaton {
 }
 
 // SAFETY: the pointers name versions of the database the worker belongs to, used only on the
-// worker's thread under the epoch rules of `protocols::common::mv` (a transaction's versions
+// worker's thread under the epoch rules of `protocols::mv` (a transaction's versions
 // stay allocated until it ends).
 unsafe impl Send for Hekaton {}
 

@@ -153,10 +153,10 @@ use crate::engine::scgraph::{Analysis, Deferral, Granularity};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
 use crate::history::Stamp;
-use crate::protocols::common::occ::{
+use crate::protocols::common::stamp_epoch;
+use crate::protocols::occ::{
     parse_snapshot_epochs, InPlace, OccRecord, OccWorker, SNAPSHOT_EPOCHS,
 };
-use crate::protocols::common::stamp_epoch;
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::{RowId, RowRef, TableId, TableSpec};
 use record::{Locked, ABSENT, LISTED, LOCK, PENDING, VERSION_SHIFT};

@@ -47,8 +47,8 @@
 //! paper marks after any entry; marking after readers would only abort more).
 
 use super::txn::{DepQueue, TxnRef};
-use crate::protocols::common::occ::InPlace;
 use crate::protocols::common::stamp_epoch;
+use crate::protocols::occ::InPlace;
 use crate::storage::projection::{Columns, Projection};
 use crate::storage::row_store::{RecordHeader, RowRef};
 use crate::util::SpinWait;

@@ -22,8 +22,8 @@
 //! words, which is why a transaction may take these locks out of order, give them up, or not
 //! take them at all.
 
-use crate::protocols::common::occ::OccRecord;
-use crate::protocols::common::tid::Tid;
+use crate::protocols::occ::tid::Tid;
+use crate::protocols::occ::OccRecord;
 use crate::storage::row_store::RecordHeader;
 use crate::util::SpinWait;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -165,7 +165,7 @@ impl OccRecord for MoccRecord {
     #[inline(always)]
     fn aux(&self) {}
 
-    crate::protocols::common::tid::tid_word_methods!();
+    crate::protocols::occ::tid::tid_word_methods!();
 
     #[inline]
     fn init_fresh(&self) {

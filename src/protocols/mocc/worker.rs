@@ -5,9 +5,9 @@
 use super::record::MoccRecord;
 use super::Mocc;
 use crate::error::{Abort, AbortReason};
-use crate::protocols::common::mql::{Grant, Mql, Patience, QNodes};
-use crate::protocols::common::occ::{OccProtocol, OccWorker, ValidationLock, WriteKind};
-use crate::protocols::common::tid::{self, SiloCommit, SiloLocal};
+use crate::protocols::mocc::mql::{Grant, Mql, Patience, QNodes};
+use crate::protocols::occ::tid::{self, SiloCommit, SiloLocal};
+use crate::protocols::occ::{OccProtocol, OccWorker, ValidationLock, WriteKind};
 use crate::storage::{RowId, Storage, TableId};
 use std::sync::Arc;
 

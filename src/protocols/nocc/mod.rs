@@ -11,17 +11,18 @@
 //! **Commit contract** (`Protocol`'s docs): passed as 2PL passes it, with nothing held: its
 //! writes are visible before it logs, so the log epochs' dependency rule does not hold for it
 //! (nor does any isolation), and it logs whole images (see
-//! [`crate::protocols::common::log_in_place`]). Its log still recovers what it acknowledged.
+//! [`crate::protocols::inplace::log_in_place`]). Its log still recovers what it acknowledged.
 
-mod record;
-mod worker;
-
-pub use record::NoccRecord;
-pub use worker::NoccWorker;
+/// The `nocc` record: the in-place family's direct record, one state word (so `nocc` has no
+/// `record.rs` or `worker.rs` of its own).
+pub use crate::protocols::inplace::direct::DirectRecord as NoccRecord;
+/// The `nocc` worker: the direct worker ([`crate::protocols::inplace::direct`]) on its own,
+/// with nothing in front of it.
+pub use crate::protocols::inplace::direct::DirectWorker as NoccWorker;
 
 use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Reads, Setup};
 use crate::error::Error;
-use crate::protocols::common::state::PRESENT;
+use crate::protocols::inplace::state::PRESENT;
 use crate::storage::{RowRef, TableId};
 
 /// The `nocc` protocol. Stateless.

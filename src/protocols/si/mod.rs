@@ -9,7 +9,7 @@
 //! is there, the writer aborts (`write-conflict`, first updater wins). Commit draws a timestamp,
 //! logs, and stamps the versions; abort takes them off their chains. The version chains, the
 //! transaction table, snapshots and garbage collection are the shared multi-version substrate
-//! (`protocols::common::mv`).
+//! (`protocols::mv`).
 //!
 //! **Isolation.** Snapshot isolation, not serializability: two transactions that read what the
 //! other writes both commit (write skew), and a read-only transaction may see a state no serial
@@ -21,27 +21,29 @@
 //! **Options**: `gc-interval-us`, how often the GC watermark is refreshed (CCBench's RapidGC
 //! interval; its default, 10 µs), and `aggressive-gc-us`, CCBench's AggressiveGC (versions older
 //! than the bound are collected even if a running snapshot may need them; see
-//! `protocols::common::mv`; 0, the default, is off), and `version-alloc`, `pool` (per-worker
+//! `protocols::mv`; 0, the default, is off), and `version-alloc`, `pool` (per-worker
 //! pools reusing reclaimed versions, CCBench's AssertiveVersionReuse; the default) or `malloc`
 //! (the global allocator, for the factor analysis), and `version-poison` (debugging: freed versions
-//! are overwritten). The protocol is `protocols::common::mvcc`'s `MvProtocol` with
+//! are overwritten). The protocol is `protocols::mv::worker`'s `MvProtocol` with
 //! [`SiCert`].
 //!
 //! **Record**: [`SiRecord`], the substrate's one head word; versions carry no fields of SI's
 //! own.
 //!
 //! **Commit contract** (`Protocol`'s docs): kept by the multi-version substrate
-//! ([`crate::protocols::common::mvcc`]): logged from the pending versions before they are
+//! ([`crate::protocols::mv::worker`]): logged from the pending versions before they are
 //! stamped, the log epoch out of flight only once they are.
 
-mod record;
 mod worker;
 
-pub use record::SiRecord;
 pub use worker::{SiCert, SiWorker};
 
+/// A record slot of an SI database: the multi-version substrate's head word, with no version
+/// fields of its own (so SI has no `record.rs`).
+pub type SiRecord = crate::protocols::mv::MvRecord<()>;
+
 use crate::engine::{Capabilities, Isolation, Reads};
-use crate::protocols::common::mvcc::MvProtocol;
+use crate::protocols::mv::worker::MvProtocol;
 
 /// The SI protocol.
 pub type Si = MvProtocol<SiCert>;

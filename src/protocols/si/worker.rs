@@ -1,11 +1,11 @@
-//! The `si` worker: the multi-version worker (`protocols::common::mvcc`) with a certifier that
+//! The `si` worker: the multi-version worker (`protocols::mv::worker`) with a certifier that
 //! certifies nothing: snapshot reads, pending versions installed at write time, stamped at
 //! commit.
 
 use crate::engine::Capabilities;
 use crate::error::Abort;
-use crate::protocols::common::mv::{MvCtx, STAMPED_WORKERS};
-use crate::protocols::common::mvcc::{Absences, Certifier, MvOptions, MvWorker};
+use crate::protocols::mv::worker::{Absences, Certifier, MvOptions, MvWorker};
+use crate::protocols::mv::{MvCtx, STAMPED_WORKERS};
 use crate::storage::version::Version;
 
 /// Snapshot isolation's certifier: every transaction that got its versions installed commits.

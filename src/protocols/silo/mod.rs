@@ -44,7 +44,7 @@
 //! yielding) as in the paper.
 //!
 //! **Commit contract** (`Protocol`'s docs): kept by the optimistic substrate
-//! ([`crate::protocols::common::occ`]): `Locked` after phase 1, `Validated` after phase 3, the
+//! ([`crate::protocols::occ`]): `Locked` after phase 1, `Validated` after phase 3, the
 //! write set installed, logged and unlocked record by record, and the log epoch out of flight
 //! only after the last.
 
@@ -57,11 +57,11 @@ pub use worker::SiloWorker;
 use crate::engine::options::{OptionSpec, ProtocolOptions};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
-pub use crate::protocols::common::occ::ValidationLock;
-use crate::protocols::common::occ::{parse_read_phase_extension, READ_PHASE_EXTENSION};
-use crate::protocols::common::occ::{parse_snapshot_epochs, SNAPSHOT_EPOCHS};
-use crate::protocols::common::occ::{OccRecord, OccWorker};
-use crate::protocols::common::tid::SiloLocal;
+use crate::protocols::occ::tid::SiloLocal;
+pub use crate::protocols::occ::ValidationLock;
+use crate::protocols::occ::{parse_read_phase_extension, READ_PHASE_EXTENSION};
+use crate::protocols::occ::{parse_snapshot_epochs, SNAPSHOT_EPOCHS};
+use crate::protocols::occ::{OccRecord, OccWorker};
 use crate::storage::{RowRef, TableId};
 
 /// The Silo protocol.
@@ -173,7 +173,7 @@ impl Protocol for Silo {
         row: RowRef<'_, SiloRecord>,
         buf: &mut [u8],
     ) -> Option<u64> {
-        crate::protocols::common::occ::read_committed(row, buf)
+        crate::protocols::occ::read_committed(row, buf)
     }
 
     fn worker(db: &Database<Self>) -> Result<SiloWorker<'_>, Error> {

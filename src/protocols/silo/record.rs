@@ -1,7 +1,7 @@
 //! Silo's record header: one TID word ([`Tid`], shared with MOCC in `common::tid`).
 
-use crate::protocols::common::occ::OccRecord;
-pub use crate::protocols::common::tid::Tid;
+pub use crate::protocols::occ::tid::Tid;
+use crate::protocols::occ::OccRecord;
 use crate::storage::row_store::RecordHeader;
 use std::sync::atomic::AtomicU64;
 
@@ -35,7 +35,7 @@ impl OccRecord for SiloRecord {
     #[inline(always)]
     fn aux(&self) {}
 
-    crate::protocols::common::tid::tid_word_methods!();
+    crate::protocols::occ::tid::tid_word_methods!();
 
     #[inline]
     fn init_fresh(&self) {
@@ -50,7 +50,7 @@ mod tests {
 
     #[test]
     fn unlink_only_takes_absent_unlocked_records() {
-        use crate::protocols::common::occ;
+        use crate::protocols::occ;
         use crate::storage::reclaim::Unlink;
         use crate::storage::{Storage, TableSpec};
         let s = Storage::<SiloRecord>::new(

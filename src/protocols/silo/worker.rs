@@ -1,11 +1,11 @@
-//! Silo's worker: the shared optimistic read phase ([`crate::protocols::common::occ`]) and
-//! Silo's commit ([`crate::protocols::common::tid`]).
+//! Silo's worker: the shared optimistic read phase ([`crate::protocols::occ`]) and
+//! Silo's commit ([`crate::protocols::occ::tid`]).
 
 use super::record::SiloRecord;
 use super::Silo;
 use crate::error::Abort;
-use crate::protocols::common::occ::{OccProtocol, OccWorker};
-use crate::protocols::common::tid::{commit, validate, SiloCommit, SiloLocal};
+use crate::protocols::occ::tid::{commit, validate, SiloCommit, SiloLocal};
+use crate::protocols::occ::{OccProtocol, OccWorker};
 
 /// A Silo worker.
 pub type SiloWorker<'db> = OccWorker<'db, Silo>;
@@ -35,7 +35,7 @@ mod tests {
     use super::*;
     use crate::engine::{Database, DbOptions, Worker};
     use crate::error::AbortReason;
-    use crate::protocols::common::occ::ValidationLock;
+    use crate::protocols::occ::ValidationLock;
     use crate::protocols::silo::Silo;
     use crate::storage::TableId;
     use crate::storage::TableSpec;
@@ -162,7 +162,7 @@ mod tests {
     /// (an extra read), so its commit is delayed; a read that finds it free is not.
     #[test]
     fn read_phase_extension_delays_only_attempts_that_met_a_conflict() {
-        use crate::protocols::common::occ::OccRecord;
+        use crate::protocols::occ::OccRecord;
         use std::time::{Duration, Instant};
         const NS: u32 = 1_000_000;
         let db = db_with(&[("read-phase-extension", "1000000")]);

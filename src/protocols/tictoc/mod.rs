@@ -6,7 +6,7 @@
 //! **Record** ([`record`]): one word packing wts, delta = rts - wts and the lock and status bits,
 //! plus the version's install timestamp and its predecessor's.
 //!
-//! **Read phase**: Silo's, shared ([`crate::protocols::common::occ`]): a read copies the row
+//! **Read phase**: Silo's, shared ([`crate::protocols::occ`]): a read copies the row
 //! between two loads of the word and keeps `(wts, rts, installed)` in the read set; writes are
 //! buffered; inserts put a locked, absent record into the index at once.
 //!
@@ -50,7 +50,7 @@
 //! promises and the checker verifies.
 //!
 //! **Commit contract** (`Protocol`'s docs): kept by the optimistic substrate
-//! ([`crate::protocols::common::occ`]): `Locked` once the write set is locked, `Validated` once
+//! ([`crate::protocols::occ`]): `Locked` once the write set is locked, `Validated` once
 //! the reads are valid at `cts`, the write set installed, logged and unlocked record by record,
 //! and the log epoch out of flight only after the last.
 
@@ -65,7 +65,7 @@ pub use worker::TicTocWorker;
 use crate::engine::options::{switch, OptionSpec, ProtocolOptions};
 use crate::engine::{Capabilities, Database, Isolation, Protocol, Reads, Setup};
 use crate::error::Error;
-use crate::protocols::common::occ::{
+use crate::protocols::occ::{
     parse_read_phase_extension, OccRecord, OccWorker, ValidationLock, READ_PHASE_EXTENSION,
 };
 
@@ -177,7 +177,7 @@ impl Protocol for TicToc {
     }
 
     fn is_present(&self, rec: &TicTocRecord) -> bool {
-        !crate::protocols::common::occ::is_absent(rec.load())
+        !crate::protocols::occ::is_absent(rec.load())
     }
 
     fn read_committed(
@@ -187,7 +187,7 @@ impl Protocol for TicToc {
         row: RowRef<'_, TicTocRecord>,
         buf: &mut [u8],
     ) -> Option<u64> {
-        crate::protocols::common::occ::read_committed(row, buf)
+        crate::protocols::occ::read_committed(row, buf)
     }
 
     fn worker(db: &Database<Self>) -> Result<TicTocWorker<'_>, Error> {

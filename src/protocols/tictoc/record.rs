@@ -19,7 +19,7 @@
 //! second, each write one step above the last, takes 40 days to reach it.
 
 use crate::history::{Stamp, INITIAL, UNBORN};
-use crate::protocols::common::occ::{self, OccRecord};
+use crate::protocols::occ::{self, OccRecord};
 use crate::storage::phantom::RangeBuckets;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::RowId;

@@ -1,10 +1,10 @@
 //! TicToc's commit (the paper's Algorithm 2 and §4's optimisations) on the shared optimistic read
-//! phase ([`crate::protocols::common::occ`]).
+//! phase ([`crate::protocols::occ`]).
 
 use super::record::{TicTocRecord, TsWord, LOADED};
 use super::{TicToc, TicTocOptions};
 use crate::error::{Abort, AbortReason};
-use crate::protocols::common::occ::{self, OccProtocol, OccRecord, OccWorker, ReadEntry};
+use crate::protocols::occ::{self, OccProtocol, OccRecord, OccWorker, ReadEntry};
 use crate::storage::inject::CommitPhase;
 use std::sync::atomic::{fence, Ordering};
 

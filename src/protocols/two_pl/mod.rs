@@ -29,7 +29,7 @@
 //!
 //! **Commit contract** (`Protocol`'s docs): every lock is held at commit, so `Locked` and
 //! `Validated` come at once; the writes, made in place under the locks, are logged with them
-//! still held (`Logged`, [`crate::protocols::common::commit_in_place`]), and are `Installed`
+//! still held (`Logged`, [`crate::protocols::inplace::commit_in_place`]), and are `Installed`
 //! when the locks are released, after which the log epoch leaves flight. A checkpoint reads a
 //! row under a shared lock, never a write in progress.
 
@@ -41,7 +41,7 @@ pub use worker::TwoPlWorker;
 
 use crate::engine::{Capabilities, Database, Isolation, NoOptions, Protocol, Reads, Setup};
 use crate::error::{AbortReason, Error};
-use crate::protocols::common::state::PRESENT;
+use crate::protocols::inplace::state::PRESENT;
 use crate::storage::{RowRef, TableId};
 use std::marker::PhantomData;
 

@@ -8,7 +8,7 @@
 //! ```
 //! An unlocked word is 0.
 
-use crate::protocols::common::state::RowState;
+use crate::protocols::inplace::state::RowState;
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,9 +102,9 @@ pub struct TwoPlRecord {
 // SAFETY: two atomic words; zero (unlocked, absent) is valid; no Drop; align 16 <= 64.
 unsafe impl RecordHeader for TwoPlRecord {}
 
-impl crate::protocols::common::state::HasState for TwoPlRecord {
+impl crate::protocols::inplace::state::HasState for TwoPlRecord {
     #[inline]
-    fn state(&self) -> &crate::protocols::common::state::RowState {
+    fn state(&self) -> &crate::protocols::inplace::state::RowState {
         &self.state
     }
 }
@@ -263,14 +263,14 @@ mod tests {
     #[test]
     fn unlink_needs_the_lock_and_an_absent_record() {
         let r = rec();
-        r.state.set(crate::protocols::common::state::PRESENT);
+        r.state.set(crate::protocols::inplace::state::PRESENT);
         assert_eq!(r.unlink(None), Unlink::Revived);
-        r.state.set(crate::protocols::common::state::ABSENT);
+        r.state.set(crate::protocols::inplace::state::ABSENT);
         r.try_read(5).unwrap();
         assert_eq!(r.unlink(None), Unlink::Busy);
         r.unlock_read();
         assert_eq!(r.unlink(None), Unlink::Unlinked);
-        assert_eq!(r.state.get(), crate::protocols::common::state::UNLINKED);
+        assert_eq!(r.state.get(), crate::protocols::inplace::state::UNLINKED);
         assert_eq!(r.lock.load(Ordering::Relaxed), 0);
         assert_eq!(r.unlink(None), Unlink::Gone, "only the first unlink owns the row");
     }

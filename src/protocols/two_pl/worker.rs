@@ -6,10 +6,11 @@ use crate::engine::context::WorkerCtx;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::scan::{self, ScanSteps};
-use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
-use crate::protocols::common::{
-    check_len, commit_in_place, insert_existing, returning_in_place, roll_back, table,
-    update_in_place, Arena, Scratch, Undo, UndoKind,
+use crate::protocols::common::{check_len, table, Arena, Scratch};
+use crate::protocols::inplace::state::{ABSENT, PRESENT, UNLINKED};
+use crate::protocols::inplace::{
+    commit_in_place, insert_existing, returning_in_place, roll_back, update_in_place, Undo,
+    UndoKind,
 };
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;

@@ -17,7 +17,7 @@
 //! lock, and takes them in that order, waiting for each: a transaction waits only for a lock
 //! above every lock it holds, so no cycle of waits can form.
 //!
-//! **Execution**: a locked direct worker ([`crate::protocols::common::direct`]) reads and
+//! **Execution**: a locked direct worker ([`crate::protocols::inplace::direct`]) reads and
 //! writes the rows in place with an undo log. The serialization point is the commit, with every
 //! lock held; the locks are released after the log records are made.
 //!
@@ -58,8 +58,8 @@ use crate::engine::options::choice;
 use crate::engine::{Capabilities, Database, Isolation, OptionSpec, Protocol, ProtocolOptions};
 use crate::engine::{Reads, Setup};
 use crate::error::Error;
-use crate::protocols::common::direct::DirectWorker;
-use crate::protocols::common::state::PRESENT;
+use crate::protocols::inplace::direct::DirectWorker;
+use crate::protocols::inplace::state::PRESENT;
 use crate::storage::{RowRef, TableId};
 use crate::util::SpinWait;
 

@@ -1,6 +1,6 @@
 //! `2pl-ordered`'s records and locks.
 //!
-//! Records are the shared direct records ([`crate::protocols::common::direct`]): one state
+//! Records are the shared direct records ([`crate::protocols::inplace::direct`]): one state
 //! word, no lock in the record. Locks live beside the records:
 //!
 //! * **Key locks**: a table of reader-writer words indexed by a hash of `(table, key)`. A key
@@ -26,7 +26,7 @@ use crate::storage::phantom::RangeBuckets;
 use crate::storage::TableId;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-pub use crate::protocols::common::direct::DirectRecord as OrderedRecord;
+pub use crate::protocols::inplace::direct::DirectRecord as OrderedRecord;
 
 /// Log2 of the number of key-lock words (8 MiB of them per database).
 pub const KEY_LOCK_BITS: u32 = 20;

@@ -89,7 +89,7 @@ impl Quiescence {
     }
 
     /// Whether worker `slot` is between transactions now. SeqCst: a refresh of Cicada's clocks
-    /// loads it after raising its flag (see `protocols::common::clock`, idle threads), and
+    /// loads it after raising its flag (see `protocols::cicada::clock`, idle threads), and
     /// pairs with `enter`'s SeqCst store.
     #[inline]
     pub fn idle(&self, slot: usize) -> bool {

@@ -1,7 +1,21 @@
-//! The multi-version substrate: version chains behind the record slot, the per-worker
-//! transaction-state table, commit timestamps, snapshots, the GC watermark and version
-//! reclamation. SI (`protocols::si`) is built on it; ERMIA's SSN and SSI, Hekaton, Cicada and
-//! BOHM bring their own version fields ([`VersionExt`]) and rules on top.
+//! The multi-version family's substrate: version chains behind the record slot, the
+//! per-worker transaction-state table, commit timestamps, snapshots, the GC watermark and version
+//! reclamation ([`MvShared`], [`MvCtx`]), and the snapshot-reading worker built on them
+//! ([`worker`]).
+//!
+//! **What a protocol of the family implements**: a [`worker::Certifier`], what it adds to
+//! snapshot isolation to make it serializable (nothing for SI; ERMIA's SSN and SSI track each
+//! version's readers with [`tracking`]; Hekaton validates its reads and waits for its commit
+//! dependencies), with its version fields ([`VersionExt`]). **What it gets**: everything else:
+//! reads of the begin's snapshot, pending versions installed at write time (first updater
+//! wins), commit stamps, phantom protection, snapshot reads for read-only transactions,
+//! logging, GC and AggressiveGC ([`worker::MvProtocol`] is the whole protocol).
+//!
+//! Cicada and BOHM are multi-version too but keep their own version layouts: Cicada's
+//! multi-clock timestamps, inlined versions and early version consistency check do not fit a
+//! snapshot-and-certify worker, and BOHM places versions before execution in a pipeline with no
+//! snapshot at all (see `protocols::cicada` and `protocols::bohm`); they share
+//! `storage::version`'s version store with this module.
 //!
 //! ## Records and versions
 //!
@@ -87,6 +101,9 @@
 //!   after the unlink the key is simply absent, which no flag could tell a reader. The safe
 //!   snapshot of read-only transactions is used only while the watermark is at or above the
 //!   mark (and never when protected): otherwise it would be too old at once.
+
+pub mod tracking;
+pub mod worker;
 
 use crate::storage::epoch::Epochs;
 use crate::storage::projection::{Columns, Projection};
@@ -641,7 +658,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
     /// Records that a transaction committed at `c` after one of its anti-dependency
     /// successors (it read a version that a transaction committed before it overwrote: its
     /// successor stamp is below `c`). Read-only transactions avoid snapshots below such a
-    /// commit (see `protocols::common::mvcc`).
+    /// commit (see `protocols::mv::worker`).
     #[inline]
     pub fn note_back_edge(&self, c: u64) {
         let b = &self.back_edge;
@@ -995,7 +1012,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
 
     /// Starts a read-only transaction: at the GC watermark if no transaction committed after
     /// an anti-dependency successor above it (the safe-snapshot rule of
-    /// `protocols::common::mvcc`) and, with AggressiveGC, the watermark is not below its
+    /// `protocols::mv::worker`) and, with AggressiveGC, the watermark is not below its
     /// pruning mark and the worker is not protected; else as [`MvCtx::begin`] does. Returns
     /// whether the snapshot is the safe one.
     #[inline]

@@ -1,8 +1,18 @@
-//! The read phase every single-version optimistic protocol shares (Silo, TicToc, and the ones built
-//! on them): read, write and phantom sets, buffered writes, inserts and deletes through absent
-//! records, range scans, and the commit-time steps that do not depend on how versions are ordered
-//! (locking the write set, installing it, rolling back). A protocol brings its record word and its
-//! commit ([`OccProtocol`]); [`OccWorker`] is its worker.
+//! The single-version optimistic family's substrate: Silo, TicToc, MOCC and IC3 are built on
+//! it (`2pl-*` and `nocc` write in place instead, [`super::inplace`]; the multi-version
+//! protocols are in [`super::mv`]).
+//!
+//! **What a protocol of the family implements** ([`OccProtocol`]): its record word's version
+//! bits (Silo's epoch and sequence, TicToc's wts and delta-rts, ...) and per-version extra, how a
+//! read is recorded and validated, and its commit: lock the write set, draw the commit stamp,
+//! validate (the serialization point), install. MOCC adds its temperature and its queue locks,
+//! IC3 its pieces; both through the same hooks.
+//!
+//! **What it gets**: [`OccWorker`], the whole read phase: read, write and phantom sets,
+//! buffered writes, inserts and deletes through absent records, range scans, prefetching,
+//! history recording, and the commit-time steps that do not depend on how versions are ordered
+//! (locking the write set in a deadlock-free order, validating phantoms, installing and logging
+//! the writes, rolling back); [`tid`] gives Silo-style commit TIDs to those that want them.
 //!
 //! ## The record word
 //!
@@ -34,6 +44,8 @@
 //! log epoch out of flight (`Acknowledging`). [`read_committed`] waits out a locked record (a
 //! commit installing it) and reads between two loads of its word, so a checkpoint never reads
 //! a half-installed row, nor misses one installed before it.
+
+pub mod tid;
 
 use crate::engine::context::WorkerCtx;
 use crate::engine::procedure::ALL_COLUMNS;

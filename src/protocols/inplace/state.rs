@@ -120,7 +120,7 @@ impl RowState {
     /// The GC's unlink step (`ABSENT -> UNLINKED`), with the record's writers kept out by the
     /// caller (2PL's lock) or not at all (nocc). `safe` is given when the database logs: the
     /// stamp is then a commit stamp, and the record stays linked (`Busy`) until its deletion's
-    /// epoch ([`super::stamp_epoch`]) is below `safe`, the oldest running transaction's (see
+    /// epoch ([`crate::protocols::common::stamp_epoch`]) is below `safe`, the oldest running transaction's (see
     /// `Reclaimer::collect`).
     #[inline]
     pub fn unlink(&self, safe: Option<u64>) -> Unlink {
@@ -131,7 +131,9 @@ impl RowState {
                 PRESENT => return Unlink::Revived,
                 _ => return Unlink::Gone,
             }
-            if safe.is_some_and(|safe| super::stamp_epoch(w >> STAMP_SHIFT) >= safe) {
+            if safe
+                .is_some_and(|safe| crate::protocols::common::stamp_epoch(w >> STAMP_SHIFT) >= safe)
+            {
                 return Unlink::Busy;
             }
             match self.0.compare_exchange(

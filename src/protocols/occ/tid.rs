@@ -15,8 +15,8 @@
 
 use crate::error::{Abort, AbortReason};
 use crate::history::{epoch_ts, now_ns, Stamp, INITIAL, UNBORN};
-use crate::protocols::common::occ::{self, OccProtocol, OccRecord, OccWorker, ValidationLock};
-use crate::protocols::common::occ::{ABSENT, LATEST, LOCK};
+use crate::protocols::occ::{self, OccProtocol, OccRecord, OccWorker, ValidationLock};
+use crate::protocols::occ::{ABSENT, LATEST, LOCK};
 use crate::storage::inject::CommitPhase;
 use crate::storage::RowId;
 use std::fmt;
@@ -131,22 +131,22 @@ impl fmt::Debug for Tid {
 macro_rules! tid_word_methods {
     () => {
         fn stamp(word: u64, _: (), rid: $crate::storage::RowId) -> $crate::history::Stamp {
-            $crate::protocols::common::tid::Tid(word).stamp(rid)
+            $crate::protocols::occ::tid::Tid(word).stamp(rid)
         }
 
         #[inline]
         fn commit_stamp(word: u64, _: ()) -> u64 {
-            $crate::protocols::common::tid::Tid(word).version().0
+            $crate::protocols::occ::tid::Tid(word).version().0
         }
 
         #[inline]
         fn unlinkable(&self, word: u64, safe: u64) -> bool {
-            $crate::protocols::common::tid::Tid(word).epoch() < safe
+            $crate::protocols::occ::tid::Tid(word).epoch() < safe
         }
 
         #[inline(always)]
         fn epoch(word: u64) -> u64 {
-            $crate::protocols::common::tid::Tid(word).epoch()
+            $crate::protocols::occ::tid::Tid(word).epoch()
         }
     };
 }
@@ -319,7 +319,7 @@ macro_rules! snapshot_tests {
         mod $name {
             use crate::engine::{Database, DbOptions, Protocol, ProtocolOptions, Worker};
             use crate::error::AbortReason;
-            use crate::protocols::common::occ::OccWorker;
+            use crate::protocols::occ::OccWorker;
             use crate::storage::{TableId, TableSpec};
 
             type P = $p;

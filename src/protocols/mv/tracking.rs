@@ -10,7 +10,7 @@
 //! bit, so an overwriter that scans the bits before it loads the reader stamp misses no reader
 //! that committed before it.
 
-use crate::protocols::common::mv::{is_pending, Owner, TxnTable, MAX_WORKERS};
+use crate::protocols::mv::{is_pending, Owner, TxnTable, MAX_WORKERS};
 use crate::storage::row_store::prefetch_line;
 use crate::storage::version::{Version, VersionExt};
 use crate::util::SpinWait;
@@ -22,7 +22,7 @@ pub const READER_WORDS: usize = 4;
 /// The most workers a protocol with reader bitmaps takes (one bit each).
 pub const MAX_READERS: usize = READER_WORDS * 64;
 
-/// The most workers a tracking certifier takes, and why ([`crate::protocols::common::mvcc`]'s
+/// The most workers a tracking certifier takes, and why ([`crate::protocols::mv::worker`]'s
 /// `Certifier::MAX_WORKERS`): a reader bit each, and a slot a pending stamp can name.
 pub const TRACKED_WORKERS: (usize, &str) = (
     if MAX_READERS < MAX_WORKERS { MAX_READERS } else { MAX_WORKERS },
@@ -142,7 +142,7 @@ pub struct Overwrites<E> {
 }
 
 // SAFETY: the pointers name versions of the database the worker belongs to, used only on the
-// worker's thread under the epoch rules of `protocols::common::mv`.
+// worker's thread under the epoch rules of `protocols::mv`.
 unsafe impl<E> Send for Overwrites<E> {}
 
 impl<E> Default for Overwrites<E> {

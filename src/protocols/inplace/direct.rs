@@ -11,11 +11,12 @@ use crate::engine::context::WorkerCtx;
 use crate::engine::Worker;
 use crate::error::Abort;
 use crate::protocols::common::scan::{self, ScanSteps};
-use crate::protocols::common::state::RowState;
-use crate::protocols::common::state::{ABSENT, PRESENT, UNLINKED};
-use crate::protocols::common::{
-    check_len, commit_in_place, insert_existing, returning_in_place, roll_back, table,
-    update_in_place, Arena, Scratch, Undo, UndoKind,
+use crate::protocols::common::{check_len, table, Arena, Scratch};
+use crate::protocols::inplace::state::RowState;
+use crate::protocols::inplace::state::{ABSENT, PRESENT, UNLINKED};
+use crate::protocols::inplace::{
+    commit_in_place, insert_existing, returning_in_place, roll_back, update_in_place, Undo,
+    UndoKind,
 };
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
@@ -34,9 +35,9 @@ pub struct DirectRecord {
 // SAFETY: one atomic word; zero (ABSENT) is valid; no Drop; align 8.
 unsafe impl RecordHeader for DirectRecord {}
 
-impl crate::protocols::common::state::HasState for DirectRecord {
+impl crate::protocols::inplace::state::HasState for DirectRecord {
     #[inline]
-    fn state(&self) -> &crate::protocols::common::state::RowState {
+    fn state(&self) -> &crate::protocols::inplace::state::RowState {
         &self.state
     }
 }

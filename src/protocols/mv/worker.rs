@@ -2,7 +2,7 @@
 //! `ermia-ssi`), generic over a *certifier*: what a protocol adds to snapshot isolation to make it serializable.
 //!
 //! Every such protocol reads the snapshot of its begin and installs pending versions at write
-//! time, first updater wins (`protocols::common::mv`). A [`Certifier`] sees every version the
+//! time, first updater wins (`protocols::mv`). A [`Certifier`] sees every version the
 //! transaction reads and every version it overwrites, and decides at pre-commit, once the
 //! commit timestamp is drawn, whether the transaction may commit; after the commit or abort it
 //! publishes or withdraws what other transactions' certification reads. SI's certifier does
@@ -90,11 +90,9 @@ use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::report::VersionReport;
 use crate::engine::{Capabilities, Database, Protocol, Setup, Worker};
 use crate::error::{Abort, AbortReason, Error};
-use crate::protocols::common::mv::{
-    is_pending, Gc, Install, MvCtx, MvRecord, MvShared, TooOld, TOMBSTONE,
-};
 use crate::protocols::common::scan::{self, ScanSteps};
 use crate::protocols::common::{apply_update, check_len, table, Scratch};
+use crate::protocols::mv::{is_pending, Gc, Install, MvCtx, MvRecord, MvShared, TooOld, TOMBSTONE};
 use crate::storage::inject::CommitPhase;
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
@@ -984,7 +982,7 @@ pub struct MvProtocol<C: Certifier> {
 pub struct MvOptions {
     /// Microseconds between refreshes of the GC watermark.
     pub gc_interval_us: u64,
-    /// AggressiveGC's age bound in microseconds, 0 for off (see `protocols::common::mv`).
+    /// AggressiveGC's age bound in microseconds, 0 for off (see `protocols::mv`).
     pub aggressive_gc_us: u64,
     /// Where versions come from (`storage::version`).
     pub version_alloc: VersionAlloc,
