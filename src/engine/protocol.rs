@@ -394,13 +394,17 @@ pub trait Worker {
         self.read_cols(table, key, ALL_COLUMNS, f)
     }
 
-    /// Reads `key` announcing that it will be written (2PL takes the exclusive lock now).
+    /// Reads `key` announcing that it will be written (2PL takes the exclusive lock now). The
+    /// default is a plain [`Worker::read`], for protocols whose reads announce nothing.
+    #[inline]
     fn read_for_update<T>(
         &mut self,
         table: TableId,
         key: u64,
         f: impl FnOnce(&[u8]) -> T,
-    ) -> Result<Option<T>, Abort>;
+    ) -> Result<Option<T>, Abort> {
+        self.read(table, key, f)
+    }
 
     /// Overwrites the whole row of `key` without reading it. `Ok(false)` if `key` is absent.
     #[must_use = "`Ok(false)` means the key is absent and nothing was written"]

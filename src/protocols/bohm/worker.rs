@@ -909,16 +909,6 @@ impl<P: Procedure> Worker for Exec<'_, '_, P> {
         Ok(Some(f(buf)))
     }
 
-    #[inline]
-    fn read_for_update<T>(
-        &mut self,
-        t: TableId,
-        key: u64,
-        f: impl FnOnce(&[u8]) -> T,
-    ) -> Result<Option<T>, Abort> {
-        self.read_cols(t, key, crate::engine::ALL_COLUMNS, f)
-    }
-
     fn write(&mut self, t: TableId, key: u64, value: &[u8]) -> Result<bool, Abort> {
         check_len(table(self.env.storage, t)?, value)?;
         self.update(t, key, |row| row.copy_from_slice(value)).map(|r| r.is_some())

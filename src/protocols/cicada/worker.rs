@@ -1647,6 +1647,8 @@ impl Drop for CicadaWorker<'_> {
 }
 
 impl Worker for CicadaWorker<'_> {
+    crate::protocols::common::forward!(ctx: log_epoch);
+
     fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
         // Reconnaissance reads versions too.
         let (q, slot) = (&self.p.quiescence, self.ctx.slot);
@@ -1698,16 +1700,6 @@ impl Worker for CicadaWorker<'_> {
             self.unchanged(v, stamp)?;
         }
         Ok(Some(f(self.scratch.get(tbl.spec.row_size))))
-    }
-
-    #[inline]
-    fn read_for_update<T>(
-        &mut self,
-        t: TableId,
-        key: u64,
-        f: impl FnOnce(&[u8]) -> T,
-    ) -> Result<Option<T>, Abort> {
-        self.read(t, key, f)
     }
 
     /// A blind write. Its check that the row is present is a read of the visible version
@@ -1901,11 +1893,6 @@ impl Worker for CicadaWorker<'_> {
 
     fn reads_still_valid(&mut self) -> bool {
         self.untracked || self.reads_consistent().is_ok()
-    }
-
-    #[inline]
-    fn log_epoch(&self) -> u64 {
-        self.ctx.log_epoch
     }
 
     fn commit(&mut self) -> Result<(), Abort> {

@@ -137,3 +137,75 @@ pub fn stamp_after(max: u64, epoch: u64) -> u64 {
 pub fn stamp_epoch(stamp: u64) -> u64 {
     stamp >> 32
 }
+
+/// Writes the [`Worker`](crate::engine::Worker) methods that only forward, inside an
+/// `impl Worker`, so that no worker spells them out again:
+///
+/// - `forward!(ctx: scan prefetch prefetch_many log_epoch)`: to the
+///   [`WorkerCtx`](crate::engine::context::WorkerCtx) the worker embeds as `self.ctx` (`scan`
+///   runs the one scan loop, [`scan::scan`], with the worker's own [`scan::ScanSteps`]);
+/// - `forward!(inner: prefetch prefetch_many log_epoch)`: to the worker it wraps as
+///   `self.inner`.
+///
+/// A worker whose method does more than forward (a second level of prefetching, a scan of
+/// its own index) writes that method by hand and leaves it out of the list.
+macro_rules! forward {
+    (ctx: $($m:ident)*) => { $( $crate::protocols::common::forward!(@ctx $m); )* };
+    (inner: $($m:ident)*) => { $( $crate::protocols::common::forward!(@inner $m); )* };
+    (@ctx scan) => {
+        fn scan(
+            &mut self,
+            t: $crate::storage::TableId,
+            lo: u64,
+            hi: u64,
+            limit: usize,
+            f: impl FnMut(u64, &[u8]) -> std::ops::ControlFlow<()>,
+        ) -> Result<usize, $crate::error::Abort> {
+            let storage = self.ctx.storage;
+            $crate::protocols::common::scan::scan(self, storage, t, lo, hi, limit, f)
+        }
+    };
+    (@ctx prefetch) => {
+        #[inline]
+        fn prefetch(&mut self, t: $crate::storage::TableId, key: u64) {
+            self.ctx.prefetch(t, key);
+        }
+    };
+    (@ctx prefetch_many) => {
+        #[inline]
+        fn prefetch_many(
+            &mut self,
+            keys: &[($crate::storage::TableId, u64, $crate::storage::projection::Columns)],
+        ) {
+            self.ctx.prefetch_many(keys);
+        }
+    };
+    (@ctx log_epoch) => {
+        #[inline]
+        fn log_epoch(&self) -> u64 {
+            self.ctx.log_epoch
+        }
+    };
+    (@inner prefetch) => {
+        #[inline]
+        fn prefetch(&mut self, t: $crate::storage::TableId, key: u64) {
+            self.inner.prefetch(t, key);
+        }
+    };
+    (@inner prefetch_many) => {
+        #[inline]
+        fn prefetch_many(
+            &mut self,
+            keys: &[($crate::storage::TableId, u64, $crate::storage::projection::Columns)],
+        ) {
+            self.inner.prefetch_many(keys);
+        }
+    };
+    (@inner log_epoch) => {
+        #[inline]
+        fn log_epoch(&self) -> u64 {
+            self.inner.log_epoch()
+        }
+    };
+}
+pub(crate) use forward;

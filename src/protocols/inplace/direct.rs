@@ -10,7 +10,7 @@
 use crate::engine::context::WorkerCtx;
 use crate::engine::Worker;
 use crate::error::Abort;
-use crate::protocols::common::scan::{self, ScanSteps};
+use crate::protocols::common::scan::ScanSteps;
 use crate::protocols::common::{check_len, table, Arena, Scratch};
 use crate::protocols::inplace::state::RowState;
 use crate::protocols::inplace::state::{ABSENT, PRESENT, UNLINKED};
@@ -23,7 +23,6 @@ use crate::storage::projection::Columns;
 use crate::storage::reclaim::Unlink;
 use crate::storage::row_store::RecordHeader;
 use crate::storage::{RowId, Table, TableId};
-use std::ops::ControlFlow;
 
 /// One state word.
 #[repr(C, align(8))]
@@ -167,6 +166,8 @@ impl Drop for DirectWorker<'_> {
 }
 
 impl Worker for DirectWorker<'_> {
+    crate::protocols::common::forward!(ctx: scan prefetch prefetch_many log_epoch);
+
     fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
         self.ctx.pinned(f)
     }
@@ -190,16 +191,6 @@ impl Worker for DirectWorker<'_> {
         let buf = self.scratch.get(tbl.spec.row_size);
         row.read_cols_into(buf, &tbl.projection, cols);
         Ok(Some(f(buf)))
-    }
-
-    #[inline]
-    fn read_for_update<T>(
-        &mut self,
-        t: TableId,
-        key: u64,
-        f: impl FnOnce(&[u8]) -> T,
-    ) -> Result<Option<T>, Abort> {
-        self.read(t, key, f)
     }
 
     #[inline]
@@ -264,33 +255,6 @@ impl Worker for DirectWorker<'_> {
         self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Delete, prev });
         self.deleted.push((t, key, rid));
         Ok(true)
-    }
-
-    fn scan(
-        &mut self,
-        t: TableId,
-        lo: u64,
-        hi: u64,
-        limit: usize,
-        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
-    ) -> Result<usize, Abort> {
-        let storage = self.ctx.storage;
-        scan::scan(self, storage, t, lo, hi, limit, f)
-    }
-
-    #[inline]
-    fn prefetch(&mut self, t: TableId, key: u64) {
-        self.ctx.prefetch(t, key);
-    }
-
-    #[inline]
-    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
-        self.ctx.prefetch_many(keys);
-    }
-
-    #[inline]
-    fn log_epoch(&self) -> u64 {
-        self.ctx.log_epoch
     }
 
     fn commit(&mut self) -> Result<(), Abort> {

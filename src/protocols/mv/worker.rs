@@ -90,7 +90,7 @@ use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::report::VersionReport;
 use crate::engine::{Capabilities, Database, Protocol, Setup, Worker};
 use crate::error::{Abort, AbortReason, Error};
-use crate::protocols::common::scan::{self, ScanSteps};
+use crate::protocols::common::scan::ScanSteps;
 use crate::protocols::common::{apply_update, check_len, table, Scratch};
 use crate::protocols::mv::{is_pending, Gc, Install, MvCtx, MvRecord, MvShared, TooOld, TOMBSTONE};
 use crate::storage::inject::CommitPhase;
@@ -99,7 +99,6 @@ use crate::storage::projection::Columns;
 use crate::storage::version::{Version, VersionAlloc, VersionExt};
 use crate::storage::{RowId, RowRef, Storage, Table, TableId};
 use std::marker::PhantomData;
-use std::ops::ControlFlow;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
@@ -565,6 +564,8 @@ impl<C: Certifier> Drop for MvWorker<'_, C> {
 }
 
 impl<C: Certifier> Worker for MvWorker<'_, C> {
+    crate::protocols::common::forward!(ctx: scan prefetch log_epoch);
+
     fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
         self.ctx.pinned(f)
     }
@@ -601,16 +602,6 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
         let buf = self.scratch.get(tbl.spec.row_size);
         self.mv.row(t, v).read_cols_into(buf, &tbl.projection, cols);
         Ok(Some(f(buf)))
-    }
-
-    #[inline]
-    fn read_for_update<T>(
-        &mut self,
-        t: TableId,
-        key: u64,
-        f: impl FnOnce(&[u8]) -> T,
-    ) -> Result<Option<T>, Abort> {
-        self.read(t, key, f)
     }
 
     /// A blind write: the new version is `value`, copied once (no copy of the old one).
@@ -774,23 +765,6 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
         Ok(true)
     }
 
-    fn scan(
-        &mut self,
-        t: TableId,
-        lo: u64,
-        hi: u64,
-        limit: usize,
-        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
-    ) -> Result<usize, Abort> {
-        let storage = self.ctx.storage;
-        scan::scan(self, storage, t, lo, hi, limit, f)
-    }
-
-    #[inline]
-    fn prefetch(&mut self, t: TableId, key: u64) {
-        self.ctx.prefetch(t, key);
-    }
-
     /// The index entries and slots first, then (once the slots are on their way) the newest
     /// version each slot points to: three stages, each overlapping its misses.
     #[inline]
@@ -803,11 +777,6 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
                 self.mv.shared.prefetch_newest(t, rec, &tbl.projection, cols);
             }
         }
-    }
-
-    #[inline]
-    fn log_epoch(&self) -> u64 {
-        self.ctx.log_epoch
     }
 
     fn commit(&mut self) -> Result<(), Abort> {

@@ -52,7 +52,7 @@ use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::{accumulate_now, Accumulation, PieceEnd, Worker};
 use crate::error::{Abort, AbortReason};
 use crate::history::{Recorder, Stamp};
-use crate::protocols::common::scan::{self, ScanSteps};
+use crate::protocols::common::scan::ScanSteps;
 use crate::protocols::common::{apply_update, check_len, table, Arena, Scratch};
 use crate::storage::inject::CommitPhase;
 use crate::storage::phantom::{Batch, RangeBuckets};
@@ -62,7 +62,6 @@ use crate::storage::row_store::RecordHeader;
 use crate::storage::snapshot::Kept;
 use crate::storage::{RowId, RowRef, Table, TableId};
 use crate::util::SpinWait;
-use std::ops::ControlFlow;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// Lock bit of a record word.
@@ -1412,6 +1411,8 @@ impl<P: OccProtocol> Drop for OccWorker<'_, P> {
 }
 
 impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
+    crate::protocols::common::forward!(ctx: scan prefetch prefetch_many log_epoch);
+
     fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
         self.ctx.pinned(f)
     }
@@ -1708,35 +1709,8 @@ impl<'db, P: OccProtocol> Worker for OccWorker<'db, P> {
         Ok(true)
     }
 
-    fn scan(
-        &mut self,
-        t: TableId,
-        lo: u64,
-        hi: u64,
-        limit: usize,
-        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
-    ) -> Result<usize, Abort> {
-        let storage = self.ctx.storage;
-        scan::scan(self, storage, t, lo, hi, limit, f)
-    }
-
-    #[inline]
-    fn prefetch(&mut self, t: TableId, key: u64) {
-        self.ctx.prefetch(t, key);
-    }
-
-    #[inline]
-    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
-        self.ctx.prefetch_many(keys);
-    }
-
     fn reads_still_valid(&mut self) -> bool {
         P::reads_still_valid(self)
-    }
-
-    #[inline]
-    fn log_epoch(&self) -> u64 {
-        self.ctx.log_epoch
     }
 
     fn commit(&mut self) -> Result<(), Abort> {

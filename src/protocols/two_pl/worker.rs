@@ -5,7 +5,7 @@ use super::LockPolicy;
 use crate::engine::context::WorkerCtx;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
-use crate::protocols::common::scan::{self, ScanSteps};
+use crate::protocols::common::scan::ScanSteps;
 use crate::protocols::common::{check_len, table, Arena, Scratch};
 use crate::protocols::inplace::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::inplace::{
@@ -19,7 +19,6 @@ use crate::util::SpinWait;
 use rustc_hash::FxBuildHasher;
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 
 #[derive(Clone, Copy, Debug)]
@@ -239,6 +238,8 @@ impl<L: LockPolicy> Drop for TwoPlWorker<'_, L> {
 }
 
 impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
+    crate::protocols::common::forward!(ctx: scan prefetch prefetch_many log_epoch);
+
     fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
         self.ctx.pinned(f)
     }
@@ -349,33 +350,6 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
         self.undo.push(Undo { table: t, rid, key, kind: UndoKind::Delete, prev });
         self.deleted.push((t, key, rid));
         Ok(true)
-    }
-
-    fn scan(
-        &mut self,
-        t: TableId,
-        lo: u64,
-        hi: u64,
-        limit: usize,
-        f: impl FnMut(u64, &[u8]) -> ControlFlow<()>,
-    ) -> Result<usize, Abort> {
-        let storage = self.ctx.storage;
-        scan::scan(self, storage, t, lo, hi, limit, f)
-    }
-
-    #[inline]
-    fn prefetch(&mut self, t: TableId, key: u64) {
-        self.ctx.prefetch(t, key);
-    }
-
-    #[inline]
-    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
-        self.ctx.prefetch_many(keys);
-    }
-
-    #[inline]
-    fn log_epoch(&self) -> u64 {
-        self.ctx.log_epoch
     }
 
     fn commit(&mut self) -> Result<(), Abort> {

@@ -312,6 +312,8 @@ impl Drop for OrderedWorker<'_> {
 }
 
 impl Worker for OrderedWorker<'_> {
+    crate::protocols::common::forward!(inner: prefetch prefetch_many log_epoch);
+
     fn pinned<T>(&mut self, f: impl FnOnce() -> T) -> T {
         self.inner.pinned(f)
     }
@@ -474,21 +476,6 @@ impl Worker for OrderedWorker<'_> {
             taken?;
         }
         self.inner.scan(t, lo, hi, limit, f)
-    }
-
-    #[inline]
-    fn prefetch(&mut self, t: TableId, key: u64) {
-        self.inner.prefetch(t, key);
-    }
-
-    #[inline]
-    fn prefetch_many(&mut self, keys: &[(TableId, u64, Columns)]) {
-        self.inner.prefetch_many(keys);
-    }
-
-    #[inline]
-    fn log_epoch(&self) -> u64 {
-        self.inner.log_epoch()
     }
 
     /// Every lock is still held at the serialization point; they are released before a
