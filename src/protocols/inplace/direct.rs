@@ -15,8 +15,8 @@ use crate::protocols::common::{check_len, table, Arena, Scratch};
 use crate::protocols::inplace::state::RowState;
 use crate::protocols::inplace::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::inplace::{
-    commit_in_place, insert_existing, returning_in_place, roll_back, update_in_place, Undo,
-    UndoKind,
+    commit_in_place, insert_existing, read_in_place, returning_in_place, roll_back,
+    update_in_place, Undo, UndoKind,
 };
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
@@ -186,11 +186,7 @@ impl Worker for DirectWorker<'_> {
     ) -> Result<Option<T>, Abort> {
         let Some(rid) = self.find(t, key)? else { return Ok(None) };
         let tbl = self.ctx.storage.table(t);
-        let row = tbl.rows.get(rid);
-        row.header.state.note_read(&mut self.ctx.history, t.0, key);
-        let buf = self.scratch.get(tbl.spec.row_size);
-        row.read_cols_into(buf, &tbl.projection, cols);
-        Ok(Some(f(buf)))
+        Ok(Some(read_in_place(&mut self.ctx, tbl, rid, key, cols, &mut self.scratch, f)))
     }
 
     #[inline]

@@ -117,6 +117,26 @@ pub fn revive_in_place<R: RecordHeader + HasState>(
     undo.push(Undo { table, rid, key, kind: UndoKind::Revive, prev });
 }
 
+/// Reads the columns `cols` of the present row `rid` (nocc, 2PL: the caller holds whatever
+/// lock its protocol needs to read it) into `scratch`, reports the read to the history and
+/// runs `f` on the row's bytes.
+#[inline]
+pub fn read_in_place<R: RecordHeader + HasState, T>(
+    ctx: &mut WorkerCtx<'_, R>,
+    tbl: &Table<R>,
+    rid: RowId,
+    key: u64,
+    cols: Columns,
+    scratch: &mut Scratch,
+    f: impl FnOnce(&[u8]) -> T,
+) -> T {
+    let row = tbl.rows.get(rid);
+    row.header.state().note_read(&mut ctx.history, tbl.id.0, key);
+    let buf = scratch.get(tbl.spec.row_size);
+    row.read_cols_into(buf, &tbl.projection, cols);
+    f(buf)
+}
+
 /// Runs `f` on the present row `rid` in place (nocc, 2PL: the caller holds whatever lock its
 /// protocol needs to write it): copies the words of the columns `reads | writes` out, logs the
 /// words of `writes` as the before-image for [`roll_back`], writes those back changed and

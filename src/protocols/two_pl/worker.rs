@@ -3,14 +3,15 @@
 use super::record::{older, TsClock, TwoPlRecord, WRITER};
 use super::LockPolicy;
 use crate::engine::context::WorkerCtx;
+use crate::engine::procedure::ALL_COLUMNS;
 use crate::engine::Worker;
 use crate::error::{Abort, AbortReason};
 use crate::protocols::common::scan::ScanSteps;
 use crate::protocols::common::{check_len, table, Arena, Scratch};
 use crate::protocols::inplace::state::{ABSENT, PRESENT, UNLINKED};
 use crate::protocols::inplace::{
-    commit_in_place, insert_existing, returning_in_place, roll_back, update_in_place, Undo,
-    UndoKind,
+    commit_in_place, insert_existing, read_in_place, returning_in_place, roll_back,
+    update_in_place, Undo, UndoKind,
 };
 use crate::storage::phantom::Batch;
 use crate::storage::projection::Columns;
@@ -266,11 +267,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, false)? else { return Ok(None) };
-        let row = tbl.rows.get(rid);
-        row.header.state.note_read(&mut self.ctx.history, t.0, key);
-        let buf = self.scratch.get(tbl.spec.row_size);
-        row.read_cols_into(buf, &tbl.projection, cols);
-        Ok(Some(f(buf)))
+        Ok(Some(read_in_place(&mut self.ctx, tbl, rid, key, cols, &mut self.scratch, f)))
     }
 
     #[inline]
@@ -282,11 +279,7 @@ impl<L: LockPolicy> Worker for TwoPlWorker<'_, L> {
     ) -> Result<Option<T>, Abort> {
         let tbl = table(self.ctx.storage, t)?;
         let Some(rid) = self.locate(tbl, key, true)? else { return Ok(None) };
-        let row = tbl.rows.get(rid);
-        row.header.state.note_read(&mut self.ctx.history, t.0, key);
-        let buf = self.scratch.get(tbl.spec.row_size);
-        row.read_into(buf);
-        Ok(Some(f(buf)))
+        Ok(Some(read_in_place(&mut self.ctx, tbl, rid, key, ALL_COLUMNS, &mut self.scratch, f)))
     }
 
     #[inline]
