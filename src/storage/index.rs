@@ -10,9 +10,10 @@
 //!   and out; a scan that overlapped one retries, and after a few tries holds new writers off).
 //!   That costs writers two shared counter updates each, so it suits sparse keys with few
 //!   inserts (TPC-C's customer-name and order-by-customer indexes); dense keys belong in `Dense`.
-//!   The sound alternatives measured worse: `scc::TreeIndex` range scans took 6-90 µs on 30 000
-//!   keys (3.8.8 walks the leaf list backwards from the start key), and `crossbeam-skiplist` made
-//!   Payment 12 % and NewOrder 20 % slower than this.
+//!   The sound alternatives were slower when tried: `scc::TreeIndex` range scans took tens of
+//!   microseconds on TPC-C's name index (3.8.8 walks the leaf list backwards from the start
+//!   key), and `crossbeam-skiplist` slowed Payment and NewOrder down (`txlab run -w tpcc`
+//!   against either shows it).
 //! * `Hash` is txlab's own pre-sized, one-cache-line-per-bucket hash table
 //!   ([`crate::storage::hash_index`]): optimistic reads that write nothing, chain-locked writes;
 //!   point operations only, so a scan of a hash table is refused with [`AbortReason::Unsupported`].

@@ -30,8 +30,8 @@
 //! more than about twice `slots` words). Validation re-reads each recorded word. Granularity is
 //! the trade-off: a larger bucket means fewer words per scan but more false conflicts between
 //! scans and inserts of nearby keys. The words are packed eight to a cache line: padding each to
-//! its own line (1 MiB per table instead of 128 KiB) measured no better on TPC-C (2 warehouses,
-//! 2 threads) or YCSB-E, and slightly worse for Silo (medians of three alternating runs).
+//! its own line (1 MiB per table instead of 128 KiB) measured no better on TPC-C or YCSB-E
+//! (`txlab run -w tpcc --repeat 3`, `txlab run -w ycsb --preset e --repeat 3`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -250,8 +250,8 @@ impl<'a, R> RowRef<'a, R> {
 
     /// The copy loop of [`RowRef::read_words_into`], always inlined into the projected copies:
     /// one bounds check per run and an unaligned 8-byte store per word. (Slice chunking and a
-    /// per-word bounds check cost about 80 instructions per run, and a projected copy of a
-    /// TPC-C row makes several runs.)
+    /// per-word bounds check cost many instructions per run, and a projected copy of a TPC-C
+    /// row makes several runs: `scripts/instructions.sh` on `-w tpcc` shows it.)
     #[inline(always)]
     fn load_run(&self, dst: &mut [u8], lo: usize, hi: usize) {
         assert!(dst.len() == self.len && lo <= hi && hi <= self.words.len());
@@ -304,8 +304,8 @@ impl<'a, R> RowRef<'a, R> {
 
     // The plan-or-walk branch is written out here, in `write_projected` and in
     // `prefetch_projected`: a shared helper taking the copy as a closure calls it from two sites,
-    // LLVM keeps such a closure out of line, and Silo's NewOrder+Payment then costs 1.6 % more
-    // instructions (callgrind).
+    // LLVM keeps such a closure out of line, and Silo's NewOrder+Payment then costs more
+    // instructions (`scripts/instructions.sh BIN -- -p silo -w tpcc --mix 50,50,0,0,0`).
     #[inline(never)]
     fn read_projected(&self, dst: &mut [u8], p: &Projection, cols: Columns) {
         p.prepare(dst, cols);

@@ -4,7 +4,8 @@
 //! databases.* SIGMOD 1994. One uniform draw and one `powf` per value; valid for `0 < θ < 1`.
 //! Rank 0 is the hottest. `ζ(n, θ)` costs `n` powers, so it is computed in parallel and cached
 //! per `(n, θ)` for the life of the process. Hand-written because the maintained crates either
-//! implement exact rejection sampling (`rand_distr::Zipf`, ~5x slower per draw) or are deprecated.
+//! implement exact rejection sampling (`rand_distr::Zipf`, several times slower per draw) or are
+//! deprecated.
 
 use rand::{Rng, RngExt};
 use std::sync::Mutex;

@@ -40,9 +40,9 @@
 //! *before* any of its writes is visible, pushes the rows of its units and produces its
 //! versions (`Installed`), and only then takes its log epoch out of flight, so that a
 //! checkpoint whose start epoch covers it reads its produced versions (`read_committed`: the
-//! newest produced one). `Acknowledging` is passed per commit when its batch is counted. (The
-//! rows of units used to be pushed, readable, before the log record: a checkpoint could hold
-//! them from a transaction whose record came in a later epoch, never made durable.)
+//! newest produced one). `Acknowledging` is passed per commit when its batch is counted. (Rows
+//! of units pushed, readable, before the log record would let a checkpoint hold them from a
+//! transaction whose record came in a later epoch, never made durable.)
 //!
 //! **Read-set annotation** (§3.2.3, `--opt read-annotation=on`, the default): the CC thread
 //! that owns a declared read's record stores the record's newest version when it plans the

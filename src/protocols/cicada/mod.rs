@@ -73,9 +73,9 @@
 //! written from the pending versions (before any becomes COMMITTED: a reader of one logs
 //! after), `Installed` once every status is set. The log epoch leaves flight only then, in
 //! `WorkerCtx::commit_returning` (`Acknowledging`): a checkpoint whose start epoch covers the
-//! commit reads its COMMITTED versions (`read_committed`: the newest committed one), where it
-//! used to read the versions below them while the commit sat between its log record and its
-//! statuses, and lose it.
+//! commit reads its COMMITTED versions (`read_committed`: the newest committed one); were the
+//! epoch out of flight before the statuses, a checkpoint could read the versions below them
+//! while the commit sat between its log record and its statuses, and lose it.
 //!
 //! **Phantoms.** With `index=single-version` (the default) the shared single-version index
 //! with txlab's phantom buckets protects ranges and absent keys, ordered by timestamp as TicToc

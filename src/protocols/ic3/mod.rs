@@ -123,8 +123,8 @@
 //!   templates write shares a payload word with an accumulated one (installs and log records
 //!   copy whole words; TPC-C's district layout gives D_YTD a word of its own), and no
 //!   snapshots (a writer past its commit point but still listed keeps the value it replaced
-//!   for snapshot readers, which an accumulation committed after it must not change; stop 64
-//!   of `docs/ic3-plan.md` describes what it would take).
+//!   for snapshot readers, which an accumulation committed after it must not change;
+//!   `docs/ic3-plan.md`, "Column-level runtime", describes what it would take).
 //! * **Online analysis (§4.5)** (`Database::set_mix`): workers run on *graphs* (`graph`),
 //!   and a change of the mix publishes the transitional graph, waits until no attempt runs on
 //!   the old one, and publishes the new one, without stopping the workers. Where the paper

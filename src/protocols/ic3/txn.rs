@@ -348,9 +348,9 @@ pub enum WaitPolicy {
     Suspend,
 }
 
-/// Yields of the core before a suspend-wait sleeps (it does not spin first: on 2 cores with 4
-/// or 8 workers, spinning before yielding cost TPC-C a third of its throughput, and sleeping
-/// at once a quarter, against yielding alone).
+/// Yields of the core before a suspend-wait sleeps (it does not spin first: with more workers
+/// than cores, spinning before yielding, or sleeping at once, cost TPC-C much of its throughput
+/// against yielding alone: `txlab run -p ic3 -w tpcc --threads 8` when this is changed).
 const SUSPEND_YIELDS: u32 = 8;
 /// The longest a suspended worker sleeps before it looks again. Only a doomed attempt (marked
 /// by a rolled-back writer it does not wait for) needs it: every other condition a worker

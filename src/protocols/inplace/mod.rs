@@ -162,8 +162,8 @@ pub fn update_in_place<R: RecordHeader + HasState, T>(
     let buf = scratch.get(len);
     row.read_cols_into(buf, p, reads | writes);
     // The before-image: a plain copy of the buffer (only its `writes` words are ever restored).
-    // A second projected read of just those words from the row costs more instructions
-    // (callgrind, nocc TPC-C NP: +2 %) than this memcpy of the whole buffer.
+    // A second projected read of just those words from the row costs more instructions than
+    // this memcpy of the whole buffer (`scripts/instructions.sh BIN -- -p nocc -w tpcc --np`).
     let off = arena.push(buf);
     let out = apply_update(p, writes, buf, f)?;
     row.write_cols_from(buf, p, writes);

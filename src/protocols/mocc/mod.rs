@@ -61,10 +61,11 @@
 //!   the next release passes the turn through it, so every step is one CAS (the module doc
 //!   argues it, and `scripts/loom.sh` model-checks it). The lock word's readers do not queue
 //!   behind waiting writers, and a releaser may take the lock again at once. The default is the
-//!   lock word because FIFO hand-over costs here: with every record hot (50 records, 80 %
-//!   RMW), MQL cuts MOCC's abort ratio from 0.21 to 0.06 at 2 threads but runs at 0.85x the
-//!   lock word's throughput, and at 8 threads on 2 cores it hands the lock to descheduled
-//!   waiters and runs at 0.25x. The paper runs one thread per core.
+//!   lock word because FIFO hand-over costs here: with every record hot, MQL cuts MOCC's abort
+//!   ratio but runs below the lock word's throughput, far below with more threads than cores,
+//!   where it hands the lock to descheduled waiters (`txlab sweep -p mocc -w ycsb --records 50
+//!   --read-ratio 0.2 --rmw --vary "opt=lock=mql;lock=rwlock" --vary threads=2,8`). The paper
+//!   runs one thread per core.
 //! * A lock needed out of canonical order is requested, with MQL, as the original does: a
 //!   cancellable request that waits a bounded time (128 rounds of the spin-wait) while the later
 //!   locks are kept. If it is cancelled, or with `lock=rwlock` (CCBench), the later locks are
@@ -94,9 +95,9 @@ pub mod shim {
     pub const CHUNKS: usize = 256;
 
     /// A fresh spin-wait for a queue waiter: it spins on its own cache line, so it spins
-    /// longer before yielding than `SpinWait::default` (512 rounds, not 64; measured on
-    /// MOCC with every record hot: 2.8x the throughput at 2 threads, and 23x at 8 threads on 2
-    /// cores, where a FIFO hand-over to a descheduled waiter stalls the queue).
+    /// longer before yielding than `SpinWait::default` (512 rounds, not 64: with every record
+    /// hot, yielding early stalls the queue on a FIFO hand-over to a descheduled waiter; the
+    /// `lock=mql` sweep in the module docs shows it when this is changed).
     #[inline(always)]
     pub fn spin_wait() -> crate::util::SpinWait {
         crate::util::SpinWait::spinning(512)
