@@ -237,12 +237,16 @@ impl LogWriter {
         if self.mgr.durable_epoch() >= epoch {
             return true;
         }
+        // AcqRel: pairs with the logger's Acquire load of `waiting` (it makes a group at once); the
+        // durable epoch is read after it with Acquire (`durable_epoch`), so a group closed before
+        // the count rose is seen.
         self.mgr.waiting.fetch_add(1, Ordering::AcqRel);
         self.mgr.wake_logger();
         let mut spin = crate::util::SpinWait::default();
         while self.mgr.durable_epoch() < epoch && !self.mgr.failed() {
             spin.spin();
         }
+        // AcqRel: the count back, after the durable epoch was seen (or the log failed).
         self.mgr.waiting.fetch_sub(1, Ordering::AcqRel);
         self.mgr.durable_epoch() >= epoch
     }
@@ -292,6 +296,8 @@ impl LogWriter {
                     self.dropped = true;
                 }
             }
+        // Acquire `tail`: pairs with the logger's Release store after it wrote the bytes out
+        // (`LogManager::write_stream`), so the space below it may be reused.
         } else if self.pos - s.tail.load(Ordering::Acquire) >= cap / 4 && !self.dropped {
             if let Err(msg) = self.mgr.write_stream(self.stream, self.pos) {
                 self.mgr.fail(msg);
@@ -384,6 +390,8 @@ impl LogWriter {
             self.mgr.fail(msg);
         }
         let mut spin = crate::util::SpinWait::default();
+        // Acquire `tail`: pairs with the logger's Release store once the bytes are written out;
+        // `failed` pairs with `fail`'s Release.
         while self.pos + len as u64 - s.tail.load(Ordering::Acquire) > cap {
             if self.mgr.failed.load(Ordering::Acquire) {
                 self.dropped = true;

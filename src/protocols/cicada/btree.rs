@@ -163,11 +163,15 @@ struct Node<'a> {
 impl<'a> Node<'a> {
     #[inline(always)]
     fn get(self, i: usize) -> u64 {
+        // Relaxed: a node's words are read from the version the transaction sees (its private copy,
+        // or a committed version reached through Acquire loads and validated at commit), written
+        // only in a private copy before it is published.
         self.w[i].load(Ordering::Relaxed)
     }
 
     #[inline(always)]
     fn set(self, i: usize, v: u64) {
+        // Relaxed: only a private copy is written; its commit publishes it (Release).
         self.w[i].store(v, Ordering::Relaxed);
     }
 

@@ -268,16 +268,22 @@ impl Clocks {
     pub fn join<S: TimeSource>(&self, id: usize, source: S) -> ThreadClock<'_, S> {
         let _members = self.lock();
         let slot = &self.slots[id];
+        // Relaxed: under the members lock, which orders every join and leave of the slot.
         assert_eq!(slot.wts.load(Ordering::Relaxed), VACANT, "clock {id} joined twice");
+        // Release: pairs with `used`'s Acquire: a refresh that counts this slot sees its fields as
+        // stored below or VACANT (the slot is zeroed at creation).
         self.used.fetch_max(id + 1, Ordering::Release);
         let local = if self.params.central {
             // Relaxed: the thread's first count is drawn after this load (its own later
             // fetch-and-add on the counter), so it is above what is published here.
             self.counter.load(Ordering::Relaxed)
         } else {
+            // Relaxed: the clocks are a heuristic (see the module docs); a stale peer only starts
+            // this clock lower, never below `min_wts`.
             let peers = self.used().iter().map(|s| s.clock.load(Ordering::Relaxed)).max();
             peers.unwrap_or(0).max(clock_of(self.min_wts())) + 1
         };
+        // Relaxed: a clock others peek at for one-sided synchronization, a heuristic.
         slot.clock.store(local, Ordering::Relaxed);
         // Under the lock: the next refresh sees these, and every later timestamp of this
         // thread is above them.
@@ -518,6 +524,8 @@ impl<S: TimeSource> Drop for ThreadClock<'_, S> {
     fn drop(&mut self) {
         let _members = self.clocks.lock();
         let slot = &self.clocks.slots[self.id];
+        // Release, under the members lock: pairs with the refresh's Acquire loads; a refresh that
+        // sees VACANT leaves the slot out, as it must once the thread is gone.
         slot.wts.store(VACANT, Ordering::Release);
         slot.rts.store(VACANT, Ordering::Release);
     }

@@ -408,6 +408,8 @@ pub(super) fn retire_chain(
     let mut v = Some(first);
     let mut n = 0;
     while let Some(p) = v {
+        // Acquire: pairs with the Release that linked each version below (the install CAS); the
+        // chain is cut off and owned by the caller.
         let nx = as_ref(p).next.load(Ordering::Acquire);
         let inline = is_inline(as_ref(p));
         dead.push_back(Dead { table: t, inline, version: p, retired });

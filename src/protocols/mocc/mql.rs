@@ -139,6 +139,7 @@ impl Drop for QNodes {
     fn drop(&mut self) {
         for slot in self.slots.iter() {
             for c in slot {
+                // Relaxed: `&mut self`, so no other thread holds the nodes.
                 let p = c.load(Ordering::Relaxed);
                 if !p.is_null() {
                     // SAFETY: allocated by `Box::into_raw` in `Mql::alloc`, freed once, here.
@@ -305,6 +306,8 @@ impl Pool {
         if let Some(id) = self.free.pop() {
             return Some(id);
         }
+        // Relaxed: only this worker, the slot's owner, stores `created` (a later owner loads it
+        // with Acquire in `Mql::new`).
         let created = nodes.created[self.slot].load(Ordering::Relaxed);
         if created as usize == CHUNK * CHUNKS {
             return None;
@@ -340,6 +343,7 @@ impl Pool {
     fn head_if(&mut self, nodes: &QNodes, word: &AtomicU64, expect: u64) -> Grant {
         let Some(me) = self.alloc(nodes) else { return Grant::No };
         let node = nodes.node(me);
+        // Relaxed: the node is this worker's until the CAS below publishes it (Release).
         node.next.store(NONE, Ordering::Relaxed);
         node.state.store(TURN, Ordering::Relaxed);
         // AcqRel: Acquire pairs with the previous holders' releases; Release publishes the
@@ -362,6 +366,7 @@ impl Pool {
     ) -> Grant {
         let Some(me) = self.alloc(nodes) else { return Grant::No };
         let node = nodes.node(me);
+        // Relaxed: the node is this worker's until the enqueuing CAS below publishes it (Release).
         node.next.store(NONE, Ordering::Relaxed);
         node.state.store(WAITING, Ordering::Relaxed);
         // Enqueue. AcqRel: Release publishes the node's fields to the next requester (which

@@ -7,6 +7,8 @@ use super::*;
 /// Sets a version up as `stamp`, `flags`, no older version, the protocol's fields reset.
 #[inline]
 pub(super) fn init_version<V: VersionExt>(v: &Version<V>, stamp: u64, flags: u64) {
+    // Relaxed: the version is unreachable until the head CAS that publishes it (`install`, AcqRel,
+    // pairs with `MvRecord::word`'s Acquire), which orders these stores before any reader's.
     v.stamp.store(stamp, Ordering::Relaxed);
     v.flags.store(flags, Ordering::Relaxed);
     v.next.store(std::ptr::null_mut(), Ordering::Relaxed);
@@ -113,12 +115,17 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             && (sh.aggressive_ns == 0 || w >= sh.prune_mark());
         if safe {
             self.snapshot = w;
+            // Relaxed `since_ns`: a statistic (the safe snapshot's staleness); nothing is read
+            // through it.
             let stale = self.began_ns.saturating_sub(sh.watermark.since_ns.load(Ordering::Relaxed));
             let ro = &mut self.read_only;
             (ro.0, ro.2, ro.3) = (ro.0 + 1, ro.2 + stale, ro.3.max(stale));
         } else {
             self.read_only.1 += u64::from(read_only);
             self.snapshot = sh.clock.snapshot();
+            // Release (a refresh needs no more): one that reads the watermark stored SeqCst
+            // above keeps the watermark lower, one that reads this fresh snapshot keeps it at
+            // most at the snapshot in use.
             t.snapshot.store(self.snapshot, Ordering::Release);
         }
         // Relaxed `orphaned`: a hint (see `collect`).
@@ -203,6 +210,9 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             let prev = match deref::<V>(w) {
                 None => 0,
                 Some(h) => {
+                    // Acquire: pairs with the committer's Release store of its stamp (`MvWorker`'s
+                    // stamping, `retract`'s ABORTED): a committed stamp seen means the version's
+                    // fields are too.
                     let st = h.stamp.load(Ordering::Acquire);
                     if st == own {
                         return Install::Own(h);
@@ -264,6 +274,8 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         loop {
             let w = rec.word();
             debug_assert_eq!(w & PTR, v.as_ptr() as u64, "a pending version stays the newest");
+            // AcqRel, as `install`'s: a GC lock taken meanwhile fails the CAS (and it retries);
+            // the version below was published when it was installed, so nothing new is.
             if rec
                 .head
                 .compare_exchange(w, next | (w & !PTR), Ordering::AcqRel, Ordering::Relaxed)
@@ -324,6 +336,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         let mut o = self.shared.orphans.lock().unwrap_or_else(|e| e.into_inner());
         self.prune.extend(o.prune.drain(..));
         self.dead.extend(o.dead.drain(..).map(|(t, p, e)| (t, p.0, e)));
+        // Relaxed: a hint; the `orphans` lock orders the queues themselves.
         self.shared.orphaned.store(false, Ordering::Relaxed);
     }
 
@@ -356,6 +369,8 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         deleted: impl Fn(u64),
     ) -> Unlink {
         let w = self.shared.watermark();
+        // Acquire: the GC lock; pairs with the Release that drops it (here and in `prune`), so this
+        // holder sees the chain the last holder left.
         let old = rec.head.fetch_or(GC_LOCK, Ordering::Acquire);
         if old & GC_LOCK != 0 {
             return Unlink::Busy;
@@ -369,6 +384,8 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             let verdict = match deref::<V>(cur) {
                 None => None,
                 Some(h) => {
+                    // Acquire: pairs with the committer's Release stamp store, as in `install`;
+                    // `flags` is written before the version is published (Relaxed).
                     let st = h.stamp.load(Ordering::Acquire);
                     let dead = h.flags.load(Ordering::Relaxed) & TOMBSTONE != 0;
                     if is_committed(st) && !dead {
@@ -410,6 +427,8 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             let mut o = self.shared.orphans.lock().unwrap_or_else(|e| e.into_inner());
             o.prune.extend(self.prune.drain(..));
             o.dead.extend(self.dead.drain(..).map(|(t, v, e)| (t, Ptr(v), e)));
+            // Relaxed: a hint that `collect` reads; the `orphans` lock orders the queues
+            // themselves.
             self.shared.orphaned.store(true, Ordering::Relaxed);
         }
         // Relaxed: statistics, read after the worker is joined (`MvShared::report`).
@@ -450,6 +469,8 @@ pub(super) fn prune<V: VersionExt>(rec: &MvRecord<V>, w: u64) -> Option<NonNull<
     let mut v = deref::<V>(old);
     let mut cut = None;
     while let Some(ver) = v {
+        // Acquire: pairs with the committer's Release stamp store (a committed stamp seen, the
+        // version's fields are too).
         let st = ver.stamp.load(Ordering::Acquire);
         if is_committed(st) && st <= w {
             if let Some(first) = next_of(ver) {
@@ -459,6 +480,9 @@ pub(super) fn prune<V: VersionExt>(rec: &MvRecord<V>, w: u64) -> Option<NonNull<
                 while let Some(o) = next_of(oldest) {
                     oldest = o;
                 }
+                // Relaxed `flags` and `stamp` of the oldest version: only GC-lock holders write
+                // TRIMMED (this one holds it; the lock's Acquire orders the last holder's store),
+                // and a committed version's stamp no longer changes.
                 let f = oldest.flags.load(Ordering::Relaxed);
                 let birth = if f & TRIMMED != 0 {
                     f >> BIRTH_SHIFT

@@ -231,6 +231,9 @@ fn deref<'a, V>(word: u64) -> Option<&'a Version<V>> {
 
 #[inline(always)]
 fn next_of<V>(v: &Version<V>) -> Option<&Version<V>> {
+    // Acquire: pairs with `prune`'s AcqRel swap that cuts the chain (a reader sees the cut or the
+    // versions below it, never a freed one: they wait out the grace periods); `install` stores
+    // `next` before its Release head CAS.
     deref(v.next.load(Ordering::Acquire) as u64)
 }
 

@@ -80,6 +80,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         r.gc_lag_max_us = self.lag.max_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
         r.gc_lag_mean_us = if count == 0 { 0.0 } else { sum as f64 / count as f64 / 1e3 };
         let ro = &self.read_only;
+        // Relaxed: statistics, added by workers that have been joined.
         r.read_only_safe = ro.safe.swap(0, Ordering::Relaxed);
         r.read_only_fresh = ro.fresh.swap(0, Ordering::Relaxed);
         let sum = ro.sum_ns.swap(0, Ordering::Relaxed) as f64;
@@ -105,6 +106,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
                 || {},
                 |_, rid| {
                     let rec = t.rows.get(rid).header;
+                    // Relaxed: no worker is left (teardown), so nothing races with the swap.
                     let w = rec.head.swap(UNLINKED, Ordering::Relaxed);
                     // SAFETY: no worker is left, so nothing else reaches the chain, and the
                     // swap leaves it to this walk alone (an index entry names a row once).
@@ -153,6 +155,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
             return;
         }
         self.recompute();
+        // Relaxed: when the last refresh ran, a hint that only spaces refreshes out.
         self.refreshed.store(now, Ordering::Relaxed);
         // Release: the new watermark before the flag drops (pairs with `pin_watermark`).
         self.refreshing.store(false, Ordering::Release);
@@ -165,6 +168,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
             spin.spin();
         }
         self.recompute();
+        // Release: the new watermark before the flag drops (pairs with `pin_watermark`).
         self.refreshing.store(false, Ordering::Release);
     }
 
@@ -220,6 +224,9 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         } else if m == old {
             wm.since_ns.fetch_max(since, Ordering::Relaxed);
         }
+        // Release: pairs with `watermark`'s Acquire: a worker that sees the new watermark sees the
+        // pruning decisions that depend on it only after it (the chains themselves are ordered by
+        // the GC lock).
         wm.stamp.fetch_max(m, Ordering::Release);
         if self.aggressive_ns != 0 {
             // Timed after the clock was read: see `aged_clock`.
@@ -278,6 +285,9 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         let mut spin = crate::util::SpinWait::default();
         while let Some(ver) = v {
             loop {
+                // Acquire: pairs with the committer's Release stamp store (`MvWorker`'s stamping)
+                // and `retract`'s ABORTED: a committed stamp seen means the payload written before
+                // it is too.
                 let st = ver.stamp.load(Ordering::Acquire);
                 if st <= s {
                     return Ok(Some(ver));
@@ -340,6 +350,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         let mut v = rec.newest();
         let mut spin = crate::util::SpinWait::default();
         while let Some(ver) = v {
+            // Acquire: pairs with the committer's Release stamp store, as in `visible_as`.
             let st = ver.stamp.load(Ordering::Acquire);
             if st == own {
                 // Installed over a version at or below `s` (first updater wins): nothing
@@ -390,6 +401,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
     pub fn latest_committed<'a>(&self, rec: &'a MvRecord<V>) -> Option<&'a Version<V>> {
         let mut v = rec.newest();
         while let Some(ver) = v {
+            // Acquire: pairs with the committer's Release stamp store, as in `visible_as`.
             if is_committed(ver.stamp.load(Ordering::Acquire)) {
                 return Some(ver);
             }
@@ -406,6 +418,8 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
             return None;
         }
         self.stores[table.index()].row(v).read_into(buf);
+        // Relaxed: `latest_committed` loaded this committed stamp with Acquire already, and a
+        // committed stamp never changes.
         Some(v.stamp.load(Ordering::Relaxed))
     }
 

@@ -249,6 +249,9 @@ pub struct MvWorker<'db, C: Certifier> {
 
 #[inline(always)]
 fn is_tombstone<V>(v: &Version<V>) -> bool {
+    // Relaxed: `flags` is written before the version is published (the head CAS, Release) or, while
+    // pending, by its own writer; callers reached `v` through an Acquire load of the head or of a
+    // stamp.
     v.flags.load(Ordering::Relaxed) & TOMBSTONE != 0
 }
 
@@ -614,6 +617,8 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
         if is_tombstone(v) {
             return Ok(false);
         }
+        // Relaxed: only this worker stores its own pending stamp, so the comparison needs no
+        // ordering.
         if v.stamp.load(Ordering::Relaxed) == self.mv.own() {
             self.mv.row(t, v).write_from(value);
             self.entry_of(v).cols = ALL_COLUMNS;
@@ -645,6 +650,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
         let old = self.mv.row(t, v);
         let buf = self.scratch.get(len);
         old.read_cols_into(buf, p, reads | writes);
+        // Relaxed: only this worker stores its own pending stamp.
         if v.stamp.load(Ordering::Relaxed) == self.mv.own() {
             // Our own pending version: nobody else reads it, so it is written in place.
             let out = apply_update(p, writes, buf, f)?;
@@ -717,6 +723,7 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
                     return Err(a);
                 }
             };
+            // Relaxed: only this worker stores its own pending stamp.
             let own = seen.is_some_and(|v| v.stamp.load(Ordering::Relaxed) == self.mv.own());
             match seen {
                 None => self.observed_absent(tbl, key),
@@ -756,6 +763,8 @@ impl<C: Certifier> Worker for MvWorker<'_, C> {
         if is_tombstone(v) {
             return Ok(false);
         }
+        // Relaxed: only this worker stores its own pending stamp; the TOMBSTONE flag below is
+        // published with the stamp at commit (Release).
         if v.stamp.load(Ordering::Relaxed) == self.mv.own() {
             v.flags.store(TOMBSTONE, Ordering::Relaxed);
             return Ok(true);

@@ -177,6 +177,8 @@ impl<'db, P: OccProtocol> OccWorker<'db, P> {
                     tbl.chains.as_ref().expect("a snapshot reader's database keeps chains");
                 match chains.at(rid, b) {
                     Some(v) => {
+                        // Relaxed: a chain version is immutable once linked; `chains.at` reached it
+                        // through the boundary's Acquire loads.
                         let word = v.stamp.load(Ordering::Relaxed);
                         if is_absent(word) {
                             InPlace::Absent

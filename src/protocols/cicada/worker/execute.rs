@@ -383,6 +383,8 @@ impl<'db> CicadaWorker<'db> {
     pub(super) fn early_abort(&self, found: &Found<'_>, rmw: bool) -> Result<(), Abort> {
         let o = &self.p.options;
         if let Some(v) = found.seen {
+            // Relaxed: an early abort is a heuristic (§3.3); validation reads `rts` again after its
+            // SeqCst fence.
             if o.early_abort && v.ext.rts.load(Ordering::Relaxed) > self.ts {
                 return Err(Abort::new(AbortReason::WriteConflict));
             }

@@ -91,6 +91,8 @@ impl<'db> Nodes for NodeAccess<'_, 'db> {
         let nv = self.w.new_version(nt, rec);
         let (from, to) = (self.words(v), self.words(as_ref(nv)));
         for (d, s) in to.iter().zip(from) {
+            // Relaxed: copying a version the transaction read (validated at commit) into its
+            // private copy, published at commit.
             d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         self.w.push_write(nt, id, RowId(id), rec, nv, found.later, true, ALL_COLUMNS);
@@ -109,6 +111,7 @@ impl<'db> Nodes for NodeAccess<'_, 'db> {
         rec.init(None);
         let nv = self.w.new_version(nt, rec);
         for w in self.words(as_ref(nv)) {
+            // Relaxed: a private new node, published at commit.
             w.store(0, Ordering::Relaxed);
         }
         self.w.push_write(nt, rid.0, rid, rec, nv, None, false, ALL_COLUMNS);

@@ -65,6 +65,8 @@ impl<'db> CicadaWorker<'db> {
         self.reads_consistent()?;
         for w in self.writes.iter().filter(|w| !w.promotion) {
             if let Some(v) = self.visible_now(as_ref(w.rec), w.later)? {
+                // Relaxed: the precheck is a heuristic (§3.5 (2)); the check that decides comes
+                // after the installs and the SeqCst fence (`writes_consistent`).
                 if v.ext.rts.load(Ordering::Relaxed) > self.ts {
                     return Err(Abort::new(AbortReason::WriteConflict));
                 }
