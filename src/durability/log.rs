@@ -401,6 +401,8 @@ impl LogManager {
             .name("txlab-logger".into())
             .spawn(move || {
                 m.logger_loop(&s);
+                // Release: after the logger's last group (its `marked` store); pairs with
+                // `await_durable`'s Acquire.
                 m.closed.store(true, Ordering::Release);
             })
             .map_err(|e| Error::Durability(format!("cannot start the logger thread: {e}")))?;
@@ -459,6 +461,8 @@ impl LogManager {
                 self.waiting.fetch_sub(1, Ordering::AcqRel);
                 return Err(Error::Durability(e));
             }
+            // Acquire: pairs with the logger's Release stores of `closed` (after its last group)
+            // and `marked`: a closed log whose marker is below `epoch` will never reach it.
             if self.closed.load(Ordering::Acquire) && self.marked.load(Ordering::Acquire) < epoch {
                 self.waiting.fetch_sub(1, Ordering::AcqRel);
                 return Err(Error::Durability(format!(
@@ -469,6 +473,7 @@ impl LogManager {
             self.wake_logger();
             std::thread::sleep(Duration::from_micros(200));
         }
+        // AcqRel: as the increment (pairs with the logger's Acquire load of `waiting`).
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         Ok(())
     }
@@ -491,6 +496,7 @@ impl LogManager {
     /// What the logger has done so far.
     pub fn stats(&self) -> LogStats {
         LogStats {
+            // Relaxed: statistics, no data is read through them.
             bytes: self.stats.bytes.load(Ordering::Relaxed),
             syncs: self.stats.syncs.load(Ordering::Relaxed),
             groups: self.stats.groups.load(Ordering::Relaxed),
@@ -503,6 +509,8 @@ impl LogManager {
         if self.central.is_none() {
             s.ring.get_or_init(|| Ring::new(self.opts.buffer_bytes));
         }
+        // Acquire: pairs with the previous writer of the stream's Release store of `head` (a worker
+        // slot reused after a departure).
         let pos = s.head.load(Ordering::Acquire);
         LogWriter {
             block: Vec::new(),
@@ -526,6 +534,7 @@ impl LogManager {
         if e.is_none() {
             *e = Some(msg);
         }
+        // Release: after the message is set (pairs with `failed`'s Acquire).
         self.failed.store(true, Ordering::Release);
     }
 
@@ -534,8 +543,12 @@ impl LogManager {
         let mut next = Instant::now() + interval;
         let mut marks = Marks::default();
         loop {
+            // Acquire: pairs with the handle's Release store in `close`: what the workers logged
+            // before it is in the rings.
             let stopping = stop.load(Ordering::Acquire);
             let now = Instant::now();
+            // Acquire: pairs with the waiters' AcqRel increments (`LogWriter::wait_durable`,
+            // `await_durable`).
             let urgent = self.waiting.load(Ordering::Acquire) > 0;
             let mut wrote = false;
             let step = if stopping || urgent || now >= next {
@@ -570,6 +583,8 @@ impl LogManager {
         let mut wrote = false;
         for (i, s) in self.streams.iter().enumerate() {
             let Some(ring) = s.ring.get() else { continue };
+            // Acquire: pairs with the worker's Release store of `head` after it copied its records
+            // into the ring: the bytes below it are complete.
             let head = s.head.load(Ordering::Acquire);
             if head - s.tail.load(Ordering::Acquire) >= ring.cap() as u64 / 4 {
                 wrote |= self.write_stream(i, head)?;
@@ -628,6 +643,7 @@ impl LogManager {
         self.await_epoch(n, |i| {
             let s = &self.streams[i];
             if s.ring.get().is_some() {
+                // Acquire: pairs with the worker's Release store of `head`, as in `drain`.
                 self.write_stream(i, s.head.load(Ordering::Acquire))?;
             }
             Ok(())
@@ -667,7 +683,10 @@ impl LogManager {
             for f in &to_sync {
                 f.sync_data().map_err(|e| format!("fdatasync of a log segment: {e}"))?;
             }
+            // Relaxed: a statistic.
             self.stats.syncs.fetch_add(to_sync.len() as u64, Ordering::Relaxed);
+            // AcqRel: pairs with `new_segment`'s Release store (the file exists before the
+            // directory is synced).
             if self.created.swap(false, Ordering::AcqRel) && syncing {
                 // New segment files exist on disk before a marker names them.
                 sync_dir(&self.opts.dir.join(LOG_SUBDIR)).map_err(|e| e.to_string())?;
@@ -682,6 +701,7 @@ impl LogManager {
             marks.owed = marks.owed.saturating_sub(1);
             marks.last_ends = ends;
         }
+        // Relaxed: a statistic.
         self.stats.groups.fetch_add(1, Ordering::Relaxed);
         // Release: the data and marker writes happen before a reader acts on `durable`.
         self.durable.store(durable, Ordering::Release);
@@ -697,6 +717,7 @@ impl LogManager {
             .map_err(|e| format!("{}: write: {e}", path()))?;
         if self.opts.sync != SyncPolicy::None {
             f.sync_data().map_err(|e| format!("{}: fdatasync: {e}", path()))?;
+            // Relaxed: a statistic.
             self.stats.syncs.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
@@ -733,6 +754,7 @@ impl LogManager {
         (&*seg.file).write_all(b).map_err(|e| format!("{}: write: {e}", path().display()))?;
         seg.len += len;
         seg.dirty = true;
+        // Relaxed: a statistic.
         self.stats.bytes.fetch_add(len, Ordering::Relaxed);
         // Release: pairs with the worker's Acquire load before it reuses the space.
         s.tail.store(head, Ordering::Release);
@@ -755,6 +777,8 @@ impl LogManager {
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let h = SegmentHeader { kind, fingerprint: self.fingerprint, stream, seq, aux };
         file.write_all(&h.encode()).map_err(|e| format!("{}: write: {e}", path.display()))?;
+        // Release: the file is created before the next group's AcqRel swap sees the flag and syncs
+        // the directory.
         self.created.store(true, Ordering::Release);
         self.stats.bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
         Ok(SegmentFile { file: Arc::new(file), seq, len: HEADER_LEN as u64, dirty: true })

@@ -256,6 +256,8 @@ impl DenseIndex {
         if let Some(d) = self.dir(key, g) {
             return d;
         }
+        // Acquire: pairs with the Release store of the map below (a previous grower's), under the
+        // `grow` lock.
         let old = self.map.load(Ordering::Acquire, g);
         // SAFETY: as in `snapshot`.
         let dirs = &unsafe { old.deref() }.dirs;
@@ -267,6 +269,7 @@ impl DenseIndex {
         next.extend_from_slice(&dirs[..at]);
         next.push((d, fresh as usize));
         next.extend_from_slice(&dirs[at..]);
+        // Release: publishes the new map and its directory to readers' Acquire loads (`snapshot`).
         self.map.store(Owned::new(DirMap { dirs: next.into_boxed_slice() }), Ordering::Release);
         // SAFETY: `old` is no longer reachable from `map`; readers that loaded it hold guards,
         // and the free waits for them.
@@ -281,6 +284,8 @@ impl DenseIndex {
         }
         // Zeroed memory: a leaf with no entries.
         let fresh = self.leaves.alloc();
+        // AcqRel: Release publishes the zeroed leaf to `leaf`'s Acquire; Acquire on failure sees
+        // the leaf another thread published.
         match dir.leaves[li].compare_exchange(
             std::ptr::null_mut(),
             fresh,
@@ -328,6 +333,8 @@ impl DenseIndex {
         let leaf = self.leaf_or_create(dir, li);
         // Counted before the entry appears (see the module docs).
         dir.live[li].fetch_add(1, Ordering::SeqCst);
+        // AcqRel: Release publishes the entry after the record it names was initialised (pairs with
+        // lookups' and scans' Acquire loads); Acquire on failure reads the present entry's row id.
         match leaf.slots[slot_of(key)].compare_exchange(
             0,
             rid.0 + 1,
@@ -349,6 +356,8 @@ impl DenseIndex {
         let li = leaf_of(key);
         let Some(leaf) = Self::leaf(dir, li) else { return false };
         let removed = leaf.slots[slot_of(key)]
+            // AcqRel: orders the removal with the SeqCst uncount below and with later inserts of
+            // the key; a failure reads nothing through the value.
             .compare_exchange(rid.0.wrapping_add(1), 0, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok();
         if removed {
@@ -402,6 +411,8 @@ impl DenseIndex {
                 let s_to = if li == l_to { slot_of(to) } else { SLOTS - 1 };
                 let leaf_base = base | ((li as u64) << SLOT_BITS);
                 for s in s_from..=s_to {
+                    // Acquire: pairs with the inserting CAS's Release (the record the entry names
+                    // is initialised).
                     let v = leaf.slots[s].load(Ordering::Acquire);
                     if v != 0 {
                         out[n] = ((leaf_base | s as u64) as usize, (v - 1) as usize);

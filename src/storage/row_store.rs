@@ -20,7 +20,10 @@
 //! writer holds the record's lock without a data race in the Rust memory model: a seqlock-style
 //! read copies with relaxed loads and validates the header afterwards. On x86-64 a relaxed load
 //! or store is a plain `mov`, so this costs nothing over `memcpy` for the small rows the
-//! benchmarks use.
+//! benchmarks use. Every payload load and store here is Relaxed for that reason: what orders a
+//! payload between threads is the protocol's header (a lock's Acquire and Release, a version
+//! word loaded before and after the copy, a version published by a Release CAS), never the
+//! payload words themselves.
 //!
 //! ## Allocation
 //!
@@ -396,6 +399,8 @@ impl<R: RecordHeader> RowStore<R> {
 
     /// Makes sure the segment `seg` exists.
     fn ensure_segment(&self, seg: usize) {
+        // Acquire: pairs with the Release of the CAS that published the segment (here or in
+        // `ensure_segment`).
         if !self.dir[seg].load(Ordering::Acquire).is_null() {
             return;
         }
@@ -463,6 +468,7 @@ impl<R: RecordHeader> RowStore<R> {
             return Some(rid);
         }
         if cache.next == cache.end {
+            // Relaxed: a counter that hands out disjoint ranges; no data is published through it.
             let start = self.cursor.fetch_add(CHUNK, Ordering::Relaxed);
             if start >= self.capacity {
                 return None;
@@ -495,6 +501,7 @@ impl<R: RecordHeader> RowStore<R> {
     fn slot_ptr(&self, rid: RowId) -> *const u8 {
         let seg = (rid.0 >> self.seg_shift) as usize;
         let idx = (rid.0 & ((1u64 << self.seg_shift) - 1)) as usize;
+        // Relaxed: an address for a prefetch hint only; nothing is read through it.
         let base = self.dir[seg].load(Ordering::Relaxed);
         base.wrapping_add(idx * self.slot_size).cast_const()
     }
@@ -532,6 +539,8 @@ impl<R: RecordHeader> Drop for RowStore<R> {
     fn drop(&mut self) {
         let layout = self.seg_layout();
         for seg in self.dir.iter() {
+            // Acquire (`&mut self`: no other thread is left): pairs with the publishing CAS's
+            // Release.
             let p = seg.load(Ordering::Acquire);
             if !p.is_null() {
                 // SAFETY: each non-null entry was mapped in `ensure_segment` with `layout`, and

@@ -217,6 +217,8 @@ impl<P> Slot<P> {
         }
         for (list, n) in [(ph, writes.len()), (uph, us.len()), (read_refs, reads.len())] {
             for p in list.iter() {
+                // Relaxed: the sequencer's own slot, published with the batch's SEQUENCED stage
+                // (Release).
                 p.store(std::ptr::null_mut(), Ordering::Relaxed);
             }
             while list.len() < n {
@@ -296,6 +298,8 @@ pub fn claim<P>(ring: &[Batch<P>], producer: u64, ts: u64) -> Claim<'_, P> {
         Ordering::Acquire,
         Ordering::Acquire,
     ) {
+        // Relaxed `ts`: after the CAS's Acquire (success or failure), which orders the sequencer's
+        // store of it.
         Ok(_) if slot.ts.load(Ordering::Relaxed) == ts => Claim::Mine(slot),
         Ok(_) => {
             // Release: hands the refilled slot back as it was.
@@ -320,6 +324,7 @@ fn slot_of<P>(ring: &[Batch<P>], producer: u64) -> &Slot<P> {
 #[inline]
 pub fn executing<P>(ring: &[Batch<P>], producer: u64, ts: u64) -> bool {
     let slot = slot_of(ring, producer);
+    // Relaxed: a hint (see above).
     slot.state.load(Ordering::Relaxed) == slot_state::EXECUTING
         && slot.ts.load(Ordering::Relaxed) == ts
 }
@@ -397,6 +402,8 @@ impl<'db> Planner<'db> {
         ring_index: usize,
     ) -> Result<(), Abort> {
         let storage = ctx.storage;
+        // Relaxed: the caller saw the batch SEQUENCED with Acquire, which orders the sequencer's
+        // stores of its number and length.
         let number = batch.number.load(Ordering::Relaxed);
         let len = batch.len.load(Ordering::Relaxed) as usize;
         let slots = &batch.slots[..len];
@@ -525,6 +532,8 @@ impl<'db> Planner<'db> {
         let had = rec.newest().is_some();
         let version = self.pools[store.index()].alloc(&self.stores[store.index()]);
         rec.push(version, ts, producer);
+        // Relaxed: the placeholder reaches the execution threads with the batch's PLANNED stage
+        // (the last CC thread's Release).
         slot.store(version.as_ptr(), Ordering::Relaxed);
         if had || row.is_some() {
             self.superseding.push_back(Placed { batch: number, store, version, row });

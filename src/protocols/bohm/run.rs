@@ -286,8 +286,12 @@ pub fn drive<W: Workload>(
         let stats: Vec<_> = threads.into_iter().map(join).collect();
         (stats, join(seq), led)
     });
+    // Acquire: pairs with the sequencer's Release store of the last batch's number; the threads are
+    // joined anyway.
     let end = shared.end.load(Ordering::Acquire);
     if end != u64::MAX {
+        // Relaxed: read by the next run, which starts its threads after this store (spawning orders
+        // it).
         db.protocol().next_batch.store(end, Ordering::Relaxed);
     }
     if let Some(e) = control.into_error() {
@@ -385,6 +389,7 @@ fn sequence<W: Workload>(
                 left -= 1;
                 outstanding += 1;
                 gens[client].fill(proc);
+                // Relaxed: published with the batch's SEQUENCED stage (Release below).
                 slot.submitted.store(now, Ordering::Relaxed);
             }
             set.clear();
@@ -422,11 +427,13 @@ fn sequence<W: Workload>(
                 stop(number, gens);
                 return Ok(());
             }
+            // Relaxed: published by the slot state's Release store below.
             slot.ts.store(Batch::<()>::ts_of(number, shared.size, i), Ordering::Relaxed);
             // Release: a late reader's claim that finds the slot refilled sees its timestamp
             // (see `claim`).
             slot.state.store(slot_state::UNPROCESSED, Ordering::Release);
         }
+        // Relaxed: published with the SEQUENCED stage (the Release below).
         batch.len.store(shared.size as u32, Ordering::Relaxed);
         batch.number.store(number, Ordering::Relaxed);
         batch.cursor.store(0, Ordering::Relaxed);
@@ -441,6 +448,7 @@ fn sequence<W: Workload>(
 fn report<G: Generator>(batch: &Batch<G::Proc>, gens: &mut [G]) -> u64 {
     let mut n = 0;
     for slot in batch.slots.iter() {
+        // Relaxed: published with the slot's COMPLETE state (Acquired above).
         let o = slot.outcome.load(Ordering::Relaxed);
         if o == Outcome::Committed as u8 {
             // SAFETY: the batch is executed (the caller Acquired it): the sequencer owns it.
@@ -587,6 +595,7 @@ fn plan_partition<'db, P>(
     // A fresh index guard per batch, so that the index's memory can be reclaimed.
     ctx.guard.repin();
     let ok = part.step(ctx, shared, number);
+    // Relaxed: under the partition lock, whose release orders it for the next planner.
     cell.next.store(number + 1, Ordering::Relaxed);
     ok
 }
@@ -693,6 +702,8 @@ impl<'db> ExecRole<'db> {
             return false;
         }
         let batch = &env.ring[(number % RING as u64) as usize];
+        // Relaxed: the batch reached this thread through its stage's Acquire, which orders the
+        // sequencer's store.
         let len = batch.len.load(Ordering::Relaxed) as usize;
         self.mine.clear();
         self.pending.clear();
@@ -813,6 +824,8 @@ impl<'db> ExecRole<'db> {
             let mut last = 0;
             for &i in &self.mine {
                 let slot = &batch.slots[i];
+                // Relaxed `log_epoch` and `outcome`: published with the slot's COMPLETE state,
+                // which this thread loaded with Acquire.
                 last = match slot.log_epoch.load(Ordering::Relaxed) {
                     0 if slot.outcome.load(Ordering::Relaxed) == committed => {
                         last.max(log.manager().epoch_now())

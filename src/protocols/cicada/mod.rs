@@ -650,6 +650,8 @@ impl Cicada {
             o.gc.extend(gc.drain(..));
             o.dead.extend(dead.drain(..));
             o.nodes.append(nodes);
+            // Relaxed: a hint that `maintain` reads; the `orphans` lock orders the queues
+            // themselves.
             self.orphaned.store(true, Ordering::Relaxed);
         }
         // Relaxed: statistics, read when no worker runs.
@@ -677,6 +679,7 @@ impl Cicada {
         gc.extend(o.gc.drain(..));
         dead.extend(o.dead.drain(..));
         nodes.append(&mut o.nodes);
+        // Relaxed: a hint; the `orphans` lock orders the queues themselves.
         self.orphaned.store(false, Ordering::Relaxed);
     }
 

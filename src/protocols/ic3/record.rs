@@ -392,6 +392,11 @@ pub fn at_boundary(
 }
 
 /// A locked record: changes to the word are stored with the unlock, when it drops.
+///
+/// Orderings: every load and store of the accessor list (`head`, the entries' `next`) and of
+/// the entries' `before_word` and `acc_stamp` made through a `Locked` is Relaxed: only the lock's
+/// holder makes them, and the lock's Acquire and the unlock's Release (the record word) order
+/// them between holders. Readers outside the lock never follow the list.
 pub struct Locked<'r> {
     rec: &'r Ic3Record,
     word: u64,
