@@ -42,6 +42,9 @@ pub fn parallel_load<P: Protocol>(
         for _ in 0..threads {
             s.spawn(|| {
                 let mut loader = db.loader();
+                // Relaxed throughout: `failed` is a stop hint (the error itself goes through the
+                // mutex), `next` hands out disjoint chunks, `done` drives a progress bar; the
+                // scope's join orders the loaded rows before the caller reads them.
                 while !failed.load(Ordering::Relaxed) {
                     let start = next.fetch_add(chunk, Ordering::Relaxed);
                     if start >= total {

@@ -153,6 +153,9 @@ impl Regulator {
         }
         let (last_commits, last_t, climb) = &mut *g;
         let t = Instant::now();
+        // Relaxed: the regulator's inputs and outputs are heuristics (commit counts, a backoff
+        // bound, a schedule); the mutex held here orders one step after another, and a worker that
+        // reads a stale bound only backs off by the previous period's.
         let commits = self.commits.load(Ordering::Relaxed);
         let secs = (t - *last_t).as_secs_f64().max(1e-9);
         let next = climb.step((commits - *last_commits) as f64 / secs, self.max_backoff_ns());

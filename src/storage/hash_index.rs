@@ -3,8 +3,9 @@
 //! Written by hand because no crate offers this shape (ECOSYSTEM.md §2 recommends it for dense
 //! `u64` keys, as DBx1000 and Cicada do): general-purpose concurrent maps (`scc::HashIndex`,
 //! papaya) resize, keep entries apart from bucket metadata and reclaim removed entries, so a
-//! lookup touches several cache lines. In a Silo run of YCSB (e) on 10 M rows, `scc::HashIndex`
-//! lookups took half of all cycles (perf). Here:
+//! lookup touches several cache lines: in a Silo run of YCSB (e) on 10 M rows, `scc::HashIndex`
+//! lookups took a large share of all cycles (`perf record` of `txlab run -p silo -w ycsb --preset
+//! e --records 10000000`). Here:
 //!
 //! * The bucket array is sized once, from the expected row count, to a power of two with at most
 //!   two keys per bucket on average, and never resized. A bucket is one cache line:
@@ -22,6 +23,11 @@
 //!   A reader loads it, scans the chain with relaxed atomic loads, and retries if it changed. It
 //!   writes no shared memory. Writers (insert, remove) lock the chain by making the version odd.
 //!   Every field is an atomic, so a racing read is never undefined behaviour, only retried.
+//!   Orderings: keys and row ids are loaded Relaxed between the reader's two loads of the
+//!   version (Acquire, then an Acquire fence before the Relaxed re-load), and stored Relaxed
+//!   under the version lock, whose Acquire CAS and Release unlock order them between writers and
+//!   before a reader's re-load; `next` is loaded with Acquire, pairing with the Release that
+//!   links an initialised overflow bucket.
 
 use crate::storage::memory;
 use crate::storage::row_store::RowId;
