@@ -84,8 +84,9 @@ pub mod mql;
 pub mod record;
 mod worker;
 
-/// What the queue lock ([`mql`]) takes from its surroundings: std's atomics and [`SpinWait`]
-/// here; `tests/loom_mql.rs` compiles `mql.rs` against loom's instead, to model-check it.
+/// What the queue lock ([`mql`]) takes from its surroundings: std's atomics and
+/// [`SpinWait`](crate::util::SpinWait) here; `tests/loom_mql.rs` compiles `mql.rs` against
+/// loom's instead, to model-check it.
 pub mod shim {
     pub use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
