@@ -566,6 +566,9 @@ fn lead_phases(
                         }
                         event(Lead::Reserve { scale });
                     }
+                    // Release: pairs with the workers' Acquire load of the phase
+                    // (`Control::phase`): what the leader did before (prefaulting, resuming)
+                    // happens before their measured transactions.
                     control.phase.store(MEASURE, Ordering::Release);
                     measure_at = Some(Instant::now());
                     if cfg.timeline.is_some() {
@@ -627,10 +630,13 @@ fn lead_phases(
         if adaptive {
             let tput = (commits - last_commits) as f64 / (t - last_t).as_secs_f64();
             (last_commits, last_t) = (commits, t);
+            // Relaxed: the backoff bound is a heuristic only the leader writes; a worker that reads
+            // a stale one backs off by the previous period's.
             let cur = control.max_backoff_ns.load(Ordering::Relaxed);
             control.max_backoff_ns.store(climb.step(tput, cur), Ordering::Relaxed);
         }
     }
+    // Release: pairs with the workers' Acquire load of the phase, as MEASURE above.
     control.phase.store(STOP, Ordering::Release);
     if let (Some(m), Some(&(last, _))) = (measure_at, samples.last()) {
         let into = m.elapsed().as_secs_f64();

@@ -309,6 +309,7 @@ impl Gate {
 
 impl CommitHook for Gate {
     fn at(&self, at: At) {
+        // Relaxed: a fast-path hint; the rules themselves are read under the mutex.
         if self.live.load(Ordering::Relaxed) == 0 {
             return;
         }

@@ -222,6 +222,8 @@ impl Projection {
         }
         for i in 0..PLAN_PROBES {
             let slot = &self.plans[(home + i) % PLAN_SLOTS];
+            // Acquire: claims the empty slot (no data to read yet); the Release store of the key
+            // below publishes the runs stored first.
             match slot.key.compare_exchange(0, SLOT_BUSY, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => {
                     slot.runs.store(plan.0, Ordering::Relaxed);

@@ -278,6 +278,8 @@ impl Chains {
         head.store(v.as_ptr(), Ordering::Release);
         let mut at = ver;
         loop {
+            // Relaxed: the chain is written only by this record's saver (`save`, under the record's
+            // write lock); its entries were published with the head's Release.
             let next = at.next.load(Ordering::Relaxed);
             if at.ext.epoch.load(Ordering::Relaxed) < oldest {
                 if let Some(cut) = NonNull::new(next) {
@@ -316,6 +318,8 @@ impl Chains {
             if v.ext.epoch.load(Ordering::Relaxed) < b {
                 return Some(v);
             }
+            // Acquire: pairs with the Release store of the head in `save` (`next` was stored before
+            // it).
             p = v.next.load(Ordering::Acquire);
         }
         None

@@ -322,6 +322,7 @@ impl<V: VersionExt> VersionStore<V> {
     /// A version for a thread without a pool (the bulk loader): one lock per call.
     pub fn alloc_shared(&self) -> NonNull<Version<V>> {
         if self.alloc == VersionAlloc::Malloc {
+            // Relaxed: a statistic.
             self.carved.fetch_add(1, Ordering::Relaxed);
             return self.malloc();
         }
@@ -419,6 +420,7 @@ impl<V: VersionExt> VersionPool<V> {
         }
         let p = self.next;
         self.next += store.bytes;
+        // Relaxed: a statistic.
         store.carved.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `p` lies inside a mapped chunk (never null).
         unsafe { NonNull::new_unchecked(p as *mut Version<V>) }

@@ -163,6 +163,8 @@ impl BohmRecord {
     pub fn seen(&self, ts: u64) -> Seen<'_> {
         let mut v = self.newest();
         while let Some(x) = v {
+            // Relaxed: a version's stamp is set before its push publishes it (Release head store,
+            // Acquired in `newest`) and never changes.
             if x.stamp.load(Ordering::Relaxed) < ts {
                 return seen_from(x);
             }
@@ -176,6 +178,7 @@ impl BohmRecord {
     pub fn at(&self, ts: u64) -> Option<&BohmVersion> {
         let mut v = self.newest();
         while let Some(x) = v {
+            // Relaxed: set before the push published the version, never changed (as in `seen`).
             let s = x.stamp.load(Ordering::Relaxed);
             if s == ts {
                 return Some(x);

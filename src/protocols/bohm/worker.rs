@@ -689,6 +689,7 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
                 r.discard();
             }
         }
+        // Relaxed: published by the COMPLETE store below (Release).
         slot.outcome.store(outcome as u8, Ordering::Relaxed);
         // Release: the placeholders' state and the outcome before COMPLETE (pairs with the
         // Acquire of whoever checks the slot).
@@ -714,6 +715,8 @@ pub fn prefetch_slot<P>(slot: &Slot<P>, deep: bool) {
         prefetch_line::<false>(v.cast::<u8>().wrapping_add(64));
     };
     for p in &ph[..writes.len()] {
+        // Relaxed: addresses for prefetch hints only; the caller Acquired the PLANNED batch, and
+        // execution loads them again to read through them.
         let v = p.load(Ordering::Relaxed);
         if !deep {
             prefetch_line::<true>(v.cast());
@@ -871,6 +874,7 @@ pub fn run_slot<P: Procedure>(
     };
     exec.complete(slot, outcome);
     if outcome == Outcome::Committed && wrote {
+        // Relaxed: this thread stored the log epoch (it completed the slot).
         exec.heap.phase(CommitPhase::Installed, slot.log_epoch.load(Ordering::Relaxed));
     }
     // Its versions are produced: its log epoch leaves flight (the commit contract; the batch

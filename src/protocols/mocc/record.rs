@@ -75,6 +75,8 @@ impl MoccRecord {
             return;
         }
         let new = (period << TEMP_BITS) | (cur + 1);
+        // Relaxed: the temperature is an approximate counter that orders nothing (see
+        // `temperature`).
         let _ = self.temp.compare_exchange(old, new, Ordering::Relaxed, Ordering::Relaxed);
     }
 
@@ -130,6 +132,7 @@ impl MoccRecord {
             debug_assert_eq!(self.lock.load(Ordering::Relaxed), WRITER);
             self.lock.store(0, Ordering::Release);
         } else {
+            // Release: a reader's unlock; pairs with a writer's Acquire when it takes the word.
             let before = self.lock.fetch_sub(1, Ordering::Release);
             debug_assert!(before & !WRITER > 0, "a read unlock without a reader");
         }

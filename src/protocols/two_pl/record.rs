@@ -142,6 +142,8 @@ impl TwoPlRecord {
     /// when the caller is the oldest reader (the field never rises while readers remain).
     #[inline]
     pub fn try_upgrade(&self, ts: u64) -> Result<(), u64> {
+        // Relaxed load: the CAS decides. Acquire CAS: the upgrade takes the word; pairs with
+        // the Release unlocks of readers that held it before.
         let cur = self.lock.load(Ordering::Relaxed);
         if cur & (WRITER | READER_MASK) == READER_ONE
             && self
