@@ -143,7 +143,7 @@ impl Certifier for Ssi {
             return Ok(());
         }
         // Otherwise `rts` stands for their `rstamp` (an observer still running aborts itself,
-        // see `mvcc`). At `s1` too: the reader may be the successor itself (a cycle of two).
+        // see `mv::worker`). At `s1` too: the reader may be the successor itself (a cycle of two).
         if rts >= self.s1 {
             return Err(dangerous());
         }

@@ -11,7 +11,7 @@
 //! * [`record`]: the record (a version word for piece validation, the payload holding the
 //!   visible value, an accessor list whose writer entries keep before-images), appending with
 //!   the dependency it creates, leaving at commit, and rolling back with the marks of §4.4;
-//! * `worker`: each piece on `common::occ`'s read phase, the piece commit, the waits, the
+//! * `worker`: each piece on `occ`'s read phase, the piece commit, the waits, the
 //!   transaction's commit and rollback, and the direct path of untyped transactions.
 //!
 //! **Options** (`--opt`): `wait=spin|yield|suspend` (spin, then yield the core, as the paper's

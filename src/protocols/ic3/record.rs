@@ -253,7 +253,7 @@ impl Ic3Record {
         self.word.load(Ordering::Acquire)
     }
 
-    /// The word itself (for `common::occ`'s read phase).
+    /// The word itself (for `occ`'s read phase).
     #[inline]
     pub fn word(&self) -> &AtomicU64 {
         &self.word
@@ -336,7 +336,7 @@ impl Ic3Record {
 }
 
 /// The value of `row` at snapshot boundary `b` if it is in place, for a snapshot reader
-/// (`storage::snapshot`; `common::occ::OccRecord::at_boundary`): the value before the first
+/// (`storage::snapshot`; `occ::OccRecord::at_boundary`): the value before the first
 /// listed writer (its before-image, or the payload when no writer is listed) when the last
 /// writer to leave the list committed below `b` (the record's stamp), else
 /// [`InPlace::Replaced`]: that writer kept the value at `b` on the row's chain as it left.

@@ -4,8 +4,8 @@
 //! on a thousand cores.* PVLDB 10(2), 2016. <https://doi.org/10.14778/3015274.3015276>
 //!
 //! **Silo plus temperature.** Records carry Silo's TID word and are read, written, inserted,
-//! deleted and scanned through the shared optimistic read phase (`common::occ`), and commit runs
-//! Silo's protocol (`common::tid`). On top, every record has a *temperature*, an approximate
+//! deleted and scanned through the shared optimistic read phase (`occ`), and commit runs
+//! Silo's protocol (`occ::tid`). On top, every record has a *temperature*, an approximate
 //! count of the read validations that failed on it in the current period (see [`record`]), and
 //! a pessimistic reader-writer lock.
 //!
@@ -44,7 +44,7 @@
 //! **Snapshots** (`--opt snapshot-epochs=K`, off by default): a transaction declared read-only
 //! reads the newest snapshot boundary, as silo's do (Silo §4.9): no locks, read set or
 //! validation, so it neither warms records up nor takes MOCC locks, and it cannot abort. The
-//! writers' Silo commit keeps the values such readers need (`common::tid`, see
+//! writers' Silo commit keeps the values such readers need (`occ::tid`, see
 //! [`crate::storage::snapshot`]); the histories' epoch time line places a snapshot reader at
 //! its boundary, as for silo.
 //!
@@ -55,7 +55,7 @@
 //!   periodic wholesale reset (§3.3: that one invalidates many cache lines at once).
 //! * The lock is CCBench's reader-writer lock word by default (`lock=rwlock`), or with
 //!   `lock=mql` a queue lock with cancellation built for txlab
-//!   (`common::mql`): MCS queueing with local spinning, FIFO between readers and writers,
+//!   (`mocc::mql`): MCS queueing with local spinning, FIFO between readers and writers,
 //!   cancellable at any point of a wait. MQL's cancellation unlinks a leaving node through a
 //!   handshake with both neighbours; here the node is left in the queue, marked abandoned, and
 //!   the next release passes the turn through it, so every step is one CAS (the module doc
@@ -130,7 +130,7 @@ pub struct Mocc {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LockKind {
-    /// The queue lock with cancellation (MOCC's MQL, `common::mql`).
+    /// The queue lock with cancellation (MOCC's MQL, `mocc::mql`).
     Mql,
     /// A reader-writer lock word (CCBench's).
     Rwlock,

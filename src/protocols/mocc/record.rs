@@ -2,10 +2,10 @@
 //! reader-writer lock.
 //!
 //! ```text
-//! tid:   Silo's TID word (common::tid)
+//! tid:   Silo's TID word (occ::tid)
 //! temp:  [period (56 bits)][temperature (8 bits)]     the period the temperature was counted in
 //! lock:  lock=rwlock: [W][readers (63 bits)]          0 = free
-//!        lock=mql:    [queue tail (32)][readers (32)]  (common::mql)
+//!        lock=mql:    [queue tail (32)][readers (32)]  (mocc::mql)
 //! ```
 //!
 //! **Temperature** is an approximate count of the read validations that failed on the record in
@@ -16,7 +16,7 @@
 //! lines at once and races with increments).
 //!
 //! **The lock** is the pessimistic lock MOCC takes on hot records during the read phase and on
-//! the write set at commit: the queue lock of `common::mql` (MOCC's MQL, `lock=mql`) or a
+//! the write set at commit: the queue lock of `mocc::mql` (MOCC's MQL, `lock=mql`) or a
 //! reader-writer lock word (CCBench's choice, `lock=rwlock`, whose methods are below).
 //! It only schedules transactions: correctness still comes from Silo's validation of the TID
 //! words, which is why a transaction may take these locks out of order, give them up, or not

@@ -189,7 +189,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
     #[inline]
     pub fn note_back_edge(&self, c: u64) {
         let b = &self.back_edge;
-        // SeqCst: before the transaction's slot goes idle (see `mvcc`'s read-only rule).
+        // SeqCst: before the transaction's slot goes idle (see `mv::worker`'s read-only rule).
         if b.load(Ordering::Relaxed) < c {
             b.fetch_max(c, Ordering::SeqCst);
         }

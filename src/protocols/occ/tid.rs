@@ -27,7 +27,7 @@ use std::sync::atomic::{fence, Ordering};
 pub struct Tid(pub u64);
 
 impl Tid {
-    /// Lock bit (the status bits are those of every optimistic record word, `common::occ`).
+    /// Lock bit (the status bits are those of every optimistic record word, `occ`).
     pub const LOCK: u64 = occ::LOCK;
     /// Latest-version bit.
     pub const LATEST: u64 = occ::LATEST;

@@ -1,4 +1,4 @@
-//! Silo's record header: one TID word ([`Tid`], shared with MOCC in `common::tid`).
+//! Silo's record header: one TID word ([`Tid`], shared with MOCC in `occ::tid`).
 
 pub use crate::protocols::occ::tid::Tid;
 use crate::protocols::occ::OccRecord;

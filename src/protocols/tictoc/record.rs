@@ -6,7 +6,7 @@
 //! +--------------------------------+--------------------+---+---+---+---+
 //! |  wts (45 bits)                 |  delta (15 bits)   | U | A | I | K |
 //! +--------------------------------+--------------------+---+---+---+---+
-//!   rts = wts + delta; K = lock, A = absent, U = unlinked (the status bits of `common::occ`);
+//!   rts = wts + delta; K = lock, A = absent, U = unlinked (the status bits of `occ`);
 //!   I = installing: the lock holder is rewriting `installed` and `prev`
 //! ```
 //!
