@@ -396,7 +396,9 @@ struct TpccArgs {
     /// 100 [default: 45,43,4,4,4]
     #[arg(long, value_name = "NO,P,OS,D,SL")]
     mix: Option<String>,
-    /// TPC-C: NewOrder and Payment only, 50/50 (DBx1000's and Cicada's TPC-C-NP)
+    /// TPC-C: NewOrder and Payment only, 50/50, each as the specification writes it (NewOrder
+    /// inserts its order, new-order and order-line rows, Payment its history row). DBx1000's and
+    /// Cicada's TPC-C-NP has the same mix, but their published runs turn those inserts off
     #[arg(long, conflicts_with = "mix")]
     np: bool,
     /// TPC-C: bind each worker to a home warehouse, or pick one at random per transaction

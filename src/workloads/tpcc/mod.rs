@@ -68,7 +68,9 @@ pub mod tables {
 
 /// The default mix, in percent: NewOrder, Payment, Order-Status, Delivery, Stock-Level.
 pub const DEFAULT_MIX: [u32; 5] = [45, 43, 4, 4, 4];
-/// NewOrder and Payment only, half each (DBx1000's and Cicada's "TPC-C-NP").
+/// NewOrder and Payment only, half each: the mix of DBx1000's and Cicada's "TPC-C-NP" (whose
+/// published runs also turn the inserts off; here the transactions insert what the
+/// specification says).
 pub const NP_MIX: [u32; 5] = [50, 50, 0, 0, 0];
 
 /// A departure from the specification, off unless asked for; each one in use is printed with
