@@ -197,7 +197,7 @@ impl<'db> CicadaWorker<'db> {
 
     /// The version of `rec` visible to this transaction, recorded as read (with the history);
     /// `None` when nothing is visible (the bucket is then observed too).
-    #[inline]
+    #[inline(always)]
     pub(super) fn read_version(
         &mut self,
         tbl: &'db Table<CicadaRecord>,
@@ -270,7 +270,7 @@ impl<'db> CicadaWorker<'db> {
 
     /// Finds what this transaction sees of `key`: its own write, a record's visible version
     /// (read, recorded), or nothing.
-    #[inline]
+    #[inline(always)]
     pub(super) fn locate(
         &mut self,
         tbl: &'db Table<CicadaRecord>,
