@@ -398,7 +398,8 @@ struct TpccArgs {
     mix: Option<String>,
     /// TPC-C: NewOrder and Payment only, 50/50, each as the specification writes it (NewOrder
     /// inserts its order, new-order and order-line rows, Payment its history row). DBx1000's and
-    /// Cicada's TPC-C-NP has the same mix, but their published runs turn those inserts off
+    /// Cicada's published TPC-C-NP runs also turn those inserts off: add `--simplify no-inserts`
+    /// to run it as they do
     #[arg(long, conflicts_with = "mix")]
     np: bool,
     /// TPC-C: bind each worker to a home warehouse, or pick one at random per transaction

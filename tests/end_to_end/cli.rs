@@ -951,7 +951,7 @@ fn tpcc_parameters_are_checked() {
         &["run", "-w", "tpcc", "--simplify", "everything"],
         2,
         "error: --simplify 'everything' is not valid (expected one of: no-remote, no-rollback, \
-         customer-by-id)",
+         customer-by-id, no-inserts)",
     );
     fails_with(&["run", "--warehouses", "2"], 2, "error: --warehouses applies to --workload tpcc");
     fails_with(&["run", "-w", "smallbank", "--np"], 2, "error: --np applies to --workload tpcc");
