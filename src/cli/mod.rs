@@ -297,7 +297,10 @@ pub(crate) struct RunArgs {
     /// Time each phase of the measured transactions and report where their time went: begin
     /// (timestamps, a multi-version protocol's GC), prefetches, reads, writes, commit
     /// (validation and write phase), abort, backoff and the rest (CCBench Fig. 12's latency
-    /// breakdown); costs a little throughput (two clock reads per operation)
+    /// breakdown); costs a little throughput (two clock reads per operation). In a build with
+    /// `--features shared-writes`, also counts the writes per commit to cache lines other
+    /// workers write or read (counters, the log's tail, read locks and read timestamps,
+    /// garbage collection, published slots): what limits scaling on many cores
     #[arg(long)]
     breakdown: bool,
     /// Change the mix of transaction types at SECONDS into the measured window (0: from the

@@ -731,6 +731,9 @@ fn worker_loop<P: Protocol, W: Workload>(
         let measuring = phase == RunPhase::Measure;
         if measuring && measure_from.is_none() {
             measure_from = Some(clock.raw());
+            if cfg.breakdown {
+                crate::util::shared_writes::start();
+            }
         }
         let ledger = gen.ledger();
         gen.fill(&mut slot);
@@ -901,6 +904,8 @@ fn close(
 ) -> WorkerStats {
     let mut stats = window(stats, clock, from);
     durable.close(clock, &mut stats);
+    // Zeros unless the window counted (`RunConfig::breakdown` in a counting build).
+    stats.shared_writes = crate::util::shared_writes::take();
     stats
 }
 
@@ -1047,5 +1052,54 @@ pub fn classify<W: Worker>(worker: &mut W, abort: Abort) -> AbortReason {
         AbortReason::ReadValidation
     } else {
         abort.reason
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::shared_writes::Site;
+    use crate::workloads::ycsb::{Ycsb, YcsbConfig};
+
+    /// Runs `per_worker` read-only YCSB transactions (one read each: a transaction that read a
+    /// key twice would lock it once) on 2 workers under `P` with the breakdown on; returns the
+    /// merged statistics.
+    fn read_only<P: Protocol>(per_worker: u64) -> WorkerStats {
+        let cfg =
+            YcsbConfig { records: 1000, ops: 1, read_ratio: 1.0, theta: 0.0, ..Default::default() };
+        let ycsb = Ycsb::new(cfg, 2);
+        let db =
+            Database::<P>::builder(&ycsb.tables()).txn_types(ycsb.txn_types()).build().unwrap();
+        ycsb.load(&db, 2).unwrap();
+        let run = RunConfig {
+            threads: 2,
+            length: RunLength::transactions(per_worker),
+            pin: false,
+            breakdown: true,
+            ..RunConfig::default()
+        };
+        let mut total = WorkerStats::new(ycsb.txn_types().len());
+        for s in P::drive(&db, &ycsb, &run).unwrap() {
+            total.merge(&s);
+        }
+        total
+    }
+
+    /// The unit tests count shared writes (`util::shared_writes`): 2PL takes and releases a
+    /// read lock per read, Silo reads invisibly, and every protocol enters and leaves its epoch
+    /// once per attempt; nothing is counted outside the measured transactions.
+    #[test]
+    fn a_breakdown_counts_the_shared_writes_of_the_measured_transactions() {
+        let tpl = read_only::<crate::protocols::two_pl::TwoPlNoWait>(300);
+        let commits = tpl.total_commits();
+        assert_eq!(commits, 600);
+        let n = |s: &WorkerStats, site: Site| s.shared_writes[site as usize];
+        assert_eq!(n(&tpl, Site::ReadMark), 2 * commits, "a lock and an unlock per read");
+        assert_eq!(n(&tpl, Site::Epoch), 2 * commits, "no aborts: one attempt per commit");
+        let silo = read_only::<crate::protocols::silo::Silo>(300);
+        assert_eq!(n(&silo, Site::Epoch), 2 * silo.total_commits());
+        let others: u64 =
+            Site::ALL.iter().filter(|&&s| s != Site::Epoch).map(|&s| n(&silo, s)).sum();
+        assert_eq!(others, 0, "Silo's reads write nothing shared: {:?}", silo.shared_writes);
     }
 }

@@ -225,6 +225,43 @@ pub struct Breakdown {
     pub other_us: f64,
     /// All of it: the workers' measured time over the commits.
     pub total_us: f64,
+    /// Writes to cache lines that other workers write or poll, per committed transaction, in
+    /// a build that counts them (`--features shared-writes`; see
+    /// [`crate::util::shared_writes`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_writes: Option<SharedWrites>,
+}
+
+/// Writes per committed transaction to lines that other workers also write (`contended`) or
+/// read on their hot path (`published`), and per site.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct SharedWrites {
+    /// To lines other workers write too.
+    pub contended: f64,
+    /// To this worker's own lines that others read.
+    pub published: f64,
+    /// Per site with any, by its name ([`crate::util::shared_writes::Site::name`]).
+    pub sites: std::collections::BTreeMap<&'static str, f64>,
+}
+
+impl SharedWrites {
+    /// The counts `n` (in `Site` order) over `commits` committed transactions.
+    pub fn of(n: &[u64], commits: u64) -> Self {
+        use crate::util::shared_writes::Site;
+        let mut s = SharedWrites::default();
+        for (site, &count) in Site::ALL.iter().zip(n) {
+            let per = count as f64 / commits.max(1) as f64;
+            if count > 0 {
+                s.sites.insert(site.name(), per);
+            }
+            if site.contended() {
+                s.contended += per;
+            } else {
+                s.published += per;
+            }
+        }
+        s
+    }
 }
 
 impl Breakdown {
@@ -247,6 +284,8 @@ impl Breakdown {
             backoff_us: per(stats.backoff_ns),
             other_us: 0.0,
             total_us: total,
+            shared_writes: crate::util::shared_writes::COUNTING
+                .then(|| SharedWrites::of(&stats.shared_writes, commits)),
         };
         let timed = b.begin_us
             + b.prefetch_us
@@ -399,6 +438,8 @@ const BREAKDOWN_COLUMNS: &[&str] = &[
     "backoff_us",
     "other_us",
     "total_us",
+    "shared_contended",
+    "shared_published",
 ];
 
 impl RunReport {
@@ -543,6 +584,18 @@ impl RunReport {
                 parts.join(", "),
                 b.total_us
             );
+            if let Some(w) = &b.shared_writes {
+                let sites: Vec<_> = w.sites.iter().map(|(n, x)| format!("{n} {x:.2}")).collect();
+                let _ =
+                    writeln!(
+                    s,
+                    "  shared      writes per commit to lines others write {:.2}, to own lines \
+                     others read {:.2}{}",
+                    w.contended,
+                    w.published,
+                    if sites.is_empty() { String::new() } else { format!(": {}", sites.join(", ")) }
+                );
+            }
         }
         if let Some(d) = &self.durability {
             let _ = writeln!(
@@ -792,6 +845,13 @@ impl RunReport {
             Some(b) => {
                 r.extend(b.parts().iter().map(|(_, x)| format!("{x:.3}")));
                 r.push(format!("{:.3}", b.total_us));
+                match &b.shared_writes {
+                    Some(w) => {
+                        r.push(format!("{:.3}", w.contended));
+                        r.push(format!("{:.3}", w.published));
+                    }
+                    None => r.extend([String::new(), String::new()]),
+                }
             }
             // Phases not timed.
             None => r.extend(BREAKDOWN_COLUMNS.iter().map(|_| String::new())),
@@ -872,10 +932,26 @@ mod tests {
             backoff_us: 0.5,
             other_us: 3.0,
             total_us: 10.0,
+            // Unit tests count shared writes; none were noted here.
+            shared_writes: Some(SharedWrites::default()),
         };
         assert_eq!(b, expect);
         // Phases timed beyond the window (clock skew between cores): `other` is 0, not negative.
         s.window_ns = 20_000;
         assert_eq!(Breakdown::of(&s).unwrap().other_us, 0.0);
+    }
+
+    /// Shared writes are per commit, split by kind, and listed per site that had any.
+    #[test]
+    fn shared_writes_are_per_commit_by_kind_and_site() {
+        use crate::util::shared_writes::Site;
+        let mut n = [0u64; Site::COUNT];
+        n[Site::Counter as usize] = 8;
+        n[Site::ReadMark as usize] = 4;
+        n[Site::Slot as usize] = 12;
+        let w = SharedWrites::of(&n, 4);
+        assert_eq!((w.contended, w.published), (3.0, 3.0));
+        let sites: Vec<_> = w.sites.into_iter().collect();
+        assert_eq!(sites, [("counter", 2.0), ("read-mark", 1.0), ("slot", 3.0)]);
     }
 }

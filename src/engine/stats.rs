@@ -44,6 +44,10 @@ pub struct WorkerStats {
     /// With `RunConfig::breakdown`: nanoseconds spent in each [`Phase`] (indexed by
     /// `Phase as usize`), over the window's attempts, committed or not.
     pub phase_ns: [u64; Phase::COUNT],
+    /// With `RunConfig::breakdown` in a build that counts them: the writes to lines other
+    /// workers write or poll, per [`crate::util::shared_writes::Site`] (indexed by `Site as
+    /// usize`), over the window's attempts.
+    pub shared_writes: [u64; crate::util::shared_writes::Site::COUNT],
     /// The same in raw clock ticks while the worker runs; converted into `phase_ns` when it
     /// leaves (not merged).
     pub phase_ticks: PhaseTicks,
@@ -117,6 +121,7 @@ impl WorkerStats {
             durable_commits: 0,
             durable_latency: new_histogram(),
             phase_ns: [0; Phase::COUNT],
+            shared_writes: [0; crate::util::shared_writes::Site::COUNT],
             phase_ticks: PhaseTicks::default(),
             timeline: Vec::new(),
         }
@@ -146,6 +151,9 @@ impl WorkerStats {
         self.durable_commits += other.durable_commits;
         self.durable_latency.add(&other.durable_latency).expect("same histogram bounds");
         for (a, b) in self.phase_ns.iter_mut().zip(&other.phase_ns) {
+            *a += b;
+        }
+        for (a, b) in self.shared_writes.iter_mut().zip(&other.shared_writes) {
             *a += b;
         }
         if self.timeline.is_empty() {

@@ -88,6 +88,7 @@ impl Epochs {
         // shared structure (pairs with the fence in `min_active`'s caller, see module docs).
         self.slots[slot].store(e, Ordering::SeqCst);
         fence(Ordering::SeqCst);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Epoch);
         e
     }
 
@@ -96,6 +97,7 @@ impl Epochs {
     pub fn exit(&self, slot: usize) {
         // Release: everything the transaction read happens before a reclaimer sees IDLE.
         self.slots[slot].store(IDLE, Ordering::Release);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Epoch);
     }
 
     /// The epoch a reclaimer stamps on something it just unlinked.

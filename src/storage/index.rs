@@ -309,6 +309,7 @@ impl ArtIndex {
         self.started.fetch_add(1, Ordering::SeqCst);
         let r = op();
         self.finished.fetch_add(1, Ordering::SeqCst);
+        crate::util::shared_writes::note_n(crate::util::shared_writes::Site::Index, 2);
         r
     }
 

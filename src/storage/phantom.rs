@@ -149,6 +149,7 @@ impl RangeBuckets {
         let slot = self.slot_of(key);
         // AcqRel: Release orders the preceding index insert before the new version.
         let old = self.words[slot].fetch_add(1, Ordering::AcqRel);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Phantom);
         (slot, old)
     }
 
@@ -186,6 +187,7 @@ impl RangeBuckets {
         let rts = &self.clocks[slot].rts;
         if rts.load(Ordering::SeqCst) < ts {
             rts.fetch_max(ts, Ordering::SeqCst);
+            crate::util::shared_writes::note(crate::util::shared_writes::Site::Phantom);
         }
     }
 
@@ -193,6 +195,7 @@ impl RangeBuckets {
     /// (SeqCst: one side of the store-then-load pairs of `protocols::mv::worker`).
     #[inline]
     pub fn extend_wts(&self, slot: usize, ts: u64) -> u64 {
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Phantom);
         self.clocks[slot].wts.fetch_max(ts, Ordering::SeqCst)
     }
 
@@ -211,7 +214,10 @@ impl RangeBuckets {
             // Acquire: pairs with the Release in `unlock_insert`.
             match w.compare_exchange_weak(cur, cur + SCAN_ONE, Ordering::Acquire, Ordering::Relaxed)
             {
-                Ok(_) => return true,
+                Ok(_) => {
+                    crate::util::shared_writes::note(crate::util::shared_writes::Site::Phantom);
+                    return true;
+                }
                 Err(v) => cur = v,
             }
         }
@@ -222,6 +228,7 @@ impl RangeBuckets {
     pub fn unlock_scan(&self, slot: usize) {
         // Release: pairs with the Acquire in `try_lock_insert`.
         self.words[slot].fetch_sub(SCAN_ONE, Ordering::Release);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Phantom);
     }
 
     /// Takes an insert hold on word `slot` unless a scan holds it; `own_scans` scan holds belong
@@ -240,7 +247,10 @@ impl RangeBuckets {
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    crate::util::shared_writes::note(crate::util::shared_writes::Site::Phantom);
+                    return true;
+                }
                 Err(v) => cur = v,
             }
         }
@@ -250,6 +260,7 @@ impl RangeBuckets {
     #[inline]
     pub fn unlock_insert(&self, slot: usize) {
         self.words[slot].fetch_sub(INSERT_ONE, Ordering::Release);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Phantom);
     }
 
     /// Takes a scan and an insert hold on word `slot` at once, only when nobody else holds it
@@ -259,9 +270,13 @@ impl RangeBuckets {
     #[inline]
     pub fn try_lock_both(&self, slot: usize) -> bool {
         // Acquire: pairs with the Release in `unlock_scan` and `unlock_insert`.
-        self.words[slot]
+        let taken = self.words[slot]
             .compare_exchange(0, SCAN_ONE + INSERT_ONE, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+            .is_ok();
+        if taken {
+            crate::util::shared_writes::note(crate::util::shared_writes::Site::Phantom);
+        }
+        taken
     }
 
     /// The words of the buckets covering `[lo, hi]` (`lo <= hi`), each once, into `out`

@@ -47,3 +47,5 @@ pub fn serialize_secs<S: serde::Serializer>(
 ) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
+
+pub mod shared_writes;

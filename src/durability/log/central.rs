@@ -241,6 +241,9 @@ impl LogManager {
             me.store(c.next.load(Ordering::SeqCst), Ordering::SeqCst);
             fence(Ordering::SeqCst);
             let o = c.next.fetch_add(size, Ordering::SeqCst);
+            // The one contended write of ERMIA's log; `me` is this worker's bound, which the
+            // flusher polls.
+            crate::util::shared_writes::note(crate::util::shared_writes::Site::LogTail);
             // Release: a tighter bound, ordered after the lower one.
             me.store(o, Ordering::Release);
             match c.place(o, size)? {

@@ -32,6 +32,7 @@ pub fn enter(epoch: &AtomicU64, slot: &AtomicU64) -> u64 {
         // handshake as `storage::epoch::Epochs::enter`).
         slot.store(e, Ordering::SeqCst);
         fence(Ordering::SeqCst);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Epoch);
         let again = epoch.load(Ordering::SeqCst);
         if again == e {
             return e;
@@ -47,6 +48,7 @@ pub fn leave(slot: &AtomicU64) {
     // Release: the record and the installed writes happen before the group's SeqCst load in
     // `settled` that sees IDLE, and so before whatever the group does after.
     slot.store(IDLE, Ordering::Release);
+    crate::util::shared_writes::note(crate::util::shared_writes::Site::Epoch);
 }
 
 /// Whether `slot` holds a commit in flight.

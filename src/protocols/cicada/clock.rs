@@ -314,6 +314,7 @@ impl Clocks {
     /// take timestamps with [`ThreadClock::next_wts_checked`]) are left out. Whether it
     /// refreshed.
     pub fn try_refresh(&self, idle: impl Fn(usize) -> bool) -> bool {
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Refresh);
         match self.members.try_lock() {
             Ok(members) => self.recompute(members, idle),
             Err(std::sync::TryLockError::Poisoned(e)) => self.recompute(e.into_inner(), idle),
@@ -385,6 +386,7 @@ impl<S: TimeSource> ThreadClock<'_, S> {
             // which this thread's later draws, and every draw that begins after this one
             // returned, come later.
             self.local = self.clocks.counter.fetch_add(1, Ordering::Relaxed) + 1;
+            crate::util::shared_writes::note(crate::util::shared_writes::Site::Counter);
             self.local
         } else {
             self.advance();
@@ -402,6 +404,8 @@ impl<S: TimeSource> ThreadClock<'_, S> {
         // read-write transaction reads at its `wts`.
         slot.wts.store(wts, Ordering::Release);
         slot.rts.store(wts, Ordering::Release);
+        // (The three stores share the slot's line.)
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Slot);
         Ok(wts)
     }
 
@@ -457,6 +461,7 @@ impl<S: TimeSource> ThreadClock<'_, S> {
             // SeqCst throughout: the store, then the flag and `min_rts` (see the module docs).
             let rts = c.min_wts.load(Ordering::SeqCst).saturating_sub(1);
             slot.rts.store(rts, Ordering::SeqCst);
+            crate::util::shared_writes::note(crate::util::shared_writes::Site::Slot);
             if !c.refreshing.load(Ordering::SeqCst) && c.min_rts.load(Ordering::SeqCst) <= rts {
                 return rts;
             }

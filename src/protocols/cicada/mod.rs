@@ -580,6 +580,7 @@ impl Cicada {
             .compare_exchange(due, now + self.interval_ticks, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {
+            crate::util::shared_writes::note(crate::util::shared_writes::Site::Refresh);
             // Idle workers hold no version: they do not hold `min_wts` back (a worker that
             // begins again takes its timestamp with `next_wts_checked`).
             self.clocks.try_refresh(|slot| self.quiescence.idle(slot));

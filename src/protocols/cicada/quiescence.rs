@@ -74,6 +74,7 @@ impl Quiescence {
         let v = s.load(Ordering::Relaxed);
         debug_assert!(v % 2 == 0, "slot {slot} entered twice");
         s.store(v + 1, Ordering::SeqCst);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Slot);
     }
 
     /// Worker `slot` leaves its transaction: it holds no pointer any more. Release: its loads
@@ -86,6 +87,7 @@ impl Quiescence {
         let v = s.load(Ordering::Relaxed);
         debug_assert!(v % 2 == 1, "slot {slot} left without entering");
         s.store(v + 1, Ordering::Release);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Slot);
     }
 
     /// Whether worker `slot` is between transactions now. SeqCst: a refresh of Cicada's clocks

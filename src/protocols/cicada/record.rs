@@ -255,6 +255,8 @@ impl CicadaRecord {
     #[inline]
     pub fn try_lock_gc(&self) -> bool {
         // Acquire: pairs with `unlock_gc`, so the previous holder's cut and `min_wts` are seen.
+        // (With the cut, `min_wts` and the unlock: one line, written per collected version.)
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Gc);
         self.gc.compare_exchange(0, GC_LOCK, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 

@@ -90,6 +90,7 @@ impl Certifier for Ssi {
             let seen = b.load(Ordering::SeqCst);
             if seen == 0 || seen.saturating_add(BSTAMP_SLACK) < mv.snapshot {
                 b.fetch_max(mv.snapshot, Ordering::SeqCst);
+                crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
             }
             s0 = v.ext.sstamp.load(Ordering::SeqCst);
             if s0 == 0 {

@@ -580,6 +580,8 @@ impl<'r> Locked<'r> {
         // SAFETY: the caller's entry, fresh and unlinked.
         let e = unsafe { entry.as_ref() };
         let me = e.txn.expect("a fresh entry has its transaction");
+        // (Under the record's lock: the list's last entry or head, and the record word.)
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Queue);
         self.dependencies(me, e.writer, |d| deps.push(d));
         match self.entries().last() {
             Some(l) => l.next.store(entry.as_ptr(), Ordering::Relaxed),
@@ -707,6 +709,7 @@ impl<'r> Locked<'r> {
         fresh: impl FnOnce() -> u64,
     ) -> Option<Restored> {
         let mut restored = None;
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Queue);
         // SAFETY: an entry of the caller's, linked here.
         let e = unsafe { entry.as_ref() };
         #[cfg(debug_assertions)]

@@ -315,6 +315,7 @@ impl UntrackedWriters {
         // SeqCst: before the loads of the contexts' `closing` flags (`wait_while_closing`),
         // paired with a closing attempt's store of its flag before its load of `started`.
         self.started.fetch_add(1, Ordering::SeqCst);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Counter);
         contexts.wait_while_closing();
     }
 
@@ -322,6 +323,7 @@ impl UntrackedWriters {
     fn leave(&self) {
         // SeqCst: after the installs; a typed attempt that counts it reads them (module docs).
         self.finished.fetch_add(1, Ordering::SeqCst);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Counter);
     }
 
     /// How many writers have finished (a typed attempt's begin, before its reads).

@@ -99,7 +99,12 @@ impl MoccRecord {
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => return true,
+                    Ok(_) => {
+                        crate::util::shared_writes::note(
+                            crate::util::shared_writes::Site::ReadMark,
+                        );
+                        return true;
+                    }
                     Err(now) => cur = now,
                 }
             }
@@ -134,6 +139,7 @@ impl MoccRecord {
         } else {
             // Release: a reader's unlock; pairs with a writer's Acquire when it takes the word.
             let before = self.lock.fetch_sub(1, Ordering::Release);
+            crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
             debug_assert!(before & !WRITER > 0, "a read unlock without a reader");
         }
     }

@@ -101,6 +101,8 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         t.cstamp.store(0, Ordering::Relaxed);
         // Release: orders the `cstamp` reset before the new state (see `TxnTable::owner`).
         t.state.store((self.seq & SEQ_MASK) << 2 | ACTIVE, Ordering::Release);
+        // (The slot's line: the state and snapshot stores below share it.)
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Slot);
         // The two-step snapshot publication of the module docs.
         let w = sh.watermark();
         t.snapshot.store(w, Ordering::SeqCst);
@@ -141,6 +143,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         let t = &self.shared.txns.slots[self.slot];
         // SeqCst: before the clock is read (see `TxnTable::owner`).
         t.state.store((self.seq & SEQ_MASK) << 2 | COMMITTING, Ordering::SeqCst);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Slot);
         let c = self.shared.clock.commit();
         t.cstamp.store(c, Ordering::SeqCst);
         self.last_commit = c;
@@ -173,6 +176,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
         // Release: the versions' stamps before a reader sees the owner done.
         t.state.store((self.seq & SEQ_MASK) << 2 | IDLE, Ordering::Release);
         t.snapshot.store(NO_SNAPSHOT, Ordering::Release);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Slot);
     }
 
     /// A new pending version of `table` for this transaction, flags `flags`.
@@ -460,6 +464,8 @@ pub(super) fn prune<V: VersionExt>(rec: &MvRecord<V>, w: u64) -> Option<NonNull<
     }
     // Acquire: pairs with the Release that dropped the lock (the last pruner's cut is seen).
     let old = rec.head.fetch_or(GC_LOCK, Ordering::Acquire);
+    // (The lock, the cut and the unlock: one line, written once per pruned row.)
+    crate::util::shared_writes::note(crate::util::shared_writes::Site::Gc);
     if old & (GC_LOCK | UNLINKED) != 0 {
         if old & GC_LOCK == 0 {
             rec.head.fetch_and(!GC_LOCK, Ordering::Release);

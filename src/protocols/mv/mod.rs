@@ -265,6 +265,7 @@ impl Timestamps for Counter {
     #[inline(always)]
     fn commit(&self) -> u64 {
         // SeqCst: after the COMMITTING announcement in the table, before the stamp is stored.
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Counter);
         self.0.fetch_add(1, Ordering::SeqCst) + 1
     }
 }

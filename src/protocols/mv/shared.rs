@@ -154,6 +154,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         {
             return;
         }
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::Refresh);
         self.recompute();
         // Relaxed: when the last refresh ran, a hint that only spaces refreshes out.
         self.refreshed.store(now, Ordering::Relaxed);
@@ -192,6 +193,7 @@ impl<V: VersionExt, T: Timestamps> MvShared<V, T> {
         // SeqCst: before the transaction's slot goes idle (see `mv::worker`'s read-only rule).
         if b.load(Ordering::Relaxed) < c {
             b.fetch_max(c, Ordering::SeqCst);
+            crate::util::shared_writes::note(crate::util::shared_writes::Site::Refresh);
         }
     }
 

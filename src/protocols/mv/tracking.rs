@@ -68,6 +68,7 @@ impl Readers {
         // SeqCst: before the reader draws its commit timestamp, so that an overwriter that
         // draws a later one finds the bit.
         w.fetch_or(b.mask, Ordering::SeqCst);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
         true
     }
 
@@ -75,6 +76,7 @@ impl Readers {
     #[inline]
     pub fn clear(&self, b: ReaderBit) {
         self.0[b.word].fetch_and(!b.mask, Ordering::SeqCst);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
     }
 
     /// The slots of the readers other than `own`, as the bitmap is now.
@@ -291,6 +293,7 @@ impl<E: TrackedExt> Tracking<E> {
             if stamp.load(Ordering::Relaxed) < c {
                 // SeqCst: before the bit is cleared (see the module docs).
                 stamp.fetch_max(c, Ordering::SeqCst);
+                crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
             }
             v.ext.readers().clear(self.bit);
         }

@@ -100,6 +100,7 @@ fn validate_read(w: &TicTocWorker<'_>, r: &ReadEntry<u64>, cts: u64, history: bo
             .compare_exchange_weak(cur.0, next.0, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
+            crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
             return true;
         }
     }

@@ -122,7 +122,10 @@ impl TwoPlRecord {
             let new = (cur & READER_MASK) + READER_ONE + oldest;
             // Acquire: pairs with the Release in `unlock_*`.
             match self.lock.compare_exchange_weak(cur, new, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
+                    return Ok(());
+                }
                 Err(v) => cur = v,
             }
         }
@@ -165,7 +168,10 @@ impl TwoPlRecord {
             let new = if cur & READER_MASK == READER_ONE { 0 } else { cur - READER_ONE };
             // Release: the reads made under the lock happen before a writer's acquisition.
             match self.lock.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return,
+                Ok(_) => {
+                    crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
+                    return;
+                }
                 Err(v) => cur = v,
             }
         }

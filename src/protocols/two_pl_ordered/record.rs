@@ -63,7 +63,10 @@ impl KeyLocks {
             // Acquire: pairs with the Release in `unlock_write`: the last writer's row
             // changes are visible to this reader.
             match word.compare_exchange_weak(cur, cur + 1, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
+                    return true;
+                }
                 Err(v) => cur = v,
             }
         }
@@ -92,6 +95,7 @@ impl KeyLocks {
     pub fn unlock_read(&self, w: u32) {
         // Release: pairs with the Acquire in `try_write` and `try_upgrade`.
         self.words[w as usize].fetch_sub(1, Ordering::Release);
+        crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
     }
 
     /// Releases the write lock.

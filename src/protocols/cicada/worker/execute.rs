@@ -539,6 +539,8 @@ impl<'db> CicadaWorker<'db> {
             return;
         }
         let Some(nv) = rec.claim_inline() else { return };
+        // A read that writes: the claim now, the installation at commit (the record's line).
+        crate::util::shared_writes::note_n(crate::util::shared_writes::Site::ReadMark, 2);
         init_version(as_ref(nv), self.ts, true);
         self.row(t, as_ref(nv)).copy_from(&self.row(t, v));
         self.push_write(t, key, rid, rec, nv, found.later, true, ALL_COLUMNS);

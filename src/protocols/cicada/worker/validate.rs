@@ -220,6 +220,7 @@ impl<'db> CicadaWorker<'db> {
                 let rts = &as_ref(v).ext.rts;
                 if rts.load(Ordering::SeqCst) < self.ts {
                     rts.fetch_max(self.ts, Ordering::SeqCst);
+                    crate::util::shared_writes::note(crate::util::shared_writes::Site::ReadMark);
                 }
             }
         }
