@@ -103,18 +103,36 @@ pub fn default_figures(records: &[Record]) -> Vec<FigureSpec> {
 
 /// Writes the report of `records` (read from `sources`).
 pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<String, String> {
-    let specs =
-        if extra.figures.is_empty() { default_figures(records) } else { extra.figures.clone() };
+    // Figures asked for are drawn over every record; the default ones per sweep, so that the
+    // runs of different sweeps (other workloads, other fixed flags) never share a line.
+    let mut drawn: Vec<(Vec<FigureSpec>, Vec<Record>)> = Vec::new();
+    if extra.figures.is_empty() {
+        let mut defs = Vec::new();
+        for r in records {
+            if !defs.contains(&&r.sweep.def) {
+                defs.push(&r.sweep.def);
+            }
+        }
+        for def in defs {
+            let own: Vec<Record> =
+                records.iter().filter(|r| r.sweep.def == *def).cloned().collect();
+            drawn.push((default_figures(&own), own));
+        }
+    } else {
+        drawn.push((extra.figures.clone(), records.to_vec()));
+    }
     let mut figures = Vec::new();
-    for spec in &specs {
-        let fig = figure(records, spec)?;
-        let svg = plot::svg(&fig, plot::SIZE)?;
-        // The SVG's own XML declaration does not belong inside HTML.
-        let text = match svg.text.find("<svg") {
-            Some(at) => svg.text[at..].to_string(),
-            None => svg.text,
-        };
-        figures.push(FigureView { title: fig.title, svg: text, notes: fig.notes });
+    for (specs, records) in &drawn {
+        for spec in specs {
+            let fig = figure(records, spec)?;
+            let svg = plot::svg(&fig, plot::SIZE)?;
+            // The SVG's own XML declaration does not belong inside HTML.
+            let text = match svg.text.find("<svg") {
+                Some(at) => svg.text[at..].to_string(),
+                None => svg.text,
+            };
+            figures.push(FigureView { title: fig.title, svg: text, notes: fig.notes });
+        }
     }
     // One row per point and protocol, in the files' order.
     let mut groups: Vec<(String, String, Vec<&Record>)> = Vec::new();
@@ -303,5 +321,28 @@ mod tests {
         assert_eq!(claim, "a < b & c");
         let rows = doc.select(&sel("table")).nth(1).unwrap().select(&sel("tr")).count();
         assert_eq!(rows, 1 + 8);
+    }
+
+    /// Two sweeps over the same parameter (another workload, other fixed flags) get figures of
+    /// their own: a line never joins the runs of different sweeps.
+    #[test]
+    fn the_default_figures_are_drawn_per_sweep() {
+        let g: &[(&str, &[&str])] = &[("threads", &["1", "2"])];
+        let mut rs = Vec::new();
+        for (base, tp) in [("1000", 100.0), ("2000", 900.0)] {
+            for t in ["1", "2"] {
+                let mut r = rec(g, &[("threads", t)], "silo", 0, tp);
+                r.sweep.def.base = vec!["--records".into(), base.into()];
+                rs.push(r);
+            }
+        }
+        for spec in default_figures(&rs) {
+            let lines = crate::experiment::figure::figure(&rs, &spec).unwrap().series.len();
+            assert_eq!(lines, 1, "over all records, the sweeps would share one line");
+        }
+        let html = html(&rs, &["r.jsonl".into()], &Extra::default()).unwrap();
+        let doc = scraper::Html::parse_document(&html);
+        let sel = scraper::Selector::parse("figure svg").unwrap();
+        assert_eq!(doc.select(&sel).count(), 2 * 3, "three statistics per sweep");
     }
 }
