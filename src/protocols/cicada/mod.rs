@@ -26,6 +26,16 @@
 //! no catching up, read-only transactions at `thread.rts = min_wts - 1` without tracking or
 //! validation (what the reproductions of its figures use).
 //!
+//! What `on` costs (`txlab run --breakdown` in a `--features shared-writes` build counts it): every
+//! begin reads every other worker's clock slot, which that worker wrote at its own begin, so a
+//! transaction pays a line transfer per other worker (O(threads): the first limit at many
+//! cores); and a read-only transaction raises the read timestamp of every version it reads (10
+//! shared writes per YCSB read-only transaction of 10 reads, none with `off`). On 2 threads
+//! (`-w ycsb --records 1000000 --ops 10 --read-ratio 1 --theta 0 --payload 4`, medians of 3)
+//! Cicada runs at 0.60x Silo with `on` and 0.67x with `off`; in cache (`--records 10000`) the
+//! difference grows with the cost of a line transfer between the two cores, from 6 % to 2.3x
+//! on the same VM at different times.
+//!
 //! **Versions (§3.2).** A record's versions hang off its head, newest write timestamp first;
 //! a version has `wts` (its stamp), `rts` ([`CicadaExt`]) and a status (PENDING, COMMITTED,
 //! ABORTED, DELETED; UNUSED for a free inlined version). A transaction sees the newest version
