@@ -127,20 +127,33 @@ fn run_config(threads: usize, per_worker: u64, seed: u64) -> RunConfig {
     common::contended_run(threads, per_worker, seed)
 }
 
+/// Runs `per_worker` transactions on each of `threads` workers; returns the workers'
+/// statistics merged, and how many workers reported.
+fn drive<P: Protocol>(
+    db: &Database<P>,
+    tpcc: &Tpcc,
+    threads: usize,
+    per_worker: u64,
+    seed: u64,
+) -> (WorkerStats, usize) {
+    let stats = P::drive(db, tpcc, &run_config(threads, per_worker, seed)).unwrap();
+    let mut total = WorkerStats::new(tpcc.txn_types().len());
+    for s in &stats {
+        total.merge(s);
+    }
+    (total, stats.len())
+}
+
 fn contended<P: Protocol>(seed: u64) {
     const THREADS: usize = 8;
     const PER_WORKER: u64 = 400;
     let (tpcc, db) = loaded::<P>(TpccConfig::new(1));
-    let stats = P::drive(&db, &tpcc, &run_config(THREADS, PER_WORKER, seed)).unwrap();
-    let mut total = WorkerStats::new(5);
-    for s in &stats {
-        total.merge(s);
-    }
+    let (total, workers) = drive(&db, &tpcc, THREADS, PER_WORKER, seed);
     // Every transaction ended: committed, or rolled back by NewOrder's 1 % invalid item.
     let ended = total.total_commits() + total.user_aborts.iter().sum::<u64>();
     assert_eq!(ended, THREADS as u64 * PER_WORKER, "{:?}", total.commits);
     // Interactive protocols run a worker per thread; BOHM's execution threads count.
-    let counted = if P::CAPS.interactive { THREADS } else { stats.len() };
+    let counted = if P::CAPS.interactive { THREADS } else { workers };
     assert_eq!(total.windows, counted as u64, "every worker timed its transactions");
     assert!(total.commits.iter().all(|&c| c > 0), "every type committed: {:?}", total.commits);
     assert!(total.user_aborts[0] > 0, "the 1 % NewOrder rollback happened");
@@ -258,11 +271,7 @@ fn contended_without_inserts<P: Protocol>(seed: u64) {
     let (tpcc, db) = loaded::<P>(np_without_inserts());
     let rows = |t| count(&db, t, 0, u64::MAX);
     let before = [ORDER, NEW_ORDER, ORDER_LINE, HISTORY, ORDER_CUSTOMER].map(rows);
-    let stats = P::drive(&db, &tpcc, &run_config(THREADS, PER_WORKER, seed)).unwrap();
-    let mut total = WorkerStats::new(5);
-    for s in &stats {
-        total.merge(s);
-    }
+    let (total, _) = drive(&db, &tpcc, THREADS, PER_WORKER, seed);
     let ended = total.total_commits() + total.user_aborts.iter().sum::<u64>();
     assert_eq!(ended, THREADS as u64 * PER_WORKER, "{:?}", total.commits);
     assert!(total.commits[..2].iter().all(|&c| c > 0), "{:?}", total.commits);
@@ -334,11 +343,7 @@ fn contended_with_analytics<P: Protocol>(seed: u64) {
     const THREADS: usize = 8;
     const PER_WORKER: u64 = 120;
     let (tpcc, db) = loaded::<P>(with_analytics(33, 2.0));
-    let stats = P::drive(&db, &tpcc, &run_config(THREADS, PER_WORKER, seed)).unwrap();
-    let mut total = WorkerStats::new(6);
-    for s in &stats {
-        total.merge(s);
-    }
+    let (total, _) = drive(&db, &tpcc, THREADS, PER_WORKER, seed);
     let ended = total.total_commits() + total.user_aborts.iter().sum::<u64>();
     assert_eq!(ended, THREADS as u64 * PER_WORKER, "{:?}", total.commits);
     let analytics = total.commits[Kind::Analytic as usize];
