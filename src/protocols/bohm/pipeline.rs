@@ -116,6 +116,16 @@ pub struct Slot<P> {
     /// the record planned the transaction (null: none, or not planned; the execution then
     /// finds it through the index and the chain).
     pub read_refs: UnsafeCell<Vec<AtomicPtr<BohmVersion>>>,
+    /// The units of tables in unit mode that its declared reads (keys and ranges) touch and
+    /// that it does not write, in order, when the protocol annotates reads (set by the
+    /// sequencer; see [`super::units`]).
+    pub unit_reads: UnsafeCell<Vec<(TableId, u64)>>,
+    /// Per unit read the unit's version visible at the transaction's timestamp: the unit
+    /// record's newest version when the CC thread that owns the unit planned the transaction
+    /// (null: no writer of the unit before it). The execution waits for that version's
+    /// producer instead of walking the unit's chain from its head, past every later batch's
+    /// placeholders.
+    pub unit_read_refs: UnsafeCell<Vec<AtomicPtr<BohmVersion>>>,
     /// The timestamp (the position in the log).
     pub ts: AtomicU64,
     /// When the transaction was first submitted to the sequencer (the clock's raw reading).
@@ -149,6 +159,8 @@ impl<P> Slot<P> {
             unit_placeholders: UnsafeCell::new(Vec::new()),
             reads: UnsafeCell::new(Vec::new()),
             read_refs: UnsafeCell::new(Vec::new()),
+            unit_reads: UnsafeCell::new(Vec::new()),
+            unit_read_refs: UnsafeCell::new(Vec::new()),
             ts: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
             log_epoch: AtomicU64::new(0),
@@ -178,6 +190,9 @@ impl<P> Slot<P> {
         // SAFETY: the caller owns the slot.
         let (reads, read_refs) = unsafe { (&mut *self.reads.get(), &mut *self.read_refs.get()) };
         // SAFETY: the caller owns the slot.
+        let (unit_reads, unit_refs) =
+            unsafe { (&mut *self.unit_reads.get(), &mut *self.unit_read_refs.get()) };
+        // SAFETY: the caller owns the slot.
         let (set, writes, ph, us, uph) = unsafe {
             (
                 &*self.set.get(),
@@ -190,6 +205,7 @@ impl<P> Slot<P> {
         writes.clear();
         us.clear();
         reads.clear();
+        unit_reads.clear();
         // Ranges first: they may put a table in unit mode for this transaction's keys too.
         for (t, lo, hi, mode) in set.ranges() {
             if mode != AccessMode::Write || lo > hi || !units.has(t) {
@@ -205,17 +221,42 @@ impl<P> Slot<P> {
                     us.push((t, unit_of(key, shift)))
                 }
                 (AccessMode::Write | AccessMode::Accumulate, None) => writes.push((t, key)),
-                // A table in unit mode has rows no placeholder stands for: not annotated.
                 (AccessMode::Read, None) if annotate => reads.push((t, key)),
+                // A table in unit mode has rows no placeholder stands for: its unit is
+                // annotated instead.
+                (AccessMode::Read, Some(shift)) if annotate => {
+                    unit_reads.push((t, unit_of(key, shift)))
+                }
                 (AccessMode::Read, _) => {}
+            }
+        }
+        if annotate {
+            for (t, lo, hi, mode) in set.ranges() {
+                let Some(shift) = units.shift(t) else { continue };
+                // A range over too many units is left to the execution's walks.
+                if mode != AccessMode::Read || lo > hi {
+                    continue;
+                }
+                if let Some(covered) = Units::covering(shift, lo, hi) {
+                    unit_reads.extend(covered.map(|u| (t, u)));
+                }
             }
         }
         us.sort_unstable();
         us.dedup();
+        unit_reads.sort_unstable();
+        unit_reads.dedup();
+        // Its own units are settled by waiting for their previous writers.
+        unit_reads.retain(|u| us.binary_search(u).is_err());
         for &(t, u) in us.iter() {
             units.get_or_create(t, u, g);
         }
-        for (list, n) in [(ph, writes.len()), (uph, us.len()), (read_refs, reads.len())] {
+        for (list, n) in [
+            (ph, writes.len()),
+            (uph, us.len()),
+            (read_refs, reads.len()),
+            (unit_refs, unit_reads.len()),
+        ] {
             for p in list.iter() {
                 // Relaxed: the sequencer's own slot, published with the batch's SEQUENCED stage
                 // (Release).
@@ -439,6 +480,23 @@ impl<'db> Planner<'db> {
                 self.place(rec, unit_store, &uph[j], (number, ts, producer), None);
             }
             // SAFETY: as above.
+            let (unit_reads, unit_refs) =
+                unsafe { (&*slot.unit_reads.get(), &*slot.unit_read_refs.get()) };
+            for (j, &(t, u)) in unit_reads.iter().enumerate() {
+                if unit_owner(t, u, self.m) != self.index {
+                    continue;
+                }
+                // This thread pushes every version of the unit, in timestamp order: its newest
+                // now is the newest below `ts` (none: no writer before it; a record the
+                // sequencer creates later gets versions above `ts` only).
+                let v = self.units.get(t, u, &ctx.guard).and_then(BohmRecord::newest);
+                // Relaxed: published with the batch (the last CC thread's Release of PLANNED).
+                unit_refs[j].store(
+                    v.map_or(std::ptr::null_mut(), |v| std::ptr::from_ref(v).cast_mut()),
+                    Ordering::Relaxed,
+                );
+            }
+            // SAFETY: as above.
             let (reads, refs) = unsafe { (&*slot.reads.get(), &*slot.read_refs.get()) };
             for (j, &(t, key)) in reads.iter().enumerate() {
                 if owner(t, key, self.m) != self.index || t.index() >= storage.tables().len() {
@@ -622,6 +680,78 @@ mod tests {
     /// not yet its stage, which still says the old batch (four ring turns earlier) was
     /// planned. A waiter for the new batch must not take it as planned (it then ran slots
     /// with null placeholders); the old batch's own waiters still see it.
+    #[test]
+    fn planning_names_for_each_unit_read_the_unit_version_visible_at_its_timestamp() {
+        use crate::storage::{Storage, TableSpec};
+        use std::time::Duration;
+        let storage =
+            Storage::<BohmRecord>::new(&[TableSpec::new("t", 8, 64)], 4, Duration::from_millis(5))
+                .unwrap();
+        // The table's store, then the units' store.
+        let stores = [VersionStore::<BohmExt>::new(8), VersionStore::<BohmExt>::new(8)];
+        let units = Units::new(1);
+        let t = TableId(0);
+        let batch = Batch {
+            slots: (0..3).map(|i| Slot::new((), i)).collect(),
+            stage: AtomicU64::new(stage::of(4, stage::SEQUENCED)),
+            number: AtomicU64::new(4),
+            len: AtomicU32::new(3),
+            done: AtomicU32::new(0),
+            cursor: AtomicU32::new(0),
+        };
+        let g = crate::storage::index::pin();
+        for (i, slot) in batch.slots.iter().enumerate() {
+            // SAFETY: the test owns the batch.
+            unsafe {
+                let set = &mut *slot.set.get();
+                match i {
+                    // Writes keys 0..=7: the table's units are 8 keys, and this writes unit 0.
+                    0 => set.range(t, 0, 7, AccessMode::Write),
+                    // Reads in unit 0 (written before it), unit 1 (by a range) and unit 2
+                    // (written by nobody).
+                    1 => {
+                        set.read(t, 5);
+                        set.range(t, 8, 15, AccessMode::Read);
+                        set.read(t, 20);
+                    }
+                    // Writes unit 0 and reads in it: its own unit is not a unit read.
+                    _ => {
+                        set.write(t, 3);
+                        set.read(t, 6);
+                    }
+                }
+                set.seal();
+                slot.plan_writes(&units, &g, true).unwrap();
+            }
+            slot.ts.store(Batch::<()>::ts_of(4, 3, i), Ordering::Relaxed);
+        }
+        // SAFETY: the test owns the batch.
+        let (reads1, reads2) =
+            unsafe { (&*batch.slots[1].unit_reads.get(), &*batch.slots[2].unit_reads.get()) };
+        assert_eq!(*reads1, vec![(t, 0), (t, 1), (t, 2)]);
+        assert!(reads2.is_empty(), "{reads2:?}");
+        let m = 2;
+        let mut planners: Vec<_> = (0..m).map(|c| Planner::new(&stores, &units, c, m)).collect();
+        let mut ctx = WorkerCtx::new(&storage, None).unwrap();
+        for p in &mut planners {
+            p.plan(&mut ctx, &batch, 1).unwrap();
+        }
+        // SAFETY: planned; the test owns the batch.
+        let (first, refs, last) = unsafe {
+            (
+                (&*batch.slots[0].unit_placeholders.get())[0].load(Ordering::Relaxed),
+                &*batch.slots[1].unit_read_refs.get(),
+                (&*batch.slots[2].unit_placeholders.get())[0].load(Ordering::Relaxed),
+            )
+        };
+        assert!(!first.is_null());
+        assert_eq!(refs[0].load(Ordering::Relaxed), first, "unit 0: the first slot's version");
+        assert!(refs[1].load(Ordering::Relaxed).is_null(), "unit 1: no writer before it");
+        assert!(refs[2].load(Ordering::Relaxed).is_null(), "unit 2: no writer at all");
+        // SAFETY: planned versions stay alive while the test holds the batch.
+        assert_eq!(unsafe { &*last }.next.load(Ordering::Relaxed), first, "the chain above it");
+    }
+
     #[test]
     fn a_refilled_position_is_not_taken_for_the_batch_it_held() {
         let batch = Batch {

@@ -22,7 +22,10 @@
 //!   rows of a unit are written by one transaction at a time, in timestamp order;
 //! * a read of the table, point or scan, declared or not, first makes sure the newest version
 //!   below its timestamp of each unit it touches is produced, which means every earlier writer
-//!   of those rows has completed; it then reads the rows at its timestamp as usual.
+//!   of those rows has completed; it then reads the rows at its timestamp as usual. For a
+//!   declared read the unit's CC thread names that version when it plans the transaction (as
+//!   read-set annotation does for rows), so that the read does not walk the unit's chain
+//!   past the placeholders of the batches planned ahead.
 //!
 //! Rows keep the versions placed before the switch (all older than any unit writer's); a unit
 //! writer pushes above them. The garbage below a row's pushed versions is cut by the next

@@ -266,6 +266,9 @@ pub struct Exec<'a, 'db, P> {
     /// Its annotated reads and the versions they see (see [`Slot::reads`]).
     reads: &'a [(TableId, u64)],
     read_refs: &'a [AtomicPtr<BohmVersion>],
+    /// Its annotated unit reads and the unit versions visible to it (see [`Slot::unit_reads`]).
+    unit_reads: &'a [(TableId, u64)],
+    unit_read_refs: &'a [AtomicPtr<BohmVersion>],
     heap: &'a mut Heap,
 }
 
@@ -337,7 +340,16 @@ impl<'db, P: Procedure> Exec<'_, 'db, P> {
         if self.pad.settled.contains(&(t, u)) {
             return Ok(());
         }
-        if let Some(rec) = self.env.units.get(t, u, self.guard) {
+        if let Ok(j) = self.unit_reads.binary_search(&(t, u)) {
+            // Annotated: its CC thread found the unit's version visible here (none: no writer
+            // before this timestamp).
+            // SAFETY: as for annotated reads in `visible`.
+            if let Some(v) = unsafe { self.unit_read_refs[j].load(Ordering::Relaxed).as_ref() } {
+                while let Seen::Pending { version, producer } = seen_from(v) {
+                    self.evaluate(producer, begin_of(version))?;
+                }
+            }
+        } else if let Some(rec) = self.env.units.get(t, u, self.guard) {
             self.after_writers(rec)?;
         }
         self.pad.settled.push((t, u));
@@ -769,6 +781,10 @@ pub fn run_slot<P: Procedure>(
     // SAFETY: as above (the sequencer wrote the reads, the CC threads their versions).
     let (reads, read_refs) = unsafe { (&*slot.reads.get(), &*slot.read_refs.get()) };
     let read_refs = &read_refs[..reads.len()];
+    // SAFETY: as above.
+    let (unit_reads, unit_read_refs) =
+        unsafe { (&*slot.unit_reads.get(), &*slot.unit_read_refs.get()) };
+    let unit_read_refs = &unit_read_refs[..unit_reads.len()];
     // The placeholder lists keep their length across transactions; the current ones are first.
     let unit_placeholders = &unit_placeholders[..units.len()];
     heap.phase(CommitPhase::Begun, 0);
@@ -792,6 +808,8 @@ pub fn run_slot<P: Procedure>(
         unit_placeholders,
         reads,
         read_refs,
+        unit_reads,
+        unit_read_refs,
         heap,
     };
     let ty = &env.types[proc.txn_type()];
