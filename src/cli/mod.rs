@@ -246,6 +246,19 @@ pub enum BackoffArg {
     Protocol,
 }
 
+/// When a protocol's next run gets a freshly loaded database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReloadArg {
+    /// When its previous run inserted rows: every run starts from the loaded data.
+    Grown,
+    /// Before every run.
+    Always,
+    /// Never: each run sees what the earlier runs wrote (a table about to fill still gets a
+    /// fresh database).
+    Never,
+}
+
 #[derive(clap::Args, Debug, serde::Serialize)]
 pub(crate) struct RunArgs {
     /// Protocols to run, comma separated (default: every protocol)
@@ -273,6 +286,12 @@ pub(crate) struct RunArgs {
     /// take turns), 1 to 100 [default: 3 when several protocols are compared, else 1]
     #[arg(long)]
     repeat: Option<u32>,
+    /// When a protocol's next run (a repeat, or a sweep's next point on the same data) gets a
+    /// freshly loaded database. A database that grows run after run slows each later run, the
+    /// faster protocols' most (they inserted more): by default a run follows one that inserted
+    /// rows on a fresh load, so that every run starts from the same data
+    #[arg(long, value_enum, default_value = "grown")]
+    reload: ReloadArg,
     /// Backoff after an abort
     #[arg(long, value_enum, default_value = "protocol")]
     backoff: BackoffArg,

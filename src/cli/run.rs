@@ -3,7 +3,7 @@
 //! kept across runs while the data they hold is what the next run needs). A loaded pair of
 //! protocol and workload is in `run/session.rs`, the comparison table in `run/compare.rs`.
 
-use super::{BackoffArg, LogChoice, RunArgs};
+use super::{BackoffArg, LogChoice, ReloadArg, RunArgs};
 use crate::durability::log::SyncPolicy;
 use crate::engine::driver::MixStep;
 use crate::engine::report::{DurabilityReport, HistoryCheck, RunReport};
@@ -138,6 +138,8 @@ pub(super) struct Plan {
     pub db_opts: DbOptions,
     pub spec: Spec,
     pub repeat: u32,
+    /// `--reload`.
+    pub reload: ReloadArg,
     pub cores: usize,
     /// The requested window in seconds (timed runs).
     pub requested_s: Option<f64>,
@@ -382,6 +384,7 @@ impl Plan {
             db_opts,
             spec,
             repeat,
+            reload: args.reload,
             cores,
             requested_s,
             opts,
@@ -777,11 +780,20 @@ impl Bench {
         };
         self.slots.retain(|s| s.data_key == plan.data_key || self.keep.contains(&s.data_key));
         let mut at = self.slots.iter().position(|s| s.kind == kind && s.data_key == plan.data_key);
-        if let Some(i) = at.filter(|&i| !self.slots[i].session.room_for_another()) {
-            // Another run like the last could fill a table: a fresh database instead.
-            log(format!("[{}] tables nearly full: loading afresh", kind.name()));
-            self.slots.remove(i);
-            at = None;
+        if let Some(i) = at {
+            let session = &self.slots[i].session;
+            let why = match plan.reload {
+                ReloadArg::Always => Some("--reload always"),
+                ReloadArg::Grown if session.grew() => Some("the last run inserted rows"),
+                // Another run like the last could fill a table.
+                _ if !session.room_for_another() => Some("tables nearly full"),
+                _ => None,
+            };
+            if let Some(why) = why {
+                log(format!("[{}] {why}: loading afresh", kind.name()));
+                self.slots.remove(i);
+                at = None;
+            }
         }
         let at = match at {
             Some(at) => at,

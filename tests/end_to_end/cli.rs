@@ -1578,3 +1578,32 @@ fn mix_changes_are_followed_and_the_timeline_sampled() {
         assert_eq!(steps[1]["types"], serde_json::json!([0, 1]), "{steps}");
     }
 }
+
+/// A run that inserted rows is followed by a fresh load, so that every repeat starts from the
+/// loaded data (TPC-C's New-Orders insert orders); `--reload never` keeps the database, and a
+/// workload that inserts nothing keeps it by default.
+#[test]
+fn repeats_after_inserts_run_on_a_fresh_load() {
+    let loads = |args: &[&str]| {
+        let mut all = vec!["run", "--threads", "2", "--txns", "200", "--repeat", "3", "-p", "silo"];
+        all.extend_from_slice(args);
+        let out = txlab(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        let afresh = stderr.lines().filter(|l| l.contains("loading afresh")).count();
+        let loaded = stderr.lines().filter(|l| l.contains("] loaded in ")).count();
+        (afresh, loaded, stderr)
+    };
+    let tpcc = ["-w", "tpcc", "--warehouses", "1"];
+    let (afresh, loaded, stderr) = loads(&tpcc);
+    assert_eq!((afresh, loaded), (2, 3), "a load per repeat:\n{stderr}");
+    assert!(stderr.contains("[silo] the last run inserted rows: loading afresh"), "{stderr}");
+    let (afresh, loaded, stderr) = loads(&[&tpcc[..], &["--reload", "never"]].concat());
+    assert_eq!((afresh, loaded), (0, 1), "one load:\n{stderr}");
+    let (afresh, loaded, stderr) = loads(&["-w", "ycsb", "--records", "1000"]);
+    assert_eq!((afresh, loaded), (0, 1), "YCSB's updates insert nothing:\n{stderr}");
+    let (afresh, loaded, stderr) =
+        loads(&["-w", "ycsb", "--records", "1000", "--reload", "always"]);
+    assert_eq!((afresh, loaded), (2, 3), "{stderr}");
+    assert!(stderr.contains("[silo] --reload always: loading afresh"), "{stderr}");
+}

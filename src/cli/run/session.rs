@@ -13,6 +13,9 @@ pub(super) trait Session {
     /// (a table that fills up stops a run with `table-full`; a sweep's runs add up on a reused
     /// database).
     fn room_for_another(&self) -> bool;
+
+    /// Whether the last run added rows to any table.
+    fn grew(&self) -> bool;
 }
 
 /// A workload built from its validated configuration.
@@ -210,6 +213,10 @@ impl<P: Protocol, W: FromSpec> Session for Loaded<P, W> {
         tables.iter().zip(&self.grown).all(|(t, &g)| {
             t.rows.capacity().saturating_sub(t.rows.allocated()) >= g.saturating_add(g / 2)
         })
+    }
+
+    fn grew(&self) -> bool {
+        self.grown.iter().any(|&g| g > 0)
     }
 }
 
