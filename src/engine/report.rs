@@ -334,8 +334,9 @@ pub struct VersionReport {
     /// The longest chain.
     pub longest_chain: u64,
     /// From the begin of a transaction that superseded versions until the GC cut them off
-    /// their chain, over the versions cut during the run: the mean and the largest, in
-    /// microseconds (they are freed for reuse two storage-epoch grace periods later).
+    /// their chain, over the versions superseded and cut during the run (warm-up included;
+    /// not those a previous run left queued): the mean and the largest, in microseconds (they
+    /// are freed for reuse two storage-epoch grace periods later).
     pub gc_lag_mean_us: f64,
     /// See `gc_lag_mean_us`.
     pub gc_lag_max_us: f64,

@@ -857,6 +857,35 @@ fn the_version_report_counts_chains_and_gc_lag() {
     assert_eq!(versions().gc_lag_max_us, 0.0, "each report covers the cuts since the last one");
 }
 
+/// Versions a departed worker left queued are pruned by a later one without counting the time
+/// in between as GC lag (between the repeats of `txlab run`, other protocols take their turn).
+#[test]
+fn versions_left_by_departed_workers_add_no_gc_lag() {
+    let db = db();
+    let versions = || db.protocol().versions(&db).expect("si keeps versions");
+    let (mut r, mut w) = (db.worker().unwrap(), db.worker().unwrap());
+    r.begin();
+    for i in 0..3 {
+        txn(&mut w, |w| set(w, 1, 100 + i));
+    }
+    // The writer leaves with its queue; the reader holds the versions until it goes too.
+    drop(w);
+    r.commit().unwrap();
+    drop(r);
+    assert_eq!(versions().longest_chain, 4);
+    std::thread::sleep(Duration::from_millis(20));
+    let mut late = db.worker().unwrap();
+    let start = std::time::Instant::now();
+    while versions().alive > 10 {
+        assert!(start.elapsed() < LIVENESS, "the chain is never pruned (deadlock detector)");
+        txn(&mut late, |w| w.read(T, 2, val));
+    }
+    drop(late);
+    let after = versions();
+    assert_eq!((after.alive, after.longest_chain), (10, 1), "the late worker pruned them");
+    assert_eq!((after.gc_lag_mean_us, after.gc_lag_max_us), (0.0, 0.0), "{after:?}");
+}
+
 #[test]
 fn versions_are_reclaimed_with_rapid_gc() {
     versions_are_reclaimed_and_reused();

@@ -229,6 +229,10 @@ pub struct CicadaWorker<'db> {
     ro: (u64, u64, u64, u64),
     /// Versions cut and their lag (count, sum ns, max ns) from the superseding commit.
     lag: (u64, u64, u64),
+    /// The clock at the worker's first maintenance (0: none yet): only versions superseded
+    /// since count in `lag`, not those a previous run's workers left queued (a run of another
+    /// protocol may have taken its turn in between).
+    since: u64,
     /// Promotions committed, and given up.
     promotions: (u64, u64),
     /// Called with the timestamp once a transaction validated, before its versions are
@@ -308,6 +312,7 @@ impl<'db> CicadaWorker<'db> {
             dead: VecDeque::new(),
             ro: (0, 0, 0, 0),
             lag: (0, 0, 0),
+            since: 0,
             promotions: (0, 0),
             validated: None,
         }

@@ -33,6 +33,7 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
             last_commit: 0,
             protected: false,
             lag: (0, 0, 0),
+            since_ns: shared.now_ns(),
             read_only: (0, 0, 0, 0),
             dead: VecDeque::new(),
             freed: 0,
@@ -318,8 +319,10 @@ impl<'db, V: VersionExt, T: Timestamps> MvCtx<'db, V, T> {
                 let e = *epoch.get_or_insert_with(|| storage.epochs().retire_stamp());
                 let n = self.retire_chain(t, cut, e);
                 // This transaction's begin time stands for now (a clock read saved).
-                let lag = self.began_ns.saturating_sub(written);
-                self.lag = (self.lag.0 + n, self.lag.1 + n * lag, self.lag.2.max(lag));
+                if written >= self.since_ns {
+                    let lag = self.began_ns.saturating_sub(written);
+                    self.lag = (self.lag.0 + n, self.lag.1 + n * lag, self.lag.2.max(lag));
+                }
             }
         }
         let safe = storage.epochs().min_active();

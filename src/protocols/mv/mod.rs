@@ -527,6 +527,10 @@ pub struct MvCtx<'db, V: VersionExt, T: Timestamps = Counter> {
     protected: bool,
     /// GC lag of the versions this worker cut: count, sum and largest (nanoseconds).
     lag: (u64, u64, u64),
+    /// When the worker joined (`MvShared::now_ns`): only versions superseded since count in
+    /// `lag`, not those a previous run's workers left queued (a run of another protocol may
+    /// have taken its turn in between).
+    since_ns: u64,
     /// Read-only transactions begun at safe snapshots and at fresh ones, and the safe ones'
     /// summed and largest staleness (nanoseconds).
     read_only: (u64, u64, u64, u64),

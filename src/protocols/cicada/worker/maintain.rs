@@ -19,6 +19,9 @@ impl<'db> CicadaWorker<'db> {
         // every unlinking store it covers); until then they carry `u64::MAX`.
         let cut_from = self.dead.len();
         let now = clock_of(self.ts);
+        if self.since == 0 {
+            self.since = now;
+        }
         while let Some(&item) = self.gc.front() {
             if item.wts >= min_rts || budget == 0 {
                 break;
@@ -47,8 +50,10 @@ impl<'db> CicadaWorker<'db> {
                 rec.unlock_gc();
                 if let Some(first) = NonNull::new(cut) {
                     let n = retire_chain(&mut self.dead, item.table, first, u64::MAX);
-                    let lag = now.saturating_sub(clock_of(item.wts));
-                    self.lag = (self.lag.0 + n, self.lag.1 + lag * n, self.lag.2.max(lag));
+                    if clock_of(item.wts) >= self.since {
+                        let lag = now.saturating_sub(clock_of(item.wts));
+                        self.lag = (self.lag.0 + n, self.lag.1 + lag * n, self.lag.2.max(lag));
+                    }
                 }
             } else {
                 rec.unlock_gc();
