@@ -1,7 +1,8 @@
 //! `txlab analyze`: the static conflict analysis of a workload's transaction templates
 //! ([`crate::engine::scgraph`]), in words or as a Graphviz graph.
 
-use super::run::{create_output, Failure};
+use super::output::Output;
+use super::run::Failure;
 use crate::engine::scgraph::{Analysis, Deferral, Granularity};
 use crate::engine::Workload;
 use crate::workloads::pieces::{Pieces, PiecesConfig};
@@ -9,7 +10,6 @@ use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
 use crate::workloads::tpcc::{AnalyticConfig, Tpcc, TpccConfig};
 use crate::workloads::ycsb::{Ycsb, YcsbConfig};
 use crate::workloads::WorkloadKind;
-use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -45,7 +45,7 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
     if args.analytic && args.workload != WorkloadKind::Tpcc {
         return Err(Failure::Usage("--analytic is a TPC-C flag (add -w tpcc)".into()));
     }
-    let mut out = args.dot.as_deref().map(|p| create_output("--dot", p)).transpose()?;
+    let out = args.dot.as_deref().map(|p| Output::create("--dot", p)).transpose()?;
     let (types, tables) = match args.workload {
         WorkloadKind::Tpcc => {
             let mut cfg = TpccConfig::new(1);
@@ -92,10 +92,11 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
         print!("\nfrom {from} to every type: {}\n", first.transition(&analysis).text(&types));
     }
     print!("workload {}: {}", args.workload.name(), analysis.text(&types));
-    if let (Some(f), Some(path)) = (&mut out, &args.dot) {
-        f.write_all(analysis.dot(&types).as_bytes())
-            .map_err(|e| Failure::Run(format!("--dot {}: {e}", path.display())))?;
-        println!("\nSC-graph written to {} (render with: dot -Tsvg)", path.display());
+    if let Some(mut f) = out {
+        f.write_all_bytes(analysis.dot(&types).as_bytes())?;
+        let path = f.path().display().to_string();
+        f.finish()?;
+        println!("\nSC-graph written to {path} (render with: dot -Tsvg)");
     }
     Ok(())
 }

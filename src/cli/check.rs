@@ -1,6 +1,7 @@
 //! `txlab check`: run the anomaly-provoking workloads under protocols and hold each protocol to
 //! the isolation level it promises.
 
+use super::output::Output;
 use super::run::Failure;
 use super::CheckArgs;
 use crate::checker::suite::{self, permitted, CheckConfig, CheckWorkload, WorkloadOutcome};
@@ -51,6 +52,7 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
     } else {
         DEFAULT_TXNS
     });
+    let json = args.json.as_deref().map(|p| Output::create("--json", p)).transpose()?;
     let protocols =
         if args.protocol.is_empty() { ProtocolKind::ALL.to_vec() } else { args.protocol.clone() };
     let cfg = CheckConfig {
@@ -181,15 +183,15 @@ pub(super) fn check(args: &CheckArgs) -> Result<bool, Failure> {
             if failed.len() == 1 { "it does" } else { "they do" }
         );
     }
-    if let Some(path) = &args.json {
+    if let Some(mut out) = json {
         let v = serde_json::json!({
             "config": cfg,
             "verdicts": verdicts,
             "passed": verdicts.iter().all(|v| v.passed),
         });
         let text = serde_json::to_string_pretty(&v).expect("plain data serializes");
-        std::fs::write(path, text)
-            .map_err(|e| Failure::Run(format!("--json {}: {e}", path.display())))?;
+        out.write_all_bytes(text.as_bytes())?;
+        out.finish()?;
     }
     Ok(verdicts.iter().all(|v| v.passed))
 }

@@ -1,6 +1,7 @@
 //! `plot`, `report`, `reproduce`, `merge` and `compare`: the commands that read results files.
 
-use super::run::{create_output, usage, Failure};
+use super::output::Output;
+use super::run::{usage, Failure};
 use super::sweep::{execute, Sweep};
 use crate::experiment::figure::{figure, FigureSpec};
 use crate::experiment::preset::{self, Verdict};
@@ -112,35 +113,34 @@ fn pairs(flag: &str, list: &[String]) -> Result<Vec<(String, String)>, Failure> 
         .collect()
 }
 
-/// Writes a figure as SVG or PNG, by the file's extension.
-fn write_figure(fig: &crate::experiment::figure::Figure, out: &Path) -> Result<(), Failure> {
+/// Checks that a figure's file name ends in .svg or .png.
+fn figure_format(out: &Path) -> Result<(), Failure> {
     let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-    match ext.as_str() {
-        "svg" => {
-            let mut file = create_output("--out", out)?;
-            let svg = draw::svg(fig, draw::SIZE).map_err(Failure::Run)?;
-            std::io::Write::write_all(&mut file, svg.text.as_bytes())
-                .map_err(|e| Failure::Run(format!("--out {}: {e}", out.display())))
-        }
-        "png" => {
-            create_output("--out", out)?;
-            draw::png(fig, draw::SIZE, out).map_err(Failure::Run)
-        }
-        _ => Err(usage(format!(
-            "--out {}: the figure's name must end in .svg or .png",
-            out.display()
-        ))),
-    }
-}
-
-pub(super) fn plot(args: &PlotArgs) -> Result<(), Failure> {
-    let ext = args.out.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     if ext != "svg" && ext != "png" {
         return Err(usage(format!(
             "--out {}: the figure's name must end in .svg or .png",
-            args.out.display()
+            out.display()
         )));
     }
+    Ok(())
+}
+
+/// Writes a figure into `out` as SVG or PNG, by the destination's extension, and puts it in
+/// place.
+fn write_figure(fig: &crate::experiment::figure::Figure, mut out: Output) -> Result<(), Failure> {
+    figure_format(out.path())?;
+    if out.path().extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")) {
+        let svg = draw::svg(fig, draw::SIZE).map_err(Failure::Run)?;
+        out.write_all_bytes(svg.text.as_bytes())?;
+    } else {
+        draw::png(fig, draw::SIZE, out.temp_path()).map_err(Failure::Run)?;
+    }
+    out.finish()
+}
+
+pub(super) fn plot(args: &PlotArgs) -> Result<(), Failure> {
+    figure_format(&args.out)?;
+    let out = Output::create("--out", &args.out)?;
     let records = read(&args.files)?;
     let spec = FigureSpec {
         x: args.x.clone(),
@@ -151,7 +151,7 @@ pub(super) fn plot(args: &PlotArgs) -> Result<(), Failure> {
         title: args.title.clone(),
     };
     let fig = figure(&records, &spec).map_err(usage)?;
-    write_figure(&fig, &args.out)?;
+    write_figure(&fig, out)?;
     println!(
         "wrote {} ({} lines, {} points)",
         args.out.display(),
@@ -162,13 +162,13 @@ pub(super) fn plot(args: &PlotArgs) -> Result<(), Failure> {
 }
 
 pub(super) fn report(args: &ReportArgs) -> Result<(), Failure> {
-    let mut file = create_output("--out", &args.out)?;
+    let mut file = Output::create("--out", &args.out)?;
     let records = read(&args.files)?;
     let sources: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
     let extra = Extra { title: args.title.clone(), ..Default::default() };
     let html = report::html(&records, &sources, &extra).map_err(usage)?;
-    std::io::Write::write_all(&mut file, html.as_bytes())
-        .map_err(|e| Failure::Run(format!("--out {}: {e}", args.out.display())))?;
+    file.write_all_bytes(html.as_bytes())?;
+    file.finish()?;
     println!("wrote {} ({} runs)", args.out.display(), records.len());
     Ok(())
 }
@@ -211,7 +211,7 @@ pub(super) fn reproduce(args: &ReproduceArgs) -> Result<i32, Failure> {
     for (i, f) in p.figures.iter().enumerate() {
         let fig = figure(&records, &f.spec()).map_err(Failure::Run)?;
         let path = dir.join(format!("figure-{}-{}.svg", i + 1, f.y.replace(['.', '/'], "-")));
-        write_figure(&fig, &path)?;
+        write_figure(&fig, Output::create("--out", &path)?)?;
         figures.push(path);
     }
     println!("\nClaims ({}):", p.source);
@@ -242,8 +242,9 @@ pub(super) fn reproduce(args: &ReproduceArgs) -> Result<i32, Failure> {
     )
     .map_err(Failure::Run)?;
     let report_path = dir.join("report.html");
-    std::fs::write(&report_path, html)
-        .map_err(|e| Failure::Run(format!("{}: {e}", report_path.display())))?;
+    let mut report_file = Output::create("--out", &report_path)?;
+    report_file.write_all_bytes(html.as_bytes())?;
+    report_file.finish()?;
     println!(
         "\nfigures: {}\nreport: {}",
         figures.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "),
@@ -309,11 +310,11 @@ pub(super) fn merge(args: &MergeArgs) -> Result<(), Failure> {
         }
         d.len()
     };
-    let mut file = create_output("--out", &args.out)?;
+    let mut file = Output::create("--out", &args.out)?;
     for r in &records {
-        results::append(&mut file, &r.value)
-            .map_err(|e| Failure::Run(format!("--out {}: {e}", args.out.display())))?;
+        results::append(&mut file, &r.value).map_err(|e| file.error(e))?;
     }
+    file.finish()?;
     let missing: usize = if sweeps == 1 {
         let r0 = &records[0];
         let protocols = {

@@ -7,6 +7,7 @@ mod analyze;
 mod check;
 mod experiments;
 mod interrupt;
+mod output;
 mod recover;
 mod run;
 mod slurm;

@@ -1,6 +1,7 @@
 //! `txlab recover`: rebuilds a database from a run's log directory, reports what it recovered
 //! and, with `--verify`, checks the workload's invariants on the result.
 
+use super::output::Output;
 use super::run::{usage, Failure, FromSpec, Plan, Spec, RUN_MANIFEST};
 use super::RecoverArgs;
 use crate::durability::recovery::{recover, RecoveryReport};
@@ -58,7 +59,7 @@ pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
         Failure::Usage(m) => Failure::Run(format!("{}: the recorded command: {m}", path.display())),
         f => f,
     })?;
-    let json = args.json.as_deref().map(|p| super::run::create_output("--json", p)).transpose()?;
+    let json = args.json.as_deref().map(|p| Output::create("--json", p)).transpose()?;
     let outcome = crate::with_protocol!(kind, P => match &plan.spec {
         Spec::Ycsb(_) => recover_as::<P, Ycsb>(&plan, dir, args.verify, acks.as_deref()),
         Spec::SmallBank(_) => recover_as::<P, SmallBank>(&plan, dir, args.verify, acks.as_deref()),
@@ -96,10 +97,10 @@ pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
         println!("verify: {}", v.message);
     }
     if let Some(mut f) = json {
-        use std::io::Write as _;
         let value = serde_json::json!({ "recovery": &report, "verify": &verdict });
-        writeln!(f, "{}", serde_json::to_string_pretty(&value).expect("serializable"))
-            .map_err(|e| Failure::Run(format!("--json: {e}")))?;
+        let text = serde_json::to_string_pretty(&value).expect("serializable") + "\n";
+        f.write_all_bytes(text.as_bytes())?;
+        f.finish()?;
     }
     let failed = verdict
         .is_some_and(|v| v.holds == Some(false) || v.acks.iter().any(|l| l.starts_with("MISSING")));

@@ -3,6 +3,7 @@
 //! kept across runs while the data they hold is what the next run needs). A loaded pair of
 //! protocol and workload is in `run/session.rs`, the comparison table in `run/compare.rs`.
 
+use super::output::Output;
 use super::{BackoffArg, LogChoice, ReloadArg, RunArgs};
 use crate::durability::log::SyncPolicy;
 use crate::engine::driver::MixStep;
@@ -20,7 +21,6 @@ use crate::workloads::tpcc::{Tpcc, TpccConfig, WarehouseChoice};
 use crate::workloads::ycsb::{Ycsb, YcsbConfig};
 use crate::workloads::WorkloadKind;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,6 +34,7 @@ pub(super) use session::FromSpec;
 use session::*;
 
 /// Why a command failed.
+#[derive(Debug)]
 pub(super) enum Failure {
     /// Bad input (exit 2).
     Usage(String),
@@ -202,6 +203,10 @@ impl Plan {
             }
         }
         let opts = super::protocol_options(&args.opt, &protocols).map_err(usage)?;
+        for p in &protocols {
+            let pairs = crate::engine::options::pairs_for(&opts, p.name());
+            p.check_threads(&pairs, threads).map_err(usage)?;
+        }
         let (length, requested_s) = match args.txns {
             Some(n) if !(1..=1_000_000_000_000).contains(&n) => {
                 return Err(usage(format!("--txns {n} is out of range (1 to 1000000000000)")));
@@ -616,9 +621,9 @@ pub(super) fn create_output(flag: &str, path: &Path) -> Result<std::fs::File, Fa
 pub(super) fn run(args: &RunArgs, tokens: &[String]) -> Result<(), Failure> {
     let mut plan = Plan::new(args)?;
     plan.argv = tokens.to_vec();
-    let mut json_file = args.json.as_deref().map(|p| create_output("--json", p)).transpose()?;
+    let json_file = args.json.as_deref().map(|p| Output::create("--json", p)).transpose()?;
     let mut csv = match &args.csv {
-        Some(p) => Some(csv::Writer::from_writer(create_output("--csv", p)?)),
+        Some(p) => Some(csv::Writer::from_writer(Output::create("--csv", p)?)),
         None => None,
     };
     for line in plan.announce() {
@@ -714,15 +719,17 @@ pub(super) fn run(args: &RunArgs, tokens: &[String]) -> Result<(), Failure> {
     if rows.len() > 1 {
         println!("{}", comparison(&rows));
     }
-    if let Some(file) = &mut json_file {
+    // The files are put in place once every run asked for has run, or was interrupted (the
+    // finished runs are reported).
+    if let Some(mut file) = json_file {
         let value = json_output(&rows);
-        let text = serde_json::to_string_pretty(&value).expect("serializable");
-        writeln!(file, "{text}").map_err(|e| {
-            Failure::Run(format!(
-                "--json {}: {e}",
-                args.json.as_deref().unwrap_or(Path::new("")).display()
-            ))
-        })?;
+        let text = serde_json::to_string_pretty(&value).expect("serializable") + "\n";
+        file.write_all_bytes(text.as_bytes())?;
+        file.finish()?;
+    }
+    if let Some(w) = csv {
+        let file = w.into_inner().map_err(|e| Failure::Run(format!("--csv: {}", e.error())))?;
+        file.finish()?;
     }
     let unpermitted: Vec<&str> = all
         .iter()

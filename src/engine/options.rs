@@ -30,6 +30,12 @@ pub trait ProtocolOptions: Clone + Default + Debug + Serialize + Send + Sync + '
     /// the valid values are.
     fn set(&mut self, name: &str, value: &str) -> Result<(), String>;
 
+    /// Whether a run of `threads` workers can use these options (an error says why not).
+    /// Runs check it before they load anything.
+    fn check_threads(&self, _threads: usize) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The defaults with `pairs` (name, value) applied in order.
     fn from_pairs(pairs: &[(String, String)]) -> Result<Self, String> {
         let mut options = Self::default();

@@ -129,7 +129,7 @@ pub fn record(report: &crate::engine::RunReport, pos: &SweepPos) -> serde_json::
 }
 
 /// Appends one record as a line and flushes it to the file.
-pub fn append(file: &mut std::fs::File, record: &serde_json::Value) -> std::io::Result<()> {
+pub fn append(file: &mut impl Write, record: &serde_json::Value) -> std::io::Result<()> {
     let mut line = serde_json::to_string(record).expect("JSON values serialize");
     line.push('\n');
     // One write per line: a kill leaves at most this line partly written.

@@ -297,6 +297,16 @@ impl ProtocolKind {
         crate::with_protocol!(self, P => check::<P>(pairs))
     }
 
+    /// Checks that a run of `threads` workers can use the options `pairs` (already checked
+    /// by [`ProtocolKind::check_options`]).
+    pub fn check_threads(self, pairs: &[(String, String)], threads: usize) -> Result<(), String> {
+        use crate::engine::{Protocol, ProtocolOptions};
+        fn check<P: Protocol>(pairs: &[(String, String)], threads: usize) -> Result<(), String> {
+            P::Options::from_pairs(pairs)?.check_threads(threads)
+        }
+        crate::with_protocol!(self, P => check::<P>(pairs, threads))
+    }
+
     /// The backoff the protocol runs with unless a run names one.
     pub fn default_backoff(self) -> crate::engine::Backoff {
         use crate::engine::Protocol;

@@ -629,3 +629,29 @@ fn a_transaction_larger_than_the_log_buffer_is_an_error() {
         "error: the log failed, the run stopped: a transaction's log records need more than the 65536-byte log buffer; raise --log-buffer-kb",
     );
 }
+
+/// A recovery that fails leaves the `--json` file it would have written as it was.
+#[test]
+fn a_failed_recovery_leaves_its_old_json_intact() {
+    let root = tempfile::tempdir().unwrap();
+    let ycsb = ["-w", "ycsb", "--records", "2000", "--payload", "100"];
+    let dir = logged_run(root.path(), "silo", &ycsb);
+    let json = root.path().join("recovery.json");
+    std::fs::write(&json, "OLD").unwrap();
+    let out = txlab(&["recover", "--log-dir", s(&dir), "--json", s(&json)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let written = std::fs::read_to_string(&json).unwrap();
+    assert!(written.contains("\"recovery\""), "{written}");
+    std::fs::write(&json, "OLD").unwrap();
+    // Another schema: the run's manifest rebuilt with another row size.
+    let manifest = std::fs::read_to_string(dir.join("run.json")).unwrap();
+    assert!(manifest.contains("\"100\""), "{manifest}");
+    std::fs::write(dir.join("run.json"), manifest.replace("\"100\"", "\"200\"")).unwrap();
+    let out = txlab(&["recover", "--log-dir", s(&dir), "--json", s(&json)]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("schema mismatch"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "OLD");
+    let left = std::fs::read_dir(root.path()).unwrap().count();
+    assert_eq!(left, 2, "the protocol's log directory and the JSON file only");
+}

@@ -411,3 +411,86 @@ fn ctrl_c_stops_a_run_after_the_current_window_and_writes_what_was_measured() {
     let rows = std::fs::read_to_string(&csv).unwrap().lines().count();
     assert_eq!(rows, runs + 1, "a CSV row per finished run");
 }
+
+/// A command that fails leaves the file it would have written as it was, and nothing beside
+/// it; one that succeeds replaces it whole.
+#[test]
+fn a_failed_command_leaves_its_old_output_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let (corrupt, empty) = (path("corrupt.jsonl"), path("empty.jsonl"));
+    std::fs::write(&corrupt, "{\"not\": \"a run\"}\nnot json\n").unwrap();
+    std::fs::write(&empty, "").unwrap();
+    let outputs = ["old.html", "old.svg", "old.jsonl", "old.json", "old.csv", "old.dot"];
+    for o in outputs {
+        std::fs::write(path(o), "OLD").unwrap();
+    }
+    let failing: Vec<Vec<String>> = [
+        vec!["report", &corrupt, "--out", &path("old.html")],
+        vec!["report", &empty, "--out", &path("old.html")],
+        vec!["plot", &corrupt, "--x", "theta", "--out", &path("old.svg")],
+        vec!["merge", &corrupt, "--out", &path("old.jsonl")],
+        // Refused before loading (bohm needs an execution thread besides its CC threads).
+        vec![
+            "run",
+            "-p",
+            "bohm",
+            "--threads",
+            "2",
+            "--opt",
+            "cc-threads=2",
+            "--json",
+            &path("old.json"),
+            "--csv",
+            &path("old.csv"),
+        ],
+        vec!["analyze", "-w", "tpcc", "--from", "no-such-type", "--dot", &path("old.dot")],
+    ]
+    .into_iter()
+    .map(|a| a.into_iter().map(String::from).collect())
+    .collect();
+    for args in &failing {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = txlab(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        for o in outputs {
+            assert_eq!(std::fs::read_to_string(path(o)).unwrap(), "OLD", "{args:?} changed {o}");
+        }
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), outputs.len() + 2, "{args:?} left files behind: {names:?}");
+    }
+    assert!(
+        String::from_utf8_lossy(
+            &txlab(&failing[4].iter().map(String::as_str).collect::<Vec<_>>()).stderr
+        )
+        .starts_with("error: bohm runs at least one concurrency-control and one execution thread"),
+        "the run is refused by bohm's thread check"
+    );
+    // A run that succeeds replaces both files.
+    ok(&[
+        "run",
+        "-p",
+        "silo",
+        "--threads",
+        "1",
+        "--txns",
+        "50",
+        "--records",
+        "1000",
+        "--json",
+        &path("old.json"),
+        "--csv",
+        &path("old.csv"),
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path("old.json")).unwrap()).unwrap();
+    assert!(json.is_object() || json.is_array(), "{json}");
+    let csv = std::fs::read_to_string(path("old.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 2, "a header and the run: {csv}");
+}

@@ -141,6 +141,28 @@ pub struct Threads {
     pub shared: bool,
 }
 
+impl BohmOptions {
+    /// See [`Bohm::split`].
+    fn split(&self, threads: usize) -> Result<Threads, String> {
+        let cc = match self.cc_threads as usize {
+            0 => (threads / 4).max(1),
+            m => m,
+        };
+        if threads > 0 && (self.split == Split::Adaptive || (threads == 1 && cc == 1)) {
+            return Ok(Threads { partitions: cc, exec: threads, shared: true });
+        }
+        if threads == 0 || cc >= threads {
+            return Err(format!(
+                "bohm runs at least one concurrency-control and one execution thread: \
+                 --threads {threads} with --opt cc-threads={cc} leaves {} execution threads \
+                 (cc-threads must be below --threads, or both 1)",
+                threads.saturating_sub(cc)
+            ));
+        }
+        Ok(Threads { partitions: cc, exec: threads - cc, shared: false })
+    }
+}
+
 impl ProtocolOptions for BohmOptions {
     const SPECS: &'static [OptionSpec] = &[
         OptionSpec {
@@ -189,6 +211,10 @@ impl ProtocolOptions for BohmOptions {
         }
         Ok(())
     }
+
+    fn check_threads(&self, threads: usize) -> Result<(), String> {
+        self.split(threads).map(drop)
+    }
 }
 
 impl Bohm {
@@ -207,22 +233,7 @@ impl Bohm {
     /// with one CC thread). With `split=adaptive` every thread executes and plans, and the
     /// records are cut into `cc_threads` partitions.
     pub fn split(&self, threads: usize) -> Result<Threads, Error> {
-        let cc = match self.options.cc_threads as usize {
-            0 => (threads / 4).max(1),
-            m => m,
-        };
-        if threads > 0 && (self.options.split == Split::Adaptive || (threads == 1 && cc == 1)) {
-            return Ok(Threads { partitions: cc, exec: threads, shared: true });
-        }
-        if threads == 0 || cc >= threads {
-            return Err(Error::Config(format!(
-                "bohm runs at least one concurrency-control and one execution thread: \
-                 --threads {threads} with --opt cc-threads={cc} leaves {} execution threads \
-                 (cc-threads must be below --threads, or both 1)",
-                threads.saturating_sub(cc)
-            )));
-        }
-        Ok(Threads { partitions: cc, exec: threads - cc, shared: false })
+        self.options.split(threads).map_err(Error::Config)
     }
 }
 
