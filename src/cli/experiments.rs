@@ -2,7 +2,7 @@
 
 use super::output::Output;
 use super::run::{usage, Failure};
-use super::sweep::{execute, Sweep};
+use super::sweep::{execute, Existing, Sweep};
 use crate::experiment::figure::{figure, FigureSpec};
 use crate::experiment::preset::{self, Verdict};
 use crate::experiment::report::{self, ClaimRow, Extra};
@@ -69,9 +69,13 @@ pub(super) struct ReproduceArgs {
     #[arg(long, conflicts_with = "name")]
     list: bool,
     /// Directory for the results, figures and report (a folder per preset inside it); a
-    /// preset run again continues its results file and redraws
+    /// preset run again continues its results file (measuring only the runs it lacks) and
+    /// redraws, if the file's runs come from this revision, build and machine
     #[arg(long, value_name = "DIR", default_value = "txlab-results")]
     out: PathBuf,
+    /// Measure the preset again, discarding the runs its results file holds
+    #[arg(long)]
+    fresh: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -99,6 +103,19 @@ pub(super) struct CompareArgs {
 
 fn read(files: &[PathBuf]) -> Result<Vec<results::Record>, Failure> {
     results::read_all(files).map_err(usage)
+}
+
+/// Says on stderr when `records` come from several revisions, builds or machines.
+fn note_origins(records: &[results::Record]) {
+    let origins = report::origins(records);
+    if origins.len() > 1 {
+        let list: Vec<String> = origins.iter().map(|(o, n)| format!("{o} ({n} runs)")).collect();
+        eprintln!(
+            "note: the runs come from {} different revisions, builds or machines: {}",
+            origins.len(),
+            list.join("; ")
+        );
+    }
 }
 
 fn pairs(flag: &str, list: &[String]) -> Result<Vec<(String, String)>, Failure> {
@@ -142,6 +159,7 @@ pub(super) fn plot(args: &PlotArgs) -> Result<(), Failure> {
     figure_format(&args.out)?;
     let out = Output::create("--out", &args.out)?;
     let records = read(&args.files)?;
+    note_origins(&records);
     let spec = FigureSpec {
         x: args.x.clone(),
         y: args.y.clone(),
@@ -164,6 +182,7 @@ pub(super) fn plot(args: &PlotArgs) -> Result<(), Failure> {
 pub(super) fn report(args: &ReportArgs) -> Result<(), Failure> {
     let mut file = Output::create("--out", &args.out)?;
     let records = read(&args.files)?;
+    note_origins(&records);
     let sources: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
     let extra = Extra { title: args.title.clone(), ..Default::default() };
     let html = report::html(&records, &sources, &extra).map_err(usage)?;
@@ -205,7 +224,8 @@ pub(super) fn reproduce(args: &ReproduceArgs) -> Result<i32, Failure> {
     let results_file = dir.join("results.jsonl");
     println!("{}\n{}\n{}", p.title, p.source, p.about.trim());
     println!("about {} on this machine; results in {}", estimate(&sweep), results_file.display());
-    execute(&sweep, &results_file, true, None)?;
+    let existing = if args.fresh { Existing::Fresh } else { Existing::Resume };
+    execute(&sweep, &results_file, existing, None)?;
     let records = results::read(&results_file, false).map_err(Failure::Run)?.records;
     let mut figures = Vec::new();
     for (i, f) in p.figures.iter().enumerate() {

@@ -125,9 +125,13 @@ struct SweepArgs {
         required_unless_present = "emit"
     )]
     out: Option<PathBuf>,
-    /// Keep the runs already in --out and measure only the missing ones
+    /// Keep the runs already in --out and measure only the missing ones (they must come from
+    /// this revision, build and machine)
     #[arg(long, help_heading = "Sweep")]
     resume: bool,
+    /// Start --out again if it holds runs (they are discarded)
+    #[arg(long, help_heading = "Sweep", conflicts_with = "resume")]
+    fresh: bool,
     /// Instead of running: write a job script for a scheduler (slurm) into DIR, one array task
     /// per point
     #[arg(long, num_args = 2, value_names = ["KIND", "DIR"], help_heading = "Sweep")]

@@ -16,8 +16,8 @@ use std::time::Instant;
 
 /// Flags that belong to `sweep` itself, with the number of values each takes; everything else
 /// on its command line is a `run` flag shared by every point.
-const OWN_FLAGS: [(&str, usize); 5] =
-    [("--vary", 1), ("--out", 1), ("--resume", 0), ("--emit", 2), ("--point", 1)];
+const OWN_FLAGS: [(&str, usize); 6] =
+    [("--vary", 1), ("--out", 1), ("--resume", 0), ("--fresh", 0), ("--emit", 2), ("--point", 1)];
 
 /// `run` flags a sweep cannot vary, and why.
 const FIXED: [(&str, &str); 4] = [
@@ -265,31 +265,60 @@ pub(super) fn sweep(args: &SweepArgs, raw: &[String]) -> Result<(), Failure> {
     }
     match (&args.emit, &args.out) {
         (Some(emit), out) => super::slurm::emit(&sweep, emit, out.as_deref()),
-        (None, Some(out)) => execute(&sweep, out, args.resume, args.point),
+        (None, Some(out)) => {
+            let existing = match (args.resume, args.fresh) {
+                (true, _) => Existing::Resume,
+                (_, true) => Existing::Fresh,
+                _ => Existing::Refuse,
+            };
+            execute(&sweep, out, existing, args.point)
+        }
         (None, None) => Err(usage("sweep needs --out FILE.jsonl")),
     }
 }
 
+/// What a sweep does with a results file that holds runs already.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Existing {
+    /// Refuses to touch it.
+    Refuse,
+    /// Measures only the runs it lacks (the file's runs must be of the same sweep and origin).
+    Resume,
+    /// Starts it again.
+    Fresh,
+}
+
 /// Runs a validated sweep, appending to `out` (after the runs it already holds, with
-/// `resume`); `only` restricts it to one point.
+/// `Existing::Resume`); `only` restricts it to one point.
 pub(super) fn execute(
     sweep: &Sweep,
     out: &Path,
-    resume: bool,
+    existing: Existing,
     only: Option<usize>,
 ) -> Result<(), Failure> {
     let exists = out.metadata().is_ok_and(|m| m.len() > 0);
     let mut done: HashSet<(usize, String, u32)> = HashSet::new();
-    let mut file = if exists {
-        if !resume {
+    let mut file = if exists && existing != Existing::Fresh {
+        if existing == Existing::Refuse {
             return Err(usage(format!(
-                "--out {}: the file exists; add --resume to finish the sweep it holds, or choose \
-                 another file",
+                "--out {}: the file exists; add --resume to finish the sweep it holds, --fresh \
+                 to measure it again, or choose another file",
                 out.display()
             )));
         }
         let read = results::read(out, true).map_err(|e| usage(format!("--resume: {e}")))?;
+        let here = results::Origin::current();
         for r in &read.records {
+            let origin = results::Origin::of(&r.value);
+            if origin != here {
+                return Err(usage(format!(
+                    "{} line {} was measured by {origin}; this is {here}: runs of different \
+                     revisions, builds or machines do not mix in one results file; add --fresh \
+                     to measure again into it, or choose another --out",
+                    out.display(),
+                    r.line
+                )));
+            }
             if r.sweep.def != sweep.def {
                 return Err(usage(format!(
                     "--resume: {} line {} belongs to another sweep (run flags `{}`, varying {}); \
@@ -451,6 +480,7 @@ mod tests {
             "--theta",
             "0.9",
             "--resume",
+            "--fresh",
             "--emit",
             "slurm",
             "dir",

@@ -7,6 +7,17 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+/// This binary's build kind, recorded with every run: `release` or `debug` (debug assertions
+/// on), `+shared-writes` when shared-write counting is compiled in.
+pub const fn build_name() -> &'static str {
+    match (cfg!(debug_assertions), cfg!(feature = "shared-writes")) {
+        (false, false) => "release",
+        (false, true) => "release+shared-writes",
+        (true, false) => "debug",
+        (true, true) => "debug+shared-writes",
+    }
+}
+
 /// Facts about the machine a run was measured on.
 #[derive(Clone, Debug, Serialize)]
 pub struct Machine {
@@ -126,6 +137,9 @@ pub struct RunReport {
     pub git_dirty: bool,
     /// The compiler that built txlab.
     pub rustc: String,
+    /// The build's kind: `release` (optimised, debug assertions off) or `debug`, with the
+    /// cargo features that change what runs (`release+shared-writes`). See [`build_name`].
+    pub build: String,
     /// When the run ended (RFC 3339, UTC).
     pub timestamp: String,
     /// When the run ended, in seconds since the Unix epoch.
@@ -461,6 +475,7 @@ impl RunReport {
             git_revision: env!("TXLAB_GIT_REVISION").into(),
             git_dirty: env!("TXLAB_GIT_DIRTY") == "true",
             rustc: env!("TXLAB_RUSTC").into(),
+            build: build_name().into(),
             timestamp: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             unix_time: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -777,6 +792,7 @@ impl RunReport {
                 "git_revision",
                 "git_dirty",
                 "rustc",
+                "build",
                 "cpu",
                 "cores",
                 "kernel",
@@ -871,6 +887,7 @@ impl RunReport {
             self.git_revision.clone(),
             self.git_dirty.to_string(),
             self.rustc.clone(),
+            self.build.clone(),
             self.machine.cpu.clone(),
             self.machine.cores.to_string(),
             self.machine.kernel.clone(),

@@ -4,7 +4,7 @@
 
 use super::figure::{figure, FigureSpec};
 use super::plot;
-use super::results::{median_min_max, Record};
+use super::results::{median_min_max, Origin, Record};
 use askama::Template;
 
 /// A claim's verdict, for the report's claims table.
@@ -73,6 +73,8 @@ struct Page {
     sweeps: Vec<SweepView>,
     config: Vec<(String, String)>,
     machine: Vec<(String, String)>,
+    /// Each origin (revision, build, machine) the runs came from, with its run count.
+    origins: Vec<(String, usize)>,
 }
 
 /// The figures a report draws when none are given: for every parameter a sweep varies over
@@ -229,6 +231,7 @@ pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<Str
         ("txlab".into(), distinct(&|v| text(&v["txlab_version"]))),
         ("git revision".into(), distinct(&|v| text(&v["git_revision"]))),
         ("compiler".into(), distinct(&|v| text(&v["rustc"]))),
+        ("build".into(), distinct(&|v| Origin::of(v).build)),
         (
             "measured".into(),
             format!(
@@ -245,6 +248,7 @@ pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<Str
         p.dedup();
         p.len()
     };
+    let origins = origins(records).into_iter().map(|(o, n)| (o.to_string(), n)).collect();
     let page = Page {
         title: extra.title.clone().unwrap_or_else(|| "txlab results".into()),
         intro: extra.intro.clone().unwrap_or_default(),
@@ -260,8 +264,23 @@ pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<Str
         sweeps,
         config,
         machine,
+        origins,
     };
     page.render().map_err(|e| format!("writing the report: {e}"))
+}
+
+/// The origins of `records` (revision, build, machine), each with its run count, in order.
+pub fn origins(records: &[Record]) -> Vec<(Origin, usize)> {
+    let mut out: Vec<(Origin, usize)> = Vec::new();
+    for r in records {
+        let o = Origin::of(&r.value);
+        match out.iter_mut().find(|(x, _)| *x == o) {
+            Some((_, n)) => *n += 1,
+            None => out.push((o, 1)),
+        }
+    }
+    out.sort();
+    out
 }
 
 fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {

@@ -66,6 +66,58 @@ pub struct SweepPos {
     pub values: Values,
 }
 
+/// Where a run was measured: the build's git revision and kind, and the machine. Runs of
+/// different origins do not belong in one results file (a resumed sweep and a preset run again
+/// refuse to mix them); a report names each origin its runs came from.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Origin {
+    /// The git revision (`-dirty` when the tree had uncommitted changes).
+    pub revision: String,
+    /// The build kind (`crate::engine::report::build_name`; `unrecorded` before builds were).
+    pub build: String,
+    /// CPU model, cores and memory.
+    pub machine: String,
+}
+
+impl Origin {
+    /// The origin recorded in a run's record.
+    pub fn of(v: &serde_json::Value) -> Origin {
+        let text = |v: &serde_json::Value, missing: &str| match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => missing.to_string(),
+            other => other.to_string(),
+        };
+        let m = &v["machine"];
+        Origin {
+            revision: text(&v["git_revision"], "unknown"),
+            build: text(&v["build"], "unrecorded"),
+            // Numbers as this binary formats them (JSON writes 24 GiB as `24.0`).
+            machine: format!(
+                "{} ({} cores, {} GiB)",
+                text(&m["cpu"], "unknown CPU"),
+                m["cores"].as_u64().map_or("?".into(), |c| c.to_string()),
+                m["memory_gib"].as_f64().map_or("?".into(), |g| g.to_string())
+            ),
+        }
+    }
+
+    /// This binary on this machine.
+    pub fn current() -> Origin {
+        let m = crate::engine::report::Machine::current();
+        Origin {
+            revision: env!("TXLAB_GIT_REVISION").into(),
+            build: crate::engine::report::build_name().into(),
+            machine: format!("{} ({} cores, {} GiB)", m.cpu, m.cores, m.memory_gib),
+        }
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "revision {} ({} build) on {}", self.revision, self.build, self.machine)
+    }
+}
+
 /// A record read back from a results file.
 #[derive(Clone, Debug)]
 pub struct Record {

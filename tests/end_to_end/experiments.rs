@@ -494,3 +494,77 @@ fn a_failed_command_leaves_its_old_output_intact() {
     let csv = std::fs::read_to_string(path("old.csv")).unwrap();
     assert_eq!(csv.lines().count(), 2, "a header and the run: {csv}");
 }
+
+/// Runs of another revision, build or machine are not mixed into a results file: `--resume`
+/// and a preset run again refuse, naming both origins; `--fresh` measures again; a report of
+/// mixed files says where each run came from.
+#[test]
+fn results_of_another_origin_are_not_mixed_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = dir.path().join("ours.jsonl");
+    let o = sweep_to(&ours, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let here = records(&ours)[0]["git_revision"].as_str().unwrap().to_string();
+    // The same sweep as another revision measured it, cut after two runs.
+    let text = std::fs::read_to_string(&ours).unwrap();
+    let theirs = dir.path().join("theirs.jsonl");
+    let old: Vec<String> = text
+        .lines()
+        .take(2)
+        .map(|l| {
+            l.replace(&format!("\"git_revision\":\"{here}\""), "\"git_revision\":\"0ld0ld0ld0ld\"")
+        })
+        .collect();
+    assert!(old[0].contains("0ld0ld0ld0ld"), "{}", old[0]);
+    std::fs::write(&theirs, old.join("\n") + "\n").unwrap();
+    let o = sweep_to(&theirs, &["--resume"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let prefix =
+        format!("error: {} line 1 was measured by revision 0ld0ld0ld0ld (", theirs.display());
+    assert!(stderr.starts_with(&prefix), "{stderr}");
+    assert!(stderr.contains(&format!("; this is revision {here} (")), "{stderr}");
+    assert!(stderr.contains("add --fresh to measure again into it"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), old.join("\n") + "\n", "untouched");
+    // Without --resume the file is refused too; --fresh and --resume exclude each other.
+    let o = sweep_to(&theirs, &[]);
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("add --resume to finish the sweep it holds, --fresh to measure it again"));
+    assert_eq!(sweep_to(&theirs, &["--resume", "--fresh"]).status.code(), Some(2));
+    // A report of both files says so, on stderr and in the page.
+    let html = dir.path().join("mixed.html");
+    let both = [ours.to_str().unwrap(), theirs.to_str().unwrap()];
+    let out = txlab(&["report", both[0], both[1], "--out", html.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let note = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        note.starts_with("note: the runs come from 2 different revisions, builds or machines: ")
+            && note.contains("revision 0ld0ld0ld0ld (")
+            && note.contains(&format!("revision {here} (")),
+        "{note}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("These runs come from 2 different revisions, builds or machines"));
+    assert!(page.contains("(2 runs)") && page.contains("(16 runs)"), "runs per origin");
+    let one = dir.path().join("one.html");
+    let out = txlab(&["report", both[0], "--out", one.to_str().unwrap()]);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!std::fs::read_to_string(&one).unwrap().contains("These runs come from"));
+    // --fresh measures the sweep again: every run is this revision's.
+    let o = sweep_to(&theirs, &["--fresh"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let rs = records(&theirs);
+    assert_eq!(rs.len(), 16);
+    assert!(rs.iter().all(|r| r["git_revision"] == here.as_str() && r["build"].is_string()));
+    // A preset run again over another revision's results refuses before measuring.
+    let presets = dir.path().join("presets");
+    let preset_dir = presets.join("ccbench-skew");
+    std::fs::create_dir_all(&preset_dir).unwrap();
+    std::fs::write(preset_dir.join("results.jsonl"), old.join("\n") + "\n").unwrap();
+    let out = txlab(&["reproduce", "ccbench-skew", "--out", presets.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("was measured by revision 0ld0ld0ld0ld ("), "{stderr}");
+    assert!(stderr.contains("add --fresh"), "{stderr}");
+}
