@@ -1,4 +1,5 @@
-//! The `txlab` command line: `run`, `check` and `list`.
+//! The `txlab` command line: `run`, `sweep`, `plot`, `report`, `reproduce`, `merge`, `compare`,
+//! `check`, `analyze`, `recover` and `list`.
 //!
 //! Bad input never panics: every error is one line on stderr that names the flag and the valid
 //! range, and the exit status is 2 for usage errors and 1 for failures while running.
