@@ -632,11 +632,23 @@ fn usage_error(e: &clap::Error) -> String {
         Some(ContextValue::String(s)) => s.clone(),
         _ => String::new(),
     };
+    // clap's guess at what a typo meant, if any: "did you mean '--protocol'? ".
+    let guess =
+        [ContextKind::SuggestedArg, ContextKind::SuggestedSubcommand, ContextKind::SuggestedValue]
+            .into_iter()
+            .find_map(|k| match e.get(k) {
+                Some(ContextValue::String(s)) => Some(s.clone()),
+                Some(ContextValue::Strings(v)) if !v.is_empty() => Some(v.join("' or '")),
+                _ => None,
+            })
+            .map_or(String::new(), |s| format!("did you mean '{s}'? "));
     match e.kind() {
         ErrorKind::InvalidValue => {
             let valid = match e.get(ContextKind::ValidValue) {
-                Some(ContextValue::Strings(v)) => format!("expected one of: {}", v.join(", ")),
-                _ => "see --help".into(),
+                Some(ContextValue::Strings(v)) => {
+                    format!("{guess}expected one of: {}", v.join(", "))
+                }
+                _ => format!("{guess}see --help"),
             };
             if value.is_empty() {
                 format!("{arg} needs a value ({valid})")
@@ -659,7 +671,7 @@ fn usage_error(e: &clap::Error) -> String {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
             let first = first.strip_prefix("error: ").unwrap_or(first);
-            format!("{first} (see txlab --help)")
+            format!("{first} ({guess}see txlab --help)")
         }
     }
 }

@@ -1607,3 +1607,20 @@ fn repeats_after_inserts_run_on_a_fresh_load() {
     assert_eq!((afresh, loaded), (2, 3), "{stderr}");
     assert!(stderr.contains("[silo] --reload always: loading afresh"), "{stderr}");
 }
+
+/// A typo gets clap's guess at what was meant, in the one line.
+#[test]
+fn typos_get_a_did_you_mean() {
+    fails_with(
+        &["run", "--protocl", "silo"],
+        2,
+        "error: unexpected argument '--protocl' found (did you mean '--protocol'? see txlab --help)",
+    );
+    fails_with(
+        &["run", "-p", "sillo"],
+        2,
+        "error: --protocol 'sillo' is not valid (did you mean 'silo'? expected one of: nocc, \
+         2pl-nowait, 2pl-waitdie, 2pl-ordered, silo, tictoc, mocc, si, ermia-ssn, ermia-ssi, \
+         hekaton, cicada, bohm, ic3)",
+    );
+}
