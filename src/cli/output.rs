@@ -2,7 +2,7 @@
 //!
 //! Every file a command writes as its result (`run --json`/`--csv`, `report --out`, `plot --out`,
 //! `merge --out`, `reproduce`'s report and figures, `check --json`, `recover --json`, `analyze
-//! --dot`, `sweep --slurm`'s script) goes to a temporary file beside its destination, which
+//! --dot`) goes to a temporary file beside its destination, which
 //! replaces the destination by a rename only once the command has succeeded. A command that
 //! fails (bad or corrupt input, a failed load, a protocol that refuses the run) leaves an
 //! existing file as it was, and a reader never sees a half-written one. The temporary file is
