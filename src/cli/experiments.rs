@@ -60,17 +60,39 @@ pub(super) struct ReportArgs {
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  txlab reproduce --list\n  txlab reproduce ccbench-skew\n  \
-txlab reproduce tpcc-warehouses --out results/")]
+txlab reproduce ccbench-tictoc-high --vary threads=1,2,4,...,cores\n  txlab reproduce tpcc-warehouses \
+--set threads=8 --out results/\n  txlab reproduce --file my-preset.toml\n  txlab reproduce --all\n\n\
+Presets scale to the machine: their thread counts are written relative to its cores (presets/README.md).")]
 pub(super) struct ReproduceArgs {
     /// The preset to run (see --list)
-    #[arg(required_unless_present = "list")]
+    #[arg(required_unless_present_any = ["list", "file", "all"], conflicts_with_all = ["file", "all"])]
     name: Option<String>,
-    /// List the presets: the figure, the claims, the points and an estimate of the time
-    #[arg(long, conflicts_with = "name")]
+    /// List the presets: the figure, the claims, the points and an estimate of the time on
+    /// this machine
+    #[arg(long, conflicts_with_all = ["name", "file", "all"])]
     list: bool,
+    /// Run a preset of your own: a TOML file in the shipped presets' format
+    /// (presets/README.md); its results go to a folder named after the file. Repeated: every
+    /// file's preset, then one report of them all (DIR/report.html), as --all writes
+    #[arg(long, value_name = "FILE.toml", conflicts_with = "all")]
+    file: Vec<PathBuf>,
+    /// Run every shipped preset, one after the other, into one report (DIR/report.html) whose
+    /// claims table says what reproduces on this machine; run again, it measures only what
+    /// is missing
+    #[arg(long)]
+    all: bool,
+    /// Replace the values of a parameter the preset varies: NAME=V1,V2,... (values may be
+    /// relative to the cores: cores, 4*cores, 1,2,4,...,cores); repeatable
+    #[arg(long, value_name = "NAME=V1,V2,...", conflicts_with = "all")]
+    vary: Vec<String>,
+    /// Give a run flag the preset does not vary this value (replacing the preset's):
+    /// NAME=VALUE, e.g. threads=16, warehouses=4, duration=5; repeatable
+    #[arg(long, value_name = "NAME=VALUE", conflicts_with = "all")]
+    set: Vec<String>,
     /// Directory for the results, figures and report (a folder per preset inside it); a
     /// preset run again continues its results file (measuring only the runs it lacks) and
-    /// redraws, if the file's runs come from this revision, build and machine
+    /// redraws, if the file's runs come from this revision, build and machine and the same
+    /// sweep
     #[arg(long, value_name = "DIR", default_value = "txlab-results")]
     out: PathBuf,
     /// Measure the preset again, discarding the runs its results file holds
@@ -192,52 +214,141 @@ pub(super) fn report(args: &ReportArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+fn machine_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// A shipped preset, resolved for this machine.
+fn shipped_here(name: &str, text: &str, cores: usize) -> Result<preset::Preset, Failure> {
+    preset::parse(name, text).and_then(|p| p.for_machine(cores)).map_err(Failure::Run)
+}
+
 pub(super) fn reproduce(args: &ReproduceArgs) -> Result<i32, Failure> {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = machine_cores();
     if args.list {
-        println!("Presets (txlab reproduce NAME):");
-        for (name, text) in preset::SHIPPED {
-            let p = preset::parse(name, text).map_err(Failure::Run)?;
-            let sweep = Sweep::new(p.flags.clone(), &p.vary_args())?;
-            println!(
-                "\n  {name}\n    {}\n    {} points, about {} on this machine",
-                p.title,
-                sweep.plans.len(),
-                estimate(&sweep)
-            );
-            for c in &p.claims {
-                let note = if c.needs_cores > cores {
-                    format!(" [needs {} cores: not observable here]", c.needs_cores)
-                } else {
-                    String::new()
-                };
-                println!("    claim: {}{note}", c.text);
-            }
-        }
-        return Ok(0);
+        return list_presets(cores);
     }
-    let name = args.name.as_deref().expect("clap requires a name without --list");
-    let p = preset::shipped(name).map_err(usage)?;
-    let sweep = Sweep::new(p.flags.clone(), &p.vary_args())?;
-    let dir = args.out.join(name);
-    std::fs::create_dir_all(&dir).map_err(|e| usage(format!("--out {}: {e}", dir.display())))?;
-    let results_file = dir.join("results.jsonl");
-    println!("{}\n{}\n{}", p.title, p.source, p.about.trim());
-    println!("about {} on this machine; results in {}", estimate(&sweep), results_file.display());
     let existing = if args.fresh { Existing::Fresh } else { Existing::Resume };
+    let (vary, set) = (pairs("--vary", &args.vary)?, pairs("--set", &args.set)?);
+    let chosen: Vec<(String, preset::Preset)> = if args.all {
+        preset::SHIPPED
+            .iter()
+            .map(|(n, t)| preset::parse(n, t).map(|p| (n.to_string(), p)))
+            .collect::<Result<_, _>>()
+            .map_err(Failure::Run)?
+    } else if let Some(name) = &args.name {
+        vec![(name.clone(), preset::shipped(name).map_err(usage)?)]
+    } else {
+        args.file.iter().map(|f| preset::from_file(f)).collect::<Result<_, _>>().map_err(usage)?
+    };
+    if chosen.len() > 1 && !(vary.is_empty() && set.is_empty()) {
+        return Err(usage("--vary and --set change one preset: give one name or one --file"));
+    }
+    let mut names: Vec<&str> = chosen.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(usage(format!(
+            "--file: two presets are named {} (their results would share a folder)",
+            w[0]
+        )));
+    }
+    let mut here = Vec::new();
+    for (name, p) in chosen {
+        let p = p.with_overrides(&vary, &set).and_then(|p| p.for_machine(cores)).map_err(usage)?;
+        here.push((name, p));
+    }
+    if here.len() > 1 {
+        return reproduce_many(&here, &args.out, existing, cores);
+    }
+    let (name, p) = &here[0];
+    let outcome = run_preset(name, p, &args.out.join(name), existing)?;
+    println!(
+        "\nfigures: {}\nreport: {}",
+        outcome.figure_files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "),
+        outcome.report.display()
+    );
+    Ok(0)
+}
+
+fn list_presets(cores: usize) -> Result<i32, Failure> {
+    println!("Presets (txlab reproduce NAME), as they run on this machine ({cores} cores):");
+    let (mut points, mut secs) = (0, 0.0);
+    for (name, text) in preset::SHIPPED {
+        let p = shipped_here(name, text, cores)?;
+        let sweep = Sweep::new(p.flags.clone(), &p.vary_args())?;
+        let s = estimate_s(&sweep);
+        points += sweep.plans.len();
+        secs += s;
+        println!(
+            "\n  {name}\n    {}\n    {} points, about {} on this machine",
+            p.title,
+            sweep.plans.len(),
+            minutes(s)
+        );
+        for (n, v) in &p.vary {
+            println!("    varies {n}: {v}");
+        }
+        for c in &p.claims {
+            let note = if c.needs_cores > cores {
+                format!(" [needs {} cores: not observable here]", c.needs_cores)
+            } else {
+                String::new()
+            };
+            println!("    claim: {}{note}", c.text);
+        }
+    }
+    println!(
+        "\nAll {} presets (txlab reproduce --all): {points} points, about {} on this machine.",
+        preset::SHIPPED.len(),
+        minutes(secs)
+    );
+    Ok(0)
+}
+
+/// What running a preset produced.
+struct PresetOutcome {
+    /// The claims and their verdicts.
+    claims: Vec<ClaimRow>,
+    /// The figures, drawn.
+    figures: Vec<crate::experiment::figure::Figure>,
+    /// The figures' files.
+    figure_files: Vec<PathBuf>,
+    /// The preset's own report.
+    report: PathBuf,
+}
+
+/// Runs preset `p` into `dir` (results.jsonl, a figure file per figure, report.html): measures
+/// the runs its results file lacks, draws, checks the claims and prints what it found.
+fn run_preset(
+    name: &str,
+    p: &preset::Preset,
+    dir: &Path,
+    existing: Existing,
+) -> Result<PresetOutcome, Failure> {
+    let sweep = Sweep::new(p.flags.clone(), &p.vary_args())?;
+    std::fs::create_dir_all(dir).map_err(|e| usage(format!("--out {}: {e}", dir.display())))?;
+    let results_file = dir.join("results.jsonl");
+    println!("{name}: {}\n{}\n{}", p.title, p.source, p.about.trim());
+    println!(
+        "about {} on this machine; results in {}",
+        minutes(estimate_s(&sweep)),
+        results_file.display()
+    );
     execute(&sweep, &results_file, existing, None)?;
     let records = results::read(&results_file, false).map_err(Failure::Run)?.records;
     let mut figures = Vec::new();
+    let mut figure_files = Vec::new();
     for (i, f) in p.figures.iter().enumerate() {
         let fig = figure(&records, &f.spec()).map_err(Failure::Run)?;
         let path = dir.join(format!("figure-{}-{}.svg", i + 1, f.y.replace(['.', '/'], "-")));
         write_figure(&fig, Output::create("--out", &path)?)?;
-        figures.push(path);
+        figures.push(fig);
+        figure_files.push(path);
     }
     println!("\nClaims ({}):", p.source);
     let mut claims = Vec::new();
     for c in &p.claims {
-        let v = preset::check(c, &records, cores);
+        let v = preset::check(c, &records);
         let (word, class) = v.word();
         println!("  {}\n    {}: {}", c.text, word, v.detail());
         claims.push(ClaimRow {
@@ -257,7 +368,7 @@ pub(super) fn reproduce(args: &ReproduceArgs) -> Result<i32, Failure> {
             title: Some(p.title.clone()),
             intro: Some(format!("{} {}", p.source, p.about.trim())),
             figures: p.figures.iter().map(|f| f.spec()).collect(),
-            claims,
+            claims: claims.clone(),
         },
     )
     .map_err(Failure::Run)?;
@@ -265,16 +376,56 @@ pub(super) fn reproduce(args: &ReproduceArgs) -> Result<i32, Failure> {
     let mut report_file = Output::create("--out", &report_path)?;
     report_file.write_all_bytes(html.as_bytes())?;
     report_file.finish()?;
+    Ok(PresetOutcome { claims, figures, figure_files, report: report_path })
+}
+
+/// `reproduce --all` (or several `--file`s): every preset into its folder of `out`, then one
+/// report, `out/report.html`, with every claim's verdict at the top.
+fn reproduce_many(
+    presets: &[(String, preset::Preset)],
+    out: &Path,
+    existing: Existing,
+    cores: usize,
+) -> Result<i32, Failure> {
+    let mut secs = 0.0;
+    for (_, p) in presets {
+        secs += estimate_s(&Sweep::new(p.flags.clone(), &p.vary_args())?);
+    }
     println!(
-        "\nfigures: {}\nreport: {}",
-        figures.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "),
-        report_path.display()
+        "{} presets, about {} on this machine ({cores} cores); results in {}/NAME/ (run again \
+         to continue after an interruption)",
+        presets.len(),
+        minutes(secs),
+        out.display()
     );
+    let mut sections = Vec::new();
+    for (k, (name, p)) in presets.iter().enumerate() {
+        print!("\n[{}/{}] ", k + 1, presets.len());
+        let outcome = run_preset(name, p, &out.join(name), existing)?;
+        sections.push(report::PresetSection {
+            name: name.to_string(),
+            title: p.title.clone(),
+            source: p.source.clone(),
+            about: p.about.trim().to_string(),
+            link: format!("{name}/report.html"),
+            claims: outcome.claims,
+            figures: outcome.figures,
+        });
+    }
+    let html =
+        report::summary_html(&sections, &results::Origin::current()).map_err(Failure::Run)?;
+    let path = out.join("report.html");
+    let mut file = Output::create("--out", &path)?;
+    file.write_all_bytes(html.as_bytes())?;
+    file.finish()?;
+    println!("\nWhat reproduces on this machine ({cores} cores):");
+    print!("{}", report::claims_table(&sections));
+    println!("report: {}", path.display());
     Ok(0)
 }
 
-/// The time a sweep should take: its runs' windows and warm-ups plus a second per load.
-fn estimate(sweep: &Sweep) -> String {
+/// The seconds a sweep should take: its runs' windows and warm-ups plus a second per load.
+fn estimate_s(sweep: &Sweep) -> f64 {
     let mut secs = 0.0;
     let mut keys: Vec<&str> = Vec::new();
     for plan in &sweep.plans {
@@ -290,6 +441,11 @@ fn estimate(sweep: &Sweep) -> String {
             secs += plan.protocols.len() as f64;
         }
     }
+    secs
+}
+
+/// A duration in whole minutes, rounded up.
+fn minutes(secs: f64) -> String {
     let m = (secs / 60.0).ceil() as u64;
     if m <= 1 {
         "1 minute".into()

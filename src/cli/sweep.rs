@@ -321,8 +321,9 @@ pub(super) fn execute(
             }
             if r.sweep.def != sweep.def {
                 return Err(usage(format!(
-                    "--resume: {} line {} belongs to another sweep (run flags `{}`, varying {}); \
-                     give the same flags, or another --out",
+                    "{} line {} belongs to another sweep (run flags `{}`, varying {}); give \
+                     the same flags, add --fresh to measure this one into the file, or choose \
+                     another --out",
                     out.display(),
                     r.line,
                     r.sweep.def.base.join(" "),

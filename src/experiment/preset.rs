@@ -9,9 +9,16 @@
 //!   may go against the trend by `tolerance`, relative, default 5 %), or `peaks-inside` (the
 //!   largest value is at neither end).
 //!
-//! A claim that needs more cores than the machine has (`needs_cores`, with `why` it does) is
-//! reported as not observable here, with what was measured anyway: a many-core effect is not
-//! refuted by a 2-core machine.
+//! A claim that needs many cores (`needs_cores`, with `why` it does) is judged on what was run:
+//! when the points it reads ran fewer threads than that, or ran on a machine with fewer cores,
+//! it is reported as not observable, saying which was lacking, with what was measured anyway: a
+//! many-core effect is not refuted by a 2-core machine.
+//!
+//! Presets scale to the machine they run on ([`Preset::for_machine`]): a value may be written
+//! relative to the cores (`cores`, `4*cores`, `cores/2`) and a varied list may end in a
+//! progression up to such a value (`1,2,4,...,cores`; `2,4,6,...,4*cores`), wherever a preset
+//! gives values (its flags, its varied lists, a claim's `at`, `from`, `to` and `baseline`, a
+//! figure's `where`). `presets/README.md` documents the format.
 
 use super::figure::FigureSpec;
 use super::results::{median_min_max, Record, Values};
@@ -211,6 +218,94 @@ impl Verdict {
     }
 }
 
+/// The value of `term` when it is written relative to the machine's `cores`: `cores`,
+/// `K*cores`, `cores*K` or `cores/K` (at least 1); `None` for any other text.
+pub fn relative(term: &str, cores: usize) -> Option<usize> {
+    let t: String = term.chars().filter(|c| !c.is_whitespace()).collect();
+    let factor = |k: &str| k.parse::<usize>().ok().filter(|&k| k > 0);
+    if t == "cores" {
+        Some(cores)
+    } else if let Some(k) = t.strip_suffix("*cores") {
+        factor(k).map(|k| k * cores)
+    } else if let Some(k) = t.strip_prefix("cores*") {
+        factor(k).map(|k| k * cores)
+    } else if let Some(k) = t.strip_prefix("cores/") {
+        factor(k).map(|k| (cores / k).max(1))
+    } else {
+        None
+    }
+}
+
+/// `term` resolved for a machine with `cores` cores (unchanged unless it is relative).
+fn resolve(term: &str, cores: usize) -> String {
+    relative(term, cores).map_or_else(|| term.to_string(), |n| n.to_string())
+}
+
+/// A varied list resolved for a machine with `cores` cores: relative terms become numbers, and
+/// a progression `A,B,C,...,END` (three terms or more, geometric with a whole ratio or
+/// arithmetic, before `...`) continues up to END, which is included; terms above END are
+/// dropped, as are repeated values.
+pub fn expand(list: &str, cores: usize) -> Result<String, String> {
+    let sep = if list.contains(';') { ';' } else { ',' };
+    let terms: Vec<&str> = list.split(sep).map(str::trim).collect();
+    let Some(dots) = terms.iter().position(|t| *t == "...") else {
+        let out: Vec<String> = dedup(terms.iter().map(|t| resolve(t, cores)));
+        return Ok(out.join(&sep.to_string()));
+    };
+    let bad = |why: &str| Err(format!("`{list}`: {why}"));
+    if dots + 2 != terms.len() {
+        return bad("`...` must be followed by exactly one value, the last");
+    }
+    if dots < 3 {
+        return bad("`...` needs three values before it to show the progression");
+    }
+    let number = |t: &str| relative(t, cores).or_else(|| t.parse::<usize>().ok());
+    let mut head = Vec::new();
+    for t in &terms[..dots] {
+        match number(t) {
+            Some(n) => head.push(n),
+            None => return bad(&format!("`{t}` is not a whole number, cores, K*cores or cores/K")),
+        }
+    }
+    let Some(end) = number(terms[dots + 1]) else {
+        return bad(&format!(
+            "the last value `{}` is not a whole number or relative to cores",
+            terms[dots + 1]
+        ));
+    };
+    let (a, b, c) = (head[dots - 3], head[dots - 2], head[dots - 1]);
+    // The step: a whole ratio (1,2,4) or a difference (2,4,6).
+    let (ratio, diff) = if a > 0 && b % a == 0 && b / a >= 2 && c == b * (b / a) {
+        (b / a, 0)
+    } else if b > a && c > b && c - b == b - a {
+        (1, b - a)
+    } else {
+        return bad("the values before `...` are neither a progression with a whole ratio nor evenly spaced");
+    };
+    let next = |x: usize| x * ratio + diff;
+    let mut values: Vec<usize> = head.iter().copied().filter(|&v| v <= end).collect();
+    let mut x = c;
+    while next(x) <= end {
+        x = next(x);
+        values.push(x);
+    }
+    if values.last() != Some(&end) {
+        values.push(end);
+    }
+    let out = dedup(values.iter().map(usize::to_string));
+    Ok(out.join(","))
+}
+
+fn dedup(values: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
 /// Parses a preset file.
 pub fn parse(name: &str, text: &str) -> Result<Preset, String> {
     let p: Preset = toml::from_str(text).map_err(|e| format!("preset {name}: {e}"))?;
@@ -259,10 +354,94 @@ pub fn shipped(name: &str) -> Result<Preset, String> {
     }
 }
 
+/// The preset in file `path` (a user's preset, in the shipped presets' format), named after the
+/// file's stem.
+pub fn from_file(path: &std::path::Path) -> Result<(String, Preset), String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--file {}: {e}", path.display()))?;
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| format!("--file {}: the file needs a name", path.display()))?
+        .to_string();
+    let p = parse(&path.display().to_string(), &text)?;
+    Ok((name, p))
+}
+
 impl Preset {
     /// The `--vary` arguments of its sweep.
     pub fn vary_args(&self) -> Vec<String> {
         self.vary.iter().map(|(n, v)| format!("{n}={v}")).collect()
+    }
+
+    /// The preset with a user's overrides: `vary` replaces the values of parameters the preset
+    /// varies, `set` gives fixed `run` flags a value (replacing the preset's, or added).
+    pub fn with_overrides(
+        mut self,
+        vary: &[(String, String)],
+        set: &[(String, String)],
+    ) -> Result<Preset, String> {
+        for (name, values) in vary {
+            match self.vary.iter_mut().find(|(n, _)| n == name) {
+                Some((_, v)) => *v = values.clone(),
+                None => {
+                    let varied: Vec<&str> = self.vary.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(format!(
+                        "--vary {name}: the preset does not vary {name} (it varies {}); give a \
+                         fixed value with --set {name}=VALUE",
+                        varied.join(", ")
+                    ));
+                }
+            }
+        }
+        for (name, value) in set {
+            if self.vary.iter().any(|(n, _)| n == name) {
+                return Err(format!(
+                    "--set {name}: the preset varies {name}; give its values with --vary \
+                     {name}=V1,V2,..."
+                ));
+            }
+            let short = match name.as_str() {
+                "protocol" => Some("-p"),
+                "workload" => Some("-w"),
+                "duration" => Some("-d"),
+                "threads" => Some("-t"),
+                _ => None,
+            };
+            let long = format!("--{name}");
+            let at = self.flags.iter().position(|f| *f == long || Some(f.as_str()) == short);
+            match at {
+                Some(i) if i + 1 < self.flags.len() => self.flags[i + 1] = value.clone(),
+                _ => self.flags.extend([long, value.clone()]),
+            }
+        }
+        Ok(self)
+    }
+
+    /// The preset for a machine with `cores` cores: every value written relative to the cores
+    /// resolved, every progression expanded.
+    pub fn for_machine(mut self, cores: usize) -> Result<Preset, String> {
+        for f in self.flags.iter_mut() {
+            *f = resolve(f, cores);
+        }
+        for (name, values) in self.vary.iter_mut() {
+            *values = expand(values, cores).map_err(|e| format!("vary {name} {e}"))?;
+        }
+        for c in self.claims.iter_mut() {
+            for values in c.at.values_mut() {
+                *values = dedup(values.iter().map(|v| resolve(v, cores)));
+            }
+            for v in c.baseline.values_mut().chain(c.from.iter_mut()).chain(c.to.iter_mut()) {
+                *v = resolve(v, cores);
+            }
+        }
+        for f in self.figures.iter_mut() {
+            for v in f.filter.values_mut() {
+                *v = resolve(v, cores);
+            }
+        }
+        Ok(self)
     }
 }
 
@@ -306,22 +485,54 @@ fn num(v: f64) -> String {
     }
 }
 
-/// Checks `claim` against `records` measured on a machine with `cores` cores.
-pub fn check(claim: &Claim, records: &[Record], cores: usize) -> Verdict {
+/// Checks `claim` against `records`. A claim that needs cores is not observable when the
+/// records it reads ran fewer threads, or on fewer cores, than it needs.
+pub fn check(claim: &Claim, records: &[Record]) -> Verdict {
     let verdict = if let Some((a, b)) = &claim.ratio {
         check_ratio(claim, a, b, records)
     } else {
         check_trend(claim, records)
     };
-    match verdict {
-        Verdict::Holds(d) | Verdict::Fails(d) if claim.needs_cores > cores => {
-            Verdict::NotObservable(format!(
-                "{} ({cores} cores here, {} needed); measured anyway: {d}",
-                claim.why, claim.needs_cores
-            ))
-        }
-        v => v,
+    if claim.needs_cores == 0 {
+        return verdict;
     }
+    let observed = match &verdict {
+        Verdict::Holds(d) | Verdict::Fails(d) => d.clone(),
+        _ => return verdict,
+    };
+    match lacking(claim, records) {
+        Some(lack) => Verdict::NotObservable(format!(
+            "{} (needs {} cores; {lack}); measured anyway: {observed}",
+            claim.why, claim.needs_cores
+        )),
+        None => verdict,
+    }
+}
+
+/// What the runs `claim` reads lacked of the cores it needs: threads running at once, cores
+/// to run them on, or both; `None` when they had enough of both.
+fn lacking(claim: &Claim, records: &[Record]) -> Option<String> {
+    let protocols: Vec<&str> = match (&claim.ratio, &claim.protocol) {
+        (Some((a, b)), _) => vec![a, b],
+        (None, Some(p)) => vec![p],
+        (None, None) => vec![],
+    };
+    let read = records
+        .iter()
+        .filter(|r| protocols.contains(&r.protocol.as_str()) && selected(claim, &r.sweep.values));
+    let (mut threads, mut cores) = (0, usize::MAX);
+    for r in read {
+        threads = threads.max(r.value["threads"].as_u64().unwrap_or(0) as usize);
+        cores = cores.min(r.value["machine"]["cores"].as_u64().unwrap_or(0) as usize);
+    }
+    let mut lack = Vec::new();
+    if threads < claim.needs_cores {
+        lack.push(format!("the runs it reads ran at most {threads} threads"));
+    }
+    if cores < claim.needs_cores {
+        lack.push(format!("they ran on {cores} cores"));
+    }
+    (!lack.is_empty()).then(|| lack.join(" and "))
 }
 
 fn check_ratio(claim: &Claim, a: &str, b: &str, records: &[Record]) -> Verdict {
@@ -451,7 +662,8 @@ mod tests {
     /// A statistic's value for a protocol at a point.
     type ValueOf<'a> = &'a dyn Fn(&str, &[(String, String)]) -> f64;
 
-    fn synthetic(preset: &Preset, value: ValueOf<'_>) -> Vec<Record> {
+    /// Each run's `threads` is its point's, else the preset's `--threads`; it ran on `cores`.
+    fn synthetic(preset: &Preset, value: ValueOf<'_>, cores: usize) -> Vec<Record> {
         let owned: Vec<(String, Vec<String>)> = preset
             .vary
             .iter()
@@ -483,6 +695,15 @@ mod tests {
             for p in &protocols {
                 let v = value(p, &point);
                 let mut r = rec(&grid, &refs, p, 0, v);
+                let fixed = preset.flags.iter().position(|f| f == "--threads" || f == "-t");
+                let threads = point
+                    .iter()
+                    .find(|(n, _)| n == "threads")
+                    .map(|(_, t)| t.as_str())
+                    .or_else(|| fixed.map(|i| preset.flags[i + 1].as_str()))
+                    .map_or(cores, |t| t.parse().expect("a number of threads"));
+                r.value["threads"] = threads.into();
+                r.value["machine"]["cores"] = cores.into();
                 // The statistic under test, whatever its name.
                 for c in &preset.claims {
                     set_metric(&mut r.value, &c.metric, v);
@@ -579,38 +800,175 @@ mod tests {
     #[test]
     fn every_preset_parses_and_names_only_run_flags_that_exist() {
         for (name, text) in SHIPPED {
-            let p = parse(name, text).unwrap();
-            // Every point must be a valid `run` command line (validated, nothing loaded).
-            let sweep = crate::cli::validate_sweep(&p.flags, &p.vary_args());
-            assert!(sweep.is_ok(), "preset {name}: {}", sweep.err().unwrap_or_default());
-            for f in &p.figures {
-                let varied = p.vary.iter().any(|(n, _)| *n == f.x);
-                let timeline =
-                    f.x == super::super::figure::TIME && p.flags.iter().any(|a| a == "--timeline");
-                assert!(varied || timeline, "preset {name}: figure x {}", f.x);
+            // Every point must be a valid `run` command line (validated, nothing loaded), on
+            // small and large machines alike.
+            for cores in [1, 2, 16, 64] {
+                let p = parse(name, text).unwrap().for_machine(cores).unwrap();
+                let sweep = crate::cli::validate_sweep(&p.flags, &p.vary_args());
+                assert!(sweep.is_ok(), "preset {name}, {cores} cores: {}", sweep.err().unwrap());
+                for f in &p.figures {
+                    let varied = p.vary.iter().any(|(n, _)| *n == f.x);
+                    let timeline = f.x == super::super::figure::TIME
+                        && p.flags.iter().any(|a| a == "--timeline");
+                    assert!(varied || timeline, "preset {name}: figure x {}", f.x);
+                    // A figure's filter names values the sweep runs.
+                    for (n, v) in &f.filter {
+                        let axis = p.vary.iter().find(|(a, _)| a == n);
+                        let runs = axis.is_none_or(|(_, vs)| vs.split([',', ';']).any(|x| x == v));
+                        assert!(runs, "preset {name}, {cores} cores: figure where {n}={v}");
+                    }
+                }
+                assert!(!p.claims.is_empty(), "preset {name} checks no claim");
             }
-            assert!(!p.claims.is_empty(), "preset {name} checks no claim");
         }
     }
 
     #[test]
     fn every_claim_of_every_preset_is_checked_both_ways() {
         for (name, text) in SHIPPED {
-            let p = parse(name, text).unwrap();
-            for c in &p.claims {
-                let cores = c.needs_cores.max(1);
-                let yes = synthetic(&p, &designed(c, true, &p));
-                let v = check(c, &yes, cores);
+            let raw = parse(name, text).unwrap();
+            for (k, c) in raw.claims.iter().enumerate() {
+                // On a machine with the cores the claim needs (2 at least: some presets fix
+                // more threads than one core holds).
+                let cores = c.needs_cores.max(2);
+                let p = raw.clone().for_machine(cores).unwrap();
+                let c = &p.claims[k];
+                let yes = synthetic(&p, &designed(c, true, &p), cores);
+                let v = check(c, &yes);
                 assert!(matches!(v, Verdict::Holds(_)), "preset {name}, `{}`: {v:?}", c.text);
-                let no = synthetic(&p, &designed(c, false, &p));
-                let v = check(c, &no, cores);
+                let no = synthetic(&p, &designed(c, false, &p), cores);
+                let v = check(c, &no);
                 assert!(matches!(v, Verdict::Fails(_)), "preset {name}, `{}`: {v:?}", c.text);
                 if c.needs_cores > 1 {
-                    let v = check(c, &yes, c.needs_cores - 1);
-                    assert!(matches!(v, Verdict::NotObservable(_)), "preset {name}: {v:?}");
+                    let fewer = synthetic(&p, &designed(c, true, &p), c.needs_cores - 1);
+                    let v = check(c, &fewer);
+                    let Verdict::NotObservable(d) = &v else { panic!("preset {name}: {v:?}") };
+                    let lack = format!("they ran on {} cores", c.needs_cores - 1);
+                    assert!(d.contains(&lack), "preset {name}: {d}");
                 }
             }
         }
+    }
+
+    /// A many-core claim is judged on the threads its points ran and the cores they ran on,
+    /// not on the machine that checks it.
+    #[test]
+    fn a_claim_that_needs_cores_is_judged_on_the_runs_it_reads() {
+        let p = parse(
+            "t",
+            r#"
+title = "T"
+source = "S"
+about = "A"
+flags = ["-p", "tictoc"]
+vary = [["threads", "1,2,4,...,cores"]]
+[[claim]]
+text = "tictoc peaks"
+trend = "peaks-inside"
+protocol = "tictoc"
+along = "threads"
+needs_cores = 32
+why = "conflicts need many threads"
+"#,
+        )
+        .unwrap();
+        let peak = |_: &str, pt: &[(String, String)]| {
+            let t: f64 = pt[0].1.parse().unwrap();
+            1000.0 - (t - 16.0).abs()
+        };
+        // A 64-core machine ran 1..64 threads: observable, and it holds.
+        let big = p.clone().for_machine(64).unwrap();
+        assert_eq!(big.vary[0].1, "1,2,4,8,16,32,64");
+        assert!(matches!(check(&big.claims[0], &synthetic(&big, &peak, 64)), Verdict::Holds(_)));
+        // The same machine told to run 1..8 threads: the threads were lacking.
+        let few = p.clone().with_overrides(&[("threads".into(), "1,2,4,8".into())], &[]).unwrap();
+        let few = few.for_machine(64).unwrap();
+        let Verdict::NotObservable(d) = check(&few.claims[0], &synthetic(&few, &peak, 64)) else {
+            panic!("8 threads cannot show a 32-core effect");
+        };
+        assert!(
+            d.starts_with(
+                "conflicts need many threads (needs 32 cores; the runs it reads ran at most 8 \
+                 threads); measured anyway: tictoc throughput: "
+            ),
+            "{d}"
+        );
+        // 16 to 64 threads on 2 cores: the cores were lacking.
+        let many = p.with_overrides(&[("threads".into(), "16,32,64".into())], &[]).unwrap();
+        let many = many.for_machine(2).unwrap();
+        let Verdict::NotObservable(d) = check(&many.claims[0], &synthetic(&many, &peak, 2)) else {
+            panic!("2 cores cannot show a 32-core effect");
+        };
+        assert!(d.starts_with("conflicts need many threads (needs 32 cores; they ran on 2 cores)"));
+    }
+
+    #[test]
+    fn values_relative_to_the_cores_resolve_for_the_machine() {
+        assert_eq!(relative("cores", 6), Some(6));
+        assert_eq!(relative("4*cores", 6), Some(24));
+        assert_eq!(relative("cores * 2", 6), Some(12));
+        assert_eq!(relative("cores/4", 2), Some(1));
+        assert_eq!(relative("0*cores", 2), None);
+        assert_eq!(relative("corez", 2), None);
+        assert_eq!(expand("1,2,4,...,cores", 2).unwrap(), "1,2");
+        assert_eq!(expand("1,2,4,...,cores", 6).unwrap(), "1,2,4,6");
+        assert_eq!(expand("1,2,4,...,4*cores", 2).unwrap(), "1,2,4,8");
+        assert_eq!(expand("1,2,4,...,cores", 1).unwrap(), "1");
+        assert_eq!(expand("2,4,6,...,12", 1).unwrap(), "2,4,6,8,10,12");
+        assert_eq!(expand("cores,2*cores,4*cores", 2).unwrap(), "2,4,8");
+        assert_eq!(expand("1,cores,4*cores", 1).unwrap(), "1,4");
+        assert_eq!(expand("0,0.5,0.99", 8).unwrap(), "0,0.5,0.99");
+        assert_eq!(expand("a=1;b=2", 8).unwrap(), "a=1;b=2");
+        assert_eq!(
+            expand("1,2,...,8", 2).err().unwrap(),
+            "`1,2,...,8`: `...` needs three values before it to show the progression"
+        );
+        assert_eq!(
+            expand("1,2,5,...,8", 2).err().unwrap(),
+            "`1,2,5,...,8`: the values before `...` are neither a progression with a whole \
+             ratio nor evenly spaced"
+        );
+        assert_eq!(
+            expand("1,2,4,...,many", 2).err().unwrap(),
+            "`1,2,4,...,many`: the last value `many` is not a whole number or relative to cores"
+        );
+        let p = parse(
+            "t",
+            r#"
+title = "T"
+source = "S"
+about = "A"
+flags = ["-p", "silo", "--threads", "2*cores"]
+vary = [["theta", "0,0.9"]]
+[[figure]]
+x = "theta"
+y = "throughput"
+where = { theta = "0" }
+[[claim]]
+text = "x"
+ratio = ["silo", "silo"]
+at = { theta = ["0.9"] }
+min = 1.0
+"#,
+        )
+        .unwrap();
+        let p = p.for_machine(8).unwrap();
+        assert_eq!(p.flags, ["-p", "silo", "--threads", "16"]);
+        let set = p.clone().with_overrides(&[], &[("threads".into(), "3".into())]).unwrap();
+        assert_eq!(set.flags, ["-p", "silo", "--threads", "3"]);
+        let added = p.clone().with_overrides(&[], &[("records".into(), "10".into())]).unwrap();
+        assert_eq!(added.flags, ["-p", "silo", "--threads", "16", "--records", "10"]);
+        let protocols = p.clone().with_overrides(&[], &[("protocol".into(), "tictoc".into())]);
+        assert_eq!(protocols.unwrap().flags[..2], ["-p", "tictoc"]);
+        assert_eq!(
+            p.clone().with_overrides(&[], &[("theta".into(), "0.5".into())]).err().unwrap(),
+            "--set theta: the preset varies theta; give its values with --vary theta=V1,V2,..."
+        );
+        assert_eq!(
+            p.with_overrides(&[("threads".into(), "1,2".into())], &[]).err().unwrap(),
+            "--vary threads: the preset does not vary threads (it varies theta); give a fixed \
+             value with --set threads=VALUE"
+        );
     }
 
     #[test]
@@ -636,23 +994,27 @@ along = "theta"
 "#,
         )
         .unwrap();
-        let rs = synthetic(&p, &|proto, pt| {
-            let hot = pt[0].1 == "0.99";
-            match (proto, hot) {
-                ("silo", false) => 2_000_000.0,
-                ("silo", true) => 1_310_000.0,
-                (_, false) => 1_900_000.0,
-                (_, true) => 1_000_000.0,
-            }
-        });
+        let rs = synthetic(
+            &p,
+            &|proto, pt| {
+                let hot = pt[0].1 == "0.99";
+                match (proto, hot) {
+                    ("silo", false) => 2_000_000.0,
+                    ("silo", true) => 1_310_000.0,
+                    (_, false) => 1_900_000.0,
+                    (_, true) => 1_000_000.0,
+                }
+            },
+            2,
+        );
         assert_eq!(
-            check(&p.claims[0], &rs, 2),
+            check(&p.claims[0], &rs),
             Verdict::Holds(
                 "silo / 2pl-nowait throughput: 1.31x at theta=0.99 (needed: at least 1)".into()
             )
         );
         assert_eq!(
-            check(&p.claims[1], &rs, 2),
+            check(&p.claims[1], &rs),
             Verdict::Holds("silo throughput: 2.00M at theta=0 → 1.31M at theta=0.99".into())
         );
         let f = parse(
@@ -672,9 +1034,9 @@ max = 1.0
 "#,
         )
         .unwrap();
-        let rs = synthetic(&f, &|_, pt| if pt[0].1.ends_with("on") { 1e6 } else { 0.9e6 });
+        let rs = synthetic(&f, &|_, pt| if pt[0].1.ends_with("on") { 1e6 } else { 0.9e6 }, 2);
         assert_eq!(
-            check(&f.claims[0], &rs, 2),
+            check(&f.claims[0], &rs),
             Verdict::Holds(
                 "cicada / cicada at opt=cicada:sort=on throughput: 0.90x at opt=cicada:sort=off \
                  (needed: at most 1)"

@@ -269,6 +269,117 @@ pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<Str
     page.render().map_err(|e| format!("writing the report: {e}"))
 }
 
+/// One preset's part of `reproduce --all`'s report.
+#[derive(Clone, Debug)]
+pub struct PresetSection {
+    /// The preset's name.
+    pub name: String,
+    /// The figure it reproduces.
+    pub title: String,
+    /// Where the claims come from.
+    pub source: String,
+    /// Its setting.
+    pub about: String,
+    /// Its own report, relative to the summary.
+    pub link: String,
+    /// Its claims' verdicts.
+    pub claims: Vec<ClaimRow>,
+    /// Its figures.
+    pub figures: Vec<super::figure::Figure>,
+}
+
+struct SectionView {
+    name: String,
+    title: String,
+    source: String,
+    about: String,
+    link: String,
+    figures: Vec<FigureView>,
+}
+
+#[derive(Template)]
+#[template(path = "summary.html")]
+struct Summary {
+    version: &'static str,
+    generated: String,
+    origin: String,
+    tally: String,
+    /// (preset, link, claim) for every claim of every preset.
+    claims: Vec<(String, String, ClaimRow)>,
+    sections: Vec<SectionView>,
+}
+
+/// How many claims hold, do not hold, cannot be observed here, and lack data, in words.
+fn tally(sections: &[PresetSection]) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for c in sections.iter().flat_map(|s| &s.claims) {
+        match counts.iter_mut().find(|(w, _)| *w == c.verdict) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((c.verdict.clone(), 1)),
+        }
+    }
+    let total: usize = counts.iter().map(|(_, n)| n).sum();
+    let parts: Vec<String> = counts.iter().map(|(w, n)| format!("{n} {w}")).collect();
+    format!("{total} claims of {} presets: {}", sections.len(), parts.join(", "))
+}
+
+/// The report of `reproduce --all`: every claim's verdict first, then each preset's figures,
+/// each linking to the preset's own report (results tables, configuration).
+pub fn summary_html(sections: &[PresetSection], origin: &Origin) -> Result<String, String> {
+    let mut views = Vec::new();
+    for s in sections {
+        let mut figures = Vec::new();
+        for fig in &s.figures {
+            let svg = plot::svg(fig, plot::SIZE)?;
+            let text = match svg.text.find("<svg") {
+                Some(at) => svg.text[at..].to_string(),
+                None => svg.text,
+            };
+            figures.push(FigureView {
+                title: fig.title.clone(),
+                svg: text,
+                notes: fig.notes.clone(),
+            });
+        }
+        views.push(SectionView {
+            name: s.name.clone(),
+            title: s.title.clone(),
+            source: s.source.clone(),
+            about: s.about.clone(),
+            link: s.link.clone(),
+            figures,
+        });
+    }
+    let page = Summary {
+        version: env!("CARGO_PKG_VERSION"),
+        generated: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        origin: origin.to_string(),
+        tally: tally(sections),
+        claims: sections
+            .iter()
+            .flat_map(|s| s.claims.iter().map(|c| (s.name.clone(), s.link.clone(), c.clone())))
+            .collect(),
+        sections: views,
+    };
+    page.render().map_err(|e| format!("writing the report: {e}"))
+}
+
+/// Every claim's verdict as a text table: preset, verdict, claim; then the tally.
+pub fn claims_table(sections: &[PresetSection]) -> String {
+    use std::fmt::Write as _;
+    let width = sections.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    let verdict = sections.iter().flat_map(|s| &s.claims).map(|c| c.verdict.len()).max();
+    let verdict = verdict.unwrap_or(0);
+    let mut out = String::new();
+    for s in sections {
+        for c in &s.claims {
+            let _ = writeln!(out, "  {:<width$}  {:<verdict$}  {}", s.name, c.verdict, c.claim);
+        }
+    }
+    let _ = writeln!(out, "{}", tally(sections));
+    out
+}
+
 /// The origins of `records` (revision, build, machine), each with its run count, in order.
 pub fn origins(records: &[Record]) -> Vec<(Origin, usize)> {
     let mut out: Vec<(Origin, usize)> = Vec::new();
@@ -340,6 +451,60 @@ mod tests {
         assert_eq!(claim, "a < b & c");
         let rows = doc.select(&sel("table")).nth(1).unwrap().select(&sel("tr")).count();
         assert_eq!(rows, 1 + 8);
+    }
+
+    #[test]
+    fn the_summary_puts_every_claim_first_and_links_each_preset() {
+        let rs = records();
+        let spec = FigureSpec { x: "threads".into(), y: "throughput".into(), ..Default::default() };
+        let fig = figure(&rs, &spec).unwrap();
+        let row = |claim: &str, verdict: &str, class| ClaimRow {
+            claim: claim.into(),
+            verdict: verdict.into(),
+            class,
+            detail: "observed".into(),
+        };
+        let sections = vec![
+            PresetSection {
+                name: "one".into(),
+                title: "One & only".into(),
+                source: "S".into(),
+                about: "A".into(),
+                link: "one/report.html".into(),
+                claims: vec![
+                    row("first", "holds", "holds"),
+                    row("second", "does not hold", "fails"),
+                ],
+                figures: vec![fig.clone()],
+            },
+            PresetSection {
+                name: "two".into(),
+                title: "Two".into(),
+                source: "S".into(),
+                about: "A".into(),
+                link: "two/report.html".into(),
+                claims: vec![row("third", "holds", "holds")],
+                figures: vec![fig],
+            },
+        ];
+        let html = summary_html(&sections, &Origin::current()).unwrap();
+        let doc = scraper::Html::parse_document(&html);
+        assert!(doc.errors.is_empty(), "HTML parse errors: {:?}", doc.errors);
+        let sel = |s: &str| scraper::Selector::parse(s).unwrap();
+        // The claims table comes before any figure, a row per claim.
+        let table = html.find("<table").unwrap();
+        assert!(table < html.find("<figure").unwrap());
+        assert_eq!(doc.select(&sel("table tr")).count(), 1 + 3);
+        assert!(html.contains("3 claims of 2 presets: 2 holds, 1 does not hold"));
+        assert_eq!(doc.select(&sel("figure svg")).count(), 2);
+        let links: Vec<&str> =
+            doc.select(&sel("a")).filter_map(|a| a.value().attr("href")).collect();
+        assert!(links.contains(&"one/report.html") && links.contains(&"two/report.html"));
+        assert_eq!(
+            claims_table(&sections),
+            "  one  holds          first\n  one  does not hold  second\n  two  holds          \
+             third\n3 claims of 2 presets: 2 holds, 1 does not hold\n"
+        );
     }
 
     /// Two sweeps over the same parameter (another workload, other fixed flags) get figures of

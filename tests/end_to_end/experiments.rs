@@ -568,3 +568,151 @@ fn results_of_another_origin_are_not_mixed_in() {
     assert!(stderr.contains("was measured by revision 0ld0ld0ld0ld ("), "{stderr}");
     assert!(stderr.contains("add --fresh"), "{stderr}");
 }
+
+/// A user's preset: tiny, fixed-count runs, a thread axis relative to the cores, a claim that
+/// needs 4 cores and one that needs none.
+const MY_PRESET: &str = r#"
+title = "Mine"
+source = "me"
+about = "A tiny preset."
+flags = ["-p", "silo,2pl-nowait", "--records", "2000", "--ops", "4", "--txns", "200", "--repeat", "1"]
+vary = [["threads", "1,2,4,...,2*cores"]]
+
+[[figure]]
+x = "threads"
+y = "throughput"
+
+[[claim]]
+text = "silo scales up to 4 threads"
+trend = "increasing"
+protocol = "silo"
+along = "threads"
+needs_cores = 4
+why = "it takes 4 threads running at once"
+
+[[claim]]
+text = "2pl-nowait commits"
+ratio = ["2pl-nowait", "silo"]
+min = 0.0
+"#;
+
+#[test]
+fn a_users_preset_runs_with_a_thread_override_and_is_judged_on_the_threads_it_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mine.toml");
+    std::fs::write(&file, MY_PRESET).unwrap();
+    let out = dir.path().join("out");
+    let (f, o) = (file.to_str().unwrap(), out.to_str().unwrap());
+    // Told to run 1 and 2 threads: the 4-core claim reads runs of at most 2 threads.
+    let stdout = ok(&["reproduce", "--file", f, "--vary", "threads=1,2", "--out", o]);
+    assert!(
+        stdout.contains(
+            "silo scales up to 4 threads\n    not observable on this machine: it takes 4 threads \
+             running at once (needs 4 cores; the runs it reads ran at most 2 threads"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2pl-nowait commits\n    holds: "), "{stdout}");
+    let rs = records(&out.join("mine/results.jsonl"));
+    assert_eq!(rs.len(), 2 * 2, "two thread counts, two protocols");
+    let threads: Vec<u64> = rs.iter().map(|r| r["threads"].as_u64().unwrap()).collect();
+    assert_eq!(threads.iter().filter(|&&t| t == 2).count(), 2, "{threads:?}");
+    assert!(
+        out.join("mine/report.html").is_file()
+            && out.join("mine/figure-1-throughput.svg").is_file()
+    );
+    // Without the override, the axis follows the machine's cores: another sweep, refused
+    // in the same folder (naming the way out), measured with --fresh.
+    let cores = std::thread::available_parallelism().unwrap().get() as u64;
+    let o2 = txlab(&["reproduce", "--file", f, "--out", o]);
+    let stderr = String::from_utf8_lossy(&o2.stderr);
+    assert_eq!(o2.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("belongs to another sweep") && stderr.contains("add --fresh"),
+        "{stderr}"
+    );
+    ok(&["reproduce", "--file", f, "--out", o, "--fresh"]);
+    let mut ran: Vec<u64> = records(&out.join("mine/results.jsonl"))
+        .iter()
+        .map(|r| r["threads"].as_u64().unwrap())
+        .collect();
+    ran.dedup();
+    assert_eq!(ran.last(), Some(&(2 * cores)), "the axis ends at 2*cores: {ran:?}");
+    // Bad overrides and files: one line each, nothing run.
+    fails_with(
+        &["reproduce", "--file", f, "--vary", "theta=0,1", "--out", o],
+        2,
+        "error: --vary theta: the preset does not vary theta (it varies threads); give a fixed \
+         value with --set theta=VALUE",
+    );
+    fails_with(
+        &["reproduce", "--file", f, "--set", "threads=2", "--out", o],
+        2,
+        "error: --set threads: the preset varies threads; give its values with --vary \
+         threads=V1,V2,...",
+    );
+    let missing = dir.path().join("nope.toml");
+    let out3 = txlab(&["reproduce", "--file", missing.to_str().unwrap(), "--out", o]);
+    let stderr = String::from_utf8_lossy(&out3.stderr);
+    assert_eq!(out3.status.code(), Some(2));
+    assert!(stderr.starts_with("error: --file ") && stderr.lines().count() == 1, "{stderr}");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, MY_PRESET.replace("1,2,4,...,2*cores", "1,2,...,cores")).unwrap();
+    fails_with(
+        &["reproduce", "--file", bad.to_str().unwrap(), "--out", o],
+        2,
+        "error: vary threads `1,2,...,cores`: `...` needs three values before it to show the \
+         progression",
+    );
+}
+
+/// Several presets run into one report whose claims table comes first; run again, the
+/// command measures nothing and redraws.
+#[test]
+fn several_presets_make_one_report_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("first.toml");
+    let b = dir.path().join("second.toml");
+    std::fs::write(&a, MY_PRESET.replace("1,2,4,...,2*cores", "1,2")).unwrap();
+    std::fs::write(&b, MY_PRESET.replace("1,2,4,...,2*cores", "1,3").replace("Mine", "Second"))
+        .unwrap();
+    let out = dir.path().join("out");
+    let args = [
+        "reproduce",
+        "--file",
+        a.to_str().unwrap(),
+        "--file",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let stdout = ok(&args);
+    assert!(stdout.starts_with("2 presets, about "), "{stdout}");
+    assert!(
+        stdout.contains("[1/2] first: Mine") && stdout.contains("[2/2] second: Second"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("\n  first   not observable on this machine  silo scales up to 4 threads\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("4 claims of 2 presets: "), "{stdout}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let claims = html.find("<h2 id=\"claims\">").unwrap();
+    assert!(claims < html.find("<figure").unwrap(), "the claims table comes first");
+    assert!(
+        html.contains("href=\"first/report.html\"") && html.contains("href=\"second/report.html\"")
+    );
+    assert_eq!(records(&out.join("first/results.jsonl")).len(), 4);
+    // Again: both results files are complete, nothing is measured.
+    let again = txlab(&args);
+    assert_eq!(again.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(stderr.matches("4 already in the file").count(), 2, "{stderr}");
+    assert_eq!(records(&out.join("second/results.jsonl")).len(), 4);
+    // Overrides change one preset only.
+    let mut over = args.to_vec();
+    over.extend(["--set", "records=100"]);
+    fails_with(&over, 2, "error: --vary and --set change one preset: give one name or one --file");
+}
