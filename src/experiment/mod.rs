@@ -4,10 +4,12 @@
 //! A sweep (`txlab sweep`, in the command line) appends one [`results`] record per measured
 //! run; everything here reads such files. [`figure`] turns records into lines of medians with
 //! min–max bars, [`plot`] draws them (SVG, PNG), [`report`] writes one self-contained HTML
-//! file, [`compare`] sets two files side by side, and [`preset`] holds the shipped experiments
+//! file, [`compare`] sets two files side by side, [`distinguish`] says which contenders the
+//! noise leaves apart, and [`preset`] holds the shipped experiments
 //! that reproduce the papers' figures, with the check of each paper's claim.
 
 pub mod compare;
+pub mod distinguish;
 pub mod figure;
 pub mod plot;
 pub mod preset;

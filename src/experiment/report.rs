@@ -48,6 +48,11 @@ struct RowView {
     max: String,
     abort_ratio: String,
     p99: String,
+    /// The rank it could hold among the protocols at its point (`2-3` where ranges overlap).
+    rank: String,
+    /// The protocols at its point it is not distinguishable from, with the repeats estimated
+    /// to separate them.
+    ties: String,
     warnings: String,
 }
 
@@ -146,9 +151,39 @@ pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<Str
             None => groups.push((point, r.protocol.clone(), vec![r])),
         }
     }
+    // Per point, each protocol's standing among the others (distinguish).
+    let standing: Vec<Option<super::distinguish::Standing>> = {
+        let mut out = vec![None; groups.len()];
+        let mut points: Vec<&str> = Vec::new();
+        for (p, _, _) in &groups {
+            if !points.contains(&p.as_str()) {
+                points.push(p);
+            }
+        }
+        for point in points {
+            let at: Vec<usize> = (0..groups.len()).filter(|&i| groups[i].0 == point).collect();
+            let samples: Vec<Vec<f64>> = at
+                .iter()
+                .map(|&i| groups[i].2.iter().filter_map(|r| r.metric("throughput")).collect())
+                .collect();
+            if at.len() > 1 {
+                for (k, st) in super::distinguish::standings(&samples).into_iter().enumerate() {
+                    out[at[k]] = st.map(|mut st| {
+                        // Indices among this point's protocols become indices of groups.
+                        for t in st.ties.iter_mut() {
+                            t.0 = at[t.0];
+                        }
+                        st
+                    });
+                }
+            }
+        }
+        out
+    };
     let rows = groups
         .iter()
-        .map(|(point, protocol, rs)| {
+        .enumerate()
+        .map(|(g, (point, protocol, rs))| {
             let mut tp: Vec<f64> = rs.iter().filter_map(|r| r.metric("throughput")).collect();
             let mut ar: Vec<f64> = rs.iter().filter_map(|r| r.metric("abort_ratio")).collect();
             let mut p99: Vec<f64> = rs.iter().filter_map(|r| r.metric("p99_us")).collect();
@@ -176,6 +211,17 @@ pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<Str
                 max: format!("{hi:.0}"),
                 abort_ratio: format!("{:.4}", med(&mut ar).0),
                 p99: format!("{:.1}", med(&mut p99).0),
+                rank: standing[g].as_ref().map_or_else(String::new, |st| st.rank_text()),
+                ties: standing[g].as_ref().map_or_else(String::new, |st| {
+                    let t: Vec<String> = st
+                        .ties
+                        .iter()
+                        .map(|&(j, n)| {
+                            format!("{} ({})", groups[j].1, super::distinguish::repeats_text(n))
+                        })
+                        .collect();
+                    t.join(", ")
+                }),
                 warnings: warnings.join("; "),
             }
         })
@@ -505,6 +551,37 @@ mod tests {
             "  one  holds          first\n  one  does not hold  second\n  two  holds          \
              third\n3 claims of 2 presets: 2 holds, 1 does not hold\n"
         );
+    }
+
+    #[test]
+    fn protocols_whose_runs_overlap_are_marked_not_distinguishable() {
+        let g: &[(&str, &[&str])] = &[("threads", &["1"])];
+        let mut rs = Vec::new();
+        for (p, runs) in [
+            ("silo", [100.0, 104.0, 96.0]),
+            ("tictoc", [101.0, 105.0, 99.0]),
+            ("2pl-nowait", [50.0, 52.0, 48.0]),
+        ] {
+            for (k, tp) in runs.iter().enumerate() {
+                rs.push(rec(g, &[("threads", "1")], p, k as u32, *tp));
+            }
+        }
+        let html = html(&rs, &["r.jsonl".into()], &Extra::default()).unwrap();
+        let doc = scraper::Html::parse_document(&html);
+        let sel = |s: &str| scraper::Selector::parse(s).unwrap();
+        let table = doc.select(&sel("#results ~ table")).next().unwrap();
+        let cells: Vec<Vec<String>> = table
+            .select(&sel("tr"))
+            .skip(1)
+            .map(|tr| tr.select(&sel("td")).map(|td| td.text().collect()).collect())
+            .collect();
+        let row = |p: &str| cells.iter().find(|c| c[1] == p).unwrap().clone();
+        assert_eq!(row("silo")[6], "1-2");
+        assert_eq!(row("tictoc")[6], "1-2");
+        // 1 % apart in 4 % noise: not worth separating.
+        assert_eq!(row("silo")[7], "tictoc (more than 100 repeats)");
+        assert_eq!(row("tictoc")[7], "silo (more than 100 repeats)");
+        assert_eq!(row("2pl-nowait")[6..8], ["3".to_string(), String::new()]);
     }
 
     /// Two sweeps over the same parameter (another workload, other fixed flags) get figures of

@@ -1624,3 +1624,61 @@ fn typos_get_a_did_you_mean() {
          hekaton, cicada, bohm, ic3)",
     );
 }
+
+/// Protocols whose runs' ranges overlap are marked as not distinguishable, in the table and
+/// the JSON, with the repeats estimated to separate them; one run each says it cannot tell.
+#[test]
+fn protocols_the_noise_does_not_separate_are_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let base = ["run", "-p", "silo,tictoc,2pl-nowait", "--records", "2000", "--txns", "300"];
+    let out = txlab(&[&base[..], &["--repeat", "3", "--json", json.to_str().unwrap()]].concat());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = stdout.split("Comparison (median of 3 runs per protocol").nth(1).unwrap();
+    assert!(table.lines().nth(1).unwrap().contains("spread   rank"), "{table}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["comparison"].as_array().unwrap();
+    let range = |label: &str| {
+        let s = &rows.iter().find(|r| r["summary"]["label"] == label).unwrap()["summary"];
+        (s["throughput_min"].as_f64().unwrap(), s["throughput_max"].as_f64().unwrap())
+    };
+    let mut pairs = 0;
+    for r in rows {
+        let s = &r["summary"];
+        let label = s["label"].as_str().unwrap();
+        let rank: Vec<u64> =
+            s["rank"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+        assert!(1 <= rank[0] && rank[0] <= rank[1] && rank[1] <= 3, "{label}: {rank:?}");
+        let ties = s["not_distinguishable_from"].as_array().unwrap();
+        // Exactly the protocols whose range overlaps this one's, and the rank spans them.
+        let (lo, hi) = range(label);
+        for other in ["silo", "tictoc", "2pl-nowait"].iter().filter(|o| **o != label) {
+            let (olo, ohi) = range(other);
+            let overlaps = olo <= hi && ohi >= lo;
+            let listed = ties.iter().any(|t| t["label"] == *other);
+            assert_eq!(listed, overlaps, "{label} and {other}: {s}");
+            if overlaps {
+                pairs += 1;
+                let line = format!("    {label} and {other} (");
+                let line2 = format!("    {other} and {label} (");
+                assert!(table.contains(&line) || table.contains(&line2), "{table}");
+            }
+        }
+        assert_eq!(rank[1] - rank[0], ties.len() as u64, "{label}: {s}");
+    }
+    if pairs == 0 {
+        assert!(table.contains("no two protocols' ranges of runs overlap"), "{table}");
+    } else {
+        assert!(table.contains("not distinguishable here, with the repeats"), "{table}");
+    }
+    // One run each: nothing can be said, and the note says so.
+    let one = txlab(&[&base[..], &["--repeat", "1"]].concat());
+    let stdout = String::from_utf8_lossy(&one.stdout);
+    let header = stdout.lines().find(|l| l.starts_with("  protocol ")).unwrap();
+    assert!(!header.contains("spread") && !header.contains("rank"), "{stdout}");
+    assert!(
+        stdout.contains("note: one run per protocol: nothing here says which differences exceed")
+    );
+}

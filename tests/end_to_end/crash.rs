@@ -529,8 +529,10 @@ fn run_compares_log_managers_side_by_side() {
     let table = stdout.split("Comparison (median of 2 runs per protocol and log").nth(1);
     let table = table.unwrap_or_else(|| panic!("a comparison of every contender: {stdout}"));
     assert!(table.lines().nth(1).unwrap().contains("vs off"), "{table}");
-    let labels: Vec<&str> =
-        table.lines().skip(2).filter_map(|l| l.split("  ").nth(1)).collect::<Vec<_>>();
+    let labels =
+        // The table's rows end at the blank line before its notes.
+        table.lines().skip(2).take_while(|l| !l.is_empty()).filter_map(|l| l.split("  ").nth(1));
+    let labels = labels.collect::<Vec<_>>();
     assert_eq!(
         labels,
         [

@@ -1,7 +1,16 @@
 //! The comparison printed after a run of several protocols: the median run of each, the table
-//! with ratios to the best, nocc's lost work, and the same as JSON.
+//! with ratios to the best, which protocols the noise does not separate, nocc's lost work, and
+//! the same as JSON.
 
 use super::*;
+use crate::experiment::distinguish::{self, Standing};
+
+/// Each row's standing among the others (rank interval, overlapping rows).
+fn standings(rows: &[Row<'_>]) -> Vec<Option<Standing>> {
+    let samples: Vec<Vec<f64>> =
+        rows.iter().map(|r| r.runs.iter().map(|x| x.throughput).collect()).collect();
+    distinguish::standings(&samples)
+}
 
 /// The run with the median throughput.
 pub(in crate::cli) fn median(runs: &[RunReport]) -> &RunReport {
@@ -41,6 +50,8 @@ pub(super) fn comparison(rows: &[Row<'_>]) -> String {
     let head_col =
         headline.as_ref().map(|n| format!("{:>14}", format!("{n}/s"))).unwrap_or_default();
     let spread_col = if repeats > 1 { format!("{:>8}", "spread") } else { String::new() };
+    let standing = standings(rows);
+    let rank_col = if repeats > 1 { format!("{:>7}", "rank") } else { String::new() };
     let off_col = if rows.iter().any(|r| r.vs_off.is_some()) {
         format!("{:>10}", "vs off")
     } else {
@@ -49,13 +60,18 @@ pub(super) fn comparison(rows: &[Row<'_>]) -> String {
     let width = rows.iter().map(|r| r.label.len() + 2).max().unwrap_or(0).max(13);
     let _ = writeln!(
         s,
-        "  {:<width$}{:>14}{spread_col}{head_col}{:>10}{off_col}{:>13}{:>11}{:>11}",
+        "  {:<width$}{:>14}{spread_col}{rank_col}{head_col}{:>10}{off_col}{:>13}{:>11}{:>11}",
         "protocol", "txn/s", "vs nocc", "abort ratio", "p50 us", "p99 us"
     );
     let ratio = |r: &RunReport, base: Option<f64>| {
         base.map(|b| format!("{:.3}", r.throughput / b)).unwrap_or_else(|| "-".into())
     };
-    for (r, row) in medians.iter().zip(rows) {
+    for (k, (r, row)) in medians.iter().zip(rows).enumerate() {
+        let rank = match (&standing[k], repeats > 1) {
+            (Some(st), true) => format!("{:>7}", st.rank_text()),
+            (None, true) => format!("{:>7}", "-"),
+            (_, false) => String::new(),
+        };
         let head = match (&headline, &r.headline) {
             (Some(_), Some(h)) => format!("{:>14.0}", h.throughput),
             (Some(_), None) => format!("{:>14}", "-"),
@@ -79,7 +95,7 @@ pub(super) fn comparison(rows: &[Row<'_>]) -> String {
         };
         let _ = writeln!(
             s,
-            "  {:<width$}{:>14.0}{spread}{head}{:>10}{off}{:>13.4}{:>11.1}{:>11.1}",
+            "  {:<width$}{:>14.0}{spread}{rank}{head}{:>10}{off}{:>13.4}{:>11.1}{:>11.1}",
             row.label,
             r.throughput,
             ratio(r, row.vs_nocc),
@@ -88,6 +104,11 @@ pub(super) fn comparison(rows: &[Row<'_>]) -> String {
             r.latency.p99_us
         );
     }
+    let note = noise_note(rows, &standing, repeats);
+    if !note.is_empty() {
+        s.push('\n');
+        s.push_str(&note);
+    }
     for r in medians.iter().filter(|r| r.protocol == "nocc") {
         if let Some(note) = lost_work(r) {
             s.push_str(&note);
@@ -95,6 +116,42 @@ pub(super) fn comparison(rows: &[Row<'_>]) -> String {
         }
     }
     s
+}
+
+/// Which rows the noise does not separate (their runs' ranges overlap), with the repeats that
+/// would; with one run each, that nothing says which differences exceed the noise.
+fn noise_note(rows: &[Row<'_>], standing: &[Option<Standing>], repeats: usize) -> String {
+    if rows.len() < 2 {
+        return String::new();
+    }
+    if repeats < 2 {
+        return "  note: one run per protocol: nothing here says which differences exceed the \
+                machine's noise; --repeat 3 or more measures the spread and ranks them\n"
+            .into();
+    }
+    let mut pairs = Vec::new();
+    for (i, st) in standing.iter().enumerate() {
+        for &(j, n) in st.iter().flat_map(|s| &s.ties) {
+            if i < j {
+                pairs.push(format!(
+                    "{} and {} ({})",
+                    rows[i].label,
+                    rows[j].label,
+                    distinguish::repeats_text(n)
+                ));
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return "  rank: no two protocols' ranges of runs overlap: each difference exceeds the \
+                noise measured\n"
+            .into();
+    }
+    format!(
+        "  rank: a range (2-3) where the runs' ranges overlap; not distinguishable here, with the \
+         repeats estimated to separate them:\n{}",
+        pairs.iter().map(|p| format!("    {p}\n")).collect::<String>()
+    )
 }
 
 /// A warning when nocc, the baseline, ended at least 1 % of its transactions for good with a
@@ -115,7 +172,8 @@ pub(super) fn lost_work(nocc: &RunReport) -> Option<String> {
 }
 
 pub(super) fn json_output(rows: &[Row<'_>]) -> serde_json::Value {
-    let summary = |row: &Row<'_>, m: &RunReport| {
+    let standing = standings(rows);
+    let summary = |k: usize, row: &Row<'_>, m: &RunReport| {
         let (lo, hi) = row
             .runs
             .iter()
@@ -130,12 +188,22 @@ pub(super) fn json_output(rows: &[Row<'_>]) -> serde_json::Value {
         if let Some(off) = row.vs_off {
             v["vs_log_off"] = (m.throughput / off).into();
         }
+        if let Some(st) = standing.get(k).and_then(Option::as_ref).filter(|_| rows.len() > 1) {
+            v["rank"] = serde_json::json!([st.rank.0, st.rank.1]);
+            v["not_distinguishable_from"] = st
+                .ties
+                .iter()
+                .map(
+                    |&(j, n)| serde_json::json!({"label": rows[j].label, "repeats_to_separate": n}),
+                )
+                .collect();
+        }
         v
     };
     if let [row] = rows {
         let m = median(row.runs);
         let mut v = serde_json::to_value(m).expect("serializable");
-        v["summary"] = summary(row, m);
+        v["summary"] = summary(0, row, m);
         if row.runs.len() > 1 {
             v["runs"] = serde_json::to_value(row.runs).expect("serializable");
             v["median_of"] = row.runs.len().into();
@@ -144,10 +212,11 @@ pub(super) fn json_output(rows: &[Row<'_>]) -> serde_json::Value {
     } else {
         let comparison: Vec<serde_json::Value> = rows
             .iter()
-            .map(|row| {
+            .enumerate()
+            .map(|(k, row)| {
                 let m = median(row.runs);
                 let mut v = serde_json::to_value(m).expect("serializable");
-                v["summary"] = summary(row, m);
+                v["summary"] = summary(k, row, m);
                 v
             })
             .collect();
