@@ -1,7 +1,7 @@
 //! `plot`, `report`, `reproduce`, `merge` and `compare`: the commands that read results files.
 
 use super::output::Output;
-use super::run::{usage, Failure};
+use super::run::{minutes, usage, Failure, LOAD_S};
 use super::sweep::{execute, Existing, Sweep};
 use crate::experiment::figure::{figure, FigureSpec};
 use crate::experiment::preset::{self, Verdict};
@@ -424,34 +424,24 @@ fn reproduce_many(
     Ok(0)
 }
 
-/// The seconds a sweep should take: its runs' windows and warm-ups plus a second per load.
+/// The seconds a sweep should take: its runs' windows and warm-ups plus a load per protocol
+/// and data set.
 fn estimate_s(sweep: &Sweep) -> f64 {
     let mut secs = 0.0;
     let mut keys: Vec<&str> = Vec::new();
     for plan in &sweep.plans {
-        let per = match plan.run_cfg.length {
-            crate::engine::RunLength::Timed { warmup, duration } => {
-                (warmup + duration).as_secs_f64()
+        secs += match plan.run_cfg.length {
+            crate::engine::RunLength::Timed { .. } => plan.window_s(),
+            crate::engine::RunLength::Transactions { .. } => {
+                plan.repeat as f64 * plan.protocols.len() as f64
             }
-            crate::engine::RunLength::Transactions { .. } => 1.0,
         };
-        secs += per * plan.repeat as f64 * plan.protocols.len() as f64;
         if !keys.contains(&plan.data_key.as_str()) {
             keys.push(&plan.data_key);
-            secs += plan.protocols.len() as f64;
+            secs += plan.protocols.len() as f64 * LOAD_S;
         }
     }
     secs
-}
-
-/// A duration in whole minutes, rounded up.
-fn minutes(secs: f64) -> String {
-    let m = (secs / 60.0).ceil() as u64;
-    if m <= 1 {
-        "1 minute".into()
-    } else {
-        format!("{m} minutes")
-    }
 }
 
 pub(super) fn merge(args: &MergeArgs) -> Result<(), Failure> {

@@ -404,6 +404,17 @@ impl Plan {
     }
 
     /// Lines describing the workload and the run, printed before loading.
+    /// The seconds its timed runs take: every protocol's repeats, warm-up and window (zero
+    /// for runs of a fixed number of transactions, whose time is the machine's).
+    pub fn window_s(&self) -> f64 {
+        match self.run_cfg.length {
+            RunLength::Timed { warmup, duration } => {
+                (warmup + duration).as_secs_f64() * self.repeat as f64 * self.protocols.len() as f64
+            }
+            RunLength::Transactions { .. } => 0.0,
+        }
+    }
+
     pub fn announce(&self) -> Vec<String> {
         let mut lines = self.header.clone();
         let length = match self.run_cfg.length {
@@ -437,9 +448,16 @@ impl Plan {
             lines.push(format!("protocol options: {}", o.join(" ")));
         }
         lines.push(format!(
-            "{} thread(s), {length}, {} run(s) per protocol, {backoff}, {}",
+            "{} thread(s), {length}, {} run(s) per protocol ({}), {backoff}, {}",
             self.run_cfg.threads,
             self.repeat,
+            match self.run_cfg.length {
+                RunLength::Timed { .. } => format!(
+                    "about {} in all",
+                    minutes(self.window_s() + self.protocols.len() as f64 * LOAD_S)
+                ),
+                RunLength::Transactions { .. } => "as long as the machine takes".into(),
+            },
             match (self.run_cfg.prefault, self.run_cfg.length) {
                 (false, _) => "no pre-faulting",
                 (true, RunLength::Timed { warmup, .. }) if !warmup.is_zero() => {
@@ -851,3 +869,17 @@ impl Bench {
 
 /// The file in a protocol's log directory that says how the run was started.
 pub(super) const RUN_MANIFEST: &str = "run.json";
+
+/// What an estimate counts for loading a protocol's database (1 M YCSB records take about a
+/// second on a 2-core machine; TPC-C's warehouse half of it).
+pub(super) const LOAD_S: f64 = 1.0;
+
+/// A duration in whole minutes, rounded up ("1 minute", "3 minutes").
+pub(super) fn minutes(secs: f64) -> String {
+    let m = (secs / 60.0).ceil() as u64;
+    if m <= 1 {
+        "1 minute".into()
+    } else {
+        format!("{m} minutes")
+    }
+}

@@ -1682,3 +1682,28 @@ fn protocols_the_noise_does_not_separate_are_marked() {
         stdout.contains("note: one run per protocol: nothing here says which differences exceed")
     );
 }
+
+/// A timed run says first how long it will take in all; a run of fixed counts says that its
+/// time is the machine's.
+#[test]
+fn a_run_says_how_long_it_will_take() {
+    let timed = txlab(&[
+        "run",
+        "-p",
+        "silo,tictoc",
+        "--records",
+        "1000",
+        "--duration",
+        "0.05",
+        "--warmup",
+        "0",
+        "--repeat",
+        "2",
+    ]);
+    let stderr = String::from_utf8_lossy(&timed.stderr);
+    assert_eq!(timed.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("2 run(s) per protocol (about 1 minute in all)"), "{stderr}");
+    let counted = txlab(&["run", "-p", "silo", "--records", "1000", "--txns", "10"]);
+    let stderr = String::from_utf8_lossy(&counted.stderr);
+    assert!(stderr.contains("1 run(s) per protocol (as long as the machine takes)"), "{stderr}");
+}
