@@ -172,14 +172,11 @@ fn draw<DB: DrawingBackend>(
         let hi = if y_hi <= lo { lo + 1.0 } else { y_hi + (y_hi - lo) * 0.08 };
         (lo, hi)
     };
-    // Lines of one protocol at different values of the other parameters get different markers.
-    let mut markers = Vec::with_capacity(fig.series.len());
-    for (i, s) in fig.series.iter().enumerate() {
-        markers.push(fig.series[..i].iter().filter(|t| t.protocol == s.protocol).count() % 3);
-    }
+    // Every line its own marker and dash, so that lines on top of each other stay apart.
+    let styles: Vec<Style> = (0..fig.series.len()).map(Style::of).collect();
     // The legend gets its own column to the right, so that it never hides a point.
     let longest = fig.series.iter().map(|s| s.label.chars().count()).max().unwrap_or(0);
-    let legend_w = (longest as u32 * 8 + 48).clamp(110, 330);
+    let legend_w = (longest as u32 * 10 + 60).clamp(130, 380);
     let (w, _) = root.dim_in_pixel();
     let (plot_area, legend_area) = root.split_horizontally(w.saturating_sub(legend_w));
     let mut builder = ChartBuilder::on(&plot_area);
@@ -190,46 +187,153 @@ fn draw<DB: DrawingBackend>(
         .y_label_area_size(72);
     let x = x_range.0..x_range.1;
     let y = y_range.0..y_range.1;
+    // Log axes get their ticks from `log_ticks` (plotters labels only powers of ten and what
+    // follows them: one label, or none, on a range within a decade).
+    let xs: Vec<f64> = fig.series.iter().flat_map(|s| &s.points).map(|p| p.x).collect();
+    let x_ticks = log_ticks(x_range, &xs);
+    let y_ticks = log_ticks(y_range, &[]);
     let placed = match (fig.log_x, fig.log_y) {
         (false, false) => {
             let c = builder.build_cartesian_2d(x, y).map_err(err)?;
-            plot_on(c, fig, &markers)
+            plot_on(c, fig, &styles)
         }
         (true, false) => {
-            let c = builder.build_cartesian_2d(x.log_scale(), y).map_err(err)?;
-            plot_on(c, fig, &markers)
+            let c = builder
+                .build_cartesian_2d(x.log_scale().with_key_points(x_ticks), y)
+                .map_err(err)?;
+            plot_on(c, fig, &styles)
         }
         (false, true) => {
-            let c = builder.build_cartesian_2d(x, y.log_scale()).map_err(err)?;
-            plot_on(c, fig, &markers)
+            let c = builder
+                .build_cartesian_2d(x, y.log_scale().with_key_points(y_ticks))
+                .map_err(err)?;
+            plot_on(c, fig, &styles)
         }
         (true, true) => {
-            let c = builder.build_cartesian_2d(x.log_scale(), y.log_scale()).map_err(err)?;
-            plot_on(c, fig, &markers)
+            let c = builder
+                .build_cartesian_2d(
+                    x.log_scale().with_key_points(x_ticks),
+                    y.log_scale().with_key_points(y_ticks),
+                )
+                .map_err(err)?;
+            plot_on(c, fig, &styles)
         }
     }?;
+    // Markers last, over every line, in pixels (the plot area starts at the root's corner, so
+    // its pixels are the backend's).
+    for p in &placed {
+        let colour = colour(&fig.series[p.series].protocol);
+        styles[p.series].draw_marker(&plot_area, (p.px, p.py), colour).map_err(err)?;
+    }
     for (i, s) in fig.series.iter().enumerate() {
         let colour = colour(&s.protocol);
-        let y = 56 + 22 * i as i32;
-        let line = PathElement::new(vec![(4, y), (28, y)], colour.stroke_width(2));
-        legend_area.draw(&line).map_err(err)?;
-        match markers[i] {
-            0 => legend_area.draw(&Circle::new((16, y), 4, colour.filled())),
-            1 => legend_area.draw(&TriangleMarker::new((16, y), 6, colour.filled())),
-            _ => legend_area.draw(&Cross::new((16, y), 5, colour.stroke_width(2))),
+        let y = 56 + LEGEND_ROW * i as i32;
+        let line = vec![(4, y), (40, y)];
+        match styles[i].dash {
+            None => legend_area.draw(&PathElement::new(line, colour.stroke_width(2))),
+            Some((size, gap)) => legend_area.draw(&plotters::element::DashedPathElement::new(
+                line,
+                size,
+                gap,
+                colour.stroke_width(2),
+            )),
         }
         .map_err(err)?;
-        let label = Text::new(s.label.clone(), (36, y - 7), (FAMILY, 13).into_font());
+        styles[i].draw_marker(&legend_area, (22, y), colour).map_err(err)?;
+        let label = Text::new(s.label.clone(), (48, y - 8), (FAMILY, LEGEND_FONT).into_font());
         legend_area.draw(&label).map_err(err)?;
     }
     Ok(placed)
+}
+
+/// The legend's text size and row height, in pixels.
+const LEGEND_FONT: u32 = 16;
+const LEGEND_ROW: i32 = 26;
+
+/// How a line is drawn beside its colour: a marker shape and a dash pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Style {
+    /// 0 circle, 1 triangle, 2 square, 3 diamond, 4 cross.
+    pub shape: usize,
+    /// Dash and gap lengths in pixels; `None` for a solid line.
+    pub dash: Option<(u32, u32)>,
+}
+
+impl Style {
+    /// Line `i`'s style: five shapes, then the same with dashes, then dotted (15 distinct).
+    pub fn of(i: usize) -> Style {
+        let dash = match (i / 5) % 3 {
+            0 => None,
+            1 => Some((10, 5)),
+            _ => Some((3, 4)),
+        };
+        Style { shape: i % 5, dash }
+    }
+
+    /// Draws the marker on `area`, centred on the pixel `at`.
+    fn draw_marker<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        at: (i32, i32),
+        colour: RGBColor,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        let fill = colour.filled();
+        let (x, y) = at;
+        match self.shape {
+            0 => area.draw(&Circle::new(at, 4, fill)),
+            1 => area.draw(&TriangleMarker::new(at, 6, fill)),
+            2 => area.draw(&Rectangle::new([(x - 4, y - 4), (x + 4, y + 4)], fill)),
+            3 => {
+                area.draw(&Polygon::new(vec![(x, y - 6), (x + 6, y), (x, y + 6), (x - 6, y)], fill))
+            }
+            _ => area.draw(&Cross::new(at, 5, colour.stroke_width(2))),
+        }
+    }
+}
+
+/// The ticks of a log axis over `range`: the data's own values when there are few (1, 2, 4,
+/// 8 threads), else 1-2-5 steps of each decade, or every digit where those give fewer than
+/// three, or only powers of ten (every other decade if needed) where they give too many.
+pub fn log_ticks(range: (f64, f64), values: &[f64]) -> Vec<f64> {
+    let (lo, hi) = (range.0.max(f64::MIN_POSITIVE), range.1);
+    let mut own: Vec<f64> = values.iter().copied().filter(|v| *v > 0.0).collect();
+    own.sort_by(f64::total_cmp);
+    own.dedup();
+    if (2..=12).contains(&own.len()) {
+        return own;
+    }
+    let steps = |mults: &[f64], every: i32| {
+        let mut out = Vec::new();
+        let mut e = lo.log10().floor() as i32;
+        while 10f64.powi(e) <= hi {
+            if e % every == 0 {
+                for m in mults {
+                    let v = m * 10f64.powi(e);
+                    if v >= lo && v <= hi {
+                        out.push(v);
+                    }
+                }
+            }
+            e += 1;
+        }
+        out
+    };
+    let ticks = steps(&[1.0, 2.0, 5.0], 1);
+    if ticks.len() < 3 {
+        return steps(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0], 1);
+    }
+    if ticks.len() > 12 {
+        let decades = steps(&[1.0], 1);
+        return if decades.len() > 12 { steps(&[1.0], 2) } else { decades };
+    }
+    ticks
 }
 
 /// Draws the mesh, the lines, the markers, the error bars and the legend on `chart`.
 fn plot_on<'a, DB: DrawingBackend + 'a, X, Y>(
     mut chart: ChartContext<'a, DB, Cartesian2d<X, Y>>,
     fig: &Figure,
-    markers: &[usize],
+    styles: &[Style],
 ) -> Result<Vec<Placed>, String>
 where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
@@ -254,8 +358,8 @@ where
         .y_desc(&fig.y_label)
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&y_fmt)
-        .axis_desc_style((FAMILY, 15))
-        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 16))
+        .label_style((FAMILY, 14))
         .light_line_style(RGBColor(235, 235, 235));
     if let Some(c) = &fig.categories {
         // One label per category (the axis runs from -0.5 to n - 0.5).
@@ -273,9 +377,15 @@ where
     let mut placed = Vec::new();
     for (i, s) in fig.series.iter().enumerate() {
         let colour = colour(&s.protocol);
-        let marker = markers[i];
+        let style = styles[i];
         let line: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.median)).collect();
-        chart.draw_series(LineSeries::new(line, colour.stroke_width(2))).map_err(err)?;
+        match style.dash {
+            None => chart.draw_series(LineSeries::new(line, colour.stroke_width(2))),
+            Some((size, gap)) => {
+                chart.draw_series(DashedLineSeries::new(line, size, gap, colour.stroke_width(2)))
+            }
+        }
+        .map_err(err)?;
         chart
             .draw_series(s.points.iter().filter(|p| p.max > p.min).map(|p| {
                 ErrorBar::new_vertical(p.x, p.min, p.median, p.max, colour.stroke_width(1), 8)
@@ -283,14 +393,6 @@ where
             .map_err(err)?;
         for p in &s.points {
             let at = (p.x, p.median);
-            match marker {
-                0 => chart.draw_series(std::iter::once(Circle::new(at, 4, colour.filled()))),
-                1 => {
-                    chart.draw_series(std::iter::once(TriangleMarker::new(at, 6, colour.filled())))
-                }
-                _ => chart.draw_series(std::iter::once(Cross::new(at, 5, colour.stroke_width(2)))),
-            }
-            .map_err(err)?;
             let (px, py) = chart.backend_coord(&at);
             placed.push(Placed { series: i, x: p.x, y: p.median, px, py });
         }
@@ -329,9 +431,9 @@ mod tests {
         let fig = figure(&rs, &spec).unwrap();
         let out = svg(&fig, SIZE).unwrap();
         assert_eq!(out.placed.len(), 6);
-        // Every point has a marker in the SVG at its place.
+        // Every point of the first line has its marker, a circle, in the SVG at its place.
         let drawn = circles(&out.text);
-        for p in &out.placed {
+        for p in out.placed.iter().filter(|p| p.series == 0) {
             assert!(
                 drawn.iter().any(|&(cx, cy)| (cx - p.px).abs() <= 1 && (cy - p.py).abs() <= 1),
                 "no marker at {p:?} in {drawn:?}"
@@ -380,6 +482,66 @@ mod tests {
         let path = dir.path().join("f.png");
         png(&figure(&rs, &spec).unwrap(), SIZE, &path).unwrap();
         assert!(std::fs::metadata(&path).unwrap().len() > 1000);
+    }
+
+    #[test]
+    fn every_line_has_its_own_marker_and_dash() {
+        let styles: Vec<Style> = (0..15).map(Style::of).collect();
+        for (i, st) in styles.iter().enumerate() {
+            assert!(!styles[..i].contains(st), "line {i} looks like an earlier one");
+        }
+        assert_eq!(Style::of(0), Style { shape: 0, dash: None });
+        assert_eq!(Style::of(6), Style { shape: 1, dash: Some((10, 5)) });
+        // Two protocols on the same values: both lines are drawn, the second dashed from the
+        // sixth line on, and the legend is readable (16 px).
+        let g: &[(&str, &[&str])] = &[("threads", &["1", "2"])];
+        let mut rs = Vec::new();
+        for p in ["silo", "tictoc", "mocc", "si", "nocc", "cicada"] {
+            for t in ["1", "2"] {
+                rs.push(rec(g, &[("threads", t)], p, 0, 100.0));
+            }
+        }
+        let spec = FigureSpec { x: "threads".into(), y: "throughput".into(), ..Default::default() };
+        let out = svg(&figure(&rs, &spec).unwrap(), SIZE).unwrap();
+        // Lines 1 and 6 have circles (the sixth dashed): two points and a legend entry each.
+        assert_eq!(circles(&out.text).len(), 2 * 3);
+        assert!(out.text.contains("<rect") && out.text.contains("<polygon"), "squares, diamonds");
+        assert!(out.text.contains("font-size=\"16"), "legend text size");
+        let stroke = format!("stroke=\"{}\"", css_colour("cicada").to_uppercase());
+        let dashes = out.text.matches(&stroke);
+        assert!(dashes.count() > 3, "cicada's line is dashed: several segments");
+    }
+
+    #[test]
+    fn log_axes_label_several_ticks() {
+        // Within a decade: every digit.
+        assert_eq!(
+            log_ticks((400_000.0, 1_350_000.0), &[]),
+            [400e3, 500e3, 600e3, 700e3, 800e3, 900e3, 1e6]
+        );
+        // Across decades: 1-2-5.
+        assert_eq!(log_ticks((50.0, 1100.0), &[]), [50.0, 100.0, 200.0, 500.0, 1000.0]);
+        // Many decades: powers of ten, every other one past 12.
+        assert_eq!(log_ticks((1e3, 1e9), &[]), [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]);
+        assert_eq!(log_ticks((1.0, 1e20), &[]).len(), 11);
+        // Few values of the data: those.
+        assert_eq!(log_ticks((0.7, 11.0), &[1.0, 2.0, 4.0, 8.0, 2.0]), [1.0, 2.0, 4.0, 8.0]);
+        // Drawn: a log y axis over 600k-900k labels them.
+        let g: &[(&str, &[&str])] = &[("threads", &["1", "2"])];
+        let rs = vec![
+            rec(g, &[("threads", "1")], "silo", 0, 600_000.0),
+            rec(g, &[("threads", "2")], "silo", 0, 900_000.0),
+        ];
+        let spec = FigureSpec {
+            x: "threads".into(),
+            y: "throughput".into(),
+            log_y: true,
+            ..Default::default()
+        };
+        let out = svg(&figure(&rs, &spec).unwrap(), SIZE).unwrap();
+        for label in ["500k", "600k", "700k", "800k", "900k", "1M"] {
+            assert!(out.text.contains(&format!("\n{label}\n")), "{label} missing");
+        }
     }
 
     #[test]
