@@ -659,7 +659,23 @@ fn usage_error(e: &clap::Error) -> String {
             }
         }
         ErrorKind::ValueValidation => {
-            format!("{arg} '{value}' is not valid: {}", source_line(e))
+            let why = source_line(e);
+            // A number that does not parse: say what is expected, with the flag's range.
+            let kind =
+                if ["digit", "integer", "too large", "too small"].iter().any(|w| why.contains(w)) {
+                    Some("a whole number")
+                } else if why.contains("float") {
+                    Some("a number")
+                } else {
+                    None
+                };
+            match (kind, flag_range(&arg)) {
+                (Some(kind), Some(range)) => {
+                    format!("{arg} '{value}' is not valid: expected {kind}, {range}")
+                }
+                (Some(kind), None) => format!("{arg} '{value}' is not valid: expected {kind}"),
+                (None, _) => format!("{arg} '{value}' is not valid: {why}"),
+            }
         }
         ErrorKind::MissingRequiredArgument => match e.get(ContextKind::InvalidArg) {
             Some(ContextValue::Strings(v)) => {
@@ -676,6 +692,52 @@ fn usage_error(e: &clap::Error) -> String {
             format!("{first} ({guess}see txlab --help)")
         }
     }
+}
+
+/// The range of values flag `arg` (`--threads`) accepts, as its help states it ("1 to 1024",
+/// "above 0 and at most 86400"), from the first subcommand that has the flag.
+fn flag_range(arg: &str) -> Option<String> {
+    use clap::CommandFactory;
+    let long = arg.strip_prefix("--")?;
+    let cmd = Cli::command();
+    let help = cmd
+        .get_subcommands()
+        .flat_map(|c| c.get_arguments())
+        .find(|a| a.get_long() == Some(long))?
+        .get_help()?
+        .to_string();
+    range_in(&help)
+}
+
+/// The first range in a help text: "above X and at most Y", or "X to Y" where X is a number
+/// (a parenthesis between them is skipped: "0 (uniform) to 0.999").
+fn range_in(help: &str) -> Option<String> {
+    let number = |w: &str| !w.is_empty() && w.trim_start_matches('-').parse::<f64>().is_ok();
+    if let Some(at) = help.find("above ") {
+        let rest = &help[at..];
+        let end = rest.find([',', ';', '[', '(']).unwrap_or(rest.len());
+        let phrase = rest[..end].trim();
+        if phrase.contains("at most") {
+            return Some(phrase.to_string());
+        }
+    }
+    let mut from = 0;
+    while let Some(at) = help[from..].find(" to ").map(|i| i + from) {
+        from = at + 4;
+        let mut left = help[..at].trim_end();
+        if left.ends_with(')') {
+            left = left[..left.rfind('(')?].trim_end();
+        }
+        let lo = left.rsplit([' ', '(']).next().unwrap_or("");
+        let hi = help[at + 4..].split([' ', ',', ';', ')', '[']).next().unwrap_or("");
+        let hi = hi.trim_end_matches(['.', ':']);
+        if number(lo) && (number(hi) || hi.starts_with("--")) {
+            let power = help[..at].ends_with(&format!("a power of two from {lo}"));
+            let prefix = if power { "a power of two from " } else { "" };
+            return Some(format!("{prefix}{lo} to {hi}"));
+        }
+    }
+    None
 }
 
 fn source_line(e: &clap::Error) -> String {

@@ -1707,3 +1707,20 @@ fn a_run_says_how_long_it_will_take() {
     let stderr = String::from_utf8_lossy(&counted.stderr);
     assert!(stderr.contains("1 run(s) per protocol (as long as the machine takes)"), "{stderr}");
 }
+
+/// A number that does not parse gets what is expected and the flag's range.
+#[test]
+fn numbers_that_do_not_parse_get_the_range() {
+    for (args, message) in [
+        (&["run", "--threads", "abc"][..], "error: --threads 'abc' is not valid: expected a whole number, 1 to 1024"),
+        (&["run", "--threads", "-1"], "error: --threads '-1' is not valid: expected a whole number, 1 to 1024"),
+        (&["run", "--duration", "x"], "error: --duration 'x' is not valid: expected a number, above 0 and at most 86400"),
+        (&["run", "--theta", "high"], "error: --theta 'high' is not valid: expected a number, 0 to 0.999"),
+        (&["run", "--records", "99999999999999999999999"], "error: --records '99999999999999999999999' is not valid: expected a whole number, 1 to 1099511627776"),
+        (&["run", "--log-buffer-kb", "x"], "error: --log-buffer-kb 'x' is not valid: expected a whole number, a power of two from 64 to 1048576"),
+        (&["run", "-w", "pieces", "--scope", "x"], "error: --scope 'x' is not valid: expected a whole number, 1 to --table-rows"),
+        (&["run", "--seed", "x"], "error: --seed 'x' is not valid: expected a whole number"),
+    ] {
+        fails_with(args, 2, message);
+    }
+}
