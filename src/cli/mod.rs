@@ -192,8 +192,10 @@ pub(crate) struct RecoverArgs {
     /// A protocol's log directory (DIR/<protocol> of `run --log-dir DIR`)
     #[arg(long, value_name = "DIR")]
     log_dir: PathBuf,
-    /// Check the workload's invariants on the recovered database (TPC-C's consistency
-    /// conditions); exit status 1 if they do not hold
+    /// Check the recovered database: the workload's invariants (TPC-C's consistency
+    /// conditions, SmallBank's money total, the pieces' counters; YCSB has none) and, when the
+    /// run had --ack-file, that every commit acknowledged durable was recovered; exit status 1
+    /// if a check fails
     #[arg(long)]
     verify: bool,
     /// Write what was recovered as JSON to this file
@@ -369,10 +371,11 @@ pub(crate) struct RunArgs {
     /// loaded data, which every logged run writes first)
     #[arg(long, default_value_t = 0.0, help_heading = "Durability")]
     checkpoint_interval: f64,
-    /// Crash tests: every transaction also writes its worker's commit count into a table of
-    /// its own, and each durable count is appended to FILE (`txlab recover --verify` checks
-    /// that the recovered counts reach them)
-    #[arg(long, value_name = "FILE", hide = true)]
+    /// Prove that no acknowledged commit is lost: every transaction also writes its worker's
+    /// commit count into a table of its own, and each count, once durable (acknowledged to the
+    /// client), is appended to FILE; after a crash, `txlab recover DIR --verify` checks that
+    /// the recovered counts reach every acknowledged one (needs --log-dir)
+    #[arg(long, value_name = "FILE", help_heading = "Durability")]
     ack_file: Option<PathBuf>,
     /// Crash tests (with --ack-file and --sync commit): once commits are acknowledged, stop
     /// one worker at PHASE of a commit, take a checkpoint while it is held (0.2 s when the

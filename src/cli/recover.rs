@@ -150,11 +150,25 @@ fn recover_as<P: Protocol, W: FromSpec>(
                 .into(),
             acks: Vec::new(),
         },
-        _ => match workload.check(&db) {
-            Ok(()) => {
-                Verdict { holds: Some(true), message: "invariants hold".into(), acks: Vec::new() }
-            }
-            Err(m) => Verdict { holds: Some(false), message: m, acks: Vec::new() },
+        name => match (workload.invariants(), workload.check(&db)) {
+            (None, _) => Verdict {
+                holds: None,
+                message: format!(
+                    "{name} has no invariant to check{}",
+                    if acks.is_some() {
+                        ""
+                    } else {
+                        "; run with --ack-file FILE to check that no acknowledged commit was lost"
+                    }
+                ),
+                acks: Vec::new(),
+            },
+            (Some(what), Ok(())) => Verdict {
+                holds: Some(true),
+                message: format!("invariants hold: {what}"),
+                acks: Vec::new(),
+            },
+            (Some(_), Err(m)) => Verdict { holds: Some(false), message: m, acks: Vec::new() },
         },
     });
     if let (Some(v), Some(path)) = (&mut verdict, acks) {

@@ -52,6 +52,11 @@ pub trait Workload: Sync {
     fn adopt_ledger(&mut self, total: i64) {
         let _ = total;
     }
+    /// What [`Workload::check`] checks, in words ("the money total ..."), or `None` when the
+    /// workload has no invariant to check (its check always passes).
+    fn invariants(&self) -> Option<&'static str> {
+        None
+    }
     /// Checks the workload's invariants after a run (e.g. money conserved).
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
         let _ = db;

@@ -218,6 +218,10 @@ impl Workload for Pieces {
         self.ledger = Arc::new(AtomicI64::new(total));
     }
 
+    fn invariants(&self) -> Option<&'static str> {
+        Some("every table's counters sum to 4 per committed transaction")
+    }
+
     /// Every table's counters sum to 4 per committed transaction. Call it with every worker
     /// finished (their generators flush on drop).
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {

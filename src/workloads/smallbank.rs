@@ -224,6 +224,10 @@ impl Workload for SmallBank {
         self.ledger = Arc::new(AtomicI64::new(total));
     }
 
+    fn invariants(&self) -> Option<&'static str> {
+        Some("the money total equals the initial balances plus the committed deposits minus the committed checks")
+    }
+
     /// Total money equals the initial total plus the committed deposits minus the committed
     /// checks, read outside transactions. Call it with every worker finished (their generators
     /// flush on drop).

@@ -657,3 +657,48 @@ fn a_failed_recovery_leaves_its_old_json_intact() {
     let left = std::fs::read_dir(root.path()).unwrap().count();
     assert_eq!(left, 2, "the protocol's log directory and the JSON file only");
 }
+
+/// `recover --verify` says what it checked: YCSB has no invariant (and --ack-file is how to
+/// prove no acknowledged commit was lost); TPC-C names its consistency conditions.
+#[test]
+fn verify_says_what_it_checked() {
+    let root = tempfile::tempdir().unwrap();
+    let ycsb = logged_run(root.path(), "silo", &["--records", "2000"]);
+    let out = txlab(&["recover", "--log-dir", s(&ycsb), "--verify"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains(
+            "verify: ycsb has no invariant to check; run with --ack-file FILE to check that no \
+             acknowledged commit was lost\n"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("invariants hold"), "{stdout}");
+    let acked = tempfile::tempdir().unwrap();
+    let acks = acked.path().join("acks");
+    let dir = logged_run(
+        acked.path(),
+        "tictoc",
+        &["--records", "2000", "--sync", "commit", "--ack-file", s(&acks)],
+    );
+    let out = txlab(&["recover", "--log-dir", s(&dir), "--verify"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout
+            .contains("verify: all 800 commits acknowledged durable by 2 workers were recovered\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("verify: ycsb has no invariant to check\n"), "{stdout}");
+    let tpcc = tempfile::tempdir().unwrap();
+    let dir = logged_run(tpcc.path(), "silo", &["-w", "tpcc", "--warehouses", "1"]);
+    let out = txlab(&["recover", "--log-dir", s(&dir), "--verify"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "verify: invariants hold: TPC-C's consistency conditions (clause 3.3.2: 1 to 10 and 12)"
+        ),
+        "{stdout}"
+    );
+}

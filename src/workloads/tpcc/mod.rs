@@ -575,6 +575,10 @@ impl Workload for Tpcc {
         Ok(())
     }
 
+    fn invariants(&self) -> Option<&'static str> {
+        Some("TPC-C's consistency conditions (clause 3.3.2: 1 to 10 and 12)")
+    }
+
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
         let found = consistency::check(db, self.cfg.warehouses, self.cfg.inserts());
         if found.is_empty() {
