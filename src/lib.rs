@@ -28,6 +28,11 @@
 //!
 //! ## Embedding
 //!
+//! As a library, depend on txlab with `default-features = false`: the feature `cli` (on by
+//! default, needed by the `txlab` binary) adds the [`cli`] and [`experiment`] modules and their
+//! crates (clap, indicatif, csv, toml, ctrlc, plotters, askama, tempfile); the engine, the
+//! protocols, the workloads, durability and the checker need none of them.
+//!
 //! Pick a protocol, declare tables, and run transactions on a worker per thread.
 //! [`Database::retry`](engine::Database::retry) gives a [`Retry`] with the protocol's own
 //! backoff (Cicada's adaptive regulation, shared by the database's `Retry`s; none for the
@@ -99,10 +104,12 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 pub mod checker;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod durability;
 pub mod engine;
 pub mod error;
+#[cfg(feature = "cli")]
 pub mod experiment;
 pub mod history;
 pub mod protocols;

@@ -30,7 +30,8 @@ pub fn permitted(isolation: Isolation) -> &'static [AnomalyClass] {
 }
 
 /// A `txlab check` workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum CheckWorkload {
     /// Transfers between 16 accounts (1 in 10 rolled back by the user after writing) and

@@ -65,7 +65,8 @@ mod writer;
 pub use writer::LogWriter;
 
 /// Which log manager a database logs through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum LogKind {
     /// Each worker its own log (Silo, SiloR, Cicada).
@@ -85,7 +86,8 @@ impl LogKind {
 }
 
 /// When a commit's log records must be on disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum SyncPolicy {
     /// Written to the operating system, never `fdatasync`ed (survives a process crash, not a

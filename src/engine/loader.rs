@@ -1,13 +1,47 @@
-//! Parallel loading with a progress bar.
+//! Parallel loading, with a progress bar when the command line is built (feature `cli`).
 
 use super::database::{Database, Loader};
 use super::protocol::Protocol;
 use crate::error::Error;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// The load's progress bar on stderr, when it is a terminal and the load has at least two
+/// chunks.
+#[cfg(feature = "cli")]
+fn progress_bar(total: u64, chunk: u64, label: &str) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    use std::io::IsTerminal;
+    let bar = if std::io::stderr().is_terminal() && total >= 2 * chunk {
+        ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        // Short enough for an 80-column terminal with the longest label.
+        ProgressStyle::with_template("{msg} [{bar:24}] {percent:>3}%  eta {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(format!("loading {label}"));
+    bar
+}
+
+/// Without the command line (an embedder's build): no bar.
+#[cfg(not(feature = "cli"))]
+fn progress_bar(_total: u64, _chunk: u64, _label: &str) -> NoBar {
+    NoBar
+}
+
+#[cfg(not(feature = "cli"))]
+struct NoBar;
+
+#[cfg(not(feature = "cli"))]
+impl NoBar {
+    fn set_position(&self, _: u64) {}
+    fn finish_and_clear(&self) {}
+}
 
 /// Loads items `0..total` with `threads` threads: each thread takes `chunk` items at a time and
 /// calls `f(loader, range)`. A progress bar labelled `label` is drawn on stderr when it is a
@@ -25,18 +59,7 @@ pub fn parallel_load<P: Protocol>(
     let failed = AtomicBool::new(false);
     let error = Mutex::new(None);
     let chunk = chunk.max(1);
-    let bar = if std::io::stderr().is_terminal() && total >= 2 * chunk {
-        ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        // Short enough for an 80-column terminal with the longest label.
-        ProgressStyle::with_template("{msg} [{bar:24}] {percent:>3}%  eta {eta}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    bar.set_message(format!("loading {label}"));
+    let bar = progress_bar(total, chunk, label);
     let threads = threads.max(1);
     std::thread::scope(|s| {
         for _ in 0..threads {

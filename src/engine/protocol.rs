@@ -97,7 +97,8 @@ impl Reads {
 
 /// An isolation level a protocol promises. The checker maps each to the anomaly classes it
 /// permits (`checker::permitted`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Isolation {
     /// Serializable: no anomaly at all.

@@ -159,7 +159,8 @@ pub struct CEdge {
 }
 
 /// What two accesses must share to conflict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Granularity {
     /// A column of a table (the paper's analysis, §5.1).
     Column,
@@ -169,12 +170,13 @@ pub enum Granularity {
 }
 
 /// Which commutative accumulations the analysis defers to commit (§4.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Deferral {
     /// Those into columns that no analysed template reads or writes otherwise: the runtime
     /// applies them under uncommitted writes of the row's other columns (IC3 without
     /// snapshots; the paper's per-column analysis).
-    #[value(name = "on")]
+    #[cfg_attr(feature = "cli", value(name = "on"))]
     #[serde(rename = "on")]
     Columns,
     /// Those into tables that no analysed template writes otherwise (nor reads the columns

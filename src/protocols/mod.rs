@@ -95,62 +95,63 @@ impl<'a> DatabaseConfig<'a> {
 }
 
 /// Every implemented protocol, as chosen at run time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum ProtocolKind {
     /// No concurrency control.
-    #[value(name = "nocc")]
+    #[cfg_attr(feature = "cli", value(name = "nocc"))]
     #[serde(rename = "nocc")]
     Nocc,
     /// Strict 2PL, no-wait.
-    #[value(name = "2pl-nowait")]
+    #[cfg_attr(feature = "cli", value(name = "2pl-nowait"))]
     #[serde(rename = "2pl-nowait")]
     TwoPlNoWait,
     /// Strict 2PL, wait-die.
-    #[value(name = "2pl-waitdie")]
+    #[cfg_attr(feature = "cli", value(name = "2pl-waitdie"))]
     #[serde(rename = "2pl-waitdie")]
     TwoPlWaitDie,
     /// Strict 2PL, every lock taken at begin in one global order from the declared access set.
-    #[value(name = "2pl-ordered")]
+    #[cfg_attr(feature = "cli", value(name = "2pl-ordered"))]
     #[serde(rename = "2pl-ordered")]
     TwoPlOrdered,
     /// Silo OCC.
-    #[value(name = "silo")]
+    #[cfg_attr(feature = "cli", value(name = "silo"))]
     #[serde(rename = "silo")]
     Silo,
     /// TicToc OCC.
-    #[value(name = "tictoc")]
+    #[cfg_attr(feature = "cli", value(name = "tictoc"))]
     #[serde(rename = "tictoc")]
     TicToc,
     /// MOCC: Silo plus temperature-driven pessimistic locks.
-    #[value(name = "mocc")]
+    #[cfg_attr(feature = "cli", value(name = "mocc"))]
     #[serde(rename = "mocc")]
     Mocc,
     /// Snapshot isolation (multi-version).
-    #[value(name = "si")]
+    #[cfg_attr(feature = "cli", value(name = "si"))]
     #[serde(rename = "si")]
     Si,
     /// ERMIA's snapshot isolation with the serial safety net (multi-version, serializable).
-    #[value(name = "ermia-ssn")]
+    #[cfg_attr(feature = "cli", value(name = "ermia-ssn"))]
     #[serde(rename = "ermia-ssn")]
     ErmiaSsn,
     /// ERMIA's serializable snapshot isolation (multi-version, serializable).
-    #[value(name = "ermia-ssi")]
+    #[cfg_attr(feature = "cli", value(name = "ermia-ssi"))]
     #[serde(rename = "ermia-ssi")]
     ErmiaSsi,
     /// Hekaton's optimistic multi-version concurrency control (serializable).
-    #[value(name = "hekaton")]
+    #[cfg_attr(feature = "cli", value(name = "hekaton"))]
     #[serde(rename = "hekaton")]
     Hekaton,
     /// Cicada's optimistic multi-version timestamp ordering (serializable).
-    #[value(name = "cicada")]
+    #[cfg_attr(feature = "cli", value(name = "cicada"))]
     #[serde(rename = "cicada")]
     Cicada,
     /// BOHM: deterministic multi-version execution of sequenced batches.
-    #[value(name = "bohm")]
+    #[cfg_attr(feature = "cli", value(name = "bohm"))]
     #[serde(rename = "bohm")]
     Bohm,
     /// IC3: piece-wise OCC with dependency tracking, constrained by static analysis.
-    #[value(name = "ic3")]
+    #[cfg_attr(feature = "cli", value(name = "ic3"))]
     #[serde(rename = "ic3")]
     Ic3,
 }

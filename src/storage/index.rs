@@ -50,7 +50,8 @@ pub fn pin() -> IndexGuard {
 }
 
 /// Which index a table uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum IndexKind {
     /// Ordered (adaptive radix tree): point lookups and range scans, any keys; inserts and

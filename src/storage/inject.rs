@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 /// or the start of an attempt. A commit that writes passes each commit point once; the order
 /// of `Logged` and `Installed` is the protocol's (in-place protocols install before their log
 /// record is complete).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum CommitPhase {
     /// A transaction attempt begins (every attempt passes it): the worker holds nothing yet,

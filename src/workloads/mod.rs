@@ -16,7 +16,8 @@ pub mod zipf;
 use serde::Serialize;
 
 /// Every workload, as chosen at run time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkloadKind {
     /// YCSB (Cooper et al., SoCC 2010) with CCBench's parameters.

@@ -75,7 +75,8 @@ pub const NP_MIX: [u32; 5] = [50, 50, 0, 0, 0];
 
 /// A departure from the specification, off unless asked for; each one in use is printed with
 /// the results.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Simplification {
     /// Every access is to the home warehouse: no remote supply warehouses (1 % of order lines)
@@ -108,7 +109,8 @@ impl Simplification {
 }
 
 /// How workers choose the warehouse of a transaction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum WarehouseChoice {
     /// Worker i is bound to warehouse (i mod W) + 1, like a TPC-C terminal to its warehouse.

@@ -6,7 +6,8 @@ use crate::storage::MAX_ROW_SIZE;
 use serde::Serialize;
 
 /// YCSB's core workloads (Cooper et al., SoCC 2010, Table 1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Preset {
     /// Update heavy: 50 % reads, 50 % (blind) updates, Zipfian.
@@ -38,7 +39,8 @@ impl Preset {
 }
 
 /// How keys are chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Distribution {
     /// Zipf(θ) over the loaded keys, hottest key 0 (θ = 0 is uniform).
@@ -50,7 +52,8 @@ pub enum Distribution {
 }
 
 /// Where worker 0's long transaction spends its delay.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum DelayAt {
     /// At the end of the read phase, after every operation (CCBench §7.2): the transaction
@@ -63,67 +66,68 @@ pub enum DelayAt {
 
 /// Command-line form of the YCSB parameters: every field optional, so a preset can fill in what
 /// the user did not set.
-#[derive(Clone, Debug, Default, clap::Args, Serialize)]
-#[command(next_help_heading = "YCSB workload")]
+#[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "cli", command(next_help_heading = "YCSB workload"))]
 pub struct YcsbArgs {
     /// Start from a YCSB core workload (explicit flags override it).
-    #[arg(long, value_enum)]
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
     pub preset: Option<Preset>,
     /// Records loaded (cardinality), 1 to 1099511627776 [default: 1000000]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub records: Option<u64>,
     /// Operations per transaction, 1 to 100000 [default: 10]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub ops: Option<u64>,
     /// Fraction of operations that are reads, 0 to 1 [default: 0.5]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub read_ratio: Option<f64>,
     /// Zipf skew θ, 0 (uniform) to 0.999 [default: 0.8]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub theta: Option<f64>,
     /// Payload bytes per record, 1 to 1048576 [default: 4]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub payload: Option<u64>,
     /// Writes are read-modify-writes instead of blind writes
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub rmw: bool,
     /// Fraction of operations that insert a new key, 0 to 1 [default: 0]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub insert_ratio: Option<f64>,
     /// Fraction of operations that are range scans, 0 to 1 [default: 0]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub scan_ratio: Option<f64>,
     /// Longest scan, 1 to 1000000; lengths are uniform in 1..=N [default: 100]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub max_scan: Option<u64>,
     /// Key distribution [default: zipfian]
-    #[arg(long, value_enum)]
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
     pub distribution: Option<Distribution>,
     /// Index of the table [default: dense]
-    #[arg(long, value_enum)]
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
     pub index: Option<IndexKind>,
     /// Long-transaction delay: worker 0 spins this many microseconds at the end of every
     /// transaction's read phase (CCBench §7.2), 0 to 60000000 [default: 0]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub long_txn_delay_us: Option<u64>,
     /// Where the long transaction's delay goes [default: end]
-    #[arg(long, value_enum)]
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
     pub long_txn_delay_at: Option<DelayAt>,
     /// Fraction of transactions that are long read-only ones (BOHM §4.2.3: each reads
     /// --long-read-records records chosen uniformly at random), 0 to 1 [default: 0]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub long_read_ratio: Option<f64>,
     /// Records a long read-only transaction reads, 1 to 10000000 [default: 10000]
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub long_read_records: Option<u64>,
     /// Do not prefetch each transaction's records before running its operations (prefetching
     /// overlaps the cache misses of independent operations; it is the same for every protocol)
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub no_prefetch: bool,
     /// Each worker draws its keys from its own slice of the records (CCBench §7.1's
     /// partitioned workload for Fig. 13: no two workers touch a row), the distribution applied
     /// within the slice
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub partitioned: bool,
 }
 
