@@ -5,12 +5,12 @@
 //!
 //! Layers, top to bottom (dependencies point down only):
 //!
-//! * [`cli`] — the `txlab` command: `run` (a workload on one or more protocols, compared with
+//! * `cli` — the `txlab` command: `run` (a workload on one or more protocols, compared with
 //!   `nocc`, for a timed window or a fixed number of transactions), `sweep` (a grid of runs into
 //!   a JSON-lines results file, resumable, or a Slurm job array), `plot`, `report`, `reproduce`
 //!   (the papers' figures as presets with their claims checked), `merge`, `compare`, `check`
 //!   (contended workloads with recorded histories through the checker) and `list`.
-//! * [`experiment`] — results files, figures (plotters), HTML reports, comparisons, presets.
+//! * `experiment` — results files, figures (plotters), HTML reports, comparisons, presets.
 //! * [`workloads`] — YCSB (CCBench's parameters, presets A–F), SmallBank (H-Store's mix, with its
 //!   money invariant) and TPC-C (the full mix of specification 5.11 with consistency conditions
 //!   1–10 and 12): schemas, parallel loaders, generators, procedures.
@@ -29,7 +29,7 @@
 //! ## Embedding
 //!
 //! As a library, depend on txlab with `default-features = false`: the feature `cli` (on by
-//! default, needed by the `txlab` binary) adds the [`cli`] and [`experiment`] modules and their
+//! default, needed by the `txlab` binary) adds the `cli` and `experiment` modules and their
 //! crates (clap, indicatif, csv, toml, ctrlc, plotters, askama, tempfile); the engine, the
 //! protocols, the workloads, durability and the checker need none of them.
 //!
