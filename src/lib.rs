@@ -9,11 +9,15 @@
 //!   `nocc`, for a timed window or a fixed number of transactions), `sweep` (a grid of runs into
 //!   a JSON-lines results file, resumable, or a Slurm job array), `plot`, `report`, `reproduce`
 //!   (the papers' figures as presets with their claims checked), `merge`, `compare`, `check`
-//!   (contended workloads with recorded histories through the checker) and `list`.
-//! * `experiment` — results files, figures (plotters), HTML reports, comparisons, presets.
+//!   (contended workloads with recorded histories through the checker), `recover` (a database
+//!   rebuilt from a run's log, verified), `analyze` (IC3's static analysis of a workload) and
+//!   `list`. Feature `cli`.
+//! * `experiment` — results files, figures (plotters), HTML reports, comparisons, which runs
+//!   the noise separates, presets. Feature `cli`.
 //! * [`workloads`] — YCSB (CCBench's parameters, presets A–F), SmallBank (H-Store's mix, with its
-//!   money invariant) and TPC-C (the full mix of specification 5.11 with consistency conditions
-//!   1–10 and 12): schemas, parallel loaders, generators, procedures.
+//!   money invariant), TPC-C (the full mix of specification 5.11 with consistency conditions
+//!   1–10 and 12) and IC3's pieces micro-benchmark: schemas, parallel loaders, generators,
+//!   procedures.
 //! * [`engine`] — the contract: [`Protocol`](engine::Protocol), [`Worker`](engine::Worker),
 //!   [`Procedure`](engine::Procedure), [`Workload`](engine::Workload); the driver, the
 //!   [`Retry`](engine::Retry) helper for embedding programs, statistics and reports.
