@@ -748,6 +748,26 @@ fn source_line(e: &clap::Error) -> String {
     e.source().map(|s| s.to_string()).unwrap_or_else(|| "see --help".into())
 }
 
+/// Checks a command line (`["run", "-p", "silo"]`, without the program's name) as txlab would
+/// take it, without running it: the one-line error it would print, if any. `run`'s flags are
+/// also checked together, as a run would before loading (nothing is loaded).
+pub fn validate(args: &[&str]) -> Result<(), String> {
+    let argv = std::iter::once("txlab").chain(args.iter().copied());
+    let cli = Cli::try_parse_from(argv).map_err(|e| usage_error(&e))?;
+    if let Command::Run(mut run) = cli.command {
+        // Planning opens the acknowledgement file; checking must leave no file behind.
+        if run.ack_file.is_some() && run.log_dir.is_none() {
+            return Err("--ack-file needs --log-dir".into());
+        }
+        run.ack_file = None;
+        run.crash_at = None;
+        run::Plan::new(&run).map_err(|f| match f {
+            run::Failure::Usage(m) | run::Failure::Run(m) | run::Failure::Interrupted(m) => m,
+        })?;
+    }
+    Ok(())
+}
+
 /// Runs the command line; returns the exit status.
 pub fn main() -> i32 {
     main_with(std::env::args_os())

@@ -1724,3 +1724,25 @@ fn numbers_that_do_not_parse_get_the_range() {
         fails_with(args, 2, message);
     }
 }
+
+/// The README starts with its two commands, and every txlab command in it is one txlab takes.
+#[test]
+fn the_readme_commands_are_valid() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let first = readme.split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
+    let firsts: Vec<&str> = first.lines().map(|l| l.split('#').next().unwrap().trim()).collect();
+    assert_eq!(firsts, ["cargo run --release -- run", "cargo test --profile ci"]);
+    let mut commands = 0;
+    for block in readme.split("```sh\n").skip(1) {
+        for line in block.split("```").next().unwrap().lines() {
+            let Some(rest) = line.split(" #").next().unwrap().trim().strip_prefix("txlab ") else {
+                continue;
+            };
+            let args: Vec<&str> = rest.split_whitespace().collect();
+            txlab::cli::validate(&args).unwrap_or_else(|e| panic!("README: `{line}`: {e}"));
+            commands += 1;
+        }
+    }
+    assert!(commands >= 10, "the tour shows the commands ({commands} found)");
+}
