@@ -47,11 +47,20 @@ impl Output {
         // The destination's extension stays last: writers that choose the format by the
         // extension (PNG) see the destination's.
         let suffix = path.extension().map(|e| format!(".{}", e.to_string_lossy()));
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!(".{}.", name.to_string_lossy()))
-            .suffix(suffix.as_deref().unwrap_or(".tmp"))
-            .tempfile_in(dir)
-            .map_err(fail)?;
+        let prefix = format!(".{}.", name.to_string_lossy());
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix);
+        builder.suffix(suffix.as_deref().unwrap_or(".tmp"));
+        // The file gets the mode `File::create` would give it (tempfile's default, 0600, would
+        // hide a report from the other users of a shared results folder): the replaced file's
+        // mode, or 0666 less the umask.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(path).map_or(0o666, |m| m.permissions().mode() & 0o777);
+            builder.permissions(std::fs::Permissions::from_mode(mode));
+        }
+        let tmp = builder.tempfile_in(dir).map_err(fail)?;
         Ok(Output { flag, path: path.to_path_buf(), tmp })
     }
 
@@ -124,6 +133,29 @@ mod tests {
         assert_eq!(read(&path), "new");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "nothing else left beside it");
+    }
+
+    /// An output is as readable as `File::create` makes a file (umask applied), and a
+    /// replaced file keeps its mode.
+    #[cfg(unix)]
+    #[test]
+    fn outputs_get_the_mode_a_created_file_gets() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let plain = dir.path().join("plain");
+        std::fs::File::create(&plain).unwrap();
+        let path = dir.path().join("report.html");
+        let mut out = Output::create("--out", &path).unwrap();
+        out.write_all_bytes(b"x").unwrap();
+        out.finish().unwrap();
+        assert_eq!(mode(&path), mode(&plain));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let mut out = Output::create("--out", &path).unwrap();
+        out.write_all_bytes(b"y").unwrap();
+        out.finish().unwrap();
+        // 0640 less the umask, which `plain`'s mode (0666 less the umask) shows.
+        assert_eq!(mode(&path), 0o640 & mode(&plain));
     }
 
     #[test]

@@ -129,28 +129,33 @@ fn noise_note(rows: &[Row<'_>], standing: &[Option<Standing>], repeats: usize) -
                 machine's noise; --repeat 3 or more measures the spread and ranks them\n"
             .into();
     }
-    let mut pairs = Vec::new();
+    // Each pair once, under the first of the two.
+    let mut lines = Vec::new();
     for (i, st) in standing.iter().enumerate() {
-        for &(j, n) in st.iter().flat_map(|s| &s.ties) {
-            if i < j {
-                pairs.push(format!(
-                    "{} and {} ({})",
-                    rows[i].label,
-                    rows[j].label,
-                    distinguish::repeats_text(n)
-                ));
-            }
+        let later: Vec<String> = st
+            .iter()
+            .flat_map(|s| &s.ties)
+            .filter(|&&(j, _)| j > i)
+            .map(|&(j, n)| match n {
+                Some(n) => format!("{} {n}", rows[j].label),
+                None => format!("{} >{}", rows[j].label, distinguish::MAX_REPEATS),
+            })
+            .collect();
+        if !later.is_empty() {
+            lines.push(format!("    {}: {}\n", rows[i].label, later.join(", ")));
         }
     }
-    if pairs.is_empty() {
+    if lines.is_empty() {
         return "  rank: no two protocols' ranges of runs overlap: each difference exceeds the \
                 noise measured\n"
             .into();
     }
     format!(
-        "  rank: a range (2-3) where the runs' ranges overlap; not distinguishable here, with the \
-         repeats estimated to separate them:\n{}",
-        pairs.iter().map(|p| format!("    {p}\n")).collect::<String>()
+        "  rank: where a protocol could stand; a range (2-5) where its runs' range overlaps \
+         others'. Not distinguishable here, with the repeats estimated to separate each pair \
+         (>{}: not worth it):\n{}",
+        distinguish::MAX_REPEATS,
+        lines.concat()
     )
 }
 
