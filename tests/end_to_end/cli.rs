@@ -76,7 +76,7 @@ fn zero_threads_is_refused() {
     fails_with(
         &["run", "--threads", "-3"],
         2,
-        "error: --threads '-3' is not valid: invalid digit found in string",
+        "error: --threads '-3' is not valid: expected a whole number, 1 to 1024",
     );
 }
 
@@ -129,7 +129,7 @@ fn malformed_numbers_and_unknown_flags_get_one_line() {
     fails_with(
         &["run", "--threads", "abc"],
         2,
-        "error: --threads 'abc' is not valid: invalid digit found in string",
+        "error: --threads 'abc' is not valid: expected a whole number, 1 to 1024",
     );
     let out = txlab(&["run", "--bogus"]);
     assert_eq!(out.status.code(), Some(2));
