@@ -39,6 +39,19 @@ struct FigureView {
     notes: Vec<String>,
 }
 
+impl FigureView {
+    /// `fig` drawn as SVG to sit inline in HTML.
+    fn of(fig: &super::figure::Figure) -> Result<FigureView, String> {
+        let svg = plot::svg(fig, plot::SIZE)?;
+        // The SVG's own XML declaration does not belong inside HTML.
+        let text = match svg.text.find("<svg") {
+            Some(at) => svg.text[at..].to_string(),
+            None => svg.text,
+        };
+        Ok(FigureView { title: fig.title.clone(), svg: text, notes: fig.notes.clone() })
+    }
+}
+
 struct RowView {
     point: String,
     protocol: String,
@@ -131,14 +144,7 @@ pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<Str
     let mut figures = Vec::new();
     for (specs, records) in &drawn {
         for spec in specs {
-            let fig = figure(records, spec)?;
-            let svg = plot::svg(&fig, plot::SIZE)?;
-            // The SVG's own XML declaration does not belong inside HTML.
-            let text = match svg.text.find("<svg") {
-                Some(at) => svg.text[at..].to_string(),
-                None => svg.text,
-            };
-            figures.push(FigureView { title: fig.title, svg: text, notes: fig.notes });
+            figures.push(FigureView::of(&figure(records, spec)?)?);
         }
     }
     // One row per point and protocol, in the files' order.
@@ -376,16 +382,7 @@ pub fn summary_html(sections: &[PresetSection], origin: &Origin) -> Result<Strin
     for s in sections {
         let mut figures = Vec::new();
         for fig in &s.figures {
-            let svg = plot::svg(fig, plot::SIZE)?;
-            let text = match svg.text.find("<svg") {
-                Some(at) => svg.text[at..].to_string(),
-                None => svg.text,
-            };
-            figures.push(FigureView {
-                title: fig.title.clone(),
-                svg: text,
-                notes: fig.notes.clone(),
-            });
+            figures.push(FigureView::of(fig)?);
         }
         views.push(SectionView {
             name: s.name.clone(),
