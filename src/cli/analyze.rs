@@ -56,6 +56,11 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
             let w = Tpcc::new(cfg);
             (w.txn_types().to_vec(), w.tables())
         }
+        WorkloadKind::Tpce => {
+            let w =
+                crate::workloads::tpce::Tpce::new(crate::workloads::tpce::TpceConfig::new(1_000));
+            (w.txn_types().to_vec(), w.tables())
+        }
         WorkloadKind::Smallbank => {
             let w = SmallBank::new(SmallBankConfig { customers: 100, spin_us: 0 });
             (w.txn_types().to_vec(), w.tables())

@@ -384,7 +384,8 @@ pub(crate) struct RunArgs {
     /// `storage::inject`)
     #[arg(long, value_enum, value_name = "PHASE", hide = true)]
     crash_at: Option<crate::storage::inject::CommitPhase>,
-    /// SmallBank: customers, 2 to 4294967296 (BOHM uses 50 and 100000) [default: 100000]
+    /// SmallBank: customers, 2 to 4294967296 (BOHM uses 50 and 100000) [default: 100000].
+    /// TPC-E: customers, a multiple of 1000 up to 1000000 (ERMIA loads 5000) [default: 1000]
     #[arg(long, help_heading = "SmallBank workload")]
     customers: Option<u64>,
     /// SmallBank: busy-wait inside every transaction, microseconds, 0 to 1000000 (BOHM uses
@@ -393,6 +394,8 @@ pub(crate) struct RunArgs {
     spin_us: Option<u64>,
     #[command(flatten)]
     tpcc: TpccArgs,
+    #[command(flatten)]
+    tpce: TpceArgs,
     #[command(flatten)]
     pieces: PiecesArgs,
     /// Record every transaction's reads and writes and check the history after each run
@@ -426,7 +429,10 @@ struct TpccArgs {
     #[arg(long)]
     warehouses: Option<u64>,
     /// TPC-C: percent of new-order, payment, order-status, delivery, stock-level; must sum to
-    /// 100 [default: 45,43,4,4,4]
+    /// 100 [default: 45,43,4,4,4]. TPC-E: ten percentages, tenths allowed, of broker-volume,
+    /// customer-position, market-feed, market-watch, security-detail, trade-lookup,
+    /// trade-order, trade-result, trade-status, trade-update [default: 4.9,13,1,18,14,8,10.1,
+    /// 10,19,2]
     #[arg(long, value_name = "NO,P,OS,D,SL")]
     mix: Option<String>,
     /// TPC-C: NewOrder and Payment only, 50/50, each as the specification writes it (NewOrder
@@ -452,6 +458,52 @@ struct TpccArgs {
     /// (ERMIA's Fig. 5 sweeps 1 to 60) [default: 20]
     #[arg(long, value_name = "PCT")]
     analytic_scan: Option<f64>,
+}
+
+/// TPC-E's parameters beyond `--customers` and `--mix` (`--workload tpce`).
+#[derive(clap::Args, Debug, Default, serde::Serialize)]
+#[command(next_help_heading = "TPC-E workload")]
+struct TpceArgs {
+    /// TPC-E: customers per trade per second of the initial trade history, 1 to 10000 (the
+    /// specification's and ERMIA's 500) [default: 500]
+    #[arg(long, value_name = "N")]
+    scale_factor: Option<u32>,
+    /// TPC-E: days of initial trading, 1 to 300 (the specification's 300, ERMIA's 10)
+    /// [default: 1]
+    #[arg(long, value_name = "DAYS")]
+    trade_days: Option<u32>,
+}
+
+impl TpceArgs {
+    /// The first TPC-E flag given, for refusing it on another workload.
+    fn given_flag(&self) -> Option<&'static str> {
+        [(self.scale_factor.is_some(), "scale-factor"), (self.trade_days.is_some(), "trade-days")]
+            .into_iter()
+            .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
+impl RunArgs {
+    /// TPC-E's validated configuration.
+    fn tpce_config(&self, seed: u64) -> Result<crate::workloads::tpce::TpceConfig, String> {
+        use crate::workloads::tpce::TpceConfig;
+        let customers = self.customers.unwrap_or(1_000);
+        let mut cfg = TpceConfig::new(u32::try_from(customers).unwrap_or(0));
+        if cfg.customers == 0 && customers != 0 {
+            return Err(format!(
+                "--customers {customers} is not a multiple of 1000 from 1000 to 1000000 (TPC-E \
+                 loads customers in units of 1000)"
+            ));
+        }
+        if let Some(m) = &self.tpcc.mix {
+            cfg.mix = TpceConfig::parse_mix(m)?;
+        }
+        cfg.scale_factor = self.tpce.scale_factor.unwrap_or(cfg.scale_factor);
+        cfg.trade_days = self.tpce.trade_days.unwrap_or(cfg.trade_days);
+        cfg.seed = seed;
+        cfg.validate()?;
+        Ok(cfg)
+    }
 }
 
 /// The parameters of IC3's micro-benchmark (`--workload pieces`).
@@ -911,6 +963,9 @@ fn list() -> String {
     s += "  tpcc          TPC-C 5.11, full mix: --warehouses --mix --np --warehouse-choice\n";
     s += "                --simplify; checks consistency conditions 1-10 and 12 after each run;\n";
     s += "                --analytic PCT adds ERMIA's read-mostly stock scan (--analytic-scan)\n";
+    s += "  tpce          TPC-E 1.14, the ten transactions and the standard mix: --customers\n";
+    s += "                --scale-factor --trade-days --mix; checks holdings, settlements,\n";
+    s += "                balances, statuses and brokers after each run\n";
     s += "  pieces        IC3's micro-benchmark (§6.2): --pieces --table-rows --scope\n";
     s += "                --user-abort; checks that every committed update and no other counted\n";
     s += "\nYCSB presets (--preset, theta 0.99 unless --theta is given):\n";

@@ -11,6 +11,7 @@ use crate::protocols::ProtocolKind;
 use crate::workloads::pieces::Pieces;
 use crate::workloads::smallbank::SmallBank;
 use crate::workloads::tpcc::Tpcc;
+use crate::workloads::tpce::Tpce;
 use crate::workloads::ycsb::Ycsb;
 use std::path::Path;
 
@@ -64,6 +65,7 @@ pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
         Spec::Ycsb(_) => recover_as::<P, Ycsb>(&plan, dir, args.verify, acks.as_deref()),
         Spec::SmallBank(_) => recover_as::<P, SmallBank>(&plan, dir, args.verify, acks.as_deref()),
         Spec::Tpcc(_) => recover_as::<P, Tpcc>(&plan, dir, args.verify, acks.as_deref()),
+        Spec::Tpce(_) => recover_as::<P, Tpce>(&plan, dir, args.verify, acks.as_deref()),
         Spec::Pieces(_) => recover_as::<P, Pieces>(&plan, dir, args.verify, acks.as_deref()),
     });
     let (report, verdict) = outcome.map_err(|e| match e {

@@ -18,6 +18,7 @@ use crate::storage::{check_memory, TableSpec};
 use crate::workloads::pieces::{Pieces, PiecesConfig};
 use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
 use crate::workloads::tpcc::{Tpcc, TpccConfig, WarehouseChoice};
+use crate::workloads::tpce::{Tpce, TpceConfig};
 use crate::workloads::ycsb::{Ycsb, YcsbConfig};
 use crate::workloads::WorkloadKind;
 use std::fmt::Write as _;
@@ -112,6 +113,7 @@ fn mix_steps(args: &RunArgs, spec: &Spec, cores: usize) -> Result<Vec<MixStep>, 
         Spec::Ycsb(c) => steps(&Ycsb::new(c.clone(), cores), args, duration),
         Spec::SmallBank(c) => steps(&SmallBank::new(c.clone()), args, duration),
         Spec::Tpcc(c) => steps(&Tpcc::new(c.clone()), args, duration),
+        Spec::Tpce(c) => steps(&Tpce::new(c.clone()), args, duration),
         Spec::Pieces(c) => steps(&Pieces::new(c.clone()), args, duration),
     }
 }
@@ -122,6 +124,7 @@ pub(super) enum Spec {
     Ycsb(YcsbConfig),
     SmallBank(SmallBankConfig),
     Tpcc(TpccConfig),
+    Tpce(TpceConfig),
     Pieces(PiecesConfig),
 }
 
@@ -308,6 +311,15 @@ impl Plan {
                 }
                 (Spec::Tpcc(cfg), probe)
             }
+            WorkloadKind::Tpce => {
+                refuse_others(args, WorkloadKind::Tpce)?;
+                let cfg = args.tpce_config(args.seed).map_err(usage)?;
+                let probe = Tpce::tables_for(&cfg);
+                check_memory::<[u64; 2]>(&probe)
+                    .map_err(|e| usage(format!("--customers {}: {e}", cfg.customers)))?;
+                header.push(cfg.summary());
+                (Spec::Tpce(cfg), probe)
+            }
             WorkloadKind::Pieces => {
                 refuse_others(args, WorkloadKind::Pieces)?;
                 let cfg = args.pieces.resolve().map_err(usage)?;
@@ -365,6 +377,7 @@ impl Plan {
             Spec::Ycsb(c) => Ycsb::new(c.clone(), cores).data_config(),
             Spec::SmallBank(c) => SmallBank::new(c.clone()).data_config(),
             Spec::Tpcc(c) => Tpcc::new(c.clone()).data_config(),
+            Spec::Tpce(c) => Tpce::new(c.clone()).data_config(),
             Spec::Pieces(c) => Pieces::new(c.clone()).data_config(),
         };
         let mut db_key = serde_json::to_value(&db_opts).expect("serializable");
@@ -609,8 +622,15 @@ fn refuse_others(args: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
             return Err(usage(format!("--{flag} applies to --workload ycsb")));
         }
     }
+    if kind != WorkloadKind::Tpce {
+        if let Some(flag) = args.tpce.given_flag() {
+            return Err(usage(format!("--{flag} applies to --workload tpce")));
+        }
+    }
     if kind != WorkloadKind::Tpcc {
-        if let Some(flag) = args.tpcc.given_flag() {
+        if let Some(flag) =
+            args.tpcc.given_flag().filter(|&f| !(kind == WorkloadKind::Tpce && f == "mix"))
+        {
             return Err(usage(format!("--{flag} applies to --workload tpcc")));
         }
     }
@@ -619,8 +639,11 @@ fn refuse_others(args: &RunArgs, kind: WorkloadKind) -> Result<(), Failure> {
             return Err(usage(format!("--{flag} applies to --workload pieces")));
         }
     }
-    if kind != WorkloadKind::Smallbank && (args.customers.is_some() || args.spin_us.is_some()) {
-        return Err(usage("--customers and --spin-us apply to --workload smallbank"));
+    if kind != WorkloadKind::Smallbank && args.spin_us.is_some() {
+        return Err(usage("--spin-us applies to --workload smallbank"));
+    }
+    if !matches!(kind, WorkloadKind::Smallbank | WorkloadKind::Tpce) && args.customers.is_some() {
+        return Err(usage("--customers applies to --workload smallbank and tpce"));
     }
     Ok(())
 }

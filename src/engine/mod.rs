@@ -4,6 +4,7 @@ pub mod batch;
 pub mod context;
 pub mod database;
 pub mod driver;
+pub mod dry_run;
 pub mod loader;
 pub mod options;
 pub mod procedure;
@@ -17,6 +18,7 @@ pub mod workload;
 pub use batch::BatchOutcome;
 pub use database::{Builder, Database, DbOptions, Loader};
 pub use driver::{Backoff, RunConfig, RunLength};
+pub use dry_run::declare_by_dry_run;
 pub use options::{NoOptions, OptionSpec, ProtocolOptions};
 pub use procedure::{
     AccessMode, AccessSet, Accumulation, Checks, Columns, Intent, Piece, Procedure, Recon,

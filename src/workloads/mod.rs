@@ -4,12 +4,17 @@
 //!   and a long-transaction option.
 //! * [`smallbank`] — SmallBank (Cahill et al.; BOHM §4.3) with its money invariant.
 //! * [`tpcc`] — TPC-C 5.11: nine tables, the five transactions, consistency conditions.
+//! * [`tpce`] — TPC-E 1.14: 33 tables, the ten transactions with a market exchange emulator,
+//!   consistency checks.
 //! * [`pieces`] — IC3's micro-benchmark: transactions of N pieces, each updating 4 rows of its
 //!   own table, contention by the first row's scope, optional user aborts.
 
+#[macro_use]
+pub mod layout;
 pub mod pieces;
 pub mod smallbank;
 pub mod tpcc;
+pub mod tpce;
 pub mod ycsb;
 pub mod zipf;
 
@@ -26,6 +31,8 @@ pub enum WorkloadKind {
     Smallbank,
     /// TPC-C (specification 5.11), the full mix.
     Tpcc,
+    /// TPC-E (specification 1.14), the ten transactions and the standard mix.
+    Tpce,
     /// IC3's micro-benchmark (§6.2): N pieces of 4 updates, each on its own table.
     Pieces,
 }
@@ -37,7 +44,16 @@ impl WorkloadKind {
             WorkloadKind::Ycsb => "ycsb",
             WorkloadKind::Smallbank => "smallbank",
             WorkloadKind::Tpcc => "tpcc",
+            WorkloadKind::Tpce => "tpce",
             WorkloadKind::Pieces => "pieces",
         }
     }
+}
+
+/// The time now in seconds since the Unix epoch (dates in rows).
+pub(crate) fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(1)
 }

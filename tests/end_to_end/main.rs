@@ -18,3 +18,4 @@ mod pieces;
 mod report_browser;
 mod smallbank;
 mod tpcc;
+mod tpce;

@@ -51,6 +51,15 @@ impl FromSpec for Pieces {
     }
 }
 
+impl FromSpec for Tpce {
+    fn from_spec(spec: &Spec, _cores: usize) -> Option<Self> {
+        match spec {
+            Spec::Tpce(c) => Some(Tpce::new(c.clone())),
+            _ => None,
+        }
+    }
+}
+
 impl FromSpec for Tpcc {
     fn from_spec(spec: &Spec, _cores: usize) -> Option<Self> {
         match spec {
@@ -65,6 +74,7 @@ pub(super) fn load(plan: &Plan, kind: ProtocolKind) -> Result<Box<dyn Session>, 
         Spec::Ycsb(_) => load_as::<P, Ycsb>(plan),
         Spec::SmallBank(_) => load_as::<P, SmallBank>(plan),
         Spec::Tpcc(_) => load_as::<P, Tpcc>(plan),
+        Spec::Tpce(_) => load_as::<P, Tpce>(plan),
         Spec::Pieces(_) => load_as::<P, Pieces>(plan),
     })
 }

@@ -612,12 +612,7 @@ impl Workload for Tpcc {
     }
 }
 
-fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(1)
-}
+pub(crate) use super::now_secs;
 
 /// A worker's TPC-C generator: a terminal's inputs per clause 2.4.1 to 2.8.1.
 pub struct TpccGen {

@@ -1,0 +1,1690 @@
+//! The ten transactions (clause 3.3) as procedures: each frame is a piece of the type's
+//! template, the customer emulator's inputs (clause 4) are drawn by [`fill_customer`] and
+//! [`fill_trade_order`], and the market exchange emulator's by [`fill_trade_result`] and
+//! [`fill_market_feed`].
+//!
+//! Where a frame selects rows in `T_DTS` order, the trade indexes' id order stands for it (see
+//! the [module documentation](super)). Trade-Lookup's and Trade-Update's first frames take the
+//! trades of one account, the first `max_trades` in the index, for the specification's list of
+//! trade ids drawn by the driver.
+
+use super::load;
+use super::market::{self, Lot, LotChange, Ready};
+use super::schema::{self, key, status, trade_types as tt};
+use super::tables::*;
+use super::TpceConfig;
+use crate::engine::{
+    declare_by_dry_run, AccessMode, AccessSet, Piece, Procedure, Recon, TableAccess, Tx, TxnType,
+    Worker, ALL_COLUMNS,
+};
+use crate::error::{Abort, AbortReason};
+use crate::storage::TableId;
+use crate::workloads::tpcc::random::TpccRand as Rand;
+use std::cell::{Cell, RefCell};
+use std::ops::ControlFlow;
+
+use schema::{
+    broker as br, cash_transaction as ct, customer as cu, customer_account as ca,
+    daily_market as dm, holding as ho, holding_summary as hs, last_trade as lt, security as se,
+    settlement as sm, trade as tr, trade_request as rq,
+};
+
+/// The transaction types, in [`Procedure::txn_type`] order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Clause 3.3.1.
+    BrokerVolume,
+    /// Clause 3.3.2.
+    CustomerPosition,
+    /// Clause 3.3.3.
+    MarketFeed,
+    /// Clause 3.3.4.
+    MarketWatch,
+    /// Clause 3.3.5.
+    SecurityDetail,
+    /// Clause 3.3.6.
+    TradeLookup,
+    /// Clause 3.3.7.
+    TradeOrder,
+    /// Clause 3.3.8.
+    TradeResult,
+    /// Clause 3.3.9.
+    TradeStatus,
+    /// Clause 3.3.10.
+    TradeUpdate,
+}
+
+impl Kind {
+    /// Every kind, in mix order.
+    pub const ALL: [Kind; 10] = [
+        Kind::BrokerVolume,
+        Kind::CustomerPosition,
+        Kind::MarketFeed,
+        Kind::MarketWatch,
+        Kind::SecurityDetail,
+        Kind::TradeLookup,
+        Kind::TradeOrder,
+        Kind::TradeResult,
+        Kind::TradeStatus,
+        Kind::TradeUpdate,
+    ];
+}
+
+/// One TPC-E transaction: the generator overwrites the fields its kind uses. Buffers live here
+/// so that running allocates nothing once they have grown.
+#[derive(Debug)]
+pub struct TpceTxn {
+    /// Which transaction.
+    pub kind: Kind,
+    /// The customer (Customer-Position, Market-Watch by watch list, Trade-Order's owner).
+    pub c: u64,
+    /// Customer-Position: select the customer by tax id.
+    pub by_tax_id: bool,
+    /// The account.
+    pub ca: u64,
+    /// The security.
+    pub s: u32,
+    /// Broker-Volume's brokers, Market-Watch's industry companies' first id.
+    pub brokers: Vec<u32>,
+    /// Broker-Volume's sector, Market-Watch's industry.
+    pub group: u32,
+    /// Which frame or selection (Trade-Lookup and Trade-Update: 1 to 4; Market-Watch: 0 by
+    /// account, 1 by watch list, 2 by industry; Customer-Position: 1 with history).
+    pub frame: u32,
+    /// A day of the daily market.
+    pub day: u32,
+    /// Rows to return (Security-Detail, Trade-Lookup, Trade-Update).
+    pub max_rows: u32,
+    /// Security-Detail reads the news' large objects.
+    pub lob: bool,
+    /// A time range (seconds).
+    pub from: i64,
+    /// Its end.
+    pub to: i64,
+    /// Trade-Order's and Trade-Result's trade.
+    pub t: u64,
+    /// Trade-Order: the trade type.
+    pub trade_type: u32,
+    /// Trade-Order: shares.
+    pub qty: i32,
+    /// Trade-Order: the limit price (market orders take the last trade's).
+    pub price: i64,
+    /// Trade-Order: LIFO.
+    pub lifo: bool,
+    /// Trade-Order: on margin.
+    pub margin: bool,
+    /// Trade-Order: rolls back on purpose (1 %).
+    pub roll_back: bool,
+    /// Trade-Order: the executor is the n-th permission of the account (0: the owner).
+    pub executor: u32,
+    /// The time of the transaction (seconds).
+    pub now: i64,
+    /// Market-Watch: companies and securities in the database (for the industry selection).
+    pub companies: u32,
+    /// Its securities.
+    pub securities: u32,
+    /// Market-Feed's tickers: security and shares.
+    pub tickers: Vec<(u32, i32)>,
+    /// Trade-Order's market order, submitted to the market when it commits.
+    pub(super) submitted: Cell<Option<Ready>>,
+    /// Market-Feed's triggered limit orders.
+    pub(super) triggered: RefCell<Vec<Ready>>,
+    /// A fold of every output value.
+    output: Cell<u64>,
+    keys: RefCell<Vec<(u64, u64)>>,
+    lots: RefCell<Vec<Lot>>,
+    changes: RefCell<Vec<LotChange>>,
+}
+
+impl Default for TpceTxn {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TpceTxn {
+    /// An empty transaction.
+    pub fn new() -> Self {
+        TpceTxn {
+            kind: Kind::TradeStatus,
+            c: 0,
+            by_tax_id: false,
+            ca: 0,
+            s: 0,
+            brokers: Vec::with_capacity(40),
+            group: 0,
+            frame: 1,
+            day: 0,
+            max_rows: 20,
+            lob: false,
+            from: 0,
+            to: 0,
+            t: 0,
+            trade_type: 0,
+            qty: 100,
+            price: 0,
+            lifo: false,
+            margin: false,
+            roll_back: false,
+            executor: 0,
+            now: 0,
+            companies: 1,
+            securities: 1,
+            tickers: Vec::with_capacity(market::FEED_BATCH),
+            submitted: Cell::new(None),
+            triggered: RefCell::new(Vec::with_capacity(64)),
+            output: Cell::new(0),
+            keys: RefCell::new(Vec::with_capacity(256)),
+            lots: RefCell::new(Vec::with_capacity(64)),
+            changes: RefCell::new(Vec::with_capacity(64)),
+        }
+    }
+
+    fn emit(&self, v: u64) {
+        self.output.set(self.output.get().rotate_left(5) ^ v);
+    }
+
+    /// What the last committed run of a Trade-Order submitted to the market: its market
+    /// order, or `None` for a limit order (or a rollback).
+    pub fn submitted(&self) -> Option<Ready> {
+        self.submitted.get()
+    }
+
+    /// The limit orders the last run of a Market-Feed triggered.
+    pub fn triggered(&self) -> Vec<Ready> {
+        self.triggered.borrow().clone()
+    }
+
+    /// The fold of the outputs of the last run (for tests).
+    pub fn output(&self) -> u64 {
+        self.output.get()
+    }
+}
+
+// ---- Inputs --------------------------------------------------------------------------------
+
+/// What a generator lends the input functions.
+pub struct Input<'a> {
+    /// Its random stream.
+    pub rng: &'a mut Rand,
+    /// The configuration.
+    pub cfg: &'a TpceConfig,
+    /// The time now.
+    pub now: i64,
+    /// When the initial trade history ended.
+    pub load_time: i64,
+    /// The highest loaded trade id.
+    pub loaded_trades: u64,
+}
+
+impl Input<'_> {
+    fn customer(&mut self) -> u64 {
+        u64::from(self.rng.uniform(0, self.cfg.customers - 1))
+    }
+    fn account(&mut self, c: u64) -> u64 {
+        let (_, n) = load::accounts_of(self.cfg.seed, c);
+        c * u64::from(schema::MAX_ACCOUNTS) + u64::from(self.rng.uniform(0, n - 1))
+    }
+    fn security(&mut self) -> u32 {
+        self.rng.uniform(0, self.cfg.securities() - 1)
+    }
+    /// A time range inside the initial trade history and the run so far.
+    fn range(&mut self, t: &mut TpceTxn) {
+        let start = self.load_time - (i64::from(self.cfg.trade_days) * load::DAY_SECONDS as i64);
+        let span = (self.now - start).max(1);
+        t.from = start + self.rng.uniform64(0, span - 1);
+        t.to = t.from + self.rng.uniform64(1, span);
+    }
+}
+
+/// Fills `t` with the customer emulator's inputs for `kind` (not Trade-Order, Trade-Result or
+/// Market-Feed).
+pub fn fill_customer(t: &mut TpceTxn, i: &mut Input<'_>, kind: Kind) {
+    t.kind = kind;
+    t.now = i.now;
+    match kind {
+        Kind::BrokerVolume => {
+            let n = i.cfg.brokers();
+            let want = i.rng.uniform(20, 40).min(n) as usize;
+            t.brokers.clear();
+            while t.brokers.len() < want {
+                let b = i.rng.uniform(0, n - 1);
+                if !t.brokers.contains(&b) {
+                    t.brokers.push(b);
+                }
+            }
+            t.group = i.rng.uniform(0, schema::SECTORS - 1);
+        }
+        Kind::CustomerPosition => {
+            t.c = i.customer();
+            t.by_tax_id = i.rng.uniform(1, 100) <= 50;
+            t.frame = u32::from(i.rng.uniform(1, 100) <= 50);
+            t.ca = i.account(t.c);
+        }
+        Kind::MarketWatch => {
+            t.frame = match i.rng.uniform(1, 100) {
+                1..=35 => 0,
+                36..=95 => 1,
+                _ => 2,
+            };
+            t.c = i.customer();
+            t.ca = i.account(t.c);
+            t.group = i.rng.uniform(0, schema::INDUSTRIES - 1);
+            t.s = i.rng.uniform(0, i.cfg.companies() - 1);
+            t.day = i.rng.uniform(0, schema::DAILY_MARKET_DAYS - 1);
+            t.companies = i.cfg.companies();
+            t.securities = i.cfg.securities();
+        }
+        Kind::SecurityDetail => {
+            t.s = i.security();
+            t.max_rows = i.rng.uniform(5, 20);
+            t.day = i.rng.uniform(0, schema::DAILY_MARKET_DAYS - t.max_rows);
+            t.lob = i.rng.uniform(1, 100) == 1;
+        }
+        Kind::TradeLookup | Kind::TradeUpdate => {
+            t.frame = if kind == Kind::TradeLookup {
+                match i.rng.uniform(1, 100) {
+                    1..=30 => 1,
+                    31..=60 => 2,
+                    61..=90 => 3,
+                    _ => 4,
+                }
+            } else {
+                match i.rng.uniform(1, 100) {
+                    1..=33 => 1,
+                    34..=66 => 2,
+                    _ => 3,
+                }
+            };
+            let c = i.customer();
+            t.ca = i.account(c);
+            t.s = i.security();
+            t.max_rows = 20;
+            i.range(t);
+        }
+        Kind::TradeStatus => {
+            let c = i.customer();
+            t.ca = i.account(c);
+        }
+        Kind::TradeOrder | Kind::TradeResult | Kind::MarketFeed => {
+            unreachable!("filled by the market or fill_trade_order")
+        }
+    }
+}
+
+/// Fills `t` with a Trade-Order of trade `id` (clause 4: 60 % market orders, 40 % limit
+/// orders; 8 % on margin; 1 % rolled back).
+pub fn fill_trade_order(t: &mut TpceTxn, i: &mut Input<'_>, id: u64) {
+    t.kind = Kind::TradeOrder;
+    t.now = i.now;
+    t.c = i.customer();
+    t.ca = i.account(t.c);
+    t.s = i.security();
+    t.t = id;
+    t.trade_type = match i.rng.uniform(1, 100) {
+        1..=30 => tt::MARKET_BUY,
+        31..=60 => tt::MARKET_SELL,
+        61..=80 => tt::LIMIT_BUY,
+        81..=90 => tt::LIMIT_SELL,
+        _ => tt::STOP_LOSS,
+    };
+    t.qty = [100, 200, 400, 800][i.rng.below(4)];
+    // A limit within 20 % of the price the market will show.
+    t.price = market::price(t.s, i.now) * i64::from(i.rng.uniform(80, 120)) / 100;
+    t.lifo = i.rng.uniform(1, 100) <= load::LIFO_PERCENT;
+    t.margin = i.rng.uniform(1, 100) > load::CASH_PERCENT;
+    t.roll_back = i.rng.uniform(1, 100) == 1;
+    t.executor = if i.rng.uniform(1, 100) <= 90 { 0 } else { i.rng.uniform(1, 2) };
+}
+
+/// Fills `t` with the Trade-Result of the trade the market executes.
+pub fn fill_trade_result(t: &mut TpceTxn, r: Ready, now: i64) {
+    t.kind = Kind::TradeResult;
+    t.now = now;
+    t.t = r.trade;
+    t.s = r.security;
+    t.qty = r.qty;
+}
+
+/// Fills `t` (whose tickers the market set) with a Market-Feed.
+pub fn fill_market_feed(t: &mut TpceTxn, now: i64) {
+    t.kind = Kind::MarketFeed;
+    t.now = now;
+}
+
+// ---- Templates -----------------------------------------------------------------------------
+
+const fn r(table: TableId) -> TableAccess {
+    TableAccess { table, mode: AccessMode::Read, columns: ALL_COLUMNS }
+}
+const fn w(table: TableId) -> TableAccess {
+    TableAccess { table, mode: AccessMode::Write, columns: ALL_COLUMNS }
+}
+const fn acc(table: TableId, columns: u64) -> TableAccess {
+    TableAccess { table, mode: AccessMode::Accumulate, columns }
+}
+
+/// What every trade-detail frame reads for a trade (Trade-Lookup, Trade-Update).
+const TRADE_DETAILS: [TableAccess; 5] =
+    [r(TRADE_BY_ACCOUNT), r(TRADE), r(SETTLEMENT), r(CASH_TRANSACTION), r(TRADE_HISTORY)];
+
+static BROKER_VOLUME: [Piece; 1] = [Piece {
+    name: "frame1",
+    accesses: &[r(BROKER), r(TRADE_REQUEST_BY), r(SECURITY), r(COMPANY), r(INDUSTRY)],
+}];
+static CUSTOMER_POSITION: [Piece; 2] = [
+    Piece {
+        name: "frame1",
+        accesses: &[
+            r(CUSTOMER_BY_TAX),
+            r(CUSTOMER),
+            r(CUSTOMER_ACCOUNT),
+            r(HOLDING_SUMMARY),
+            r(LAST_TRADE),
+        ],
+    },
+    Piece {
+        name: "frame2",
+        accesses: &[r(TRADE_BY_ACCOUNT), r(TRADE), r(TRADE_HISTORY), r(STATUS_TYPE)],
+    },
+];
+static MARKET_FEED: [Piece; 1] = [Piece {
+    name: "frame1",
+    accesses: &[w(LAST_TRADE), w(TRADE_REQUEST), w(TRADE_REQUEST_BY), w(TRADE), w(TRADE_HISTORY)],
+}];
+static MARKET_WATCH: [Piece; 1] = [Piece {
+    name: "frame1",
+    accesses: &[
+        r(WATCH_ITEM),
+        r(HOLDING_SUMMARY),
+        r(COMPANY),
+        r(LAST_TRADE),
+        r(SECURITY),
+        r(DAILY_MARKET),
+    ],
+}];
+static SECURITY_DETAIL: [Piece; 1] = [Piece {
+    name: "frame1",
+    accesses: &[
+        r(SECURITY),
+        r(COMPANY),
+        r(ADDRESS),
+        r(ZIP_CODE),
+        r(EXCHANGE),
+        r(COMPANY_COMPETITOR),
+        r(INDUSTRY),
+        r(FINANCIAL),
+        r(DAILY_MARKET),
+        r(LAST_TRADE),
+        r(NEWS_XREF),
+        r(NEWS_ITEM),
+    ],
+}];
+static TRADE_LOOKUP: [Piece; 4] = [
+    Piece { name: "frame1", accesses: &TRADE_DETAILS },
+    Piece { name: "frame2", accesses: &TRADE_DETAILS },
+    Piece {
+        name: "frame3",
+        accesses: &[
+            r(TRADE_BY_SECURITY),
+            r(TRADE),
+            r(SETTLEMENT),
+            r(CASH_TRANSACTION),
+            r(TRADE_HISTORY),
+        ],
+    },
+    Piece {
+        name: "frame4",
+        accesses: &[r(TRADE_BY_ACCOUNT), r(HOLDING_HISTORY), r(HOLDING_HISTORY_BY)],
+    },
+];
+static TRADE_ORDER: [Piece; 4] = [
+    Piece { name: "frame1", accesses: &[r(CUSTOMER_ACCOUNT), r(CUSTOMER), r(BROKER)] },
+    Piece { name: "frame2", accesses: &[r(ACCOUNT_PERMISSION)] },
+    Piece {
+        name: "frame3",
+        accesses: &[
+            r(SECURITY),
+            r(COMPANY),
+            r(LAST_TRADE),
+            r(TRADE_TYPE),
+            r(HOLDING_SUMMARY),
+            r(HOLDING),
+            r(CUSTOMER),
+            r(CUSTOMER_ACCOUNT),
+            r(CUSTOMER_TAXRATE),
+            r(TAXRATE),
+            r(COMMISSION_RATE),
+            r(CHARGE),
+        ],
+    },
+    Piece {
+        name: "frame4",
+        accesses: &[
+            w(TRADE),
+            w(TRADE_BY_ACCOUNT),
+            w(TRADE_BY_SECURITY),
+            w(TRADE_REQUEST),
+            w(TRADE_REQUEST_BY),
+            w(TRADE_HISTORY),
+        ],
+    },
+];
+static TRADE_RESULT: [Piece; 6] = [
+    Piece { name: "frame1", accesses: &[r(TRADE), r(TRADE_TYPE), r(HOLDING_SUMMARY)] },
+    Piece {
+        name: "frame2",
+        accesses: &[
+            r(CUSTOMER_ACCOUNT),
+            w(HOLDING),
+            w(HOLDING_HISTORY),
+            w(HOLDING_HISTORY_BY),
+            w(HOLDING_SUMMARY),
+        ],
+    },
+    Piece { name: "frame3", accesses: &[r(CUSTOMER_TAXRATE), r(TAXRATE)] },
+    Piece { name: "frame4", accesses: &[r(SECURITY), r(CUSTOMER), r(COMMISSION_RATE)] },
+    Piece {
+        name: "frame5",
+        accesses: &[
+            w(TRADE),
+            w(TRADE_HISTORY),
+            acc(BROKER, br::mask(&[br::B_NUM_TRADES, br::B_COMM_TOTAL])),
+        ],
+    },
+    Piece { name: "frame6", accesses: &[w(SETTLEMENT), w(CUSTOMER_ACCOUNT), w(CASH_TRANSACTION)] },
+];
+static TRADE_STATUS: [Piece; 1] = [Piece {
+    name: "frame1",
+    accesses: &[
+        r(TRADE_BY_ACCOUNT),
+        r(TRADE),
+        r(STATUS_TYPE),
+        r(TRADE_TYPE),
+        r(SECURITY),
+        r(EXCHANGE),
+        r(CUSTOMER_ACCOUNT),
+        r(CUSTOMER),
+        r(BROKER),
+    ],
+}];
+static TRADE_UPDATE: [Piece; 3] = [
+    Piece {
+        name: "frame1",
+        accesses: &[
+            r(TRADE_BY_ACCOUNT),
+            w(TRADE),
+            r(SETTLEMENT),
+            r(CASH_TRANSACTION),
+            r(TRADE_HISTORY),
+        ],
+    },
+    Piece {
+        name: "frame2",
+        accesses: &[
+            r(TRADE_BY_ACCOUNT),
+            r(TRADE),
+            w(SETTLEMENT),
+            r(CASH_TRANSACTION),
+            r(TRADE_HISTORY),
+        ],
+    },
+    Piece {
+        name: "frame3",
+        accesses: &[
+            r(TRADE_BY_SECURITY),
+            r(TRADE),
+            r(SETTLEMENT),
+            w(CASH_TRANSACTION),
+            r(TRADE_HISTORY),
+        ],
+    },
+];
+
+/// The transaction types, in [`Kind`] order.
+pub static TYPES: [TxnType; 10] = [
+    TxnType { name: "broker-volume", pieces: &BROKER_VOLUME },
+    TxnType { name: "customer-position", pieces: &CUSTOMER_POSITION },
+    TxnType { name: "market-feed", pieces: &MARKET_FEED },
+    TxnType { name: "market-watch", pieces: &MARKET_WATCH },
+    TxnType { name: "security-detail", pieces: &SECURITY_DETAIL },
+    TxnType { name: "trade-lookup", pieces: &TRADE_LOOKUP },
+    TxnType { name: "trade-order", pieces: &TRADE_ORDER },
+    TxnType { name: "trade-result", pieces: &TRADE_RESULT },
+    TxnType { name: "trade-status", pieces: &TRADE_STATUS },
+    TxnType { name: "trade-update", pieces: &TRADE_UPDATE },
+];
+
+// ---- Helpers -------------------------------------------------------------------------------
+
+trait Must<T> {
+    /// A row the database's invariants guarantee, or a `MissingRow` abort.
+    fn must(self) -> Result<T, Abort>;
+}
+
+impl<T> Must<T> for Option<T> {
+    #[inline]
+    fn must(self) -> Result<T, Abort> {
+        self.ok_or(Abort::new(AbortReason::MissingRow))
+    }
+}
+
+/// An insert or delete the database's invariants guarantee (a fresh key, a present row), or a
+/// `MissingRow` abort.
+fn must_hit(done: bool) -> Result<(), Abort> {
+    if done {
+        Ok(())
+    } else {
+        Err(Abort::new(AbortReason::MissingRow))
+    }
+}
+
+/// The first `n` bytes of a string column, as a number (for the output fold).
+fn fold_str(b: &[u8]) -> u64 {
+    b.iter().take(8).fold(0u64, |a, &x| a << 8 | u64::from(x))
+}
+
+/// The number a two-digit id column spells (industries, sectors).
+fn two_digits(b: &[u8]) -> u32 {
+    u32::from(b[0].wrapping_sub(b'0')) * 10 + u32::from(b[1].wrapping_sub(b'0'))
+}
+
+/// The exchange number of an `EX_ID` column.
+fn exchange_index(b: &[u8]) -> u32 {
+    schema::EXCHANGE_IDS
+        .iter()
+        .position(|e| b.starts_with(e.as_bytes()) && b.get(e.len()).is_none_or(|&c| c == 0))
+        .unwrap_or(0) as u32
+}
+
+/// Whether a pending order of type `kind` with bid `bid` triggers at `price` (clause
+/// 3.3.3's frame 1).
+pub fn triggers(kind: u32, bid: i64, price: i64) -> bool {
+    match kind {
+        tt::STOP_LOSS => bid >= price,
+        tt::LIMIT_SELL => bid <= price,
+        tt::LIMIT_BUY => bid >= price,
+        _ => false,
+    }
+}
+
+// ---- Bodies --------------------------------------------------------------------------------
+
+impl Procedure for TpceTxn {
+    fn txn_type(&self) -> usize {
+        self.kind as usize
+    }
+
+    #[inline]
+    fn read_only(&self) -> bool {
+        !matches!(
+            self.kind,
+            Kind::MarketFeed | Kind::TradeOrder | Kind::TradeResult | Kind::TradeUpdate
+        )
+    }
+
+    /// Every type declares by a dry run of its body (see `engine::dry_run`): TPC-E's keys
+    /// depend on data all through its frames (an account's trades, a position's holdings, the
+    /// requests a price triggers).
+    fn declare<R: Recon>(&self, recon: &R, set: &mut AccessSet) -> bool {
+        declare_by_dry_run(self, &TYPES[self.kind as usize], recon, set)
+    }
+
+    fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        self.output.set(0);
+        match self.kind {
+            Kind::BrokerVolume => self.broker_volume(tx),
+            Kind::CustomerPosition => self.customer_position(tx),
+            Kind::MarketFeed => self.market_feed(tx),
+            Kind::MarketWatch => self.market_watch(tx),
+            Kind::SecurityDetail => self.security_detail(tx),
+            Kind::TradeLookup => self.trade_lookup(tx),
+            Kind::TradeOrder => self.trade_order(tx),
+            Kind::TradeResult => self.trade_result(tx),
+            Kind::TradeStatus => self.trade_status(tx),
+            Kind::TradeUpdate => self.trade_update(tx),
+        }
+    }
+}
+
+impl TpceTxn {
+    fn broker_volume<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        tx.piece(0, |tx| {
+            let mut fold = 0u64;
+            for &b in &self.brokers {
+                let name = tx.read(BROKER, u64::from(b), |r| fold_str(br::get(r, br::B_NAME)))?;
+                let name = name.must()?;
+                let mut keys = self.keys.borrow_mut();
+                keys.clear();
+                let (lo, hi) = (
+                    key::trade_request_by(u64::from(b), 0),
+                    key::trade_request_by(u64::from(b), (1 << 40) - 1),
+                );
+                tx.scan(TRADE_REQUEST_BY, lo, hi, usize::MAX, |_, r| {
+                    use schema::trade_request_by::*;
+                    let value = i64::from(i32(r, RB_QTY)) * i64(r, RB_BID_PRICE);
+                    keys.push((u64::from(u32(r, RB_S)), value as u64));
+                    ControlFlow::Continue(())
+                })?;
+                let mut volume = 0i64;
+                for &(s, value) in keys.iter() {
+                    let co = tx.read(SECURITY, s, |r| se::i64(r, se::S_CO_ID))?.must()?;
+                    let industry = tx
+                        .read(COMPANY, co as u64, |r| {
+                            two_digits(schema::company::get(r, schema::company::CO_IN_ID))
+                        })?
+                        .must()?;
+                    let sector = tx
+                        .read(INDUSTRY, u64::from(industry), |r| {
+                            two_digits(schema::industry::get(r, schema::industry::IN_SC_ID))
+                        })?
+                        .must()?;
+                    if sector == self.group {
+                        volume += value as i64;
+                    }
+                }
+                fold = fold.rotate_left(7) ^ name ^ volume as u64;
+            }
+            self.emit(fold);
+            Ok(())
+        })
+    }
+
+    fn customer_position<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        let c = tx.piece(0, |tx| {
+            let c = if self.by_tax_id {
+                tx.read(CUSTOMER_BY_TAX, load::tax_id_of(self.c), |r| {
+                    u64::from_le_bytes(r[..8].try_into().expect("8 bytes"))
+                })?
+                .must()?
+            } else {
+                self.c
+            };
+            let tier = tx.read(CUSTOMER, c, |r| cu::u32(r, cu::C_TIER))?.must()?;
+            let mut keys = self.keys.borrow_mut();
+            keys.clear();
+            let lo = c * u64::from(schema::MAX_ACCOUNTS);
+            tx.scan(CUSTOMER_ACCOUNT, lo, lo + u64::from(schema::MAX_ACCOUNTS) - 1, 10, |k, r| {
+                keys.push((k, ca::i64(r, ca::CA_BAL) as u64));
+                ControlFlow::Continue(())
+            })?;
+            let mut fold = u64::from(tier);
+            for &(account, bal) in keys.iter() {
+                let mut holdings = [(0u32, 0i32); 64];
+                let mut n = 0;
+                let (lo, hi) = (
+                    key::holding_summary(account, 0),
+                    key::holding_summary(account, (1 << 22) - 1),
+                );
+                tx.scan(HOLDING_SUMMARY, lo, hi, usize::MAX, |k, r| {
+                    if n < holdings.len() {
+                        holdings[n] = ((k & ((1 << 22) - 1)) as u32, hs::i32(r, hs::HS_QTY));
+                        n += 1;
+                    }
+                    ControlFlow::Continue(())
+                })?;
+                let mut assets = 0i64;
+                for &(s, qty) in &holdings[..n] {
+                    let price =
+                        tx.read(LAST_TRADE, u64::from(s), |r| lt::i64(r, lt::LT_PRICE))?.must()?;
+                    assets += i64::from(qty) * price;
+                }
+                fold = fold.rotate_left(5) ^ bal ^ assets as u64;
+            }
+            self.emit(fold);
+            Ok(c)
+        })?;
+        if self.frame == 0 {
+            return Ok(());
+        }
+        let _ = c;
+        tx.piece(1, |tx| {
+            let last = self.last_trades(tx, self.ca, 10)?;
+            let mut fold = 0u64;
+            for &(t, _) in last.iter() {
+                let (sym, qty) = tx
+                    .read(TRADE, t, |r| {
+                        (fold_str(tr::get(r, tr::T_S_SYMB)), tr::i32(r, tr::T_QTY))
+                    })?
+                    .must()?;
+                fold ^= sym ^ qty as u64;
+                self.histories(tx, t, &mut fold, true)?;
+            }
+            self.emit(fold);
+            Ok(())
+        })
+    }
+
+    /// The last `n` trades of account `ca` in the by-account index (id and `TB_DTS`), oldest
+    /// first, in `self.keys`.
+    fn last_trades<'s, W: Worker>(
+        &'s self,
+        tx: &mut Tx<'_, W>,
+        ca: u64,
+        n: usize,
+    ) -> Result<std::cell::Ref<'s, Vec<(u64, u64)>>, Abort> {
+        {
+            let mut keys = self.keys.borrow_mut();
+            keys.clear();
+            let (lo, hi) = (key::trade_account(ca, 0), key::trade_account(ca, (1 << 40) - 1));
+            tx.scan(TRADE_BY_ACCOUNT, lo, hi, usize::MAX, |k, r| {
+                keys.push((key::trade_of(k), u64::from_le_bytes(r[..8].try_into().expect("8"))));
+                ControlFlow::Continue(())
+            })?;
+            let extra = keys.len().saturating_sub(n);
+            keys.drain(..extra);
+        }
+        Ok(self.keys.borrow())
+    }
+
+    /// Folds trade `t`'s history rows (with their status names when `names`).
+    fn histories<W: Worker>(
+        &self,
+        tx: &mut Tx<'_, W>,
+        t: u64,
+        fold: &mut u64,
+        names: bool,
+    ) -> Result<(), Abort> {
+        let mut sts = [0u32; 8];
+        let mut n = 0;
+        tx.scan(TRADE_HISTORY, key::trade_history(t, 0), key::trade_history(t, 7), 8, |k, r| {
+            sts[n] = (k & 7) as u32;
+            n += 1;
+            *fold ^= schema::trade_history::i64(r, schema::trade_history::TH_DTS) as u64;
+            ControlFlow::Continue(())
+        })?;
+        if names {
+            for &st in &sts[..n] {
+                let name = tx.read(STATUS_TYPE, u64::from(st), |r| {
+                    fold_str(schema::status_type::get(r, schema::status_type::ST_NAME))
+                })?;
+                *fold ^= name.must()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn market_feed<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        let now = self.now;
+        tx.piece(0, |tx| {
+            let mut triggered = self.triggered.borrow_mut();
+            triggered.clear();
+            for &(s, qty) in &self.tickers {
+                let price = market::price(s, now);
+                tx.update(LAST_TRADE, u64::from(s), |r| {
+                    lt::set_i64(r, lt::LT_PRICE, price);
+                    lt::set_i64(r, lt::LT_VOL, lt::i64(r, lt::LT_VOL) + i64::from(qty));
+                    lt::set_i64(r, lt::LT_DTS, now);
+                })?
+                .must()?;
+                // The pending requests of the security whose price has come.
+                let mut keys = self.keys.borrow_mut();
+                keys.clear();
+                let (lo, hi) = (key::trade_request(s, 0), key::trade_request(s, (1 << 40) - 1));
+                tx.scan(TRADE_REQUEST, lo, hi, usize::MAX, |k, r| {
+                    let kind = schema::trade_type_of(rq::get(r, rq::TR_TT_ID)).unwrap_or(0);
+                    if triggers(kind, rq::i64(r, rq::TR_BID_PRICE), price) {
+                        let qty = rq::i32(r, rq::TR_QTY) as u32;
+                        keys.push((k, u64::from(qty) << 32 | rq::i64(r, rq::TR_B_ID) as u64));
+                    }
+                    ControlFlow::Continue(())
+                })?;
+                for &(k, packed) in keys.iter() {
+                    let t = key::trade_of(k);
+                    let (qty, b) = ((packed >> 32) as i32, packed & 0xFFFF_FFFF);
+                    tx.update(TRADE, t, |r| {
+                        tr::set_i64(r, tr::T_DTS, now);
+                        tr::set_str(
+                            r,
+                            tr::T_ST_ID,
+                            &schema::STATUS_IDS[status::SUBMITTED as usize][..],
+                        );
+                    })?
+                    .must()?;
+                    must_hit(tx.delete(TRADE_REQUEST, k)?)?;
+                    must_hit(tx.delete(TRADE_REQUEST_BY, key::trade_request_by(b, t))?)?;
+                    must_hit(tx.insert(
+                        TRADE_HISTORY,
+                        key::trade_history(t, status::SUBMITTED),
+                        &load::history_row(t, now, status::SUBMITTED),
+                    )?)?;
+                    triggered.push(Ready { trade: t, security: s, qty });
+                }
+            }
+            self.emit(triggered.len() as u64);
+            Ok(())
+        })
+    }
+
+    fn market_watch<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        tx.piece(0, |tx| {
+            let mut keys = self.keys.borrow_mut();
+            keys.clear();
+            match self.frame {
+                0 => {
+                    let (lo, hi) = (
+                        key::holding_summary(self.ca, 0),
+                        key::holding_summary(self.ca, (1 << 22) - 1),
+                    );
+                    tx.scan(HOLDING_SUMMARY, lo, hi, usize::MAX, |k, _| {
+                        keys.push((k & ((1 << 22) - 1), 0));
+                        ControlFlow::Continue(())
+                    })?;
+                }
+                1 => {
+                    let (lo, hi) =
+                        (key::watch_item(self.c, 0), key::watch_item(self.c, (1 << 22) - 1));
+                    tx.scan(WATCH_ITEM, lo, hi, usize::MAX, |k, _| {
+                        keys.push((k & ((1 << 22) - 1), 0));
+                        ControlFlow::Continue(())
+                    })?;
+                }
+                _ => {
+                    // The securities of the industry's companies among 100 from a first one.
+                    let companies = u64::from(self.companies);
+                    for co in u64::from(self.s)..(u64::from(self.s) + 100).min(companies) {
+                        let industry = tx
+                            .read(COMPANY, co, |r| {
+                                two_digits(schema::company::get(r, schema::company::CO_IN_ID))
+                            })?
+                            .must()?;
+                        if industry == self.group {
+                            let mut s = co;
+                            while s < u64::from(self.securities) {
+                                keys.push((s, 0));
+                                s += companies;
+                            }
+                        }
+                    }
+                }
+            }
+            let (mut old, mut new) = (0i128, 0i128);
+            for &(s, _) in keys.iter() {
+                let price = tx.read(LAST_TRADE, s, |r| lt::i64(r, lt::LT_PRICE))?.must()?;
+                let out = tx.read(SECURITY, s, |r| se::i64(r, se::S_NUM_OUT))?.must()?;
+                let close = tx
+                    .read(DAILY_MARKET, key::daily_market(s as u32, self.day), |r| {
+                        dm::i64(r, dm::DM_CLOSE)
+                    })?
+                    .must()?;
+                old += i128::from(close) * i128::from(out);
+                new += i128::from(price) * i128::from(out);
+            }
+            let pct = if old == 0 { 0 } else { (new - old) * 10_000 / old };
+            self.emit(pct as u64);
+            Ok(())
+        })
+    }
+
+    fn security_detail<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        use schema::{company as co, exchange as ex, news_item as ni};
+        let s = self.s;
+        tx.piece(0, |tx| {
+            let mut fold = 0u64;
+            let (company, exchange, name) = tx
+                .read(SECURITY, u64::from(s), |r| {
+                    (
+                        se::i64(r, se::S_CO_ID) as u64,
+                        exchange_index(se::get(r, se::S_EX_ID)),
+                        fold_str(se::get(r, se::S_NAME)),
+                    )
+                })?
+                .must()?;
+            fold ^= name;
+            let ad = tx.read(COMPANY, company, |r| co::i64(r, co::CO_AD_ID) as u64)?.must()?;
+            let ex_ad = tx
+                .read(EXCHANGE, u64::from(exchange), |r| ex::i64(r, ex::EX_AD_ID) as u64)?
+                .must()?;
+            for a in [ad, ex_ad] {
+                let zc = tx
+                    .read(ADDRESS, a, |r| {
+                        let code = schema::address::get(r, schema::address::AD_ZC_CODE);
+                        std::str::from_utf8(&code[..5]).ok().and_then(|t| t.parse::<u32>().ok())
+                    })?
+                    .must()?
+                    .must()?;
+                let zip = u64::from((zc - 10_000) / 6);
+                fold ^= tx.read(ZIP_CODE, zip, fold_str)?.must()?;
+            }
+            let mut comps = [0u64; schema::COMPETITORS as usize];
+            let mut n = 0;
+            tx.scan(
+                COMPANY_COMPETITOR,
+                key::company_j(company, 0),
+                key::company_j(company, 3),
+                3,
+                |_, r| {
+                    comps[n] = schema::company_competitor::i64(
+                        r,
+                        schema::company_competitor::CP_COMP_CO_ID,
+                    ) as u64;
+                    n += 1;
+                    ControlFlow::Continue(())
+                },
+            )?;
+            for &cp in &comps[..n] {
+                let industry =
+                    tx.read(COMPANY, cp, |r| two_digits(co::get(r, co::CO_IN_ID)))?.must()?;
+                fold ^= tx.read(INDUSTRY, u64::from(industry), fold_str)?.must()?;
+            }
+            tx.scan(
+                FINANCIAL,
+                key::financial(company, 0),
+                key::financial(company, 31),
+                20,
+                |_, r| {
+                    fold ^= schema::financial::i64(r, schema::financial::FI_REVENUE) as u64;
+                    ControlFlow::Continue(())
+                },
+            )?;
+            let (lo, hi) = (
+                key::daily_market(s, self.day),
+                key::daily_market(s, self.day + self.max_rows - 1),
+            );
+            tx.scan(DAILY_MARKET, lo, hi, self.max_rows as usize, |_, r| {
+                fold ^= dm::i64(r, dm::DM_CLOSE) as u64;
+                ControlFlow::Continue(())
+            })?;
+            fold ^=
+                tx.read(LAST_TRADE, u64::from(s), |r| lt::i64(r, lt::LT_PRICE) as u64)?.must()?;
+            let mut news = [0u64; 2];
+            let mut n = 0;
+            tx.scan(
+                NEWS_XREF,
+                key::company_j(company, 0),
+                key::company_j(company, 3),
+                2,
+                |_, r| {
+                    news[n] = schema::news_xref::i64(r, schema::news_xref::NX_NI_ID) as u64;
+                    n += 1;
+                    ControlFlow::Continue(())
+                },
+            )?;
+            // The large object only when asked for (1 %); otherwise its summary.
+            let cols = if self.lob {
+                ni::mask(&[ni::NI_ITEM, ni::NI_DTS, ni::NI_SOURCE, ni::NI_AUTHOR])
+            } else {
+                ni::mask(&[
+                    ni::NI_HEADLINE,
+                    ni::NI_SUMMARY,
+                    ni::NI_DTS,
+                    ni::NI_SOURCE,
+                    ni::NI_AUTHOR,
+                ])
+            };
+            for &item in &news[..n] {
+                let lob = self.lob;
+                fold ^= tx
+                    .read_cols(NEWS_ITEM, item, cols, |r| {
+                        let body =
+                            if lob { ni::get(r, ni::NI_ITEM) } else { ni::get(r, ni::NI_SUMMARY) };
+                        fold_str(body) ^ ni::i64(r, ni::NI_DTS) as u64
+                    })?
+                    .must()?;
+            }
+            self.emit(fold);
+            Ok(())
+        })
+    }
+
+    /// The trades a Trade-Lookup or Trade-Update frame works on, into `self.keys` (id, 0):
+    /// frame 1, the account's first `max_rows`; frame 2, the account's in the time range;
+    /// frame 3, the security's in the time range.
+    fn frame_trades<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        let mut keys = self.keys.borrow_mut();
+        keys.clear();
+        let (table, lo, hi) = match self.frame {
+            3 => (
+                TRADE_BY_SECURITY,
+                key::trade_security(self.s, 0),
+                key::trade_security(self.s, (1 << 40) - 1),
+            ),
+            _ => (
+                TRADE_BY_ACCOUNT,
+                key::trade_account(self.ca, 0),
+                key::trade_account(self.ca, (1 << 40) - 1),
+            ),
+        };
+        let (from, to, max) = (self.from, self.to, self.max_rows as usize);
+        let any_time = self.frame == 1;
+        tx.scan(table, lo, hi, usize::MAX, |k, r| {
+            let dts = i64::from_le_bytes(r[..8].try_into().expect("8 bytes"));
+            if any_time || (from..=to).contains(&dts) {
+                keys.push((key::trade_of(k), 0));
+            }
+            if keys.len() >= max {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Folds what Trade-Lookup's and Trade-Update's frames 1 to 3 read of trade `t`: the
+    /// trade, its settlement, its cash transaction (a cash trade) and its history.
+    fn trade_details<W: Worker>(
+        &self,
+        tx: &mut Tx<'_, W>,
+        t: u64,
+        fold: &mut u64,
+    ) -> Result<(), Abort> {
+        let (cash, price, bid) = tx
+            .read(TRADE, t, |r| {
+                (
+                    tr::u8(r, tr::T_IS_CASH) == 1,
+                    tr::i64(r, tr::T_TRADE_PRICE),
+                    tr::i64(r, tr::T_BID_PRICE),
+                )
+            })?
+            .must()?;
+        *fold ^= (price ^ bid) as u64;
+        // A trade still pending or submitted has no settlement yet.
+        if let Some(amt) = tx.read(SETTLEMENT, t, |r| sm::i64(r, sm::SE_AMT))? {
+            *fold ^= amt as u64;
+            if cash {
+                *fold ^= tx.read(CASH_TRANSACTION, t, |r| ct::i64(r, ct::CT_AMT) as u64)?.must()?;
+            }
+        }
+        self.histories(tx, t, fold, false)
+    }
+
+    fn trade_lookup<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        let piece = self.frame as usize - 1;
+        if self.frame == 4 {
+            return tx.piece(piece, |tx| {
+                // The account's first trade from the start time, and the history of every
+                // holding that trade changed.
+                let mut first = None;
+                let from = self.from;
+                let (lo, hi) =
+                    (key::trade_account(self.ca, 0), key::trade_account(self.ca, (1 << 40) - 1));
+                tx.scan(TRADE_BY_ACCOUNT, lo, hi, usize::MAX, |k, r| {
+                    if i64::from_le_bytes(r[..8].try_into().expect("8 bytes")) >= from {
+                        first = Some(key::trade_of(k));
+                        return ControlFlow::Break(());
+                    }
+                    ControlFlow::Continue(())
+                })?;
+                let Some(t) = first else { return Ok(()) };
+                let mut holdings = self.keys.borrow_mut();
+                holdings.clear();
+                tx.scan(
+                    HOLDING_HISTORY,
+                    key::holding_history(t, 0),
+                    key::holding_history(t, (1 << 24) - 1),
+                    20,
+                    |_, r| {
+                        holdings.push((
+                            schema::holding_history::i64(r, schema::holding_history::HH_H_T_ID)
+                                as u64,
+                            0,
+                        ));
+                        ControlFlow::Continue(())
+                    },
+                )?;
+                let mut fold = t;
+                let mut shown = 0;
+                for &(h, _) in holdings.iter() {
+                    let mut rows = [0u64; 20];
+                    let mut n = 0;
+                    let lo = key::holding_history_by(h, 0);
+                    tx.scan(HOLDING_HISTORY_BY, lo, lo + (1 << 24) - 1, 20 - shown, |_, r| {
+                        use schema::holding_history_by::*;
+                        rows[n] = key::holding_history(i64(r, HB_T_ID) as u64, u32(r, HB_K));
+                        n += 1;
+                        ControlFlow::Continue(())
+                    })?;
+                    for &k in &rows[..n] {
+                        use schema::holding_history::*;
+                        fold ^=
+                            tx.read(HOLDING_HISTORY, k, |r| i32(r, HH_AFTER_QTY) as u64)?.must()?;
+                    }
+                    shown += n;
+                    if shown >= 20 {
+                        break;
+                    }
+                }
+                self.emit(fold);
+                Ok(())
+            });
+        }
+        tx.piece(piece, |tx| {
+            self.frame_trades(tx)?;
+            let keys = self.keys.borrow();
+            let mut fold = 0;
+            for &(t, _) in keys.iter() {
+                self.trade_details(tx, t, &mut fold)?;
+            }
+            self.emit(fold);
+            Ok(())
+        })
+    }
+
+    fn trade_update<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        tx.piece(self.frame as usize - 1, |tx| {
+            self.frame_trades(tx)?;
+            let keys = self.keys.borrow();
+            let mut fold = 0;
+            for &(t, _) in keys.iter() {
+                match self.frame {
+                    1 => {
+                        // Swap " X " and " " in the executor's name.
+                        tx.update(TRADE, t, |r| {
+                            let name = tr::get_mut(r, tr::T_EXEC_NAME);
+                            swap_marker(name, b" X ", b" ");
+                        })?
+                        .must()?;
+                    }
+                    2 => {
+                        tx.update(SETTLEMENT, t, |r| {
+                            let kind = sm::get(r, sm::SE_CASH_TYPE);
+                            let n = kind.iter().position(|&b| b == 0).unwrap_or(kind.len());
+                            let next: &[u8] = match &kind[..n] {
+                                b"Cash Account" => b"Cash",
+                                b"Cash" => b"Cash Account",
+                                b"Margin" => b"Margin Account",
+                                _ => b"Margin",
+                            };
+                            sm::set_str(r, sm::SE_CASH_TYPE, next);
+                        })?;
+                    }
+                    _ => {
+                        tx.update(CASH_TRANSACTION, t, |r| {
+                            swap_marker(
+                                ct::get_mut(r, ct::CT_NAME),
+                                b" shares of ",
+                                b" Shares of ",
+                            );
+                        })?;
+                    }
+                }
+                self.trade_details(tx, t, &mut fold)?;
+            }
+            self.emit(fold);
+            Ok(())
+        })
+    }
+
+    fn trade_status<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        tx.piece(0, |tx| {
+            let last = self.last_trades(tx, self.ca, 50)?;
+            let mut fold = 0u64;
+            for &(t, _) in last.iter() {
+                let (st, kind, s, name) = tx
+                    .read(TRADE, t, |r| {
+                        (
+                            schema::status_of(tr::get(r, tr::T_ST_ID)).unwrap_or(0),
+                            schema::trade_type_of(tr::get(r, tr::T_TT_ID)).unwrap_or(0),
+                            schema::symbol_index(tr::get(r, tr::T_S_SYMB)).unwrap_or(0),
+                            fold_str(tr::get(r, tr::T_EXEC_NAME)) ^ tr::i64(r, tr::T_CHRG) as u64,
+                        )
+                    })?
+                    .must()?;
+                fold ^= name;
+                fold ^= tx.read(STATUS_TYPE, u64::from(st), fold_str)?.must()?;
+                fold ^= tx.read(TRADE_TYPE, u64::from(kind), fold_str)?.must()?;
+                let ex = tx
+                    .read(SECURITY, u64::from(s), |r| exchange_index(se::get(r, se::S_EX_ID)))?
+                    .must()?;
+                fold ^= tx.read(EXCHANGE, u64::from(ex), fold_str)?.must()?;
+            }
+            drop(last);
+            let (c, b) = tx
+                .read(CUSTOMER_ACCOUNT, self.ca, |r| {
+                    (ca::i64(r, ca::CA_C_ID) as u64, ca::i64(r, ca::CA_B_ID) as u64)
+                })?
+                .must()?;
+            fold ^= tx.read(CUSTOMER, c, |r| fold_str(cu::get(r, cu::C_L_NAME)))?.must()?;
+            fold ^= tx.read(BROKER, b, |r| fold_str(br::get(r, br::B_NAME)))?.must()?;
+            self.emit(fold);
+            Ok(())
+        })
+    }
+
+    fn trade_order<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        self.submitted.set(None);
+        let (c, b, tax_status) = tx.piece(0, |tx| {
+            let (c, b, tax_status) = tx
+                .read(CUSTOMER_ACCOUNT, self.ca, |r| {
+                    (
+                        ca::i64(r, ca::CA_C_ID) as u64,
+                        ca::i64(r, ca::CA_B_ID) as u64,
+                        ca::u32(r, ca::CA_TAX_ST),
+                    )
+                })?
+                .must()?;
+            let name = tx.read(CUSTOMER, c, |r| fold_str(cu::get(r, cu::C_L_NAME)))?.must()?;
+            let broker = tx.read(BROKER, b, |r| fold_str(br::get(r, br::B_NAME)))?.must()?;
+            self.emit(name ^ broker);
+            Ok((c, b, tax_status))
+        })?;
+        // Frame 2: an executor other than the owner must hold a permission on the account.
+        let exec = tx.piece(1, |tx| {
+            let mut names = [[0u8; 49]; 4];
+            let mut n = 0;
+            let lo = key::account_permission(self.ca, 0);
+            tx.scan(ACCOUNT_PERMISSION, lo, lo + 15, 4, |_, r| {
+                use schema::account_permission::*;
+                let (f, l) = (get(r, AP_F_NAME), get(r, AP_L_NAME));
+                let fl = f.iter().position(|&x| x == 0).unwrap_or(f.len());
+                let ll = l.iter().position(|&x| x == 0).unwrap_or(l.len());
+                names[n][..fl].copy_from_slice(&f[..fl]);
+                names[n][fl] = b' ';
+                names[n][fl + 1..fl + 1 + ll.min(48 - fl)].copy_from_slice(&l[..ll.min(48 - fl)]);
+                n += 1;
+                ControlFlow::Continue(())
+            })?;
+            if n == 0 {
+                return Err(Abort::new(AbortReason::MissingRow));
+            }
+            Ok(names[self.executor as usize % n])
+        })?;
+        let s = self.s;
+        let kind = self.trade_type;
+        let (price, charge, comm) = tx.piece(2, |tx| {
+            let (ex, co) = tx
+                .read(SECURITY, u64::from(s), |r| {
+                    (exchange_index(se::get(r, se::S_EX_ID)), se::i64(r, se::S_CO_ID) as u64)
+                })?
+                .must()?;
+            let co_name = tx
+                .read(COMPANY, co, |r| fold_str(schema::company::get(r, schema::company::CO_NAME)))?
+                .must()?;
+            let market_price =
+                tx.read(LAST_TRADE, u64::from(s), |r| lt::i64(r, lt::LT_PRICE))?.must()?;
+            let (is_mrkt, is_sell) = tx
+                .read(TRADE_TYPE, u64::from(kind), |r| {
+                    use schema::trade_type::*;
+                    (u8(r, TT_IS_MRKT) == 1, u8(r, TT_IS_SELL) == 1)
+                })?
+                .must()?;
+            let price = if is_mrkt { market_price } else { self.price };
+            let hs_qty = tx
+                .read(HOLDING_SUMMARY, key::holding_summary(self.ca, s), |r| {
+                    hs::i32(r, hs::HS_QTY)
+                })?
+                .unwrap_or(0);
+            // Estimate the gain of the shares the trade would close (LIFO or FIFO).
+            let mut gain = 0;
+            if (is_sell && hs_qty > 0) || (!is_sell && hs_qty < 0) {
+                let mut lots = self.lots.borrow_mut();
+                self.read_lots(tx, s, &mut lots)?;
+                let mut changes = self.changes.borrow_mut();
+                let (_, buy, sold) =
+                    market::trade_lots(&lots, is_sell, self.lifo, self.qty, price, &mut changes);
+                gain = sold - buy;
+            }
+            let tier = tx.read(CUSTOMER, c, |r| cu::u32(r, cu::C_TIER))?.must()?;
+            let mut rate = 0;
+            if is_sell && tax_status != 0 && gain > 0 {
+                rate = self.tax_rate(tx, c)?;
+            }
+            let comm_rate = tx
+                .read(
+                    COMMISSION_RATE,
+                    key::commission_rate(tier, kind, ex, schema::quantity_range(self.qty)),
+                    |r| schema::commission_rate::u32(r, schema::commission_rate::CR_RATE),
+                )?
+                .must()?;
+            let charge = tx
+                .read(CHARGE, key::charge(kind, tier), |r| {
+                    schema::charge::i64(r, schema::charge::CH_CHRG)
+                })?
+                .must()?;
+            let x = market::execute(
+                market::Terms { kind, qty: self.qty, price, charge, commission_rate: comm_rate },
+                gain,
+                tax_status,
+                rate,
+            );
+            if self.margin {
+                // The account's assets: its balance and its holdings at market.
+                let bal = tx.read(CUSTOMER_ACCOUNT, self.ca, |r| ca::i64(r, ca::CA_BAL))?.must()?;
+                self.emit(bal as u64);
+            }
+            self.emit(co_name ^ x.tax as u64);
+            Ok((price, charge, x.commission))
+        })?;
+        let t = self.t;
+        let now = self.now;
+        let pending = !tt::is_market(kind);
+        tx.piece(3, |tx| {
+            use schema::trade::*;
+            let mut row = [0u8; SIZE];
+            let st = if pending { status::PENDING } else { status::SUBMITTED };
+            set_i64(&mut row, T_ID, t as i64);
+            set_i64(&mut row, T_DTS, now);
+            set_str(&mut row, T_ST_ID, &schema::STATUS_IDS[st as usize][..]);
+            set_str(&mut row, T_TT_ID, &schema::TRADE_TYPE_IDS[kind as usize][..]);
+            set_u8(&mut row, T_IS_CASH, u8::from(!self.margin));
+            set_str(&mut row, T_S_SYMB, &schema::symbol(s));
+            set_i32(&mut row, T_QTY, self.qty);
+            set_i64(&mut row, T_BID_PRICE, price);
+            set_i64(&mut row, T_CA_ID, self.ca as i64);
+            let n = exec.iter().position(|&x| x == 0).unwrap_or(exec.len());
+            set_str(&mut row, T_EXEC_NAME, &exec[..n]);
+            set_i64(&mut row, T_CHRG, charge);
+            set_i64(&mut row, T_COMM, comm);
+            set_u8(&mut row, T_LIFO, u8::from(self.lifo));
+            must_hit(tx.insert(TRADE, t, &row)?)?;
+            let by = now.to_le_bytes();
+            must_hit(tx.insert(TRADE_BY_ACCOUNT, key::trade_account(self.ca, t), &by)?)?;
+            must_hit(tx.insert(TRADE_BY_SECURITY, key::trade_security(s, t), &by)?)?;
+            if pending {
+                let mut row = [0u8; rq::SIZE];
+                rq::set_i64(&mut row, rq::TR_T_ID, t as i64);
+                rq::set_str(&mut row, rq::TR_TT_ID, &schema::TRADE_TYPE_IDS[kind as usize][..]);
+                rq::set_str(&mut row, rq::TR_S_SYMB, &schema::symbol(s));
+                rq::set_i32(&mut row, rq::TR_QTY, self.qty);
+                rq::set_i64(&mut row, rq::TR_BID_PRICE, price);
+                rq::set_i64(&mut row, rq::TR_B_ID, b as i64);
+                must_hit(tx.insert(TRADE_REQUEST, key::trade_request(s, t), &row)?)?;
+                use schema::trade_request_by as rb;
+                let mut row = [0u8; rb::SIZE];
+                rb::set_u32(&mut row, rb::RB_S, s);
+                rb::set_i32(&mut row, rb::RB_QTY, self.qty);
+                rb::set_i64(&mut row, rb::RB_BID_PRICE, price);
+                must_hit(tx.insert(TRADE_REQUEST_BY, key::trade_request_by(b, t), &row)?)?;
+            }
+            must_hit(tx.insert(
+                TRADE_HISTORY,
+                key::trade_history(t, st),
+                &load::history_row(t, now, st),
+            )?)
+        })?;
+        // Frame 5: the 1 % the specification rolls back.
+        if self.roll_back {
+            return tx.user_abort();
+        }
+        if !pending {
+            self.submitted.set(Some(Ready { trade: t, security: s, qty: self.qty }));
+        }
+        Ok(())
+    }
+
+    /// Account `self.ca`'s lots in security `s`, oldest first, into `lots`.
+    fn read_lots<W: Worker>(
+        &self,
+        tx: &mut Tx<'_, W>,
+        s: u32,
+        lots: &mut Vec<Lot>,
+    ) -> Result<(), Abort> {
+        lots.clear();
+        let (lo, hi) = (key::holding(self.ca, s, 0), key::holding(self.ca, s, 0xFFFF));
+        tx.scan(HOLDING, lo, hi, usize::MAX, |k, r| {
+            lots.push(Lot {
+                trade: ho::i64(r, ho::H_T_ID) as u64,
+                n: (k & 0xFFFF) as u32,
+                price: ho::i64(r, ho::H_PRICE),
+                qty: ho::i32(r, ho::H_QTY),
+                dts: ho::i64(r, ho::H_DTS),
+                hist: ho::u32(r, ho::H_HIST_N),
+            });
+            ControlFlow::Continue(())
+        })?;
+        Ok(())
+    }
+
+    /// Customer `c`'s tax rate: the sum of its tax rates' (1/10 000).
+    fn tax_rate<W: Worker>(&self, tx: &mut Tx<'_, W>, c: u64) -> Result<u32, Abort> {
+        let mut ids = [0u32; 2];
+        let mut n = 0;
+        tx.scan(
+            CUSTOMER_TAXRATE,
+            key::customer_taxrate(c, 0),
+            key::customer_taxrate(c, 1),
+            2,
+            |_, r| {
+                ids[n] = schema::customer_taxrate::u32(r, schema::customer_taxrate::CX_TX_ID);
+                n += 1;
+                ControlFlow::Continue(())
+            },
+        )?;
+        let mut rate = 0;
+        for &id in &ids[..n] {
+            rate += tx
+                .read(TAXRATE, u64::from(id), |r| {
+                    schema::taxrate::u32(r, schema::taxrate::TX_RATE)
+                })?
+                .must()?;
+        }
+        Ok(rate)
+    }
+
+    fn trade_result<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        let t = self.t;
+        let now = self.now;
+        let trade = tx.piece(0, |tx| {
+            let trade = tx
+                .read(TRADE, t, |r| {
+                    (
+                        tr::i64(r, tr::T_CA_ID) as u64,
+                        schema::trade_type_of(tr::get(r, tr::T_TT_ID)).unwrap_or(0),
+                        schema::symbol_index(tr::get(r, tr::T_S_SYMB)).unwrap_or(0),
+                        tr::i32(r, tr::T_QTY),
+                        tr::i64(r, tr::T_CHRG),
+                        tr::u8(r, tr::T_LIFO) == 1,
+                        tr::u8(r, tr::T_IS_CASH) == 1,
+                        schema::status_of(tr::get(r, tr::T_ST_ID)),
+                    )
+                })?
+                .must()?;
+            // Only a submitted trade executes (another worker may have canceled it).
+            if trade.7 != Some(status::SUBMITTED) {
+                return Ok(None);
+            }
+            let kind = trade.1;
+            tx.read(TRADE_TYPE, u64::from(kind), fold_str)?.must()?;
+            let hs_qty = tx.read(HOLDING_SUMMARY, key::holding_summary(trade.0, trade.2), |r| {
+                (hs::i32(r, hs::HS_QTY), hs::u32(r, hs::HS_NEXT))
+            })?;
+            Ok(Some((trade, hs_qty)))
+        })?;
+        let Some(((account, kind, s, qty, charge, lifo, cash, _), summary)) = trade else {
+            return Ok(());
+        };
+        let sell = tt::is_sell(kind);
+        let price = market::price(s, now);
+        let (b, c, tax_status, gain) = tx.piece(1, |tx| {
+            let (b, c, tax_status) = tx
+                .read(CUSTOMER_ACCOUNT, account, |r| {
+                    (
+                        ca::i64(r, ca::CA_B_ID) as u64,
+                        ca::i64(r, ca::CA_C_ID) as u64,
+                        ca::u32(r, ca::CA_TAX_ST),
+                    )
+                })?
+                .must()?;
+            let mut lots = self.lots.borrow_mut();
+            let mut changes = self.changes.borrow_mut();
+            lots.clear();
+            if summary.is_some() {
+                let (lo, hi) = (key::holding(account, s, 0), key::holding(account, s, 0xFFFF));
+                tx.scan(HOLDING, lo, hi, usize::MAX, |k, r| {
+                    lots.push(Lot {
+                        trade: ho::i64(r, ho::H_T_ID) as u64,
+                        n: (k & 0xFFFF) as u32,
+                        price: ho::i64(r, ho::H_PRICE),
+                        qty: ho::i32(r, ho::H_QTY),
+                        dts: ho::i64(r, ho::H_DTS),
+                        hist: ho::u32(r, ho::H_HIST_N),
+                    });
+                    ControlFlow::Continue(())
+                })?;
+            }
+            let (left, buy_value, sell_value) =
+                market::trade_lots(&lots, sell, lifo, qty, price, &mut changes);
+            let mut k = 0u32;
+            for ch in changes.iter() {
+                let hk = key::holding(account, s, ch.lot.n);
+                self.holding_history(tx, t, k, ch.lot.trade, ch.lot.hist, ch.lot.qty, ch.after)?;
+                k += 1;
+                if ch.after == 0 {
+                    must_hit(tx.delete(HOLDING, hk)?)?;
+                } else {
+                    tx.update(HOLDING, hk, |r| {
+                        ho::set_i32(r, ho::H_QTY, ch.after);
+                        ho::set_u32(r, ho::H_HIST_N, ho::u32(r, ho::H_HIST_N) + 1);
+                    })?
+                    .must()?;
+                }
+            }
+            let (old_qty, mut next) = summary.unwrap_or((0, 0));
+            let mut new_qty = old_qty + if sell { -qty } else { qty };
+            if left > 0 {
+                let lot_qty = if sell { -left } else { left };
+                let mut row = [0u8; ho::SIZE];
+                ho::set_i64(&mut row, ho::H_T_ID, t as i64);
+                ho::set_i64(&mut row, ho::H_CA_ID, account as i64);
+                ho::set_str(&mut row, ho::H_S_SYMB, &schema::symbol(s));
+                ho::set_i64(&mut row, ho::H_DTS, now);
+                ho::set_i64(&mut row, ho::H_PRICE, price);
+                ho::set_i32(&mut row, ho::H_QTY, lot_qty);
+                ho::set_u32(&mut row, ho::H_HIST_N, 1);
+                must_hit(tx.insert(HOLDING, key::holding(account, s, next), &row)?)?;
+                self.holding_history(tx, t, k, t, 0, 0, lot_qty)?;
+                next = (next + 1) & 0xFFFF;
+            } else if new_qty != 0 && changes.is_empty() {
+                // Unreachable with consistent summaries: a trade either closes lots or opens one.
+                new_qty = old_qty;
+            }
+            let hk = key::holding_summary(account, s);
+            match (summary.is_some(), new_qty) {
+                (false, 0) => {}
+                (false, q) => {
+                    let mut row = [0u8; hs::SIZE];
+                    hs::set_i64(&mut row, hs::HS_CA_ID, account as i64);
+                    hs::set_str(&mut row, hs::HS_S_SYMB, &schema::symbol(s));
+                    hs::set_i32(&mut row, hs::HS_QTY, q);
+                    hs::set_u32(&mut row, hs::HS_NEXT, next);
+                    must_hit(tx.insert(HOLDING_SUMMARY, hk, &row)?)?;
+                }
+                (true, 0) => must_hit(tx.delete(HOLDING_SUMMARY, hk)?)?,
+                (true, q) => {
+                    tx.update(HOLDING_SUMMARY, hk, |r| {
+                        hs::set_i32(r, hs::HS_QTY, q);
+                        hs::set_u32(r, hs::HS_NEXT, next);
+                    })?
+                    .must()?;
+                }
+            }
+            Ok((b, c, tax_status, sell_value - buy_value))
+        })?;
+        let rate = tx.piece(2, |tx| {
+            if sell && tax_status != 0 && gain > 0 {
+                self.tax_rate(tx, c)
+            } else {
+                Ok(0)
+            }
+        })?;
+        let comm_rate = tx.piece(3, |tx| {
+            let ex = tx
+                .read(SECURITY, u64::from(s), |r| exchange_index(se::get(r, se::S_EX_ID)))?
+                .must()?;
+            let tier = tx.read(CUSTOMER, c, |r| cu::u32(r, cu::C_TIER))?.must()?;
+            tx.read(
+                COMMISSION_RATE,
+                key::commission_rate(tier, kind, ex, schema::quantity_range(qty)),
+                |r| schema::commission_rate::u32(r, schema::commission_rate::CR_RATE),
+            )?
+            .must()
+        })?;
+        let x = market::execute(
+            market::Terms { kind, qty, price, charge, commission_rate: comm_rate },
+            gain,
+            tax_status,
+            rate,
+        );
+        tx.piece(4, |tx| {
+            tx.update(TRADE, t, |r| {
+                tr::set_i64(r, tr::T_COMM, x.commission);
+                tr::set_i64(r, tr::T_DTS, now);
+                tr::set_str(r, tr::T_ST_ID, &schema::STATUS_IDS[status::COMPLETED as usize][..]);
+                tr::set_i64(r, tr::T_TRADE_PRICE, price);
+                tr::set_i64(r, tr::T_TAX, x.tax);
+            })?
+            .must()?;
+            must_hit(tx.insert(
+                TRADE_HISTORY,
+                key::trade_history(t, status::COMPLETED),
+                &load::history_row(t, now, status::COMPLETED),
+            )?)?;
+            tx.accumulate(BROKER, b, br::add(br::B_NUM_TRADES, 1))?.then_some(()).must()?;
+            tx.accumulate(BROKER, b, br::add(br::B_COMM_TOTAL, x.commission))?.then_some(()).must()
+        })?;
+        tx.piece(5, |tx| {
+            must_hit(tx.insert(
+                SETTLEMENT,
+                t,
+                &load::settlement_row(t, cash, now, x.settlement),
+            )?)?;
+            let bal = if cash {
+                let bal = tx
+                    .update(CUSTOMER_ACCOUNT, account, |r| {
+                        let bal = ca::i64(r, ca::CA_BAL) + x.settlement;
+                        ca::set_i64(r, ca::CA_BAL, bal);
+                        bal
+                    })?
+                    .must()?;
+                must_hit(tx.insert(
+                    CASH_TRANSACTION,
+                    t,
+                    &load::cash_row(t, now, x.settlement, kind, qty, s),
+                )?)?;
+                bal
+            } else {
+                tx.read(CUSTOMER_ACCOUNT, account, |r| ca::i64(r, ca::CA_BAL))?.must()?
+            };
+            self.emit(bal as u64);
+            Ok(())
+        })
+    }
+
+    /// Trade `t`'s `k`-th holding history row, for the holding trade `h` created (its `n`-th),
+    /// and its by-holding entry.
+    #[allow(clippy::too_many_arguments)]
+    fn holding_history<W: Worker>(
+        &self,
+        tx: &mut Tx<'_, W>,
+        t: u64,
+        k: u32,
+        h: u64,
+        n: u32,
+        before: i32,
+        after: i32,
+    ) -> Result<(), Abort> {
+        use schema::holding_history::*;
+        let mut row = [0u8; SIZE];
+        set_i64(&mut row, HH_H_T_ID, h as i64);
+        set_i64(&mut row, HH_T_ID, t as i64);
+        set_i32(&mut row, HH_BEFORE_QTY, before);
+        set_i32(&mut row, HH_AFTER_QTY, after);
+        must_hit(tx.insert(HOLDING_HISTORY, key::holding_history(t, k), &row)?)?;
+        use schema::holding_history_by as hb;
+        let mut row = [0u8; hb::SIZE];
+        hb::set_i64(&mut row, hb::HB_T_ID, t as i64);
+        hb::set_u32(&mut row, hb::HB_K, k);
+        must_hit(tx.insert(HOLDING_HISTORY_BY, key::holding_history_by(h, n), &row)?)
+    }
+}
+
+/// Replaces `from` by `to` in a zero-padded string column, or `to` by `from` when `from` is
+/// absent (Trade-Update's reversible edits).
+fn swap_marker(col: &mut [u8], from: &[u8], to: &[u8]) {
+    let len = col.iter().position(|&b| b == 0).unwrap_or(col.len());
+    let mut text = [0u8; 128];
+    let len = len.min(text.len());
+    text[..len].copy_from_slice(&col[..len]);
+    let text = &text[..len];
+    let (a, b) = if text.windows(from.len()).any(|w| w == from) { (from, to) } else { (to, from) };
+    let Some(at) = text.windows(a.len()).position(|w| w == a) else { return };
+    let mut n = 0;
+    for part in [&text[..at], b, &text[at + a.len()..]] {
+        let m = part.len().min(col.len() - n);
+        col[n..n + m].copy_from_slice(&part[..m]);
+        n += m;
+    }
+    col[n..].fill(0);
+}
