@@ -472,14 +472,44 @@ struct TpceArgs {
     /// [default: 1]
     #[arg(long, value_name = "DAYS")]
     trade_days: Option<u32>,
+    /// TPC-E: percent of transactions that are analytic, 1 to 100 (not in the specification:
+    /// ERMIA's TPCE-hybrid, whose read-mostly transaction values a group of customers'
+    /// accounts and inserts one analytic_history row; the other types follow ERMIA's mix
+    /// unless --mix is given) [default: none; ERMIA uses 20]
+    #[arg(long, value_name = "PCT")]
+    tpce_analytic: Option<u32>,
+    /// TPC-E: percent of the customers whose accounts each analytic transaction values, more
+    /// than 0 to 100 (ERMIA's contention degree: its Fig. 5 sweeps 1 to 60) [default: 20]
+    #[arg(long, value_name = "PCT")]
+    analytic_group: Option<f64>,
+    /// TPC-E: the read-write types only (Market-Feed, Trade-Order, Trade-Result,
+    /// Trade-Update) in the specification's proportions, as IC3's §6.8 runs it
+    #[arg(long, conflicts_with_all = ["mix", "tpce_analytic"])]
+    tpce_rw: bool,
+    /// TPC-E: transactions choose securities among the first N (IC3 Fig. 21's access range in
+    /// the security table; fewer is more contended) [default: all 685 per 1000 customers]
+    #[arg(long, value_name = "N")]
+    security_range: Option<u32>,
+    /// TPC-E: run neither Trade-Cleanup (first) nor Data-Maintenance (once a minute) on the
+    /// first worker
+    #[arg(long)]
+    no_maintenance: bool,
 }
 
 impl TpceArgs {
     /// The first TPC-E flag given, for refusing it on another workload.
     fn given_flag(&self) -> Option<&'static str> {
-        [(self.scale_factor.is_some(), "scale-factor"), (self.trade_days.is_some(), "trade-days")]
-            .into_iter()
-            .find_map(|(given, flag)| given.then_some(flag))
+        [
+            (self.scale_factor.is_some(), "scale-factor"),
+            (self.trade_days.is_some(), "trade-days"),
+            (self.tpce_analytic.is_some(), "tpce-analytic"),
+            (self.analytic_group.is_some(), "analytic-group"),
+            (self.tpce_rw, "tpce-rw"),
+            (self.security_range.is_some(), "security-range"),
+            (self.no_maintenance, "no-maintenance"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
     }
 }
 
@@ -498,6 +528,25 @@ impl RunArgs {
         if let Some(m) = &self.tpcc.mix {
             cfg.mix = TpceConfig::parse_mix(m)?;
         }
+        use crate::workloads::tpce::{AnalyticConfig, ERMIA_MIX, READ_WRITE_MIX};
+        cfg.analytic = match (self.tpce.tpce_analytic, self.tpce.analytic_group) {
+            (Some(share), group) => {
+                if self.tpcc.mix.is_none() {
+                    cfg.mix = ERMIA_MIX;
+                }
+                Some(AnalyticConfig {
+                    share,
+                    group: group.unwrap_or(AnalyticConfig::DEFAULT_GROUP),
+                })
+            }
+            (None, Some(_)) => return Err("--analytic-group needs --tpce-analytic".into()),
+            (None, None) => None,
+        };
+        if self.tpce.tpce_rw {
+            cfg.mix = READ_WRITE_MIX;
+        }
+        cfg.security_range = self.tpce.security_range;
+        cfg.maintenance = !self.tpce.no_maintenance;
         cfg.scale_factor = self.tpce.scale_factor.unwrap_or(cfg.scale_factor);
         cfg.trade_days = self.tpce.trade_days.unwrap_or(cfg.trade_days);
         cfg.seed = seed;
@@ -965,7 +1014,9 @@ fn list() -> String {
     s += "                --analytic PCT adds ERMIA's read-mostly stock scan (--analytic-scan)\n";
     s += "  tpce          TPC-E 1.14, the ten transactions and the standard mix: --customers\n";
     s += "                --scale-factor --trade-days --mix; checks holdings, settlements,\n";
-    s += "                balances, statuses and brokers after each run\n";
+    s += "                balances, statuses and brokers after each run; --tpce-analytic PCT\n";
+    s += "                (--analytic-group) adds ERMIA's TPCE-hybrid, --tpce-rw and\n";
+    s += "                --security-range run IC3's read-write TPC-E\n";
     s += "  pieces        IC3's micro-benchmark (§6.2): --pieces --table-rows --scope\n";
     s += "                --user-abort; checks that every committed update and no other counted\n";
     s += "\nYCSB presets (--preset, theta 0.99 unless --theta is given):\n";

@@ -825,7 +825,7 @@ fn smallbank_parameters_are_checked() {
     fails_with(
         &["run", "--customers", "50"],
         2,
-        "error: --customers and --spin-us apply to --workload smallbank",
+        "error: --customers applies to --workload smallbank and tpce",
     );
 }
 
@@ -963,7 +963,7 @@ fn tpcc_parameters_are_checked() {
     fails_with(
         &["run", "-w", "tpcc", "--customers", "5"],
         2,
-        "error: --customers and --spin-us apply to --workload smallbank",
+        "error: --customers applies to --workload smallbank and tpce",
     );
     fails_with(
         &["run", "-w", "tpcc", "--analytic", "0"],
@@ -1751,4 +1751,106 @@ fn the_readme_commands_are_valid() {
         }
     }
     assert!(commands >= 10, "the tour shows the commands ({commands} found)");
+}
+
+#[test]
+fn tpce_flags_out_of_range_or_on_another_workload_are_refused() {
+    fails_with(
+        &["run", "-w", "tpce", "--customers", "1500"],
+        2,
+        "error: --customers 1500 is not a multiple of 1000 from 1000 to 1000000 (TPC-E loads \
+         customers in units of 1000)",
+    );
+    fails_with(
+        &["run", "-w", "tpce", "--customers", "99999999999"],
+        2,
+        "error: --customers 99999999999 is not a multiple of 1000 from 1000 to 1000000 (TPC-E \
+         loads customers in units of 1000)",
+    );
+    fails_with(
+        &["run", "-w", "tpce", "--trade-days", "301"],
+        2,
+        "error: --trade-days 301 is out of range (1 to 300)",
+    );
+    fails_with(
+        &["run", "-w", "tpce", "--mix", "45,43,4,4,4"],
+        2,
+        "error: --mix '45,43,4,4,4' needs ten comma-separated percentages (broker-volume, \
+         customer-position, market-feed, market-watch, security-detail, trade-lookup, \
+         trade-order, trade-result, trade-status, trade-update), e.g. \
+         4.9,13,1,18,14,8,10.1,10,19,2",
+    );
+    fails_with(
+        &["run", "-w", "tpce", "--analytic-group", "10"],
+        2,
+        "error: --analytic-group needs --tpce-analytic",
+    );
+    fails_with(
+        &["run", "-w", "tpce", "--security-range", "0"],
+        2,
+        "error: --security-range 0 is out of range (1 to the 685 securities of 1000 customers)",
+    );
+    fails_with(
+        &["run", "-w", "tpcc", "--trade-days", "2"],
+        2,
+        "error: --trade-days applies to --workload tpce",
+    );
+    fails_with(
+        &["run", "-w", "tpce", "--warehouses", "2"],
+        2,
+        "error: --warehouses applies to --workload tpcc",
+    );
+}
+
+/// ERMIA's TPCE-hybrid: the analytic transaction is a type of its own in the report, and the
+/// run says it departs from the specification; the consistency checks pass.
+#[test]
+fn a_tpce_hybrid_run_reports_its_analytic_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tpce.json");
+    let out = txlab(&[
+        "run",
+        "-p",
+        "si",
+        "-w",
+        "tpce",
+        "--tpce-analytic",
+        "20",
+        "--analytic-group",
+        "5",
+        "--threads",
+        "2",
+        "--txns",
+        "400",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{err}");
+    assert!(
+        err.contains(
+            "ERMIA's TPCE-hybrid mix, 20 % analytic transactions valuing 5 % of the customers' \
+             accounts"
+        ),
+        "{err}"
+    );
+    assert!(s.contains("  analytic "), "the analytic type has its own line:\n{s}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // One protocol: the report itself, no comparison.
+    let r = &v;
+    let types = r["per_type"].as_array().unwrap();
+    assert_eq!(types.len(), 13, "the ten, maintenance, cleanup and the analytic: {r}");
+    assert_eq!(types[12]["name"], "analytic");
+    // 800 transactions, a fifth of them analytic: the count is binomial around 160.
+    let commits = types[12]["commits"].as_u64().unwrap();
+    assert!((100..=220).contains(&commits), "{commits} analytic commits of 800");
+    assert!(
+        r["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .starts_with("analytic transaction (not in the specification): 20 %")),
+        "{r}"
+    );
 }

@@ -502,9 +502,15 @@ fn the_checks_detect_broken_databases() {
 #[test]
 fn the_generator_follows_the_mix_and_runs_the_market_only_on_orders() {
     let tpce = Tpce::new(TpceConfig::new(1_000));
-    let mut gen = tpce.generator(0, 1, 42);
-    let mut txn = gen.blank();
-    let mut seen = [0u64; 10];
+    // The first worker's generator starts with Trade-Cleanup; the second's with the mix.
+    let mut first = tpce.generator(0, 2, 41);
+    let mut txn = first.blank();
+    first.fill(&mut txn);
+    assert_eq!(txn.kind, Kind::TradeCleanup);
+    first.fill(&mut txn);
+    assert_ne!(txn.kind, Kind::TradeCleanup, "once");
+    let mut gen = tpce.generator(1, 2, 42);
+    let mut seen = [0u64; 13];
     const N: u64 = 20_000;
     for _ in 0..N {
         gen.fill(&mut txn);
@@ -542,11 +548,30 @@ fn configurations_out_of_range_are_refused_with_the_flag_named() {
         TpceConfig { scale_factor: 0, ..TpceConfig::new(1_000) },
         "--scale-factor 0 is out of range (1 to 10000 customers per trade per second)",
     );
-    let mut mix = DEFAULT_MIX;
-    mix[0] += 1;
+    assert_eq!(
+        TpceConfig::parse_mix("5,13,1,18,14,8,10.1,10,19,2").unwrap_err(),
+        "--mix '5,13,1,18,14,8,10.1,10,19,2' sums to 100.1, not 100"
+    );
+    use txlab::workloads::tpce::AnalyticConfig;
+    let analytic = |share, group| TpceConfig {
+        analytic: Some(AnalyticConfig { share, group }),
+        ..TpceConfig::new(1_000)
+    };
     bad(
-        TpceConfig { mix, ..TpceConfig::new(1_000) },
-        "--mix 5,13,1,18,14,8,10.1,10,19,2 sums to 100.1, not 100",
+        analytic(0, 20.0),
+        "--tpce-analytic 0 is out of range (1 to 100 percent of the transactions)",
+    );
+    bad(
+        analytic(20, 0.0),
+        "--analytic-group 0 is out of range (more than 0, at most 100 percent of the customers)",
+    );
+    bad(
+        analytic(20, 0.01),
+        "--analytic-group 0.01 values no customer (one customer is 0.1 percent)",
+    );
+    bad(
+        TpceConfig { security_range: Some(686), ..TpceConfig::new(1_000) },
+        "--security-range 686 is out of range (1 to the 685 securities of 1000 customers)",
     );
     let mut mix = DEFAULT_MIX;
     mix[Kind::BrokerVolume as usize] += mix[Kind::TradeOrder as usize];
@@ -562,4 +587,203 @@ fn configurations_out_of_range_are_refused_with_the_flag_named() {
         TpceConfig::parse_mix("4.95,13,1,18,14,8,10.1,10,19,2").unwrap_err(),
         "--mix '4.95,13,1,18,14,8,10.1,10,19,2': '4.95' has more than one decimal"
     );
+}
+
+fn with_analytics(group: f64) -> TpceConfig {
+    use txlab::workloads::tpce::{AnalyticConfig, ERMIA_MIX};
+    TpceConfig {
+        mix: ERMIA_MIX,
+        analytic: Some(AnalyticConfig { share: 20, group }),
+        ..TpceConfig::new(1_000)
+    }
+}
+
+/// ERMIA's TPCE-hybrid: the analytic transaction at 20 % of the mix beside the rest.
+fn contended_with_analytics<P: Protocol>(seed: u64) {
+    const THREADS: usize = 8;
+    const PER_WORKER: u64 = 150;
+    let (tpce, db) = loaded::<P>(with_analytics(5.0));
+    let (total, _) = drive(&db, &tpce, THREADS, PER_WORKER, seed);
+    let ended = total.total_commits() + total.user_aborts.iter().sum::<u64>();
+    assert_eq!(ended, THREADS as u64 * PER_WORKER);
+    let analytics = total.commits[Kind::Analytic as usize];
+    assert!(analytics > 0, "{:?}", total.commits);
+    assert_eq!(count(&db, ANALYTIC_HISTORY), analytics, "a row per committed analytic transaction");
+    assert_eq!(tpce.check(&db), Ok(()), "seed {seed}");
+}
+
+#[test]
+fn silo_keeps_tpce_consistent_with_analytics() {
+    contended_with_analytics::<txlab::protocols::silo::Silo>(21);
+}
+
+#[test]
+fn ermia_ssi_keeps_tpce_consistent_with_analytics() {
+    contended_with_analytics::<txlab::protocols::ermia_ssi::ErmiaSsi>(22);
+}
+
+#[test]
+fn si_keeps_tpce_consistent_with_analytics() {
+    contended_with_analytics::<txlab::protocols::si::Si>(23);
+}
+
+#[test]
+fn two_pl_ordered_keeps_tpce_consistent_with_analytics() {
+    contended_with_analytics::<txlab::protocols::two_pl_ordered::TwoPlOrdered>(24);
+}
+
+#[test]
+fn the_analytic_transaction_values_its_group_exactly() {
+    let (tpce, db) = loaded::<txlab::protocols::hekaton::Hekaton>(with_analytics(1.0));
+    let (first, n) = (100u64, 10u32);
+    // What the group holds: balances, and shares at the last trades' prices.
+    let (lo, hi) = (first * 10, (first + u64::from(n)) * 10 - 1);
+    let (mut accounts, mut balance) = (0, 0);
+    db.visit_present(CUSTOMER_ACCOUNT, lo, hi, usize::MAX, |_, r| {
+        accounts += 1;
+        balance += ca::i64(r, ca::CA_BAL);
+        ControlFlow::Continue(())
+    });
+    let (mut holdings, mut assets) = (0, 0i64);
+    db.visit_present(
+        HOLDING_SUMMARY,
+        key::holding_summary(lo, 0),
+        key::holding_summary(hi, (1 << 22) - 1),
+        usize::MAX,
+        |k, r| {
+            holdings += 1;
+            let s = k & ((1 << 22) - 1);
+            let price = db
+                .peek(LAST_TRADE, s, |r| schema::last_trade::i64(r, schema::last_trade::LT_PRICE))
+                .unwrap();
+            assets += i64::from(hs::i32(r, hs::HS_QTY)) * price;
+            ControlFlow::Continue(())
+        },
+    );
+    assert!(holdings > 0);
+    let mut txn = TpceTxn::new();
+    (txn.kind, txn.c, txn.group, txn.t, txn.now) = (Kind::Analytic, first, n, (7 << 40) | 1, 1_234);
+    run_one(&db, &txn).unwrap();
+    get(&db, ANALYTIC_HISTORY, txn.t, |r| {
+        use schema::analytic_history::*;
+        assert_eq!(i64(r, AH_FIRST_C), first as i64);
+        assert_eq!(u32(r, AH_CUSTOMERS), n);
+        assert_eq!(u32(r, AH_ACCOUNTS), accounts);
+        assert_eq!(u32(r, AH_HOLDINGS), holdings);
+        assert_eq!(i64(r, AH_BALANCE), balance);
+        assert_eq!(i64(r, AH_ASSETS), assets);
+        assert_eq!(i64(r, AH_DTS), 1_234);
+    });
+    assert_eq!(tpce.check(&db), Ok(()));
+    // A lost or repeated row shows.
+    let mut again = TpceTxn::new();
+    (again.kind, again.c, again.group, again.t) = (Kind::Analytic, first, n, (7 << 40) | 3);
+    run_one(&db, &again).unwrap();
+    let err = tpce.check(&db).unwrap_err();
+    assert!(err.contains("(7) generator 7's analytic history jumps from row 1 to 3"), "{err}");
+}
+
+#[test]
+fn the_read_write_variant_runs_its_four_types_on_the_securities_asked_for() {
+    use txlab::workloads::tpce::READ_WRITE_MIX;
+    let cfg = TpceConfig { mix: READ_WRITE_MIX, security_range: Some(5), ..TpceConfig::new(1_000) };
+    let (tpce, db) = loaded::<txlab::protocols::ic3::Ic3>(cfg);
+    let before = count(&db, TRADE);
+    let (total, _) = drive(&db, &tpce, 8, 200, 31);
+    for k in Kind::ALL {
+        let rw = matches!(
+            k,
+            Kind::MarketFeed | Kind::TradeOrder | Kind::TradeResult | Kind::TradeUpdate
+        );
+        assert_eq!(total.commits[k as usize] > 0, rw, "{k:?}: {:?}", total.commits);
+    }
+    // Every trade of the run is in one of the first five securities.
+    let mut run_trades = 0;
+    db.visit_present(TRADE, schema::RUN_TRADES, schema::MAX_TRADE, usize::MAX, |_, r| {
+        run_trades += 1;
+        assert!(schema::symbol_index(tr::get(r, tr::T_S_SYMB)).unwrap() < 5);
+        ControlFlow::Continue(())
+    });
+    assert_eq!(count(&db, TRADE), before + run_trades);
+    assert!(run_trades > 0);
+    assert_eq!(tpce.check(&db), Ok(()));
+}
+
+#[test]
+fn trade_cleanup_cancels_what_is_pending_and_data_maintenance_changes_each_table() {
+    let (tpce, db) = loaded::<txlab::protocols::two_pl::TwoPlWaitDie>(TpceConfig::new(1_000));
+    let pending: Vec<u64> = {
+        let mut v = Vec::new();
+        db.visit_present(TRADE_REQUEST, 0, u64::MAX, usize::MAX, |k, _| {
+            v.push(key::trade_of(k));
+            ControlFlow::Continue(())
+        });
+        v
+    };
+    assert!(!pending.is_empty());
+    // A submitted trade of an earlier run, whose result never ran.
+    let (c, account, s, _) = long_position(&db);
+    let t = schema::RUN_TRADES + 11;
+    run_one(&db, &order(c, account, s, t, tt::MARKET_BUY, 100, 0)).unwrap();
+    let mut cleanup = TpceTxn::new();
+    txns::fill_trade_cleanup(&mut cleanup, 1_900_000_000);
+    run_one(&db, &cleanup).unwrap();
+    assert_eq!(count(&db, TRADE_REQUEST), 0);
+    assert_eq!(count(&db, TRADE_REQUEST_BY), 0);
+    for &p in pending.iter().chain([&t]) {
+        get(&db, TRADE, p, |r| {
+            assert_eq!(schema::status_of(tr::get(r, tr::T_ST_ID)), Some(status::CANCELED))
+        });
+    }
+    assert_eq!(tpce.check(&db), Ok(()));
+    // Data-Maintenance, a round over its twelve tables: each changes what it says.
+    let peek_sec = |db: &Database<_>| {
+        get(db, SECURITY, u64::from(s), |r| schema::security::i64(r, schema::security::S_EXCH_DATE))
+    };
+    let exch0 = peek_sec(&db);
+    let wl0: Vec<u64> = {
+        let mut v = Vec::new();
+        db.visit_present(
+            WATCH_ITEM,
+            key::watch_item(c, 0),
+            key::watch_item(c, (1 << 22) - 1),
+            usize::MAX,
+            |k, _| {
+                v.push(k);
+                ControlFlow::Continue(())
+            },
+        );
+        v
+    };
+    for round in 0..txns::MAINTAINED_TABLES {
+        let mut dm = TpceTxn::new();
+        dm.kind = Kind::DataMaintenance;
+        (dm.frame, dm.c, dm.ca, dm.s, dm.co, dm.day, dm.group, dm.qty) =
+            (round, c, account, s, 3, 5, 17, 10);
+        (dm.companies, dm.securities) = (500, 685);
+        run_one(&db, &dm).unwrap();
+    }
+    assert_eq!(peek_sec(&db), exch0 + 86_400);
+    let mut wl1 = Vec::new();
+    db.visit_present(
+        WATCH_ITEM,
+        key::watch_item(c, 0),
+        key::watch_item(c, (1 << 22) - 1),
+        usize::MAX,
+        |k, _| {
+            wl1.push(k);
+            ControlFlow::Continue(())
+        },
+    );
+    assert_eq!(wl1.len(), wl0.len(), "one watch item replaced by another");
+    assert!(!wl1.contains(&wl0[0]));
+    assert_eq!(
+        get(&db, COMPANY, 3, |r| schema::company::get(r, schema::company::CO_SP_RATE).to_vec()),
+        b"ABA\0"
+    );
+    assert_eq!(
+        get(&db, TAXRATE, 17, |r| schema::taxrate::get(r, schema::taxrate::TX_NAME)[..8].to_vec()),
+        b"tax rate"
+    );
+    assert_eq!(tpce.check(&db), Ok(()));
 }

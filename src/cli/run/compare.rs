@@ -47,8 +47,10 @@ pub(super) fn comparison(rows: &[Row<'_>]) -> String {
     );
     let headline = medians.iter().find_map(|r| r.headline.as_ref()).map(|h| h.name.clone());
     // The headline column (TPC-C: new orders per second) only for workloads that have one.
+    // As wide as its title with two spaces before it (TPC-E's "trade-result/s").
+    let head_w = headline.as_ref().map_or(14, |n| (n.len() + 4).max(14));
     let head_col =
-        headline.as_ref().map(|n| format!("{:>14}", format!("{n}/s"))).unwrap_or_default();
+        headline.as_ref().map(|n| format!("{:>head_w$}", format!("{n}/s"))).unwrap_or_default();
     let spread_col = if repeats > 1 { format!("{:>8}", "spread") } else { String::new() };
     let standing = standings(rows);
     let rank_col = if repeats > 1 { format!("{:>7}", "rank") } else { String::new() };
@@ -73,8 +75,8 @@ pub(super) fn comparison(rows: &[Row<'_>]) -> String {
             (_, false) => String::new(),
         };
         let head = match (&headline, &r.headline) {
-            (Some(_), Some(h)) => format!("{:>14.0}", h.throughput),
-            (Some(_), None) => format!("{:>14}", "-"),
+            (Some(_), Some(h)) => format!("{:>head_w$.0}", h.throughput),
+            (Some(_), None) => format!("{:>head_w$}", "-"),
             (None, _) => String::new(),
         };
         let spread = if repeats > 1 {

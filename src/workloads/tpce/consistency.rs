@@ -13,7 +13,10 @@
 //! 5. every broker's trade count and commission total are those of its accounts' completed
 //!    trades;
 //! 6. the secondary indexes (trades by account and by security, requests by broker, holding
-//!    history by holding) hold exactly the rows they index.
+//!    history by holding) hold exactly the rows they index;
+//! 7. with the analytic transaction, each generator's analytic-history rows are numbered
+//!    1, 2, 3 ... without a gap (one row per committed analytic transaction: none lost, none
+//!    twice), and each counts the accounts its customer group has.
 
 use super::load::initial_balance;
 use super::schema::{self, key, status, trade_types as tt};
@@ -35,7 +38,7 @@ const SHOWN: usize = 3;
 #[derive(Default)]
 struct Findings {
     shown: Vec<String>,
-    per_check: [usize; 7],
+    per_check: [usize; 8],
 }
 
 impl Findings {
@@ -302,6 +305,31 @@ pub fn check<P: Protocol>(db: &Database<P>, cfg: &TpceConfig) -> Vec<String> {
             });
         }
     });
+    // 7. The analytic history.
+    if cfg.analytic.is_some() {
+        let mut last: HashMap<u64, u64> = HashMap::new();
+        visit(db, ANALYTIC_HISTORY, |k, r| {
+            use schema::analytic_history::*;
+            let (source, seq) = (k >> 40, k & ((1 << 40) - 1));
+            let prev = last.insert(source, seq).unwrap_or(0);
+            if seq != prev + 1 {
+                f.add(7, || {
+                    format!("generator {source}'s analytic history jumps from row {prev} to {seq}")
+                });
+            }
+            let first = i64(r, AH_FIRST_C) as u64 * u64::from(schema::MAX_ACCOUNTS);
+            let n = u64::from(u32(r, AH_CUSTOMERS)) * u64::from(schema::MAX_ACCOUNTS);
+            let have = db.count_present(CUSTOMER_ACCOUNT, first, first + n - 1).unwrap_or(0);
+            if u64::from(u32(r, AH_ACCOUNTS)) != have {
+                f.add(7, || {
+                    format!(
+                        "analytic history row {k:#x} counts {} accounts, its group has {have}",
+                        u32(r, AH_ACCOUNTS)
+                    )
+                });
+            }
+        });
+    }
     f.into_list()
 }
 

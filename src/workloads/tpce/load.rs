@@ -252,7 +252,10 @@ fn company<P: Protocol>(l: &mut Loader<'_, P>, cfg: &TpceConfig, co: u32) -> Res
         let mut row = [0u8; SIZE];
         set_i64(&mut row, CO_ID, i64::from(co));
         set_str(&mut row, CO_ST_ID, schema::STATUS_IDS[status::ACTIVE as usize]);
-        set_str(&mut row, CO_NAME, format!("Company {co} Inc.").as_bytes());
+        let mut name = [0u8; 60];
+        let n = schema::company_name(co, &mut name);
+        set_str(&mut row, CO_NAME, &name[..n]);
+        l.insert(COMPANY_BY_NAME, schema::name_key(&name[..n]), &i64::from(co).to_le_bytes())?;
         set_str(&mut row, CO_IN_ID, format!("{:02}", industry_of(co)).as_bytes());
         set_str(&mut row, CO_SP_RATE, [b"AAA", b"AA+", b"BBB", b"BB-"][co as usize % 4]);
         r.astring(get_mut(&mut row, CO_CEO), 10, 46);
@@ -335,8 +338,10 @@ fn security<P: Protocol>(
         use schema::security::*;
         let mut row = [0u8; SIZE];
         set_str(&mut row, S_SYMB, &sym);
-        let issue: &[u8] = if s < cfg.companies() { b"COMMON" } else { b"PREF_A" };
-        set_str(&mut row, S_ISSUE, issue);
+        let k = s / cfg.companies();
+        set_str(&mut row, S_ISSUE, schema::ISSUES[k as usize]);
+        let by = key::security_by_company(u64::from(co), k);
+        l.insert(SECURITY_BY_COMPANY, by, &i64::from(s).to_le_bytes())?;
         set_str(&mut row, S_ST_ID, schema::STATUS_IDS[status::ACTIVE as usize]);
         set_str(&mut row, S_NAME, format!("Company {co} Inc. {}", s / cfg.companies()).as_bytes());
         set_str(&mut row, S_EX_ID, schema::EXCHANGE_IDS[exchange_of(s) as usize].as_bytes());

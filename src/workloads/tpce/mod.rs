@@ -122,12 +122,47 @@ pub mod tables {
     pub const TRADE_REQUEST_BY: TableId = TableId(36);
     /// Secondary index: customers by tax id.
     pub const CUSTOMER_BY_TAX: TableId = TableId(37);
+    /// Secondary index: companies by name (a hash of it).
+    pub const COMPANY_BY_NAME: TableId = TableId(38);
+    /// Secondary index: securities by company and issue.
+    pub const SECURITY_BY_COMPANY: TableId = TableId(39);
+    /// ANALYTIC_HISTORY (not in TPC-E): exists only with the analytic transaction.
+    pub const ANALYTIC_HISTORY: TableId = TableId(40);
 }
 
 /// The specification's mix (clause 6.2.2.1), in tenths of a percent, in [`Kind::ALL`] order:
 /// Broker-Volume 4.9, Customer-Position 13, Market-Feed 1, Market-Watch 18, Security-Detail 14,
 /// Trade-Lookup 8, Trade-Order 10.1, Trade-Result 10, Trade-Status 19, Trade-Update 2.
 pub const DEFAULT_MIX: [u32; 10] = [49, 130, 10, 180, 140, 80, 101, 100, 190, 20];
+/// ERMIA's TPCE-hybrid mix around its 20 % of analytic transactions (ERMIA §4.2): Broker-Volume
+/// 4.9, Customer-Position 8, Market-Feed 1, Market-Watch 13, Security-Detail 14, Trade-Lookup 8,
+/// Trade-Order 10.1, Trade-Result 10, Trade-Status 9, Trade-Update 2 (80 % in all).
+pub const ERMIA_MIX: [u32; 10] = [49, 80, 10, 130, 140, 80, 101, 100, 90, 20];
+/// The read-write types only, in the specification's proportions (IC3 §6.8: "4 out of 10
+/// transactions are read-write"): Market-Feed, Trade-Order, Trade-Result, Trade-Update.
+pub const READ_WRITE_MIX: [u32; 10] = [0, 0, 10, 0, 0, 0, 101, 100, 0, 20];
+
+/// ERMIA's analytic transaction (not in the specification; see [`txns`]).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct AnalyticConfig {
+    /// Percent of all transactions that are analytic (1 to 100); the mix shares the rest.
+    pub share: u32,
+    /// Percent of the customers whose accounts each analytic transaction values (more than 0,
+    /// at most 100): ERMIA's "contention degree", 1 % to 60 % in its Fig. 5.
+    pub group: f64,
+}
+
+impl AnalyticConfig {
+    /// `--analytic-group`'s default, the group of ERMIA's Fig. 6.
+    pub const DEFAULT_GROUP: f64 = 20.0;
+    /// ERMIA's share of analytic transactions.
+    pub const DEFAULT_SHARE: u32 = 20;
+
+    /// The customers one analytic transaction values, of `customers`.
+    pub fn customers(&self, customers: u32) -> u32 {
+        (f64::from(customers) * self.group / 100.0).round() as u32
+    }
+}
 
 /// TPC-E's parameters.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -138,16 +173,35 @@ pub struct TpceConfig {
     pub scale_factor: u32,
     /// Days of initial trading (8 hours each; the specification's 300, ERMIA's 10).
     pub trade_days: u32,
-    /// Tenths of a percent per type, in [`Kind::ALL`] order (sums to 1 000).
+    /// The weight of each type, in [`Kind::ALL`] order: tenths of a percent for
+    /// [`DEFAULT_MIX`] and a user's `--mix` (which sum to 1 000), relative weights for the
+    /// variants' ([`ERMIA_MIX`], [`READ_WRITE_MIX`]).
     pub mix: [u32; 10],
     /// Seed of the population.
     pub seed: u64,
+    /// ERMIA's analytic transaction, when in the mix (off by default).
+    pub analytic: Option<AnalyticConfig>,
+    /// Transactions choose securities among the first this many (IC3 Fig. 21's "access range
+    /// in the security table"); all of them by default.
+    pub security_range: Option<u32>,
+    /// Trade-Cleanup runs first and Data-Maintenance once a minute, on the first worker, as
+    /// the specification has them (on by default).
+    pub maintenance: bool,
 }
 
 impl TpceConfig {
     /// Defaults for `customers`: scale factor 500, one trade day (loads in seconds).
     pub fn new(customers: u32) -> Self {
-        TpceConfig { customers, scale_factor: 500, trade_days: 1, mix: DEFAULT_MIX, seed: 1 }
+        TpceConfig {
+            customers,
+            scale_factor: 500,
+            trade_days: 1,
+            mix: DEFAULT_MIX,
+            seed: 1,
+            analytic: None,
+            security_range: None,
+            maintenance: true,
+        }
     }
 
     /// Parses a mix written as ten comma-separated percentages (tenths allowed).
@@ -171,6 +225,10 @@ impl TpceConfig {
                 return Err(format!("--mix '{text}': '{p}' has more than one decimal"));
             }
             *slot = tenths as u32;
+        }
+        let sum: u32 = mix.iter().sum();
+        if sum != 1_000 {
+            return Err(format!("--mix '{text}' sums to {}, not 100", f64::from(sum) / 10.0));
         }
         Ok(mix)
     }
@@ -209,13 +267,8 @@ impl TpceConfig {
                 schema::RUN_TRADES - 1
             ));
         }
-        let sum: u32 = self.mix.iter().sum();
-        if sum != 1_000 {
-            return Err(format!(
-                "--mix {} sums to {}, not 100",
-                self.mix_text(),
-                sum as f64 / 10.0
-            ));
+        if self.mix.iter().all(|&w| w == 0) {
+            return Err("--mix gives no type a share".into());
         }
         if self.mix[Kind::TradeOrder as usize] == 0
             && (self.mix[Kind::TradeResult as usize] > 0 || self.mix[Kind::MarketFeed as usize] > 0)
@@ -226,11 +279,54 @@ impl TpceConfig {
                 self.mix_text()
             ));
         }
+        if let Some(a) = &self.analytic {
+            if !(1..=100).contains(&a.share) {
+                return Err(format!(
+                    "--tpce-analytic {} is out of range (1 to 100 percent of the transactions)",
+                    a.share
+                ));
+            }
+            if !(a.group > 0.0 && a.group <= 100.0) {
+                return Err(format!(
+                    "--analytic-group {} is out of range (more than 0, at most 100 percent of \
+                     the customers)",
+                    a.group
+                ));
+            }
+            if a.customers(self.customers) == 0 {
+                return Err(format!(
+                    "--analytic-group {} values no customer (one customer is {} percent)",
+                    a.group,
+                    100.0 / f64::from(self.customers)
+                ));
+            }
+        }
+        if let Some(r) = self.security_range {
+            if r == 0 || r > self.securities() {
+                return Err(format!(
+                    "--security-range {r} is out of range (1 to the {} securities of {} \
+                     customers)",
+                    self.securities(),
+                    self.customers
+                ));
+            }
+        }
         Ok(())
     }
 
+    /// The securities the transactions choose among.
+    pub fn security_choices(&self) -> u32 {
+        self.security_range.unwrap_or_else(|| self.securities())
+    }
+
+    /// The mix as percentages of the types it draws (the analytic share apart).
     fn mix_text(&self) -> String {
-        let m: Vec<String> = self.mix.iter().map(|&t| format!("{}", t as f64 / 10.0)).collect();
+        let sum: u32 = self.mix.iter().sum::<u32>().max(1);
+        let m: Vec<String> = self
+            .mix
+            .iter()
+            .map(|&t| format!("{}", (f64::from(t) * 1_000.0 / f64::from(sum)).round() / 10.0))
+            .collect();
         m.join(",")
     }
 
@@ -257,13 +353,25 @@ impl TpceConfig {
 
     /// One line describing the configuration.
     pub fn summary(&self) -> String {
-        let mix = if self.mix == DEFAULT_MIX {
-            "the specification's mix".to_string()
-        } else {
-            format!("mix {}", self.mix_text())
+        let mix = match self.mix {
+            DEFAULT_MIX => "the specification's mix".to_string(),
+            ERMIA_MIX => "ERMIA's TPCE-hybrid mix".to_string(),
+            READ_WRITE_MIX => "the read-write types only (IC3's)".to_string(),
+            _ => format!("mix {}", self.mix_text()),
+        };
+        let analytic = match &self.analytic {
+            Some(a) => format!(
+                ", {} % analytic transactions valuing {} % of the customers' accounts",
+                a.share, a.group
+            ),
+            None => String::new(),
+        };
+        let range = match self.security_range {
+            Some(r) => format!(", securities among the first {r}"),
+            None => String::new(),
         };
         format!(
-            "TPC-E: {} customers, scale factor {}, {} initial trade day(s), {mix}",
+            "TPC-E: {} customers, scale factor {}, {} initial trade day(s), {mix}{analytic}{range}",
             self.customers, self.scale_factor, self.trade_days
         )
     }
@@ -282,6 +390,8 @@ pub struct Tpce {
     growth: u64,
     /// When the initial trade history ends (seconds), fixed at creation.
     load_time: i64,
+    /// Numbers generators (each one's analytic-history rows get their own key range).
+    generators: Arc<AtomicU64>,
 }
 
 impl Tpce {
@@ -296,6 +406,7 @@ impl Tpce {
             next_trade: Arc::new(AtomicU64::new(schema::RUN_TRADES)),
             growth,
             load_time: crate::workloads::now_secs(),
+            generators: Arc::new(AtomicU64::new(1)),
         }
     }
 
@@ -340,7 +451,7 @@ impl Tpce {
                 .with_columns(&cols)
         };
         let default_shift = crate::storage::phantom::DEFAULT_SHIFT;
-        vec![
+        let mut tables = vec![
             ranged(
                 "account_permission",
                 account_permission::SIZE,
@@ -479,7 +590,19 @@ impl Tpce {
                 trade_request_by::columns(),
             ),
             point("customer_by_tax", customer_by_tax::SIZE, c, customer_by_tax::columns()),
-        ]
+            point("company_by_name", customer_by_tax::SIZE, co, customer_by_tax::columns()),
+            point("security_by_company", customer_by_tax::SIZE, s, customer_by_tax::columns()),
+        ];
+        if cfg.analytic.is_some() {
+            // One row per analytic transaction: keys count up per generator.
+            tables.push(
+                TableSpec::new("analytic_history", analytic_history::SIZE, 0)
+                    .with_index(IndexKind::Dense)
+                    .with_capacity(growth + SLACK)
+                    .with_columns(&analytic_history::columns()),
+            );
+        }
+        tables
     }
 }
 
@@ -496,15 +619,22 @@ impl Workload for Tpce {
     }
 
     fn txn_types(&self) -> &[TxnType] {
-        &txns::TYPES[..10]
+        let n = if self.cfg.analytic.is_some() { 13 } else { 12 };
+        &txns::TYPES[..n]
     }
 
     fn load<P: Protocol>(&self, db: &Database<P>, threads: usize) -> Result<(), Error> {
         load::load(db, &self.cfg, self.load_time, threads)
     }
 
-    fn generator(&self, _worker: usize, _threads: usize, seed: u64) -> TpceGen {
+    fn generator(&self, worker: usize, _threads: usize, seed: u64) -> TpceGen {
+        let now = crate::workloads::now_secs();
         TpceGen {
+            source: self.generators.fetch_add(1, Ordering::Relaxed),
+            analytic_seq: 0,
+            cleanup: worker == 0 && self.cfg.maintenance,
+            maintenance: (worker == 0 && self.cfg.maintenance).then_some(now + MAINTENANCE_S),
+            round: 0,
             cfg: self.cfg.clone(),
             thresholds: thresholds(&self.cfg.mix),
             rng: Rand::new(seed),
@@ -523,16 +653,21 @@ impl Workload for Tpce {
     /// Everything but the mix: the population depends on the customers, scale factor, trade
     /// days and seed.
     fn data_config(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "customers": self.cfg.customers,
             "scale_factor": self.cfg.scale_factor,
             "trade_days": self.cfg.trade_days,
             "seed": self.cfg.seed,
-        })
+        });
+        if self.cfg.analytic.is_some() {
+            v["analytic_history"] = true.into();
+        }
+        v
     }
 
     fn continue_from(&mut self, previous: &Self) {
         self.next_trade = previous.next_trade.clone();
+        self.generators = previous.generators.clone();
         self.growth = previous.growth;
         self.load_time = previous.load_time;
     }
@@ -560,13 +695,22 @@ impl Workload for Tpce {
     }
 
     fn notes(&self) -> Vec<String> {
-        let mut notes = vec![
-            "SIMPLIFIED: Trade-Order selects securities by symbol only; Data-Maintenance and \
-             Trade-Cleanup are not run"
-                .to_string(),
-        ];
+        let mut notes = Vec::new();
         if self.cfg.mix != DEFAULT_MIX {
             notes.push(format!("mix {} (not the specification's)", self.cfg.mix_text()));
+        }
+        if let Some(a) = &self.cfg.analytic {
+            notes.push(format!(
+                "analytic transaction (not in the specification): {} % of the mix, valuing {} % \
+                 of the customers' accounts",
+                a.share, a.group
+            ));
+        }
+        if let Some(r) = self.cfg.security_range {
+            notes.push(format!("securities among the first {r} (not the specification's)"));
+        }
+        if !self.cfg.maintenance {
+            notes.push("SIMPLIFIED: no Trade-Cleanup or Data-Maintenance".into());
         }
         notes
     }
@@ -583,9 +727,21 @@ fn thresholds(mix: &[u32; 10]) -> [u32; 10] {
     out
 }
 
+/// Seconds between Data-Maintenance transactions (clause 6.3.1: once a minute).
+pub const MAINTENANCE_S: i64 = 60;
+
 /// A worker's TPC-E generator: the customer emulator's inputs (clause 4) and the worker's
 /// market exchange emulator ([`market`]).
 pub struct TpceGen {
+    /// This generator's number: its analytic-history rows are keyed `(source, seq)`.
+    source: u64,
+    analytic_seq: u64,
+    /// Trade-Cleanup is still to run (the first worker's first transaction).
+    cleanup: bool,
+    /// When the next Data-Maintenance runs (the first worker only).
+    maintenance: Option<i64>,
+    /// Data-Maintenance's next table (round robin).
+    round: u32,
     cfg: TpceConfig,
     thresholds: [u32; 10],
     rng: Rand,
@@ -610,9 +766,23 @@ impl TpceGen {
         t
     }
 
-    fn kind(&mut self) -> Kind {
+    fn kind(&mut self, now: i64) -> Kind {
+        if self.cleanup {
+            self.cleanup = false;
+            return Kind::TradeCleanup;
+        }
+        if let Some(at) = self.maintenance.filter(|&at| now >= at) {
+            self.maintenance = Some(at + MAINTENANCE_S);
+            return Kind::DataMaintenance;
+        }
+        if let Some(a) = self.cfg.analytic {
+            if self.rng.uniform(0, 99) < a.share {
+                return Kind::Analytic;
+            }
+        }
+        let range = self.thresholds[9];
         loop {
-            let pick = self.rng.uniform(0, 999);
+            let pick = self.rng.uniform(0, range - 1);
             let k = Kind::ALL[self.thresholds.iter().position(|&t| pick < t).unwrap_or(0)];
             match k {
                 Kind::TradeResult if self.market.queued.is_empty() => continue,
@@ -631,8 +801,8 @@ impl Generator for TpceGen {
     }
 
     fn fill(&mut self, t: &mut TpceTxn) {
-        let kind = self.kind();
         let now = crate::workloads::now_secs();
+        let kind = self.kind(now);
         let id = if kind == Kind::TradeOrder { self.trade_id() } else { 0 };
         let mut input = txns::Input {
             rng: &mut self.rng,
@@ -653,6 +823,16 @@ impl Generator for TpceGen {
                 debug_assert!(ok, "kind() saw a full batch");
                 t.tickers = tickers;
                 txns::fill_market_feed(t, now);
+            }
+            Kind::TradeCleanup => txns::fill_trade_cleanup(t, now),
+            Kind::DataMaintenance => {
+                txns::fill_data_maintenance(t, &mut input, self.round);
+                self.round = (self.round + 1) % txns::MAINTAINED_TABLES;
+            }
+            Kind::Analytic => {
+                self.analytic_seq += 1;
+                let key = (self.source << 40) | self.analytic_seq;
+                txns::fill_analytic(t, &mut input, key);
             }
             other => txns::fill_customer(t, &mut input, other),
         }

@@ -268,8 +268,13 @@ layout!(
 );
 layout!(
     /// ANALYTIC_HISTORY: not in TPC-E. One row per committed analytic transaction of ERMIA's
-    /// hybrid mix: the account group it valued and the total it found.
-    analytic_history { AH_FIRST_CA: 8, AH_ACCOUNTS: 4, AH_HOLDINGS: 4, AH_BALANCE: 8, AH_ASSETS: 8, AH_DTS: 8 }
+    /// hybrid mix: the customer group it valued (the first customer and how many), what it
+    /// found there (accounts, holding summaries, their cash and their holdings at the last
+    /// trades' prices), and when.
+    analytic_history {
+        AH_FIRST_C: 8, AH_CUSTOMERS: 4, AH_ACCOUNTS: 4, AH_HOLDINGS: 4, AH_BALANCE: 8,
+        AH_ASSETS: 8, AH_DTS: 8,
+    }
 );
 
 /// Status types, by number: the row `ST_ID` strings are [`STATUS_IDS`].
@@ -376,6 +381,25 @@ pub fn loaded_trade_id(second: u64, accounts: u64, ca: u64) -> u64 {
     1 + second * accounts + ca
 }
 
+/// Company `co`'s name (`CO_NAME`) into `out`; returns its length.
+pub fn company_name(co: u32, out: &mut [u8; 60]) -> usize {
+    use std::io::Write;
+    let mut w = &mut out[..];
+    let _ = write!(w, "Company {co} Inc.");
+    60 - w.len()
+}
+
+/// The key of a name in a by-name index: its FNV-1a hash.
+pub fn name_key(name: &[u8]) -> u64 {
+    name.iter()
+        .take_while(|&&b| b != 0)
+        .fold(0xCBF2_9CE4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3))
+}
+
+/// The issues a company's securities have, in the order of their numbers: a company's `k`-th
+/// security (security `co + k · companies`) is issue `k`.
+pub const ISSUES: [&[u8]; 5] = [b"COMMON", b"PREF_A", b"PREF_B", b"PREF_C", b"PREF_D"];
+
 /// Composite keys. See the module docs.
 pub mod key {
     /// Account permission `j` of account `ca`.
@@ -447,6 +471,10 @@ pub mod key {
     /// The charge of trade type `tt` for `tier` (1 to 3).
     pub fn charge(tt: u32, tier: u32) -> u64 {
         u64::from(tt * 3 + tier - 1)
+    }
+    /// Company `co`'s security of issue `k` in the by-company index.
+    pub fn security_by_company(co: u64, k: u32) -> u64 {
+        (co << 3) | u64::from(k)
     }
     /// The trade id in a trade-by-account, trade-by-security or trade-request key.
     pub fn trade_of(k: u64) -> u64 {

@@ -53,6 +53,12 @@ pub enum Kind {
     TradeStatus,
     /// Clause 3.3.10.
     TradeUpdate,
+    /// Clause 3.3.11: once a minute, on the first worker.
+    DataMaintenance,
+    /// Clause 3.3.12: once, first, on the first worker.
+    TradeCleanup,
+    /// Not in TPC-E: ERMIA's read-mostly analytic transaction (`--tpce-analytic`).
+    Analytic,
 }
 
 impl Kind {
@@ -118,6 +124,14 @@ pub struct TpceTxn {
     pub roll_back: bool,
     /// Trade-Order: the executor is the n-th permission of the account (0: the owner).
     pub executor: u32,
+    /// Trade-Order: the security is given by its company's name and its issue (40 %), not
+    /// by its symbol.
+    pub by_name: bool,
+    /// Trade-Order by name: the company and the issue (`s` is that security); Data-Maintenance:
+    /// the company.
+    pub co: u32,
+    /// Trade-Order by name: the issue's number ([`schema::ISSUES`]).
+    pub issue: u32,
     /// The time of the transaction (seconds).
     pub now: i64,
     /// Market-Watch: companies and securities in the database (for the industry selection).
@@ -168,6 +182,9 @@ impl TpceTxn {
             margin: false,
             roll_back: false,
             executor: 0,
+            by_name: false,
+            co: 0,
+            issue: 0,
             now: 0,
             companies: 1,
             securities: 1,
@@ -227,7 +244,7 @@ impl Input<'_> {
         c * u64::from(schema::MAX_ACCOUNTS) + u64::from(self.rng.uniform(0, n - 1))
     }
     fn security(&mut self) -> u32 {
-        self.rng.uniform(0, self.cfg.securities() - 1)
+        self.rng.uniform(0, self.cfg.security_choices() - 1)
     }
     /// A time range inside the initial trade history and the run so far.
     fn range(&mut self, t: &mut TpceTxn) {
@@ -307,9 +324,12 @@ pub fn fill_customer(t: &mut TpceTxn, i: &mut Input<'_>, kind: Kind) {
             let c = i.customer();
             t.ca = i.account(c);
         }
-        Kind::TradeOrder | Kind::TradeResult | Kind::MarketFeed => {
-            unreachable!("filled by the market or fill_trade_order")
-        }
+        Kind::TradeOrder
+        | Kind::TradeResult
+        | Kind::MarketFeed
+        | Kind::DataMaintenance
+        | Kind::TradeCleanup
+        | Kind::Analytic => unreachable!("filled by their own functions"),
     }
 }
 
@@ -336,6 +356,49 @@ pub fn fill_trade_order(t: &mut TpceTxn, i: &mut Input<'_>, id: u64) {
     t.margin = i.rng.uniform(1, 100) > load::CASH_PERCENT;
     t.roll_back = i.rng.uniform(1, 100) == 1;
     t.executor = if i.rng.uniform(1, 100) <= 90 { 0 } else { i.rng.uniform(1, 2) };
+    t.by_name = i.rng.uniform(1, 100) <= 40;
+    t.co = t.s % i.cfg.companies();
+    t.issue = t.s / i.cfg.companies();
+}
+
+/// Fills `t` with the Trade-Cleanup that starts a run: it cancels every pending order and
+/// every submitted trade of earlier runs.
+pub fn fill_trade_cleanup(t: &mut TpceTxn, now: i64) {
+    t.kind = Kind::TradeCleanup;
+    t.now = now;
+    t.t = schema::RUN_TRADES;
+}
+
+/// The tables Data-Maintenance takes in turn (clause 3.3.11).
+pub const MAINTAINED_TABLES: u32 = 12;
+
+/// Fills `t` with a Data-Maintenance of table `round` (of [`MAINTAINED_TABLES`]).
+pub fn fill_data_maintenance(t: &mut TpceTxn, i: &mut Input<'_>, round: u32) {
+    t.kind = Kind::DataMaintenance;
+    t.now = i.now;
+    t.frame = round;
+    t.c = i.customer();
+    t.ca = i.account(t.c);
+    t.s = i.security();
+    t.co = i.rng.uniform(0, i.cfg.companies() - 1);
+    t.day = i.rng.uniform(1, 31);
+    t.group = i.rng.uniform(0, schema::TAXRATES - 1);
+    t.qty = i.rng.uniform(1, 100) as i32;
+    t.companies = i.cfg.companies();
+    t.securities = i.cfg.securities();
+}
+
+/// Fills `t` with an analytic transaction keyed `key`, valuing the accounts of a random
+/// group of customers.
+pub fn fill_analytic(t: &mut TpceTxn, i: &mut Input<'_>, key: u64) {
+    let a = i.cfg.analytic.expect("analytic transactions are configured");
+    let n = a.customers(i.cfg.customers);
+    t.kind = Kind::Analytic;
+    t.now = i.now;
+    t.c = u64::from(i.rng.uniform(0, i.cfg.customers - n));
+    t.group = n;
+    t.t = key;
+    t.securities = i.cfg.securities();
 }
 
 /// Fills `t` with the Trade-Result of the trade the market executes.
@@ -445,6 +508,8 @@ static TRADE_ORDER: [Piece; 4] = [
     Piece {
         name: "frame3",
         accesses: &[
+            r(COMPANY_BY_NAME),
+            r(SECURITY_BY_COMPANY),
             r(SECURITY),
             r(COMPANY),
             r(LAST_TRADE),
@@ -542,8 +607,37 @@ static TRADE_UPDATE: [Piece; 3] = [
     },
 ];
 
-/// The transaction types, in [`Kind`] order.
-pub static TYPES: [TxnType; 10] = [
+static DATA_MAINTENANCE: [Piece; 1] = [Piece {
+    name: "frame1",
+    accesses: &[
+        w(ACCOUNT_PERMISSION),
+        w(ADDRESS),
+        w(COMPANY),
+        w(CUSTOMER),
+        w(CUSTOMER_TAXRATE),
+        w(DAILY_MARKET),
+        w(EXCHANGE),
+        w(FINANCIAL),
+        r(NEWS_XREF),
+        w(NEWS_ITEM),
+        w(SECURITY),
+        w(TAXRATE),
+        w(WATCH_ITEM),
+    ],
+}];
+static TRADE_CLEANUP: [Piece; 1] = [Piece {
+    name: "frame1",
+    accesses: &[w(TRADE_REQUEST), w(TRADE_REQUEST_BY), w(TRADE), w(TRADE_HISTORY)],
+}];
+static ANALYTIC: [Piece; 3] = [
+    Piece { name: "accounts", accesses: &[r(CUSTOMER_ACCOUNT)] },
+    Piece { name: "holdings", accesses: &[r(HOLDING_SUMMARY), r(LAST_TRADE)] },
+    Piece { name: "history", accesses: &[w(ANALYTIC_HISTORY)] },
+];
+
+/// The transaction types, in [`Kind`] order. A workload without the analytic transaction
+/// declares the first twelve.
+pub static TYPES: [TxnType; 13] = [
     TxnType { name: "broker-volume", pieces: &BROKER_VOLUME },
     TxnType { name: "customer-position", pieces: &CUSTOMER_POSITION },
     TxnType { name: "market-feed", pieces: &MARKET_FEED },
@@ -554,6 +648,9 @@ pub static TYPES: [TxnType; 10] = [
     TxnType { name: "trade-result", pieces: &TRADE_RESULT },
     TxnType { name: "trade-status", pieces: &TRADE_STATUS },
     TxnType { name: "trade-update", pieces: &TRADE_UPDATE },
+    TxnType { name: "data-maintenance", pieces: &DATA_MAINTENANCE },
+    TxnType { name: "trade-cleanup", pieces: &TRADE_CLEANUP },
+    TxnType { name: "analytic", pieces: &ANALYTIC },
 ];
 
 // ---- Helpers -------------------------------------------------------------------------------
@@ -583,6 +680,11 @@ fn must_hit(done: bool) -> Result<(), Abort> {
 /// The first `n` bytes of a string column, as a number (for the output fold).
 fn fold_str(b: &[u8]) -> u64 {
     b.iter().take(8).fold(0u64, |a, &x| a << 8 | u64::from(x))
+}
+
+/// The id a by-name or by-company index entry holds.
+fn read_id(r: &[u8]) -> u64 {
+    u64::from_le_bytes(r[..8].try_into().expect("8-byte id"))
 }
 
 /// The number a two-digit id column spells (industries, sectors).
@@ -620,8 +722,21 @@ impl Procedure for TpceTxn {
     fn read_only(&self) -> bool {
         !matches!(
             self.kind,
-            Kind::MarketFeed | Kind::TradeOrder | Kind::TradeResult | Kind::TradeUpdate
+            Kind::MarketFeed
+                | Kind::TradeOrder
+                | Kind::TradeResult
+                | Kind::TradeUpdate
+                | Kind::DataMaintenance
+                | Kind::TradeCleanup
+                | Kind::Analytic
         )
+    }
+
+    /// The analytic transaction, as ERMIA's read-mostly transaction: its one insert keeps it
+    /// off the read-only path.
+    #[inline]
+    fn read_mostly(&self) -> bool {
+        self.kind == Kind::Analytic
     }
 
     /// Every type declares by a dry run of its body (see `engine::dry_run`): TPC-E's keys
@@ -644,6 +759,9 @@ impl Procedure for TpceTxn {
             Kind::TradeResult => self.trade_result(tx),
             Kind::TradeStatus => self.trade_status(tx),
             Kind::TradeUpdate => self.trade_update(tx),
+            Kind::DataMaintenance => self.data_maintenance(tx),
+            Kind::TradeCleanup => self.trade_cleanup(tx),
+            Kind::Analytic => self.analytic(tx),
         }
     }
 }
@@ -1284,6 +1402,17 @@ impl TpceTxn {
         let s = self.s;
         let kind = self.trade_type;
         let (price, charge, comm) = tx.piece(2, |tx| {
+            if self.by_name {
+                // The security by its company's name and its issue.
+                let mut name = [0u8; 60];
+                let n = schema::company_name(self.co, &mut name);
+                let co = tx.read(COMPANY_BY_NAME, schema::name_key(&name[..n]), read_id)?.must()?;
+                let by = key::security_by_company(co, self.issue);
+                let found = tx.read(SECURITY_BY_COMPANY, by, read_id)?.must()?;
+                if found != u64::from(s) {
+                    return Err(Abort::new(AbortReason::MissingRow));
+                }
+            }
             let (ex, co) = tx
                 .read(SECURITY, u64::from(s), |r| {
                     (exchange_index(se::get(r, se::S_EX_ID)), se::i64(r, se::S_CO_ID) as u64)
@@ -1640,6 +1769,260 @@ impl TpceTxn {
             self.emit(bal as u64);
             Ok(())
         })
+    }
+
+    fn trade_cleanup<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        let now = self.now;
+        tx.piece(0, |tx| {
+            // Every pending order: submitted, then canceled, its request deleted.
+            let mut keys = self.keys.borrow_mut();
+            keys.clear();
+            tx.scan(TRADE_REQUEST, 0, u64::MAX, usize::MAX, |k, r| {
+                keys.push((k, rq::i64(r, rq::TR_B_ID) as u64));
+                ControlFlow::Continue(())
+            })?;
+            let mut canceled = 0u64;
+            for &(k, b) in keys.iter() {
+                let t = key::trade_of(k);
+                must_hit(tx.delete(TRADE_REQUEST, k)?)?;
+                must_hit(tx.delete(TRADE_REQUEST_BY, key::trade_request_by(b, t))?)?;
+                for st in [status::SUBMITTED, status::CANCELED] {
+                    let row = load::history_row(t, now, st);
+                    must_hit(tx.insert(TRADE_HISTORY, key::trade_history(t, st), &row)?)?;
+                }
+                self.cancel(tx, t)?;
+                canceled += 1;
+            }
+            // Every trade of earlier runs still submitted (its result never ran).
+            keys.clear();
+            tx.scan(TRADE, self.t, schema::MAX_TRADE - 1, usize::MAX, |t, r| {
+                if schema::status_of(tr::get(r, tr::T_ST_ID)) == Some(status::SUBMITTED) {
+                    keys.push((t, 0));
+                }
+                ControlFlow::Continue(())
+            })?;
+            for &(t, _) in keys.iter() {
+                let row = load::history_row(t, now, status::CANCELED);
+                must_hit(tx.insert(
+                    TRADE_HISTORY,
+                    key::trade_history(t, status::CANCELED),
+                    &row,
+                )?)?;
+                self.cancel(tx, t)?;
+                canceled += 1;
+            }
+            self.emit(canceled);
+            Ok(())
+        })
+    }
+
+    /// Marks trade `t` canceled now.
+    fn cancel<W: Worker>(&self, tx: &mut Tx<'_, W>, t: u64) -> Result<(), Abort> {
+        let now = self.now;
+        tx.update(TRADE, t, |r| {
+            tr::set_str(r, tr::T_ST_ID, &schema::STATUS_IDS[status::CANCELED as usize][..]);
+            tr::set_i64(r, tr::T_DTS, now);
+        })?
+        .must()
+    }
+
+    fn data_maintenance<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        use schema::{
+            account_permission as ap, address as ad, company as co, customer as cu,
+            customer_taxrate as cx, exchange as ex, financial as fi, news_item as ni,
+            security as se, taxrate as tx_, watch_item as wi,
+        };
+        let (c, co_id, s) = (self.c, u64::from(self.co), self.s);
+        tx.piece(0, |tx| {
+            match self.frame {
+                0 => {
+                    tx.update(ACCOUNT_PERMISSION, key::account_permission(self.ca, 0), |r| {
+                        let next: &[u8] =
+                            if ap::get(r, ap::AP_ACL) == b"1111" { b"0011" } else { b"1111" };
+                        ap::set_str(r, ap::AP_ACL, next);
+                    })?
+                    .must()?;
+                }
+                1 => {
+                    let a = u64::from(schema::EXCHANGES + self.companies) + c;
+                    tx.update(ADDRESS, a, |r| {
+                        let next: &[u8] = if ad::get(r, ad::AD_LINE2).starts_with(b"Apt. 10C\0") {
+                            b"Apt. 22"
+                        } else {
+                            b"Apt. 10C"
+                        };
+                        ad::set_str(r, ad::AD_LINE2, next);
+                    })?
+                    .must()?;
+                }
+                2 => {
+                    tx.update(COMPANY, co_id, |r| {
+                        let next: &[u8] =
+                            if co::get(r, co::CO_SP_RATE) == b"ABA\0" { b"AAA" } else { b"ABA" };
+                        co::set_str(r, co::CO_SP_RATE, next);
+                    })?
+                    .must()?;
+                }
+                3 => {
+                    tx.update(CUSTOMER, c, |r| {
+                        swap_marker(
+                            cu::get_mut(r, cu::C_EMAIL_2),
+                            b"@example.net",
+                            b"@example.org",
+                        );
+                    })?
+                    .must()?;
+                }
+                4 => {
+                    // The customer's division rate becomes the next division's.
+                    tx.update(CUSTOMER_TAXRATE, key::customer_taxrate(c, 1), |r| {
+                        let tx_id = cx::u32(r, cx::CX_TX_ID);
+                        cx::set_u32(
+                            r,
+                            cx::CX_TX_ID,
+                            10 + (tx_id - 10 + 1) % (schema::TAXRATES - 10),
+                        );
+                    })?
+                    .must()?;
+                }
+                5 => {
+                    // The volume of the security's days on that day of the month.
+                    let (day, incr) = (self.day, i64::from(self.qty));
+                    let mut d = day % 21;
+                    while d < schema::DAILY_MARKET_DAYS {
+                        tx.update(DAILY_MARKET, key::daily_market(s, d), |r| {
+                            dm::set_i64(r, dm::DM_VOL, dm::i64(r, dm::DM_VOL) + incr);
+                        })?
+                        .must()?;
+                        d += 21;
+                    }
+                }
+                6 => {
+                    tx.update(EXCHANGE, u64::from(s % schema::EXCHANGES), |r| {
+                        let desc = ex::get_mut(r, ex::EX_DESC);
+                        desc[0] ^= 0x20;
+                    })?
+                    .must()?;
+                }
+                7 => {
+                    for q in 0..schema::QUARTERS {
+                        tx.update(FINANCIAL, key::financial(co_id, q), |r| {
+                            let d = fi::i64(r, fi::FI_QTR_START_DATE);
+                            let step = if (d / 86_400) % 2 == 0 { 86_400 } else { -86_400 };
+                            fi::set_i64(r, fi::FI_QTR_START_DATE, d + step);
+                        })?
+                        .must()?;
+                    }
+                }
+                8 => {
+                    let mut news = [0u64; 4];
+                    let mut n = 0;
+                    let (lo, hi) = (key::company_j(co_id, 0), key::company_j(co_id, 3));
+                    tx.scan(NEWS_XREF, lo, hi, 4, |_, r| {
+                        news[n] = schema::news_xref::i64(r, schema::news_xref::NX_NI_ID) as u64;
+                        n += 1;
+                        ControlFlow::Continue(())
+                    })?;
+                    let cols = ni::mask(&[ni::NI_DTS]);
+                    for &item in &news[..n] {
+                        tx.update_cols(NEWS_ITEM, item, 0, cols, |r| {
+                            ni::set_i64(r, ni::NI_DTS, ni::i64(r, ni::NI_DTS) + 86_400);
+                        })?
+                        .must()?;
+                    }
+                }
+                9 => {
+                    tx.update(SECURITY, u64::from(s), |r| {
+                        se::set_i64(r, se::S_EXCH_DATE, se::i64(r, se::S_EXCH_DATE) + 86_400);
+                    })?
+                    .must()?;
+                }
+                10 => {
+                    tx.update(TAXRATE, u64::from(self.group), |r| {
+                        swap_marker(tx_::get_mut(r, tx_::TX_NAME), b"Tax rate", b"tax rate");
+                    })?
+                    .must()?;
+                }
+                _ => {
+                    // One of the customer's watch items becomes a security it does not watch.
+                    let mut first = None;
+                    let (lo, hi) = (key::watch_item(c, 0), key::watch_item(c, (1 << 22) - 1));
+                    tx.scan(WATCH_ITEM, lo, hi, 1, |k, _| {
+                        first = Some((k & ((1 << 22) - 1)) as u32);
+                        ControlFlow::Break(())
+                    })?;
+                    if let Some(old) = first {
+                        let mut next = (old + 1) % self.securities;
+                        while tx.read(WATCH_ITEM, key::watch_item(c, next), |_| ())?.is_some() {
+                            next = (next + 1) % self.securities;
+                        }
+                        must_hit(tx.delete(WATCH_ITEM, key::watch_item(c, old))?)?;
+                        let mut row = [0u8; wi::SIZE];
+                        wi::set_i64(&mut row, wi::WI_WL_ID, c as i64);
+                        wi::set_str(&mut row, wi::WI_S_SYMB, &schema::symbol(next));
+                        must_hit(tx.insert(WATCH_ITEM, key::watch_item(c, next), &row)?)?;
+                    }
+                }
+            }
+            self.emit(u64::from(self.frame));
+            Ok(())
+        })
+    }
+
+    fn analytic<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
+        let m = u64::from(schema::MAX_ACCOUNTS);
+        let (first, n) = (self.c, u64::from(self.group));
+        let (lo, hi) = (first * m, (first + n) * m - 1);
+        let (accounts, balance) = tx.piece(0, |tx| {
+            let (mut accounts, mut balance) = (0u32, 0i64);
+            tx.scan(CUSTOMER_ACCOUNT, lo, hi, usize::MAX, |_, r| {
+                accounts += 1;
+                balance += ca::i64(r, ca::CA_BAL);
+                ControlFlow::Continue(())
+            })?;
+            Ok((accounts, balance))
+        })?;
+        let (holdings, assets) = tx.piece(1, |tx| {
+            // The group's shares per security, then each security at its last trade's price.
+            let mut keys = self.keys.borrow_mut();
+            keys.clear();
+            let mut holdings = 0u32;
+            let (from, to) = (key::holding_summary(lo, 0), key::holding_summary(hi, (1 << 22) - 1));
+            tx.scan(HOLDING_SUMMARY, from, to, usize::MAX, |k, r| {
+                holdings += 1;
+                keys.push((k & ((1 << 22) - 1), hs::i32(r, hs::HS_QTY) as i64 as u64));
+                ControlFlow::Continue(())
+            })?;
+            keys.sort_unstable_by_key(|&(s, _)| s);
+            let mut assets = 0i64;
+            let mut i = 0;
+            while i < keys.len() {
+                let s = keys[i].0;
+                let mut qty = 0i64;
+                while i < keys.len() && keys[i].0 == s {
+                    qty += keys[i].1 as i64;
+                    i += 1;
+                }
+                let price = tx.read(LAST_TRADE, s, |r| lt::i64(r, lt::LT_PRICE))?.must()?;
+                assets += qty * price;
+            }
+            Ok((holdings, assets))
+        })?;
+        let now = self.now;
+        tx.piece(2, |tx| {
+            use schema::analytic_history as ah;
+            let mut row = [0u8; ah::SIZE];
+            ah::set_i64(&mut row, ah::AH_FIRST_C, first as i64);
+            ah::set_u32(&mut row, ah::AH_CUSTOMERS, self.group);
+            ah::set_u32(&mut row, ah::AH_ACCOUNTS, accounts);
+            ah::set_u32(&mut row, ah::AH_HOLDINGS, holdings);
+            ah::set_i64(&mut row, ah::AH_BALANCE, balance);
+            ah::set_i64(&mut row, ah::AH_ASSETS, assets);
+            ah::set_i64(&mut row, ah::AH_DTS, now);
+            must_hit(tx.insert(ANALYTIC_HISTORY, self.t, &row)?)
+        })?;
+        self.emit((balance + assets) as u64);
+        Ok(())
     }
 
     /// Trade `t`'s `k`-th holding history row, for the holding trade `h` created (its `n`-th),
