@@ -106,7 +106,7 @@ impl Plan {
                 let n = rng.random_range(1..=2u64);
                 Plan::Increment { first: rng.random_range(0..COUNTERS), n }
             }
-            CheckWorkload::ScanInsert | CheckWorkload::Tpcc => {
+            CheckWorkload::ScanInsert | CheckWorkload::Tpcc | CheckWorkload::Tpce => {
                 Plan::Block { block: rng.random_range(0..BLOCKS), pick: rng.random_range(0..BLOCK) }
             }
         }
@@ -159,9 +159,10 @@ pub(super) struct Micro {
 }
 
 impl Micro {
-    /// The workload `which`; `None` for TPC-C, which is a benchmark workload of its own.
+    /// The workload `which`; `None` for TPC-C and TPC-E, benchmark workloads of their own.
     pub(super) fn new(which: CheckWorkload) -> Option<Micro> {
-        (which != CheckWorkload::Tpcc).then(|| Micro { which, tally: Arc::default() })
+        (!matches!(which, CheckWorkload::Tpcc | CheckWorkload::Tpce))
+            .then(|| Micro { which, tally: Arc::default() })
     }
 
     fn rows(&self) -> u64 {
@@ -170,7 +171,7 @@ impl Micro {
             CheckWorkload::WriteSkew => 2 * PAIRS,
             CheckWorkload::ReadOnly => 2 * CUSTOMERS,
             CheckWorkload::HotRmw => COUNTERS,
-            CheckWorkload::ScanInsert | CheckWorkload::Tpcc => 0,
+            CheckWorkload::ScanInsert | CheckWorkload::Tpcc | CheckWorkload::Tpce => 0,
         }
     }
 
@@ -202,7 +203,7 @@ impl Micro {
                     }
                 }
             }
-            CheckWorkload::ReadOnly | CheckWorkload::Tpcc => {}
+            CheckWorkload::ReadOnly | CheckWorkload::Tpcc | CheckWorkload::Tpce => {}
             CheckWorkload::HotRmw => {
                 let total: i64 = (0..COUNTERS).map(v).sum();
                 let increments = self.tally.increments.load(Ordering::Relaxed);
@@ -514,7 +515,7 @@ mod tests {
     fn generators_draw_their_workloads_transactions() {
         for which in CheckWorkload::ALL {
             let Some(micro) = Micro::new(which) else {
-                assert_eq!(which, CheckWorkload::Tpcc);
+                assert!(matches!(which, CheckWorkload::Tpcc | CheckWorkload::Tpce));
                 continue;
             };
             let mut gen = micro.generator(0, 1, 3);

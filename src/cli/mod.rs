@@ -472,10 +472,11 @@ struct TpceArgs {
     /// [default: 1]
     #[arg(long, value_name = "DAYS")]
     trade_days: Option<u32>,
-    /// TPC-E: percent of transactions that are analytic, 1 to 100 (not in the specification:
+    /// TPC-E: percent of transactions that are analytic, 0 to 100 (not in the specification:
     /// ERMIA's TPCE-hybrid, whose read-mostly transaction values a group of customers'
     /// accounts and inserts one analytic_history row; the other types follow ERMIA's mix
-    /// unless --mix is given) [default: none; ERMIA uses 20]
+    /// unless --mix is given; 0 is TPCE-original, the specification's mix) [default: 0; ERMIA
+    /// uses 20]
     #[arg(long, value_name = "PCT")]
     tpce_analytic: Option<u32>,
     /// TPC-E: percent of the customers whose accounts each analytic transaction values, more
@@ -530,6 +531,8 @@ impl RunArgs {
         }
         use crate::workloads::tpce::{AnalyticConfig, ERMIA_MIX, READ_WRITE_MIX};
         cfg.analytic = match (self.tpce.tpce_analytic, self.tpce.analytic_group) {
+            // 0: TPCE-original, as a sweep over the share writes it.
+            (Some(0), _) => None,
             (Some(share), group) => {
                 if self.tpcc.mix.is_none() {
                     cfg.mix = ERMIA_MIX;

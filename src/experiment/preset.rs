@@ -26,7 +26,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The presets shipped with txlab: (file name, contents).
-pub const SHIPPED: [(&str, &str); 35] = [
+pub const SHIPPED: [(&str, &str); 38] = [
     ("ccbench-skew", include_str!("../../presets/ccbench-skew.toml")),
     ("ccbench-read-ratio", include_str!("../../presets/ccbench-read-ratio.toml")),
     ("ccbench-payload", include_str!("../../presets/ccbench-payload.toml")),
@@ -43,6 +43,8 @@ pub const SHIPPED: [(&str, &str); 35] = [
     ("ccbench-breakdown", include_str!("../../presets/ccbench-breakdown.toml")),
     ("ccbench-sv-breakdown", include_str!("../../presets/ccbench-sv-breakdown.toml")),
     ("ermia-analytic", include_str!("../../presets/ermia-analytic.toml")),
+    ("ermia-tpce-contention", include_str!("../../presets/ermia-tpce-contention.toml")),
+    ("ermia-tpce-threads", include_str!("../../presets/ermia-tpce-threads.toml")),
     ("cicada-ycsb-contended", include_str!("../../presets/cicada-ycsb-contended.toml")),
     ("cicada-ycsb-skew", include_str!("../../presets/cicada-ycsb-skew.toml")),
     ("cicada-ycsb-1op", include_str!("../../presets/cicada-ycsb-1op.toml")),
@@ -60,6 +62,7 @@ pub const SHIPPED: [(&str, &str); 35] = [
     ("ic3-micro-threads", include_str!("../../presets/ic3-micro-threads.toml")),
     ("ic3-user-aborts", include_str!("../../presets/ic3-user-aborts.toml")),
     ("ic3-tpcc", include_str!("../../presets/ic3-tpcc.toml")),
+    ("ic3-tpce", include_str!("../../presets/ic3-tpce.toml")),
     ("ic3-factors", include_str!("../../presets/ic3-factors.toml")),
     ("ic3-online", include_str!("../../presets/ic3-online.toml")),
 ];

@@ -707,3 +707,13 @@ fn verify_says_what_it_checked() {
         "{stdout}"
     );
 }
+
+/// TPC-E crashed mid-commit and recovered: what was acknowledged is there and the consistency
+/// checks hold (a half-recovered Trade-Result would leave a holding summary, a settlement or a
+/// balance behind its trade).
+#[test]
+fn tpce_crashes_recover_consistent() {
+    let tpce: &[&str] = &["-w", "tpce", "--customers", "1000"];
+    crash_at("silo", "logged", tpce, "per-worker");
+    crash_at("ermia-ssi", "installed", tpce, "central");
+}
