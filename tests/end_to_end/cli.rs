@@ -485,14 +485,14 @@ fn quick_check_passes(protocol: &str, extra: &[&str]) -> String {
     // The verdicts come last, then one overall line.
     let verdicts = stdout.split("\nVerdicts:\n").nth(1).expect("a verdict table");
     assert!(verdicts.contains(&format!("  {protocol:<13} PASS  promises")), "{stdout}");
-    let workloads = if extra.contains(&"-w") { 1 } else { 6 };
+    let workloads = if extra.contains(&"-w") { 1 } else { 7 };
     let overall = format!(
         "overall: PASS (1 protocol(s) x {workloads} workload(s): every protocol showed only \
          anomalies it permits)"
     );
     assert!(verdicts.trim_end().ends_with(&overall), "{stdout}");
-    if workloads == 6 {
-        for w in ["bank", "write-skew", "read-only", "hot-rmw", "scan-insert", "tpcc"] {
+    if workloads == 7 {
+        for w in ["bank", "write-skew", "read-only", "hot-rmw", "scan-insert", "tpcc", "tpce"] {
             assert!(stdout.contains(&format!("  {w} ")), "{w} missing:\n{stdout}");
         }
     }
