@@ -641,7 +641,6 @@ impl Workload for Tpce {
             next_trade: self.next_trade.clone(),
             block: 0..0,
             market: Emulator::default(),
-            loaded_trades: self.cfg.customers as u64 * u64::from(self.cfg.trades_per_customer()),
             load_time: self.load_time,
         }
     }
@@ -749,7 +748,6 @@ pub struct TpceGen {
     /// Trade ids this generator holds.
     block: std::ops::Range<u64>,
     market: Emulator,
-    loaded_trades: u64,
     load_time: i64,
 }
 
@@ -804,13 +802,8 @@ impl Generator for TpceGen {
         let now = crate::workloads::now_secs();
         let kind = self.kind(now);
         let id = if kind == Kind::TradeOrder { self.trade_id() } else { 0 };
-        let mut input = txns::Input {
-            rng: &mut self.rng,
-            cfg: &self.cfg,
-            now,
-            load_time: self.load_time,
-            loaded_trades: self.loaded_trades,
-        };
+        let mut input =
+            txns::Input { rng: &mut self.rng, cfg: &self.cfg, now, load_time: self.load_time };
         match kind {
             Kind::TradeOrder => txns::fill_trade_order(t, &mut input, id),
             Kind::TradeResult => {

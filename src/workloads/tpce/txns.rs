@@ -127,8 +127,8 @@ pub struct TpceTxn {
     /// Trade-Order: the security is given by its company's name and its issue (40 %), not
     /// by its symbol.
     pub by_name: bool,
-    /// Trade-Order by name: the company and the issue (`s` is that security); Data-Maintenance:
-    /// the company.
+    /// A company: Trade-Order's by name (with the issue, `s` is that security), Market-Watch's
+    /// first of the companies it looks through for its industry, Data-Maintenance's.
     pub co: u32,
     /// Trade-Order by name: the issue's number ([`schema::ISSUES`]).
     pub issue: u32,
@@ -231,8 +231,6 @@ pub struct Input<'a> {
     pub now: i64,
     /// When the initial trade history ended.
     pub load_time: i64,
-    /// The highest loaded trade id.
-    pub loaded_trades: u64,
 }
 
 impl Input<'_> {
@@ -288,7 +286,7 @@ pub fn fill_customer(t: &mut TpceTxn, i: &mut Input<'_>, kind: Kind) {
             t.c = i.customer();
             t.ca = i.account(t.c);
             t.group = i.rng.uniform(0, schema::INDUSTRIES - 1);
-            t.s = i.rng.uniform(0, i.cfg.companies() - 1);
+            t.co = i.rng.uniform(0, i.cfg.companies() - 1);
             t.day = i.rng.uniform(0, schema::DAILY_MARKET_DAYS - 1);
             t.companies = i.cfg.companies();
             t.securities = i.cfg.securities();
@@ -1001,7 +999,7 @@ impl TpceTxn {
                 _ => {
                     // The securities of the industry's companies among 100 from a first one.
                     let companies = u64::from(self.companies);
-                    for co in u64::from(self.s)..(u64::from(self.s) + 100).min(companies) {
+                    for co in u64::from(self.co)..(u64::from(self.co) + 100).min(companies) {
                         let industry = tx
                             .read(COMPANY, co, |r| {
                                 two_digits(schema::company::get(r, schema::company::CO_IN_ID))
@@ -1661,7 +1659,7 @@ impl TpceTxn {
                 }
             }
             let (old_qty, mut next) = summary.unwrap_or((0, 0));
-            let mut new_qty = old_qty + if sell { -qty } else { qty };
+            let new_qty = old_qty + if sell { -qty } else { qty };
             if left > 0 {
                 let lot_qty = if sell { -left } else { left };
                 let mut row = [0u8; ho::SIZE];
@@ -1675,9 +1673,6 @@ impl TpceTxn {
                 must_hit(tx.insert(HOLDING, key::holding(account, s, next), &row)?)?;
                 self.holding_history(tx, t, k, t, 0, 0, lot_qty)?;
                 next = (next + 1) & 0xFFFF;
-            } else if new_qty != 0 && changes.is_empty() {
-                // Unreachable with consistent summaries: a trade either closes lots or opens one.
-                new_qty = old_qty;
             }
             let hk = key::holding_summary(account, s);
             match (summary.is_some(), new_qty) {
