@@ -3,7 +3,26 @@
 //!
 //! `layout!(table { COL: width, ... })` declares a module `table` with the column enum `C`,
 //! widths, offsets, names, the row size, the column masks templates use (`mask`) and typed
-//! accessors (`u32`, `i64`, strings, accumulations).
+//! accessors (`u32`, `i64`, strings, accumulations). [`r`], [`w`] and [`acc`] build the template
+//! accesses their pieces declare with those masks.
+
+use crate::engine::{AccessMode, Columns, TableAccess};
+use crate::storage::TableId;
+
+/// A template's read of `columns` of `table`.
+pub const fn r(table: TableId, columns: Columns) -> TableAccess {
+    TableAccess { table, mode: AccessMode::Read, columns }
+}
+
+/// A template's write of `columns` of `table` (which covers reading them).
+pub const fn w(table: TableId, columns: Columns) -> TableAccess {
+    TableAccess { table, mode: AccessMode::Write, columns }
+}
+
+/// A template's commutative accumulation into `columns` of `table`.
+pub const fn acc(table: TableId, columns: Columns) -> TableAccess {
+    TableAccess { table, mode: AccessMode::Accumulate, columns }
+}
 
 /// Byte offsets of columns laid out one after another with `widths`.
 pub const fn offsets<const N: usize>(widths: &[usize]) -> [usize; N] {

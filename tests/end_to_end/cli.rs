@@ -1373,6 +1373,34 @@ fn check_quick_passes_for_silo_with_nowait_validation() {
     );
 }
 
+/// `txlab analyze -w tpce` works on TPC-E's column-level templates: the six read-only types
+/// left out; Trade-Order's first frame reads only columns no template writes (the account's
+/// owner and tax status, the customer's and the broker's names), so it runs unconstrained
+/// apart from its other frames; Trade-Result's frames meet in the trade (frame 1 reads the
+/// status frame 5 writes) and stay one piece; Trade-Result's broker totals are deferred to
+/// commit; Data-Maintenance's edits meet Trade-Order and Trade-Result only where they share a
+/// table (the permissions and tax rates they scan), not Market-Feed or Trade-Update.
+#[test]
+fn analyze_prints_tpce_column_level_graph() {
+    let out = txlab(&["analyze", "-w", "tpce"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for line in [
+        "workload tpce: 6 transaction types analysed (conflicts per table), 16 template pieces \
+         -> 7 pieces after merging deadlock-prone cycles",
+        "read-only (run on snapshots, not analysed): broker-volume, customer-position, \
+         market-watch, security-detail, trade-lookup, trade-status",
+        "accumulations applied at commit, outside the C-edges (a:): broker\n",
+        "  piece 0: frame1  [u:customer_account u:customer u:broker]\n    \
+         no C-edge: runs unconstrained",
+        "  piece 1: frame2 + frame3 + frame4  (merged)",
+        "  piece 0: frame1 + frame2 + frame3 + frame4 + frame5 + frame6  (merged)",
+        "    C-edges: trade-order/1, trade-result/0, data-maintenance/0\n",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+}
+
 /// `txlab analyze` prints TPC-C's SC-graph as IC3 builds it: the read-only types left out,
 /// New-Order's order and order-line pieces merged (Delivery touches all their tables in one
 /// piece), New-Order's warehouse read unconstrained (Payment writes other columns), and the

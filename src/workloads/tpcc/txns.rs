@@ -5,10 +5,10 @@
 use super::schema::{self, key};
 use super::tables::*;
 use crate::engine::{
-    AccessMode, AccessSet, Columns, Piece, Procedure, Recon, TableAccess, Tx, TxnType, Worker,
-    ALL_COLUMNS,
+    AccessMode, AccessSet, Columns, Piece, Procedure, Recon, Tx, TxnType, Worker, ALL_COLUMNS,
 };
 use crate::error::{Abort, AbortReason};
+use crate::workloads::layout::{acc, r, w};
 use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
 
@@ -254,16 +254,6 @@ const SL_S: Columns = st::mask(&[st::S_QUANTITY]);
 /// The analytic transaction's stock reads: two of the columns NewOrder writes.
 const AN_S: Columns = st::mask(&[st::S_QUANTITY, st::S_YTD]);
 const AN_I: Columns = it::mask(&[it::I_PRICE]);
-
-const fn r(table: crate::storage::TableId, columns: Columns) -> TableAccess {
-    TableAccess { table, mode: AccessMode::Read, columns }
-}
-const fn w(table: crate::storage::TableId, columns: Columns) -> TableAccess {
-    TableAccess { table, mode: AccessMode::Write, columns }
-}
-const fn acc(table: crate::storage::TableId, columns: Columns) -> TableAccess {
-    TableAccess { table, mode: AccessMode::Accumulate, columns }
-}
 
 static NEW_ORDER_PIECES: [Piece; 5] = [
     Piece { name: "warehouse", accesses: &[r(WAREHOUSE, NO_W)] },

@@ -14,19 +14,22 @@ use super::schema::{self, key, status, trade_types as tt};
 use super::tables::*;
 use super::TpceConfig;
 use crate::engine::{
-    declare_by_dry_run, AccessMode, AccessSet, Piece, Procedure, Recon, TableAccess, Tx, TxnType,
+    declare_by_dry_run, AccessSet, Columns, Piece, Procedure, Recon, TableAccess, Tx, TxnType,
     Worker, ALL_COLUMNS,
 };
 use crate::error::{Abort, AbortReason};
 use crate::storage::TableId;
+use crate::workloads::layout::{acc, r, w};
 use crate::workloads::tpcc::random::TpccRand as Rand;
 use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
 
 use schema::{
-    broker as br, cash_transaction as ct, customer as cu, customer_account as ca,
-    daily_market as dm, holding as ho, holding_summary as hs, last_trade as lt, security as se,
-    settlement as sm, trade as tr, trade_request as rq,
+    address as ad, broker as br, cash_transaction as ct, company as co, customer as cu,
+    customer_account as ca, daily_market as dm, exchange as ex, holding as ho,
+    holding_history as hh, holding_summary as hs, industry as ind, last_trade as lt,
+    news_item as ni, security as se, settlement as sm, status_type as sty, taxrate as txr,
+    trade as tr, trade_request as rq, trade_type as tty,
 };
 
 /// The transaction types, in [`Procedure::txn_type`] order.
@@ -415,71 +418,182 @@ pub fn fill_market_feed(t: &mut TpceTxn, now: i64) {
 }
 
 // ---- Templates -----------------------------------------------------------------------------
+//
+// Column-level, as TPC-C's: each operation reads (`read_cols`) and writes (`update_cols`) the
+// columns named here and its piece declares the same masks, so that IC3's analysis sees a
+// conflict only where a write meets a read or a write of the same column, and the run-time
+// template check holds the bodies to them. Scans, inserts and deletes touch whole rows; the
+// secondary indexes' rows (a key and one or two columns) are read whole.
 
-const fn r(table: TableId) -> TableAccess {
-    TableAccess { table, mode: AccessMode::Read, columns: ALL_COLUMNS }
+/// Reads of the account's owner, broker and tax status (never written by a transaction).
+const CA_OWNER: Columns = ca::mask(&[ca::CA_B_ID, ca::CA_C_ID, ca::CA_TAX_ST]);
+/// The account's balance: Trade-Result's frame 6 changes it.
+const CA_BAL: Columns = ca::mask(&[ca::CA_BAL]);
+const BR_NAME: Columns = br::mask(&[br::B_NAME]);
+const BR_TOTALS: Columns = br::mask(&[br::B_NUM_TRADES, br::B_COMM_TOTAL]);
+const CU_TIER: Columns = cu::mask(&[cu::C_TIER]);
+const CU_NAME: Columns = cu::mask(&[cu::C_L_NAME]);
+const SE_CO: Columns = se::mask(&[se::S_CO_ID]);
+const SE_EX: Columns = se::mask(&[se::S_EX_ID]);
+const SE_EX_CO: Columns = se::mask(&[se::S_EX_ID, se::S_CO_ID]);
+const SE_OUT: Columns = se::mask(&[se::S_NUM_OUT]);
+const SE_DETAIL: Columns = se::mask(&[se::S_CO_ID, se::S_EX_ID, se::S_NAME]);
+const CO_NAME: Columns = co::mask(&[co::CO_NAME]);
+const CO_IN: Columns = co::mask(&[co::CO_IN_ID]);
+const CO_AD: Columns = co::mask(&[co::CO_AD_ID]);
+const IN_SC: Columns = ind::mask(&[ind::IN_SC_ID]);
+const IN_NAME: Columns = ind::mask(&[ind::IN_NAME]);
+const LT_PRICE: Columns = lt::mask(&[lt::LT_PRICE]);
+/// Market-Feed's ticker: it adds to the volume and sets the price and time.
+const MF_LT_W: Columns = lt::mask(&[lt::LT_PRICE, lt::LT_VOL, lt::LT_DTS]);
+const DM_CLOSE: Columns = dm::mask(&[dm::DM_CLOSE]);
+const TT_KIND: Columns = tty::mask(&[tty::TT_IS_MRKT, tty::TT_IS_SELL]);
+const TT_NAME: Columns = tty::mask(&[tty::TT_NAME]);
+const ST_NAME: Columns = sty::mask(&[sty::ST_NAME]);
+const EX_AD: Columns = ex::mask(&[ex::EX_AD_ID]);
+const EX_NAME: Columns = ex::mask(&[ex::EX_NAME]);
+const AD_ZIP: Columns = ad::mask(&[ad::AD_ZC_CODE]);
+const ZC_TOWN: Columns = schema::zip_code::mask(&[schema::zip_code::ZC_TOWN]);
+const TX_RATE: Columns = txr::mask(&[txr::TX_RATE]);
+const CR_RATE: Columns = schema::commission_rate::mask(&[schema::commission_rate::CR_RATE]);
+const CH_CHRG: Columns = schema::charge::mask(&[schema::charge::CH_CHRG]);
+const HS_QTY: Columns = hs::mask(&[hs::HS_QTY]);
+const HS_QTY_NEXT: Columns = hs::mask(&[hs::HS_QTY, hs::HS_NEXT]);
+/// Trade-Lookup's frame 4 (which also scans the table).
+const HH_AFTER: Columns = hh::mask(&[hh::HH_AFTER_QTY]);
+/// Trade-Result's lot update: the quantity and the count of history rows.
+const HO_LOT_W: Columns = ho::mask(&[ho::H_QTY, ho::H_HIST_N]);
+/// What Customer-Position's frame 2 shows of a trade.
+const TR_SHOWN: Columns = tr::mask(&[tr::T_S_SYMB, tr::T_QTY]);
+/// What Trade-Status shows of a trade.
+const TR_STATUS: Columns =
+    tr::mask(&[tr::T_ST_ID, tr::T_TT_ID, tr::T_S_SYMB, tr::T_EXEC_NAME, tr::T_CHRG]);
+/// What the trade-detail frames (Trade-Lookup, Trade-Update) read of a trade.
+const TR_DETAIL: Columns = tr::mask(&[tr::T_IS_CASH, tr::T_TRADE_PRICE, tr::T_BID_PRICE]);
+/// Trade-Update's frame 1 edit.
+const TR_EXEC: Columns = tr::mask(&[tr::T_EXEC_NAME]);
+/// What Trade-Result's frame 1 reads of the trade it executes.
+const TR_ORDER: Columns = tr::mask(&[
+    tr::T_CA_ID,
+    tr::T_TT_ID,
+    tr::T_S_SYMB,
+    tr::T_QTY,
+    tr::T_CHRG,
+    tr::T_LIFO,
+    tr::T_IS_CASH,
+    tr::T_ST_ID,
+]);
+/// Trade-Result's frame 5: the trade completed.
+const TR_RESULT: Columns =
+    tr::mask(&[tr::T_COMM, tr::T_DTS, tr::T_ST_ID, tr::T_TRADE_PRICE, tr::T_TAX]);
+/// A status change (Market-Feed's submission, Trade-Cleanup's cancellation).
+const TR_STATE: Columns = tr::mask(&[tr::T_ST_ID, tr::T_DTS]);
+const SE_AMT: Columns = sm::mask(&[sm::SE_AMT]);
+const SE_CASH_TYPE: Columns = sm::mask(&[sm::SE_CASH_TYPE]);
+const CT_AMT: Columns = ct::mask(&[ct::CT_AMT]);
+const CT_NAME: Columns = ct::mask(&[ct::CT_NAME]);
+/// Security-Detail's news: the summary (99 %) or the large object (1 %), with the metadata.
+const NI_SUMMARY: Columns =
+    ni::mask(&[ni::NI_HEADLINE, ni::NI_SUMMARY, ni::NI_DTS, ni::NI_SOURCE, ni::NI_AUTHOR]);
+const NI_LOB: Columns = ni::mask(&[ni::NI_ITEM, ni::NI_DTS, ni::NI_SOURCE, ni::NI_AUTHOR]);
+// Data-Maintenance's edits, one column per table.
+const DM_AP: Columns = schema::account_permission::mask(&[schema::account_permission::AP_ACL]);
+const DM_AD: Columns = ad::mask(&[ad::AD_LINE2]);
+const DM_CO: Columns = co::mask(&[co::CO_SP_RATE]);
+const DM_CU: Columns = cu::mask(&[cu::C_EMAIL_2]);
+const DM_CX: Columns = schema::customer_taxrate::mask(&[schema::customer_taxrate::CX_TX_ID]);
+const DM_DM: Columns = dm::mask(&[dm::DM_VOL]);
+const DM_EX: Columns = ex::mask(&[ex::EX_DESC]);
+const DM_FI: Columns = schema::financial::mask(&[schema::financial::FI_QTR_START_DATE]);
+const DM_NI: Columns = ni::mask(&[ni::NI_DTS]);
+const DM_SE: Columns = se::mask(&[se::S_EXCH_DATE]);
+const DM_TX: Columns = txr::mask(&[txr::TX_NAME]);
+
+/// A whole-row read: a scan, or a row read whole.
+const fn ra(table: TableId) -> TableAccess {
+    r(table, ALL_COLUMNS)
 }
-const fn w(table: TableId) -> TableAccess {
-    TableAccess { table, mode: AccessMode::Write, columns: ALL_COLUMNS }
-}
-const fn acc(table: TableId, columns: u64) -> TableAccess {
-    TableAccess { table, mode: AccessMode::Accumulate, columns }
+/// A whole-row write: an insert or a delete.
+const fn wa(table: TableId) -> TableAccess {
+    w(table, ALL_COLUMNS)
 }
 
 /// What every trade-detail frame reads for a trade (Trade-Lookup, Trade-Update).
-const TRADE_DETAILS: [TableAccess; 5] =
-    [r(TRADE_BY_ACCOUNT), r(TRADE), r(SETTLEMENT), r(CASH_TRANSACTION), r(TRADE_HISTORY)];
+const TRADE_DETAILS: [TableAccess; 5] = [
+    ra(TRADE_BY_ACCOUNT),
+    r(TRADE, TR_DETAIL),
+    r(SETTLEMENT, SE_AMT),
+    r(CASH_TRANSACTION, CT_AMT),
+    ra(TRADE_HISTORY),
+];
 
 static BROKER_VOLUME: [Piece; 1] = [Piece {
     name: "frame1",
-    accesses: &[r(BROKER), r(TRADE_REQUEST_BY), r(SECURITY), r(COMPANY), r(INDUSTRY)],
+    accesses: &[
+        r(BROKER, BR_NAME),
+        ra(TRADE_REQUEST_BY),
+        r(SECURITY, SE_CO),
+        r(COMPANY, CO_IN),
+        r(INDUSTRY, IN_SC),
+    ],
 }];
 static CUSTOMER_POSITION: [Piece; 2] = [
     Piece {
         name: "frame1",
         accesses: &[
-            r(CUSTOMER_BY_TAX),
-            r(CUSTOMER),
-            r(CUSTOMER_ACCOUNT),
-            r(HOLDING_SUMMARY),
-            r(LAST_TRADE),
+            ra(CUSTOMER_BY_TAX),
+            r(CUSTOMER, CU_TIER),
+            ra(CUSTOMER_ACCOUNT),
+            ra(HOLDING_SUMMARY),
+            r(LAST_TRADE, LT_PRICE),
         ],
     },
     Piece {
         name: "frame2",
-        accesses: &[r(TRADE_BY_ACCOUNT), r(TRADE), r(TRADE_HISTORY), r(STATUS_TYPE)],
+        accesses: &[
+            ra(TRADE_BY_ACCOUNT),
+            r(TRADE, TR_SHOWN),
+            ra(TRADE_HISTORY),
+            r(STATUS_TYPE, ST_NAME),
+        ],
     },
 ];
 static MARKET_FEED: [Piece; 1] = [Piece {
     name: "frame1",
-    accesses: &[w(LAST_TRADE), w(TRADE_REQUEST), w(TRADE_REQUEST_BY), w(TRADE), w(TRADE_HISTORY)],
+    accesses: &[
+        w(LAST_TRADE, MF_LT_W),
+        wa(TRADE_REQUEST),
+        wa(TRADE_REQUEST_BY),
+        w(TRADE, TR_STATE),
+        wa(TRADE_HISTORY),
+    ],
 }];
 static MARKET_WATCH: [Piece; 1] = [Piece {
     name: "frame1",
     accesses: &[
-        r(WATCH_ITEM),
-        r(HOLDING_SUMMARY),
-        r(COMPANY),
-        r(LAST_TRADE),
-        r(SECURITY),
-        r(DAILY_MARKET),
+        ra(WATCH_ITEM),
+        ra(HOLDING_SUMMARY),
+        r(COMPANY, CO_IN),
+        r(LAST_TRADE, LT_PRICE),
+        r(SECURITY, SE_OUT),
+        r(DAILY_MARKET, DM_CLOSE),
     ],
 }];
 static SECURITY_DETAIL: [Piece; 1] = [Piece {
     name: "frame1",
     accesses: &[
-        r(SECURITY),
-        r(COMPANY),
-        r(ADDRESS),
-        r(ZIP_CODE),
-        r(EXCHANGE),
-        r(COMPANY_COMPETITOR),
-        r(INDUSTRY),
-        r(FINANCIAL),
-        r(DAILY_MARKET),
-        r(LAST_TRADE),
-        r(NEWS_XREF),
-        r(NEWS_ITEM),
+        r(SECURITY, SE_DETAIL),
+        r(COMPANY, CO_AD | CO_IN),
+        r(ADDRESS, AD_ZIP),
+        r(ZIP_CODE, ZC_TOWN),
+        r(EXCHANGE, EX_AD),
+        ra(COMPANY_COMPETITOR),
+        r(INDUSTRY, IN_NAME),
+        ra(FINANCIAL),
+        ra(DAILY_MARKET),
+        r(LAST_TRADE, LT_PRICE),
+        ra(NEWS_XREF),
+        r(NEWS_ITEM, NI_SUMMARY | NI_LOB),
     ],
 }];
 static TRADE_LOOKUP: [Piece; 4] = [
@@ -488,119 +602,130 @@ static TRADE_LOOKUP: [Piece; 4] = [
     Piece {
         name: "frame3",
         accesses: &[
-            r(TRADE_BY_SECURITY),
-            r(TRADE),
-            r(SETTLEMENT),
-            r(CASH_TRANSACTION),
-            r(TRADE_HISTORY),
+            ra(TRADE_BY_SECURITY),
+            r(TRADE, TR_DETAIL),
+            r(SETTLEMENT, SE_AMT),
+            r(CASH_TRANSACTION, CT_AMT),
+            ra(TRADE_HISTORY),
         ],
     },
     Piece {
         name: "frame4",
-        accesses: &[r(TRADE_BY_ACCOUNT), r(HOLDING_HISTORY), r(HOLDING_HISTORY_BY)],
+        accesses: &[ra(TRADE_BY_ACCOUNT), ra(HOLDING_HISTORY), ra(HOLDING_HISTORY_BY)],
     },
 ];
 static TRADE_ORDER: [Piece; 4] = [
-    Piece { name: "frame1", accesses: &[r(CUSTOMER_ACCOUNT), r(CUSTOMER), r(BROKER)] },
-    Piece { name: "frame2", accesses: &[r(ACCOUNT_PERMISSION)] },
+    Piece {
+        name: "frame1",
+        accesses: &[r(CUSTOMER_ACCOUNT, CA_OWNER), r(CUSTOMER, CU_NAME), r(BROKER, BR_NAME)],
+    },
+    Piece { name: "frame2", accesses: &[ra(ACCOUNT_PERMISSION)] },
     Piece {
         name: "frame3",
         accesses: &[
-            r(COMPANY_BY_NAME),
-            r(SECURITY_BY_COMPANY),
-            r(SECURITY),
-            r(COMPANY),
-            r(LAST_TRADE),
-            r(TRADE_TYPE),
-            r(HOLDING_SUMMARY),
-            r(HOLDING),
-            r(CUSTOMER),
-            r(CUSTOMER_ACCOUNT),
-            r(CUSTOMER_TAXRATE),
-            r(TAXRATE),
-            r(COMMISSION_RATE),
-            r(CHARGE),
+            ra(COMPANY_BY_NAME),
+            ra(SECURITY_BY_COMPANY),
+            r(SECURITY, SE_EX_CO),
+            r(COMPANY, CO_NAME),
+            r(LAST_TRADE, LT_PRICE),
+            r(TRADE_TYPE, TT_KIND),
+            r(HOLDING_SUMMARY, HS_QTY),
+            ra(HOLDING),
+            r(CUSTOMER, CU_TIER),
+            r(CUSTOMER_ACCOUNT, CA_BAL),
+            ra(CUSTOMER_TAXRATE),
+            r(TAXRATE, TX_RATE),
+            r(COMMISSION_RATE, CR_RATE),
+            r(CHARGE, CH_CHRG),
         ],
     },
     Piece {
         name: "frame4",
         accesses: &[
-            w(TRADE),
-            w(TRADE_BY_ACCOUNT),
-            w(TRADE_BY_SECURITY),
-            w(TRADE_REQUEST),
-            w(TRADE_REQUEST_BY),
-            w(TRADE_HISTORY),
+            wa(TRADE),
+            wa(TRADE_BY_ACCOUNT),
+            wa(TRADE_BY_SECURITY),
+            wa(TRADE_REQUEST),
+            wa(TRADE_REQUEST_BY),
+            wa(TRADE_HISTORY),
         ],
     },
 ];
 static TRADE_RESULT: [Piece; 6] = [
-    Piece { name: "frame1", accesses: &[r(TRADE), r(TRADE_TYPE), r(HOLDING_SUMMARY)] },
+    Piece {
+        name: "frame1",
+        accesses: &[r(TRADE, TR_ORDER), r(TRADE_TYPE, TT_NAME), r(HOLDING_SUMMARY, HS_QTY_NEXT)],
+    },
     Piece {
         name: "frame2",
         accesses: &[
-            r(CUSTOMER_ACCOUNT),
-            w(HOLDING),
-            w(HOLDING_HISTORY),
-            w(HOLDING_HISTORY_BY),
-            w(HOLDING_SUMMARY),
+            r(CUSTOMER_ACCOUNT, CA_OWNER),
+            wa(HOLDING),
+            wa(HOLDING_HISTORY),
+            wa(HOLDING_HISTORY_BY),
+            wa(HOLDING_SUMMARY),
         ],
     },
-    Piece { name: "frame3", accesses: &[r(CUSTOMER_TAXRATE), r(TAXRATE)] },
-    Piece { name: "frame4", accesses: &[r(SECURITY), r(CUSTOMER), r(COMMISSION_RATE)] },
+    Piece { name: "frame3", accesses: &[ra(CUSTOMER_TAXRATE), r(TAXRATE, TX_RATE)] },
+    Piece {
+        name: "frame4",
+        accesses: &[r(SECURITY, SE_EX), r(CUSTOMER, CU_TIER), r(COMMISSION_RATE, CR_RATE)],
+    },
     Piece {
         name: "frame5",
-        accesses: &[
-            w(TRADE),
-            w(TRADE_HISTORY),
-            acc(BROKER, br::mask(&[br::B_NUM_TRADES, br::B_COMM_TOTAL])),
-        ],
+        accesses: &[w(TRADE, TR_RESULT), wa(TRADE_HISTORY), acc(BROKER, BR_TOTALS)],
     },
-    Piece { name: "frame6", accesses: &[w(SETTLEMENT), w(CUSTOMER_ACCOUNT), w(CASH_TRANSACTION)] },
+    Piece {
+        name: "frame6",
+        accesses: &[wa(SETTLEMENT), w(CUSTOMER_ACCOUNT, CA_BAL), wa(CASH_TRANSACTION)],
+    },
 ];
 static TRADE_STATUS: [Piece; 1] = [Piece {
     name: "frame1",
     accesses: &[
-        r(TRADE_BY_ACCOUNT),
-        r(TRADE),
-        r(STATUS_TYPE),
-        r(TRADE_TYPE),
-        r(SECURITY),
-        r(EXCHANGE),
-        r(CUSTOMER_ACCOUNT),
-        r(CUSTOMER),
-        r(BROKER),
+        ra(TRADE_BY_ACCOUNT),
+        r(TRADE, TR_STATUS),
+        r(STATUS_TYPE, ST_NAME),
+        r(TRADE_TYPE, TT_NAME),
+        r(SECURITY, SE_EX),
+        r(EXCHANGE, EX_NAME),
+        r(CUSTOMER_ACCOUNT, CA_OWNER),
+        r(CUSTOMER, CU_NAME),
+        r(BROKER, BR_NAME),
     ],
 }];
 static TRADE_UPDATE: [Piece; 3] = [
     Piece {
         name: "frame1",
         accesses: &[
-            r(TRADE_BY_ACCOUNT),
-            w(TRADE),
-            r(SETTLEMENT),
-            r(CASH_TRANSACTION),
-            r(TRADE_HISTORY),
+            ra(TRADE_BY_ACCOUNT),
+            r(TRADE, TR_DETAIL),
+            w(TRADE, TR_EXEC),
+            r(SETTLEMENT, SE_AMT),
+            r(CASH_TRANSACTION, CT_AMT),
+            ra(TRADE_HISTORY),
         ],
     },
     Piece {
         name: "frame2",
         accesses: &[
-            r(TRADE_BY_ACCOUNT),
-            r(TRADE),
-            w(SETTLEMENT),
-            r(CASH_TRANSACTION),
-            r(TRADE_HISTORY),
+            ra(TRADE_BY_ACCOUNT),
+            r(TRADE, TR_DETAIL),
+            r(SETTLEMENT, SE_AMT),
+            w(SETTLEMENT, SE_CASH_TYPE),
+            r(CASH_TRANSACTION, CT_AMT),
+            ra(TRADE_HISTORY),
         ],
     },
     Piece {
         name: "frame3",
         accesses: &[
-            r(TRADE_BY_SECURITY),
-            r(TRADE),
-            r(SETTLEMENT),
-            w(CASH_TRANSACTION),
-            r(TRADE_HISTORY),
+            ra(TRADE_BY_SECURITY),
+            r(TRADE, TR_DETAIL),
+            r(SETTLEMENT, SE_AMT),
+            r(CASH_TRANSACTION, CT_AMT),
+            w(CASH_TRANSACTION, CT_NAME),
+            ra(TRADE_HISTORY),
         ],
     },
 ];
@@ -608,29 +733,35 @@ static TRADE_UPDATE: [Piece; 3] = [
 static DATA_MAINTENANCE: [Piece; 1] = [Piece {
     name: "frame1",
     accesses: &[
-        w(ACCOUNT_PERMISSION),
-        w(ADDRESS),
-        w(COMPANY),
-        w(CUSTOMER),
-        w(CUSTOMER_TAXRATE),
-        w(DAILY_MARKET),
-        w(EXCHANGE),
-        w(FINANCIAL),
-        r(NEWS_XREF),
-        w(NEWS_ITEM),
-        w(SECURITY),
-        w(TAXRATE),
-        w(WATCH_ITEM),
+        w(ACCOUNT_PERMISSION, DM_AP),
+        w(ADDRESS, DM_AD),
+        w(COMPANY, DM_CO),
+        w(CUSTOMER, DM_CU),
+        w(CUSTOMER_TAXRATE, DM_CX),
+        w(DAILY_MARKET, DM_DM),
+        w(EXCHANGE, DM_EX),
+        w(FINANCIAL, DM_FI),
+        ra(NEWS_XREF),
+        w(NEWS_ITEM, DM_NI),
+        w(SECURITY, DM_SE),
+        w(TAXRATE, DM_TX),
+        wa(WATCH_ITEM),
     ],
 }];
 static TRADE_CLEANUP: [Piece; 1] = [Piece {
     name: "frame1",
-    accesses: &[w(TRADE_REQUEST), w(TRADE_REQUEST_BY), w(TRADE), w(TRADE_HISTORY)],
+    accesses: &[
+        wa(TRADE_REQUEST),
+        wa(TRADE_REQUEST_BY),
+        ra(TRADE),
+        w(TRADE, TR_STATE),
+        wa(TRADE_HISTORY),
+    ],
 }];
 static ANALYTIC: [Piece; 3] = [
-    Piece { name: "accounts", accesses: &[r(CUSTOMER_ACCOUNT)] },
-    Piece { name: "holdings", accesses: &[r(HOLDING_SUMMARY), r(LAST_TRADE)] },
-    Piece { name: "history", accesses: &[w(ANALYTIC_HISTORY)] },
+    Piece { name: "accounts", accesses: &[ra(CUSTOMER_ACCOUNT)] },
+    Piece { name: "holdings", accesses: &[ra(HOLDING_SUMMARY), r(LAST_TRADE, LT_PRICE)] },
+    Piece { name: "history", accesses: &[wa(ANALYTIC_HISTORY)] },
 ];
 
 /// The transaction types, in [`Kind`] order. A workload without the analytic transaction
@@ -769,7 +900,9 @@ impl TpceTxn {
         tx.piece(0, |tx| {
             let mut fold = 0u64;
             for &b in &self.brokers {
-                let name = tx.read(BROKER, u64::from(b), |r| fold_str(br::get(r, br::B_NAME)))?;
+                let name = tx.read_cols(BROKER, u64::from(b), BR_NAME, |r| {
+                    fold_str(br::get(r, br::B_NAME))
+                })?;
                 let name = name.must()?;
                 let mut keys = self.keys.borrow_mut();
                 keys.clear();
@@ -785,15 +918,16 @@ impl TpceTxn {
                 })?;
                 let mut volume = 0i64;
                 for &(s, value) in keys.iter() {
-                    let co = tx.read(SECURITY, s, |r| se::i64(r, se::S_CO_ID))?.must()?;
+                    let co =
+                        tx.read_cols(SECURITY, s, SE_CO, |r| se::i64(r, se::S_CO_ID))?.must()?;
                     let industry = tx
-                        .read(COMPANY, co as u64, |r| {
-                            two_digits(schema::company::get(r, schema::company::CO_IN_ID))
+                        .read_cols(COMPANY, co as u64, CO_IN, |r| {
+                            two_digits(co::get(r, co::CO_IN_ID))
                         })?
                         .must()?;
                     let sector = tx
-                        .read(INDUSTRY, u64::from(industry), |r| {
-                            two_digits(schema::industry::get(r, schema::industry::IN_SC_ID))
+                        .read_cols(INDUSTRY, u64::from(industry), IN_SC, |r| {
+                            two_digits(ind::get(r, ind::IN_SC_ID))
                         })?
                         .must()?;
                     if sector == self.group {
@@ -817,7 +951,7 @@ impl TpceTxn {
             } else {
                 self.c
             };
-            let tier = tx.read(CUSTOMER, c, |r| cu::u32(r, cu::C_TIER))?.must()?;
+            let tier = tx.read_cols(CUSTOMER, c, CU_TIER, |r| cu::u32(r, cu::C_TIER))?.must()?;
             let mut keys = self.keys.borrow_mut();
             keys.clear();
             let lo = c * u64::from(schema::MAX_ACCOUNTS);
@@ -842,8 +976,11 @@ impl TpceTxn {
                 })?;
                 let mut assets = 0i64;
                 for &(s, qty) in &holdings[..n] {
-                    let price =
-                        tx.read(LAST_TRADE, u64::from(s), |r| lt::i64(r, lt::LT_PRICE))?.must()?;
+                    let price = tx
+                        .read_cols(LAST_TRADE, u64::from(s), LT_PRICE, |r| {
+                            lt::i64(r, lt::LT_PRICE)
+                        })?
+                        .must()?;
                     assets += i64::from(qty) * price;
                 }
                 fold = fold.rotate_left(5) ^ bal ^ assets as u64;
@@ -860,7 +997,7 @@ impl TpceTxn {
             let mut fold = 0u64;
             for &(t, _) in last.iter() {
                 let (sym, qty) = tx
-                    .read(TRADE, t, |r| {
+                    .read_cols(TRADE, t, TR_SHOWN, |r| {
                         (fold_str(tr::get(r, tr::T_S_SYMB)), tr::i32(r, tr::T_QTY))
                     })?
                     .must()?;
@@ -912,8 +1049,8 @@ impl TpceTxn {
         })?;
         if names {
             for &st in &sts[..n] {
-                let name = tx.read(STATUS_TYPE, u64::from(st), |r| {
-                    fold_str(schema::status_type::get(r, schema::status_type::ST_NAME))
+                let name = tx.read_cols(STATUS_TYPE, u64::from(st), ST_NAME, |r| {
+                    fold_str(sty::get(r, sty::ST_NAME))
                 })?;
                 *fold ^= name.must()?;
             }
@@ -928,7 +1065,7 @@ impl TpceTxn {
             triggered.clear();
             for &(s, qty) in &self.tickers {
                 let price = market::price(s, now);
-                tx.update(LAST_TRADE, u64::from(s), |r| {
+                tx.update_cols(LAST_TRADE, u64::from(s), 0, MF_LT_W, |r| {
                     lt::set_i64(r, lt::LT_PRICE, price);
                     lt::set_i64(r, lt::LT_VOL, lt::i64(r, lt::LT_VOL) + i64::from(qty));
                     lt::set_i64(r, lt::LT_DTS, now);
@@ -949,7 +1086,7 @@ impl TpceTxn {
                 for &(k, packed) in keys.iter() {
                     let t = key::trade_of(k);
                     let (qty, b) = ((packed >> 32) as i32, packed & 0xFFFF_FFFF);
-                    tx.update(TRADE, t, |r| {
+                    tx.update_cols(TRADE, t, 0, TR_STATE, |r| {
                         tr::set_i64(r, tr::T_DTS, now);
                         tr::set_str(
                             r,
@@ -1001,8 +1138,8 @@ impl TpceTxn {
                     let companies = u64::from(self.companies);
                     for co in u64::from(self.co)..(u64::from(self.co) + 100).min(companies) {
                         let industry = tx
-                            .read(COMPANY, co, |r| {
-                                two_digits(schema::company::get(r, schema::company::CO_IN_ID))
+                            .read_cols(COMPANY, co, CO_IN, |r| {
+                                two_digits(co::get(r, co::CO_IN_ID))
                             })?
                             .must()?;
                         if industry == self.group {
@@ -1017,12 +1154,17 @@ impl TpceTxn {
             }
             let (mut old, mut new) = (0i128, 0i128);
             for &(s, _) in keys.iter() {
-                let price = tx.read(LAST_TRADE, s, |r| lt::i64(r, lt::LT_PRICE))?.must()?;
-                let out = tx.read(SECURITY, s, |r| se::i64(r, se::S_NUM_OUT))?.must()?;
+                let price =
+                    tx.read_cols(LAST_TRADE, s, LT_PRICE, |r| lt::i64(r, lt::LT_PRICE))?.must()?;
+                let out =
+                    tx.read_cols(SECURITY, s, SE_OUT, |r| se::i64(r, se::S_NUM_OUT))?.must()?;
                 let close = tx
-                    .read(DAILY_MARKET, key::daily_market(s as u32, self.day), |r| {
-                        dm::i64(r, dm::DM_CLOSE)
-                    })?
+                    .read_cols(
+                        DAILY_MARKET,
+                        key::daily_market(s as u32, self.day),
+                        DM_CLOSE,
+                        |r| dm::i64(r, dm::DM_CLOSE),
+                    )?
                     .must()?;
                 old += i128::from(close) * i128::from(out);
                 new += i128::from(price) * i128::from(out);
@@ -1034,12 +1176,11 @@ impl TpceTxn {
     }
 
     fn security_detail<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
-        use schema::{company as co, exchange as ex, news_item as ni};
         let s = self.s;
         tx.piece(0, |tx| {
             let mut fold = 0u64;
             let (company, exchange, name) = tx
-                .read(SECURITY, u64::from(s), |r| {
+                .read_cols(SECURITY, u64::from(s), SE_DETAIL, |r| {
                     (
                         se::i64(r, se::S_CO_ID) as u64,
                         exchange_index(se::get(r, se::S_EX_ID)),
@@ -1048,20 +1189,28 @@ impl TpceTxn {
                 })?
                 .must()?;
             fold ^= name;
-            let ad = tx.read(COMPANY, company, |r| co::i64(r, co::CO_AD_ID) as u64)?.must()?;
+            let ad = tx
+                .read_cols(COMPANY, company, CO_AD, |r| co::i64(r, co::CO_AD_ID) as u64)?
+                .must()?;
             let ex_ad = tx
-                .read(EXCHANGE, u64::from(exchange), |r| ex::i64(r, ex::EX_AD_ID) as u64)?
+                .read_cols(EXCHANGE, u64::from(exchange), EX_AD, |r| {
+                    ex::i64(r, ex::EX_AD_ID) as u64
+                })?
                 .must()?;
             for a in [ad, ex_ad] {
                 let zc = tx
-                    .read(ADDRESS, a, |r| {
-                        let code = schema::address::get(r, schema::address::AD_ZC_CODE);
+                    .read_cols(ADDRESS, a, AD_ZIP, |r| {
+                        let code = ad::get(r, ad::AD_ZC_CODE);
                         std::str::from_utf8(&code[..5]).ok().and_then(|t| t.parse::<u32>().ok())
                     })?
                     .must()?
                     .must()?;
                 let zip = u64::from((zc - 10_000) / 6);
-                fold ^= tx.read(ZIP_CODE, zip, fold_str)?.must()?;
+                fold ^= tx
+                    .read_cols(ZIP_CODE, zip, ZC_TOWN, |r| {
+                        fold_str(schema::zip_code::get(r, schema::zip_code::ZC_TOWN))
+                    })?
+                    .must()?;
             }
             let mut comps = [0u64; schema::COMPETITORS as usize];
             let mut n = 0;
@@ -1080,9 +1229,14 @@ impl TpceTxn {
                 },
             )?;
             for &cp in &comps[..n] {
-                let industry =
-                    tx.read(COMPANY, cp, |r| two_digits(co::get(r, co::CO_IN_ID)))?.must()?;
-                fold ^= tx.read(INDUSTRY, u64::from(industry), fold_str)?.must()?;
+                let industry = tx
+                    .read_cols(COMPANY, cp, CO_IN, |r| two_digits(co::get(r, co::CO_IN_ID)))?
+                    .must()?;
+                fold ^= tx
+                    .read_cols(INDUSTRY, u64::from(industry), IN_NAME, |r| {
+                        fold_str(ind::get(r, ind::IN_NAME))
+                    })?
+                    .must()?;
             }
             tx.scan(
                 FINANCIAL,
@@ -1102,8 +1256,9 @@ impl TpceTxn {
                 fold ^= dm::i64(r, dm::DM_CLOSE) as u64;
                 ControlFlow::Continue(())
             })?;
-            fold ^=
-                tx.read(LAST_TRADE, u64::from(s), |r| lt::i64(r, lt::LT_PRICE) as u64)?.must()?;
+            fold ^= tx
+                .read_cols(LAST_TRADE, u64::from(s), LT_PRICE, |r| lt::i64(r, lt::LT_PRICE) as u64)?
+                .must()?;
             let mut news = [0u64; 2];
             let mut n = 0;
             tx.scan(
@@ -1118,17 +1273,7 @@ impl TpceTxn {
                 },
             )?;
             // The large object only when asked for (1 %); otherwise its summary.
-            let cols = if self.lob {
-                ni::mask(&[ni::NI_ITEM, ni::NI_DTS, ni::NI_SOURCE, ni::NI_AUTHOR])
-            } else {
-                ni::mask(&[
-                    ni::NI_HEADLINE,
-                    ni::NI_SUMMARY,
-                    ni::NI_DTS,
-                    ni::NI_SOURCE,
-                    ni::NI_AUTHOR,
-                ])
-            };
+            let cols = if self.lob { NI_LOB } else { NI_SUMMARY };
             for &item in &news[..n] {
                 let lob = self.lob;
                 fold ^= tx
@@ -1187,7 +1332,7 @@ impl TpceTxn {
         fold: &mut u64,
     ) -> Result<(), Abort> {
         let (cash, price, bid) = tx
-            .read(TRADE, t, |r| {
+            .read_cols(TRADE, t, TR_DETAIL, |r| {
                 (
                     tr::u8(r, tr::T_IS_CASH) == 1,
                     tr::i64(r, tr::T_TRADE_PRICE),
@@ -1197,10 +1342,12 @@ impl TpceTxn {
             .must()?;
         *fold ^= (price ^ bid) as u64;
         // A trade still pending or submitted has no settlement yet.
-        if let Some(amt) = tx.read(SETTLEMENT, t, |r| sm::i64(r, sm::SE_AMT))? {
+        if let Some(amt) = tx.read_cols(SETTLEMENT, t, SE_AMT, |r| sm::i64(r, sm::SE_AMT))? {
             *fold ^= amt as u64;
             if cash {
-                *fold ^= tx.read(CASH_TRANSACTION, t, |r| ct::i64(r, ct::CT_AMT) as u64)?.must()?;
+                *fold ^= tx
+                    .read_cols(CASH_TRANSACTION, t, CT_AMT, |r| ct::i64(r, ct::CT_AMT) as u64)?
+                    .must()?;
             }
         }
         self.histories(tx, t, fold, false)
@@ -1253,9 +1400,11 @@ impl TpceTxn {
                         ControlFlow::Continue(())
                     })?;
                     for &k in &rows[..n] {
-                        use schema::holding_history::*;
-                        fold ^=
-                            tx.read(HOLDING_HISTORY, k, |r| i32(r, HH_AFTER_QTY) as u64)?.must()?;
+                        fold ^= tx
+                            .read_cols(HOLDING_HISTORY, k, HH_AFTER, |r| {
+                                hh::i32(r, hh::HH_AFTER_QTY) as u64
+                            })?
+                            .must()?;
                     }
                     shown += n;
                     if shown >= 20 {
@@ -1287,14 +1436,14 @@ impl TpceTxn {
                 match self.frame {
                     1 => {
                         // Swap " X " and " " in the executor's name.
-                        tx.update(TRADE, t, |r| {
+                        tx.update_cols(TRADE, t, 0, TR_EXEC, |r| {
                             let name = tr::get_mut(r, tr::T_EXEC_NAME);
                             swap_marker(name, b" X ", b" ");
                         })?
                         .must()?;
                     }
                     2 => {
-                        tx.update(SETTLEMENT, t, |r| {
+                        tx.update_cols(SETTLEMENT, t, 0, SE_CASH_TYPE, |r| {
                             let kind = sm::get(r, sm::SE_CASH_TYPE);
                             let n = kind.iter().position(|&b| b == 0).unwrap_or(kind.len());
                             let next: &[u8] = match &kind[..n] {
@@ -1307,7 +1456,7 @@ impl TpceTxn {
                         })?;
                     }
                     _ => {
-                        tx.update(CASH_TRANSACTION, t, |r| {
+                        tx.update_cols(CASH_TRANSACTION, t, 0, CT_NAME, |r| {
                             swap_marker(
                                 ct::get_mut(r, ct::CT_NAME),
                                 b" shares of ",
@@ -1329,7 +1478,7 @@ impl TpceTxn {
             let mut fold = 0u64;
             for &(t, _) in last.iter() {
                 let (st, kind, s, name) = tx
-                    .read(TRADE, t, |r| {
+                    .read_cols(TRADE, t, TR_STATUS, |r| {
                         (
                             schema::status_of(tr::get(r, tr::T_ST_ID)).unwrap_or(0),
                             schema::trade_type_of(tr::get(r, tr::T_TT_ID)).unwrap_or(0),
@@ -1339,21 +1488,26 @@ impl TpceTxn {
                     })?
                     .must()?;
                 fold ^= name;
-                fold ^= tx.read(STATUS_TYPE, u64::from(st), fold_str)?.must()?;
-                fold ^= tx.read(TRADE_TYPE, u64::from(kind), fold_str)?.must()?;
-                let ex = tx
-                    .read(SECURITY, u64::from(s), |r| exchange_index(se::get(r, se::S_EX_ID)))?
+                fold ^= tx
+                    .read_cols(STATUS_TYPE, u64::from(st), ST_NAME, |r| {
+                        fold_str(sty::get(r, sty::ST_NAME))
+                    })?
                     .must()?;
-                fold ^= tx.read(EXCHANGE, u64::from(ex), fold_str)?.must()?;
+                fold ^= Self::trade_type_name(tx, kind)?;
+                let ex = tx
+                    .read_cols(SECURITY, u64::from(s), SE_EX, |r| {
+                        exchange_index(se::get(r, se::S_EX_ID))
+                    })?
+                    .must()?;
+                fold ^= tx
+                    .read_cols(EXCHANGE, u64::from(ex), EX_NAME, |r| {
+                        fold_str(ex::get(r, ex::EX_NAME))
+                    })?
+                    .must()?;
             }
             drop(last);
-            let (c, b) = tx
-                .read(CUSTOMER_ACCOUNT, self.ca, |r| {
-                    (ca::i64(r, ca::CA_C_ID) as u64, ca::i64(r, ca::CA_B_ID) as u64)
-                })?
-                .must()?;
-            fold ^= tx.read(CUSTOMER, c, |r| fold_str(cu::get(r, cu::C_L_NAME)))?.must()?;
-            fold ^= tx.read(BROKER, b, |r| fold_str(br::get(r, br::B_NAME)))?.must()?;
+            let (c, b, _) = Self::owner(tx, self.ca)?;
+            fold ^= Self::names(tx, c, b)?;
             self.emit(fold);
             Ok(())
         })
@@ -1362,18 +1516,8 @@ impl TpceTxn {
     fn trade_order<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         self.submitted.set(None);
         let (c, b, tax_status) = tx.piece(0, |tx| {
-            let (c, b, tax_status) = tx
-                .read(CUSTOMER_ACCOUNT, self.ca, |r| {
-                    (
-                        ca::i64(r, ca::CA_C_ID) as u64,
-                        ca::i64(r, ca::CA_B_ID) as u64,
-                        ca::u32(r, ca::CA_TAX_ST),
-                    )
-                })?
-                .must()?;
-            let name = tx.read(CUSTOMER, c, |r| fold_str(cu::get(r, cu::C_L_NAME)))?.must()?;
-            let broker = tx.read(BROKER, b, |r| fold_str(br::get(r, br::B_NAME)))?.must()?;
-            self.emit(name ^ broker);
+            let (c, b, tax_status) = Self::owner(tx, self.ca)?;
+            self.emit(Self::names(tx, c, b)?);
             Ok((c, b, tax_status))
         })?;
         // Frame 2: an executor other than the owner must hold a permission on the account.
@@ -1412,24 +1556,24 @@ impl TpceTxn {
                 }
             }
             let (ex, co) = tx
-                .read(SECURITY, u64::from(s), |r| {
+                .read_cols(SECURITY, u64::from(s), SE_EX_CO, |r| {
                     (exchange_index(se::get(r, se::S_EX_ID)), se::i64(r, se::S_CO_ID) as u64)
                 })?
                 .must()?;
             let co_name = tx
-                .read(COMPANY, co, |r| fold_str(schema::company::get(r, schema::company::CO_NAME)))?
+                .read_cols(COMPANY, co, CO_NAME, |r| fold_str(co::get(r, co::CO_NAME)))?
                 .must()?;
-            let market_price =
-                tx.read(LAST_TRADE, u64::from(s), |r| lt::i64(r, lt::LT_PRICE))?.must()?;
+            let market_price = tx
+                .read_cols(LAST_TRADE, u64::from(s), LT_PRICE, |r| lt::i64(r, lt::LT_PRICE))?
+                .must()?;
             let (is_mrkt, is_sell) = tx
-                .read(TRADE_TYPE, u64::from(kind), |r| {
-                    use schema::trade_type::*;
-                    (u8(r, TT_IS_MRKT) == 1, u8(r, TT_IS_SELL) == 1)
+                .read_cols(TRADE_TYPE, u64::from(kind), TT_KIND, |r| {
+                    (tty::u8(r, tty::TT_IS_MRKT) == 1, tty::u8(r, tty::TT_IS_SELL) == 1)
                 })?
                 .must()?;
             let price = if is_mrkt { market_price } else { self.price };
             let hs_qty = tx
-                .read(HOLDING_SUMMARY, key::holding_summary(self.ca, s), |r| {
+                .read_cols(HOLDING_SUMMARY, key::holding_summary(self.ca, s), HS_QTY, |r| {
                     hs::i32(r, hs::HS_QTY)
                 })?
                 .unwrap_or(0);
@@ -1437,26 +1581,20 @@ impl TpceTxn {
             let mut gain = 0;
             if (is_sell && hs_qty > 0) || (!is_sell && hs_qty < 0) {
                 let mut lots = self.lots.borrow_mut();
-                self.read_lots(tx, s, &mut lots)?;
+                Self::read_lots(tx, self.ca, s, &mut lots)?;
                 let mut changes = self.changes.borrow_mut();
                 let (_, buy, sold) =
                     market::trade_lots(&lots, is_sell, self.lifo, self.qty, price, &mut changes);
                 gain = sold - buy;
             }
-            let tier = tx.read(CUSTOMER, c, |r| cu::u32(r, cu::C_TIER))?.must()?;
+            let tier = tx.read_cols(CUSTOMER, c, CU_TIER, |r| cu::u32(r, cu::C_TIER))?.must()?;
             let mut rate = 0;
             if is_sell && tax_status != 0 && gain > 0 {
                 rate = self.tax_rate(tx, c)?;
             }
-            let comm_rate = tx
-                .read(
-                    COMMISSION_RATE,
-                    key::commission_rate(tier, kind, ex, schema::quantity_range(self.qty)),
-                    |r| schema::commission_rate::u32(r, schema::commission_rate::CR_RATE),
-                )?
-                .must()?;
+            let comm_rate = Self::commission_rate(tx, tier, kind, ex, self.qty)?;
             let charge = tx
-                .read(CHARGE, key::charge(kind, tier), |r| {
+                .read_cols(CHARGE, key::charge(kind, tier), CH_CHRG, |r| {
                     schema::charge::i64(r, schema::charge::CH_CHRG)
                 })?
                 .must()?;
@@ -1468,7 +1606,7 @@ impl TpceTxn {
             );
             if self.margin {
                 // The account's assets: its balance and its holdings at market.
-                let bal = tx.read(CUSTOMER_ACCOUNT, self.ca, |r| ca::i64(r, ca::CA_BAL))?.must()?;
+                let bal = Self::balance(tx, self.ca)?;
                 self.emit(bal as u64);
             }
             self.emit(co_name ^ x.tax as u64);
@@ -1531,15 +1669,60 @@ impl TpceTxn {
         Ok(())
     }
 
-    /// Account `self.ca`'s lots in security `s`, oldest first, into `lots`.
-    fn read_lots<W: Worker>(
-        &self,
+    /// Account `ca`'s customer, broker and tax status.
+    fn owner<W: Worker>(tx: &mut Tx<'_, W>, ca: u64) -> Result<(u64, u64, u32), Abort> {
+        tx.read_cols(CUSTOMER_ACCOUNT, ca, CA_OWNER, |r| {
+            (
+                ca::i64(r, ca::CA_C_ID) as u64,
+                ca::i64(r, ca::CA_B_ID) as u64,
+                ca::u32(r, ca::CA_TAX_ST),
+            )
+        })?
+        .must()
+    }
+
+    /// Account `ca`'s balance.
+    fn balance<W: Worker>(tx: &mut Tx<'_, W>, ca: u64) -> Result<i64, Abort> {
+        tx.read_cols(CUSTOMER_ACCOUNT, ca, CA_BAL, |r| ca::i64(r, ca::CA_BAL))?.must()
+    }
+
+    /// The customer's and the broker's names, folded.
+    fn names<W: Worker>(tx: &mut Tx<'_, W>, c: u64, b: u64) -> Result<u64, Abort> {
+        let name = tx.read_cols(CUSTOMER, c, CU_NAME, |r| fold_str(cu::get(r, cu::C_L_NAME)))?;
+        let broker = tx.read_cols(BROKER, b, BR_NAME, |r| fold_str(br::get(r, br::B_NAME)))?;
+        Ok(name.must()? ^ broker.must()?)
+    }
+
+    /// Trade type `kind`'s name, folded.
+    fn trade_type_name<W: Worker>(tx: &mut Tx<'_, W>, kind: u32) -> Result<u64, Abort> {
+        tx.read_cols(TRADE_TYPE, u64::from(kind), TT_NAME, |r| fold_str(tty::get(r, tty::TT_NAME)))?
+            .must()
+    }
+
+    /// The commission rate of a trade (1/100 percent).
+    fn commission_rate<W: Worker>(
         tx: &mut Tx<'_, W>,
+        tier: u32,
+        kind: u32,
+        ex: u32,
+        qty: i32,
+    ) -> Result<u32, Abort> {
+        let k = key::commission_rate(tier, kind, ex, schema::quantity_range(qty));
+        tx.read_cols(COMMISSION_RATE, k, CR_RATE, |r| {
+            schema::commission_rate::u32(r, schema::commission_rate::CR_RATE)
+        })?
+        .must()
+    }
+
+    /// Account `account`'s lots in security `s`, oldest first, into `lots`.
+    fn read_lots<W: Worker>(
+        tx: &mut Tx<'_, W>,
+        account: u64,
         s: u32,
         lots: &mut Vec<Lot>,
     ) -> Result<(), Abort> {
         lots.clear();
-        let (lo, hi) = (key::holding(self.ca, s, 0), key::holding(self.ca, s, 0xFFFF));
+        let (lo, hi) = (key::holding(account, s, 0), key::holding(account, s, 0xFFFF));
         tx.scan(HOLDING, lo, hi, usize::MAX, |k, r| {
             lots.push(Lot {
                 trade: ho::i64(r, ho::H_T_ID) as u64,
@@ -1572,9 +1755,7 @@ impl TpceTxn {
         let mut rate = 0;
         for &id in &ids[..n] {
             rate += tx
-                .read(TAXRATE, u64::from(id), |r| {
-                    schema::taxrate::u32(r, schema::taxrate::TX_RATE)
-                })?
+                .read_cols(TAXRATE, u64::from(id), TX_RATE, |r| txr::u32(r, txr::TX_RATE))?
                 .must()?;
         }
         Ok(rate)
@@ -1585,7 +1766,7 @@ impl TpceTxn {
         let now = self.now;
         let trade = tx.piece(0, |tx| {
             let trade = tx
-                .read(TRADE, t, |r| {
+                .read_cols(TRADE, t, TR_ORDER, |r| {
                     (
                         tr::i64(r, tr::T_CA_ID) as u64,
                         schema::trade_type_of(tr::get(r, tr::T_TT_ID)).unwrap_or(0),
@@ -1603,8 +1784,9 @@ impl TpceTxn {
                 return Ok(None);
             }
             let kind = trade.1;
-            tx.read(TRADE_TYPE, u64::from(kind), fold_str)?.must()?;
-            let hs_qty = tx.read(HOLDING_SUMMARY, key::holding_summary(trade.0, trade.2), |r| {
+            Self::trade_type_name(tx, kind)?;
+            let hs_key = key::holding_summary(trade.0, trade.2);
+            let hs_qty = tx.read_cols(HOLDING_SUMMARY, hs_key, HS_QTY_NEXT, |r| {
                 (hs::i32(r, hs::HS_QTY), hs::u32(r, hs::HS_NEXT))
             })?;
             Ok(Some((trade, hs_qty)))
@@ -1615,31 +1797,12 @@ impl TpceTxn {
         let sell = tt::is_sell(kind);
         let price = market::price(s, now);
         let (b, c, tax_status, gain) = tx.piece(1, |tx| {
-            let (b, c, tax_status) = tx
-                .read(CUSTOMER_ACCOUNT, account, |r| {
-                    (
-                        ca::i64(r, ca::CA_B_ID) as u64,
-                        ca::i64(r, ca::CA_C_ID) as u64,
-                        ca::u32(r, ca::CA_TAX_ST),
-                    )
-                })?
-                .must()?;
+            let (c, b, tax_status) = Self::owner(tx, account)?;
             let mut lots = self.lots.borrow_mut();
             let mut changes = self.changes.borrow_mut();
             lots.clear();
             if summary.is_some() {
-                let (lo, hi) = (key::holding(account, s, 0), key::holding(account, s, 0xFFFF));
-                tx.scan(HOLDING, lo, hi, usize::MAX, |k, r| {
-                    lots.push(Lot {
-                        trade: ho::i64(r, ho::H_T_ID) as u64,
-                        n: (k & 0xFFFF) as u32,
-                        price: ho::i64(r, ho::H_PRICE),
-                        qty: ho::i32(r, ho::H_QTY),
-                        dts: ho::i64(r, ho::H_DTS),
-                        hist: ho::u32(r, ho::H_HIST_N),
-                    });
-                    ControlFlow::Continue(())
-                })?;
+                Self::read_lots(tx, account, s, &mut lots)?;
             }
             let (left, buy_value, sell_value) =
                 market::trade_lots(&lots, sell, lifo, qty, price, &mut changes);
@@ -1651,7 +1814,7 @@ impl TpceTxn {
                 if ch.after == 0 {
                     must_hit(tx.delete(HOLDING, hk)?)?;
                 } else {
-                    tx.update(HOLDING, hk, |r| {
+                    tx.update_cols(HOLDING, hk, 0, HO_LOT_W, |r| {
                         ho::set_i32(r, ho::H_QTY, ch.after);
                         ho::set_u32(r, ho::H_HIST_N, ho::u32(r, ho::H_HIST_N) + 1);
                     })?
@@ -1687,7 +1850,7 @@ impl TpceTxn {
                 }
                 (true, 0) => must_hit(tx.delete(HOLDING_SUMMARY, hk)?)?,
                 (true, q) => {
-                    tx.update(HOLDING_SUMMARY, hk, |r| {
+                    tx.update_cols(HOLDING_SUMMARY, hk, 0, HS_QTY_NEXT, |r| {
                         hs::set_i32(r, hs::HS_QTY, q);
                         hs::set_u32(r, hs::HS_NEXT, next);
                     })?
@@ -1705,15 +1868,12 @@ impl TpceTxn {
         })?;
         let comm_rate = tx.piece(3, |tx| {
             let ex = tx
-                .read(SECURITY, u64::from(s), |r| exchange_index(se::get(r, se::S_EX_ID)))?
+                .read_cols(SECURITY, u64::from(s), SE_EX, |r| {
+                    exchange_index(se::get(r, se::S_EX_ID))
+                })?
                 .must()?;
-            let tier = tx.read(CUSTOMER, c, |r| cu::u32(r, cu::C_TIER))?.must()?;
-            tx.read(
-                COMMISSION_RATE,
-                key::commission_rate(tier, kind, ex, schema::quantity_range(qty)),
-                |r| schema::commission_rate::u32(r, schema::commission_rate::CR_RATE),
-            )?
-            .must()
+            let tier = tx.read_cols(CUSTOMER, c, CU_TIER, |r| cu::u32(r, cu::C_TIER))?.must()?;
+            Self::commission_rate(tx, tier, kind, ex, qty)
         })?;
         let x = market::execute(
             market::Terms { kind, qty, price, charge, commission_rate: comm_rate },
@@ -1722,7 +1882,7 @@ impl TpceTxn {
             rate,
         );
         tx.piece(4, |tx| {
-            tx.update(TRADE, t, |r| {
+            tx.update_cols(TRADE, t, 0, TR_RESULT, |r| {
                 tr::set_i64(r, tr::T_COMM, x.commission);
                 tr::set_i64(r, tr::T_DTS, now);
                 tr::set_str(r, tr::T_ST_ID, &schema::STATUS_IDS[status::COMPLETED as usize][..]);
@@ -1746,7 +1906,7 @@ impl TpceTxn {
             )?)?;
             let bal = if cash {
                 let bal = tx
-                    .update(CUSTOMER_ACCOUNT, account, |r| {
+                    .update_cols(CUSTOMER_ACCOUNT, account, 0, CA_BAL, |r| {
                         let bal = ca::i64(r, ca::CA_BAL) + x.settlement;
                         ca::set_i64(r, ca::CA_BAL, bal);
                         bal
@@ -1759,7 +1919,7 @@ impl TpceTxn {
                 )?)?;
                 bal
             } else {
-                tx.read(CUSTOMER_ACCOUNT, account, |r| ca::i64(r, ca::CA_BAL))?.must()?
+                Self::balance(tx, account)?
             };
             self.emit(bal as u64);
             Ok(())
@@ -1814,7 +1974,7 @@ impl TpceTxn {
     /// Marks trade `t` canceled now.
     fn cancel<W: Worker>(&self, tx: &mut Tx<'_, W>, t: u64) -> Result<(), Abort> {
         let now = self.now;
-        tx.update(TRADE, t, |r| {
+        tx.update_cols(TRADE, t, 0, TR_STATE, |r| {
             tr::set_str(r, tr::T_ST_ID, &schema::STATUS_IDS[status::CANCELED as usize][..]);
             tr::set_i64(r, tr::T_DTS, now);
         })?
@@ -1831,7 +1991,8 @@ impl TpceTxn {
         tx.piece(0, |tx| {
             match self.frame {
                 0 => {
-                    tx.update(ACCOUNT_PERMISSION, key::account_permission(self.ca, 0), |r| {
+                    let k = key::account_permission(self.ca, 0);
+                    tx.update_cols(ACCOUNT_PERMISSION, k, 0, DM_AP, |r| {
                         let next: &[u8] =
                             if ap::get(r, ap::AP_ACL) == b"1111" { b"0011" } else { b"1111" };
                         ap::set_str(r, ap::AP_ACL, next);
@@ -1840,7 +2001,7 @@ impl TpceTxn {
                 }
                 1 => {
                     let a = u64::from(schema::EXCHANGES + self.companies) + c;
-                    tx.update(ADDRESS, a, |r| {
+                    tx.update_cols(ADDRESS, a, 0, DM_AD, |r| {
                         let next: &[u8] = if ad::get(r, ad::AD_LINE2).starts_with(b"Apt. 10C\0") {
                             b"Apt. 22"
                         } else {
@@ -1851,7 +2012,7 @@ impl TpceTxn {
                     .must()?;
                 }
                 2 => {
-                    tx.update(COMPANY, co_id, |r| {
+                    tx.update_cols(COMPANY, co_id, 0, DM_CO, |r| {
                         let next: &[u8] =
                             if co::get(r, co::CO_SP_RATE) == b"ABA\0" { b"AAA" } else { b"ABA" };
                         co::set_str(r, co::CO_SP_RATE, next);
@@ -1859,7 +2020,7 @@ impl TpceTxn {
                     .must()?;
                 }
                 3 => {
-                    tx.update(CUSTOMER, c, |r| {
+                    tx.update_cols(CUSTOMER, c, 0, DM_CU, |r| {
                         swap_marker(
                             cu::get_mut(r, cu::C_EMAIL_2),
                             b"@example.net",
@@ -1870,7 +2031,7 @@ impl TpceTxn {
                 }
                 4 => {
                     // The customer's division rate becomes the next division's.
-                    tx.update(CUSTOMER_TAXRATE, key::customer_taxrate(c, 1), |r| {
+                    tx.update_cols(CUSTOMER_TAXRATE, key::customer_taxrate(c, 1), 0, DM_CX, |r| {
                         let tx_id = cx::u32(r, cx::CX_TX_ID);
                         cx::set_u32(
                             r,
@@ -1885,7 +2046,7 @@ impl TpceTxn {
                     let (day, incr) = (self.day, i64::from(self.qty));
                     let mut d = day % 21;
                     while d < schema::DAILY_MARKET_DAYS {
-                        tx.update(DAILY_MARKET, key::daily_market(s, d), |r| {
+                        tx.update_cols(DAILY_MARKET, key::daily_market(s, d), 0, DM_DM, |r| {
                             dm::set_i64(r, dm::DM_VOL, dm::i64(r, dm::DM_VOL) + incr);
                         })?
                         .must()?;
@@ -1893,7 +2054,7 @@ impl TpceTxn {
                     }
                 }
                 6 => {
-                    tx.update(EXCHANGE, u64::from(s % schema::EXCHANGES), |r| {
+                    tx.update_cols(EXCHANGE, u64::from(s % schema::EXCHANGES), 0, DM_EX, |r| {
                         let desc = ex::get_mut(r, ex::EX_DESC);
                         desc[0] ^= 0x20;
                     })?
@@ -1901,7 +2062,7 @@ impl TpceTxn {
                 }
                 7 => {
                     for q in 0..schema::QUARTERS {
-                        tx.update(FINANCIAL, key::financial(co_id, q), |r| {
+                        tx.update_cols(FINANCIAL, key::financial(co_id, q), 0, DM_FI, |r| {
                             let d = fi::i64(r, fi::FI_QTR_START_DATE);
                             let step = if (d / 86_400) % 2 == 0 { 86_400 } else { -86_400 };
                             fi::set_i64(r, fi::FI_QTR_START_DATE, d + step);
@@ -1918,22 +2079,21 @@ impl TpceTxn {
                         n += 1;
                         ControlFlow::Continue(())
                     })?;
-                    let cols = ni::mask(&[ni::NI_DTS]);
                     for &item in &news[..n] {
-                        tx.update_cols(NEWS_ITEM, item, 0, cols, |r| {
+                        tx.update_cols(NEWS_ITEM, item, 0, DM_NI, |r| {
                             ni::set_i64(r, ni::NI_DTS, ni::i64(r, ni::NI_DTS) + 86_400);
                         })?
                         .must()?;
                     }
                 }
                 9 => {
-                    tx.update(SECURITY, u64::from(s), |r| {
+                    tx.update_cols(SECURITY, u64::from(s), 0, DM_SE, |r| {
                         se::set_i64(r, se::S_EXCH_DATE, se::i64(r, se::S_EXCH_DATE) + 86_400);
                     })?
                     .must()?;
                 }
                 10 => {
-                    tx.update(TAXRATE, u64::from(self.group), |r| {
+                    tx.update_cols(TAXRATE, u64::from(self.group), 0, DM_TX, |r| {
                         swap_marker(tx_::get_mut(r, tx_::TX_NAME), b"Tax rate", b"tax rate");
                     })?
                     .must()?;
@@ -1998,7 +2158,8 @@ impl TpceTxn {
                     qty += keys[i].1 as i64;
                     i += 1;
                 }
-                let price = tx.read(LAST_TRADE, s, |r| lt::i64(r, lt::LT_PRICE))?.must()?;
+                let price =
+                    tx.read_cols(LAST_TRADE, s, LT_PRICE, |r| lt::i64(r, lt::LT_PRICE))?.must()?;
                 assets += qty * price;
             }
             Ok((holdings, assets))
