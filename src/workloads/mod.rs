@@ -9,6 +9,7 @@
 //! * [`pieces`] — IC3's micro-benchmark: transactions of N pieces, each updating 4 rows of its
 //!   own table, contention by the first row's scope, optional user aborts.
 
+pub mod invariant;
 #[macro_use]
 pub mod layout;
 pub mod pieces;

@@ -8,6 +8,7 @@ use crate::engine::{
     AccessMode, AccessSet, Columns, Piece, Procedure, Recon, Tx, TxnType, Worker, ALL_COLUMNS,
 };
 use crate::error::{Abort, AbortReason};
+use crate::workloads::invariant::{must_hit, Must};
 use crate::workloads::layout::{acc, r, w};
 use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
@@ -158,27 +159,6 @@ impl Fold {
     fn emit(&mut self, v: u64) {
         self.v = self.v.rotate_left(5) ^ v;
         self.n += 1;
-    }
-}
-
-trait Must<T> {
-    /// A row the database's invariants guarantee, or a `MissingRow` abort.
-    fn must(self) -> Result<T, Abort>;
-}
-
-impl<T> Must<T> for Option<T> {
-    #[inline]
-    fn must(self) -> Result<T, Abort> {
-        self.ok_or(Abort::new(AbortReason::MissingRow))
-    }
-}
-
-fn must_insert(inserted: bool) -> Result<(), Abort> {
-    // A key that already exists means an order id was handed out twice: a broken database.
-    if inserted {
-        Ok(())
-    } else {
-        Err(Abort::new(AbortReason::MissingRow))
     }
 }
 
@@ -412,13 +392,13 @@ impl TpccTxn {
             or::set_u32(&mut row, or::O_CARRIER_ID, 0);
             or::set_u32(&mut row, or::O_OL_CNT, self.ol_cnt);
             or::set_u32(&mut row, or::O_ALL_LOCAL, u32::from(all_local));
-            must_insert(tx.insert(ORDER, key::order(w, d, o), &row)?)?;
+            must_hit(tx.insert(ORDER, key::order(w, d, o), &row)?)?;
             let mut row = [0u8; no::SIZE];
             no::set_u32(&mut row, no::NO_O_ID, o);
             no::set_u32(&mut row, no::NO_D_ID, d);
             no::set_u32(&mut row, no::NO_W_ID, w);
-            must_insert(tx.insert(NEW_ORDER, key::order(w, d, o), &row)?)?;
-            must_insert(tx.insert(
+            must_hit(tx.insert(NEW_ORDER, key::order(w, d, o), &row)?)?;
+            must_hit(tx.insert(
                 ORDER_CUSTOMER,
                 key::order_customer(w, d, c, o),
                 &o.to_le_bytes(),
@@ -475,11 +455,7 @@ impl TpccTxn {
                 ol::set_u32(&mut row, ol::OL_QUANTITY, l.quantity);
                 ol::set_i64(&mut row, ol::OL_AMOUNT, amount);
                 ol::get_mut(&mut row, ol::OL_DIST_INFO).copy_from_slice(&dist_info);
-                must_insert(tx.insert(
-                    ORDER_LINE,
-                    key::order_line(w, d, o, n as u32 + 1),
-                    &row,
-                )?)?;
+                must_hit(tx.insert(ORDER_LINE, key::order_line(w, d, o, n as u32 + 1), &row)?)?;
             }
             Ok((total, brands))
         })?;
@@ -582,7 +558,7 @@ impl TpccTxn {
             data[..wl].copy_from_slice(&w_name[..wl]);
             data[wl..wl + 4].copy_from_slice(b"    ");
             data[wl + 4..wl + 4 + dl].copy_from_slice(&d_name[..dl]);
-            must_insert(tx.insert(HISTORY, self.history_key, &row)?)
+            must_hit(tx.insert(HISTORY, self.history_key, &row)?)
         })
     }
 
@@ -743,7 +719,7 @@ impl TpccTxn {
             ah::set_i64(&mut row, ah::AH_RECENT_QUANTITY, agg.recent_quantity as i64);
             ah::set_i64(&mut row, ah::AH_RECENT_VALUE, agg.recent_value);
             ah::set_i64(&mut row, ah::AH_DATE, self.now);
-            must_insert(tx.insert(ANALYTIC_HISTORY, self.analytic_key, &row)?)
+            must_hit(tx.insert(ANALYTIC_HISTORY, self.analytic_key, &row)?)
         })
     }
 

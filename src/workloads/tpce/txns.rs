@@ -19,6 +19,7 @@ use crate::engine::{
 };
 use crate::error::{Abort, AbortReason};
 use crate::storage::TableId;
+use crate::workloads::invariant::{must_hit, Must};
 use crate::workloads::layout::{acc, r, w};
 use crate::workloads::tpcc::random::TpccRand as Rand;
 use std::cell::{Cell, RefCell};
@@ -783,28 +784,6 @@ pub static TYPES: [TxnType; 13] = [
 ];
 
 // ---- Helpers -------------------------------------------------------------------------------
-
-trait Must<T> {
-    /// A row the database's invariants guarantee, or a `MissingRow` abort.
-    fn must(self) -> Result<T, Abort>;
-}
-
-impl<T> Must<T> for Option<T> {
-    #[inline]
-    fn must(self) -> Result<T, Abort> {
-        self.ok_or(Abort::new(AbortReason::MissingRow))
-    }
-}
-
-/// An insert or delete the database's invariants guarantee (a fresh key, a present row), or a
-/// `MissingRow` abort.
-fn must_hit(done: bool) -> Result<(), Abort> {
-    if done {
-        Ok(())
-    } else {
-        Err(Abort::new(AbortReason::MissingRow))
-    }
-}
 
 /// The first `n` bytes of a string column, as a number (for the output fold).
 fn fold_str(b: &[u8]) -> u64 {
