@@ -420,7 +420,15 @@ pub(super) fn apply_deferred(w: &mut Ic3Worker<'_>) {
             g.word() & PENDING == 0 || w.ctx.snapshot_every == 0,
             "with snapshots no analysed template writes the row"
         );
-        keep_in_place(w, d.table, d.rid, g.word());
+        // Snapshot readers keep the row's committed value once per commit: before the first
+        // change this commit makes to it. A later accumulation into the same row (Trade-Result
+        // adds to two columns of its broker), or one after an installed trailing write, would
+        // otherwise keep this commit's own intermediate value for the older epoch.
+        let first = w.local.items[at].write.is_none()
+            && !w.local.deferred[..i].iter().any(|e| e.table == d.table && e.rid == d.rid);
+        if first {
+            keep_in_place(w, d.table, d.rid, g.word());
+        }
         let l = &mut w.local;
         l.row_buf.resize(row.len(), 0);
         row.read_into(&mut l.row_buf);
