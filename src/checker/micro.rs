@@ -106,7 +106,10 @@ impl Plan {
                 let n = rng.random_range(1..=2u64);
                 Plan::Increment { first: rng.random_range(0..COUNTERS), n }
             }
-            CheckWorkload::ScanInsert | CheckWorkload::Tpcc | CheckWorkload::Tpce => {
+            CheckWorkload::ScanInsert
+            | CheckWorkload::Tpcc
+            | CheckWorkload::Tpce
+            | CheckWorkload::Spec(_) => {
                 Plan::Block { block: rng.random_range(0..BLOCKS), pick: rng.random_range(0..BLOCK) }
             }
         }
@@ -161,7 +164,7 @@ pub(super) struct Micro {
 impl Micro {
     /// The workload `which`; `None` for TPC-C and TPC-E, benchmark workloads of their own.
     pub(super) fn new(which: CheckWorkload) -> Option<Micro> {
-        (!matches!(which, CheckWorkload::Tpcc | CheckWorkload::Tpce))
+        (!matches!(which, CheckWorkload::Tpcc | CheckWorkload::Tpce | CheckWorkload::Spec(_)))
             .then(|| Micro { which, tally: Arc::default() })
     }
 
@@ -171,7 +174,10 @@ impl Micro {
             CheckWorkload::WriteSkew => 2 * PAIRS,
             CheckWorkload::ReadOnly => 2 * CUSTOMERS,
             CheckWorkload::HotRmw => COUNTERS,
-            CheckWorkload::ScanInsert | CheckWorkload::Tpcc | CheckWorkload::Tpce => 0,
+            CheckWorkload::ScanInsert
+            | CheckWorkload::Tpcc
+            | CheckWorkload::Tpce
+            | CheckWorkload::Spec(_) => 0,
         }
     }
 
@@ -203,7 +209,10 @@ impl Micro {
                     }
                 }
             }
-            CheckWorkload::ReadOnly | CheckWorkload::Tpcc | CheckWorkload::Tpce => {}
+            CheckWorkload::ReadOnly
+            | CheckWorkload::Tpcc
+            | CheckWorkload::Tpce
+            | CheckWorkload::Spec(_) => {}
             CheckWorkload::HotRmw => {
                 let total: i64 = (0..COUNTERS).map(v).sum();
                 let increments = self.tally.increments.load(Ordering::Relaxed);

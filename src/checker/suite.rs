@@ -29,10 +29,26 @@ pub fn permitted(isolation: Isolation) -> &'static [AnomalyClass] {
     }
 }
 
+/// A declarative workload for the checker (`spec:FILE`), kept for the rest of the process (a
+/// [`CheckWorkload`] is a plain copyable name).
+#[derive(Debug)]
+pub struct CheckSpec {
+    /// `spec:FILE`, as given.
+    pub name: &'static str,
+    /// The spec.
+    pub spec: crate::workloads::spec::Spec,
+}
+
+impl CheckSpec {
+    /// Keeps `spec`, read from `file`, for the process.
+    pub fn leak(file: &str, spec: crate::workloads::spec::Spec) -> &'static CheckSpec {
+        let name = Box::leak(format!("spec:{file}").into_boxed_str());
+        Box::leak(Box::new(CheckSpec { name, spec }))
+    }
+}
+
 /// A `txlab check` workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug)]
 pub enum CheckWorkload {
     /// Transfers between 16 accounts (1 in 10 rolled back by the user after writing) and
     /// read-only audits: money is conserved and every committed audit sees the full total.
@@ -58,6 +74,28 @@ pub enum CheckWorkload {
     /// procedures pause as TPC-C's do. A quarter of the transactions per thread: each reads
     /// and writes several times what a TPC-C transaction does.
     Tpce,
+    /// A declarative workload (`spec:FILE`), then its ledger check when it has one.
+    Spec(&'static CheckSpec),
+}
+
+impl PartialEq for CheckWorkload {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for CheckWorkload {}
+
+impl std::hash::Hash for CheckWorkload {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.name().hash(h);
+    }
+}
+
+impl serde::Serialize for CheckWorkload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
 }
 
 impl CheckWorkload {
@@ -82,7 +120,22 @@ impl CheckWorkload {
             CheckWorkload::ScanInsert => "scan-insert",
             CheckWorkload::Tpcc => "tpcc",
             CheckWorkload::Tpce => "tpce",
+            CheckWorkload::Spec(s) => s.name,
         }
+    }
+
+    /// The workload named `s` on the command line: a built-in one, or `spec:FILE` (read and
+    /// checked now).
+    #[cfg(feature = "cli")]
+    pub fn parse(s: &str) -> Result<CheckWorkload, String> {
+        if let Some(file) = s.strip_prefix("spec:") {
+            let spec = crate::workloads::spec::load_file(file)?;
+            return Ok(CheckWorkload::Spec(CheckSpec::leak(file, spec)));
+        }
+        CheckWorkload::ALL.into_iter().find(|w| w.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = CheckWorkload::ALL.iter().map(|w| w.name()).collect();
+            format!("unknown workload (one of {}, spec:FILE.toml)", names.join(", "))
+        })
     }
 }
 
@@ -288,6 +341,15 @@ pub fn run<P: Protocol>(
 ) -> Result<WorkloadOutcome, Error> {
     match Micro::new(workload) {
         Some(micro) => run_workload::<P, _>(workload, &micro, cfg, |db| micro.verdict(db)),
+        None if matches!(workload, CheckWorkload::Spec(_)) => {
+            let CheckWorkload::Spec(file) = workload else { unreachable!() };
+            let spec = crate::workloads::spec::SpecWorkload::new(file.spec.clone(), 2)?;
+            // A lost update shows in the updated and incremented columns' total.
+            run_workload::<P, _>(workload, &spec, cfg, |db| match spec.check(db) {
+                Ok(()) => Vec::new(),
+                Err(m) => vec![(AnomalyClass::LostUpdate, m)],
+            })
+        }
         None if workload == CheckWorkload::Tpce => {
             let tpce = crate::workloads::tpce::Tpce::new(crate::workloads::tpce::TpceConfig {
                 seed: cfg.seed,

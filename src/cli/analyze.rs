@@ -14,9 +14,10 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub(super) struct AnalyzeArgs {
-    /// Workload whose transaction templates are analysed
-    #[arg(long, short = 'w', value_enum, default_value = "tpcc")]
-    workload: WorkloadKind,
+    /// Workload whose transaction templates are analysed: ycsb, smallbank, tpcc, tpce, pieces,
+    /// or spec:FILE.toml
+    #[arg(long, short = 'w', default_value = "tpcc", value_parser = super::WorkloadArg::parse)]
+    workload: super::WorkloadArg,
     /// TPC-C: include the analytic transaction type (see `txlab run --analytic`)
     #[arg(long)]
     analytic: bool,
@@ -42,11 +43,11 @@ pub(super) struct AnalyzeArgs {
 
 /// Prints the analysis of the chosen workload's templates, and writes its graph if asked.
 pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
-    if args.analytic && args.workload != WorkloadKind::Tpcc {
+    if args.analytic && args.workload.kind != WorkloadKind::Tpcc {
         return Err(Failure::Usage("--analytic is a TPC-C flag (add -w tpcc)".into()));
     }
     let out = args.dot.as_deref().map(|p| Output::create("--dot", p)).transpose()?;
-    let (types, tables) = match args.workload {
+    let (types, tables) = match args.workload.kind {
         WorkloadKind::Tpcc => {
             let mut cfg = TpccConfig::new(1);
             if args.analytic {
@@ -73,7 +74,13 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
             let w = Ycsb::new(YcsbConfig::default(), 1);
             (w.txn_types().to_vec(), w.tables())
         }
+        WorkloadKind::Spec => {
+            let file = args.workload.spec.as_ref().expect("spec:FILE carries its spec");
+            let tables = crate::workloads::spec::SpecWorkload::tables_for(&file.1);
+            (file.1.templates().to_vec(), tables)
+        }
     };
+    let name = args.workload.name();
     let names: Vec<String> = tables.into_iter().map(|t| t.name).collect();
     let analysis = Analysis::with_options(&types, args.granularity, args.commutative)
         .with_table_names(names.clone());
@@ -84,7 +91,7 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
                 let known: Vec<&str> = types.iter().map(|t| t.name).collect();
                 return Err(Failure::Usage(format!(
                     "--from: workload {} has no transaction type '{name}' (it has: {})",
-                    args.workload.name(),
+                    name,
                     known.join(", ")
                 )));
             };
@@ -92,11 +99,11 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
         }
         let first = Analysis::of_types(&types, &subset, args.granularity, args.commutative)
             .with_table_names(names);
-        let (w, from) = (args.workload.name(), from.join(", "));
+        let (w, from) = (&name, from.join(", "));
         print!("workload {w} with {from} only: {}", first.text(&types));
         print!("\nfrom {from} to every type: {}\n", first.transition(&analysis).text(&types));
     }
-    print!("workload {}: {}", args.workload.name(), analysis.text(&types));
+    print!("workload {name}: {}", analysis.text(&types));
     if let Some(mut f) = out {
         f.write_all_bytes(analysis.dot(&types).as_bytes())?;
         let path = f.path().display().to_string();

@@ -67,6 +67,12 @@ pub(super) fn run(args: &RecoverArgs) -> Result<i32, Failure> {
         Spec::Tpcc(_) => recover_as::<P, Tpcc>(&plan, dir, args.verify, acks.as_deref()),
         Spec::Tpce(_) => recover_as::<P, Tpce>(&plan, dir, args.verify, acks.as_deref()),
         Spec::Pieces(_) => recover_as::<P, Pieces>(&plan, dir, args.verify, acks.as_deref()),
+        Spec::Declared(_) => recover_as::<P, crate::workloads::spec::SpecWorkload>(
+            &plan,
+            dir,
+            args.verify,
+            acks.as_deref(),
+        ),
     });
     let (report, verdict) = outcome.map_err(|e| match e {
         Error::Config(m) => usage(m),

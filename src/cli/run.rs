@@ -17,6 +17,7 @@ use crate::storage::inject::{CommitPhase, Gate, Who};
 use crate::storage::{check_memory, TableSpec};
 use crate::workloads::pieces::{Pieces, PiecesConfig};
 use crate::workloads::smallbank::{SmallBank, SmallBankConfig};
+use crate::workloads::spec::SpecWorkload;
 use crate::workloads::tpcc::{Tpcc, TpccConfig, WarehouseChoice};
 use crate::workloads::tpce::{Tpce, TpceConfig};
 use crate::workloads::ycsb::{Ycsb, YcsbConfig};
@@ -115,6 +116,11 @@ fn mix_steps(args: &RunArgs, spec: &Spec, cores: usize) -> Result<Vec<MixStep>, 
         Spec::Tpcc(c) => steps(&Tpcc::new(c.clone()), args, duration),
         Spec::Tpce(c) => steps(&Tpce::new(c.clone()), args, duration),
         Spec::Pieces(c) => steps(&Pieces::new(c.clone()), args, duration),
+        Spec::Declared(f) => steps(
+            &SpecWorkload::new(f.1.clone(), cores).map_err(|e| usage(e.to_string()))?,
+            args,
+            duration,
+        ),
     }
 }
 
@@ -126,6 +132,8 @@ pub(super) enum Spec {
     Tpcc(TpccConfig),
     Tpce(TpceConfig),
     Pieces(PiecesConfig),
+    /// A declarative workload: the file as given, and its spec.
+    Declared(std::sync::Arc<(String, crate::workloads::spec::Spec)>),
 }
 
 /// One validated `run` configuration: what to load and how to measure it. Building one loads
@@ -258,7 +266,7 @@ impl Plan {
             ..Default::default()
         };
         let mut header = Vec::new();
-        let (spec, probe) = match args.workload {
+        let (spec, probe) = match args.workload.kind {
             WorkloadKind::Ycsb => {
                 refuse_others(args, WorkloadKind::Ycsb)?;
                 let cfg = args.ycsb.resolve().map_err(|e| usage(e.to_string()))?;
@@ -330,6 +338,15 @@ impl Plan {
                 header.push(cfg.summary());
                 (Spec::Pieces(cfg), probe)
             }
+            WorkloadKind::Spec => {
+                refuse_others(args, WorkloadKind::Spec)?;
+                let file = args.workload.spec.clone().expect("spec:FILE carries its spec");
+                let probe = SpecWorkload::tables_for(&file.1);
+                check_memory::<[u64; 2]>(&probe)
+                    .map_err(|e| usage(format!("--workload spec:{}: {e}", file.0)))?;
+                header.push(file.1.summary());
+                (Spec::Declared(file), probe)
+            }
         };
         let mut run_cfg = run_cfg;
         let mut probe = probe;
@@ -379,6 +396,9 @@ impl Plan {
             Spec::Tpcc(c) => Tpcc::new(c.clone()).data_config(),
             Spec::Tpce(c) => Tpce::new(c.clone()).data_config(),
             Spec::Pieces(c) => Pieces::new(c.clone()).data_config(),
+            Spec::Declared(f) => SpecWorkload::new(f.1.clone(), cores)
+                .map_err(|e| usage(e.to_string()))?
+                .data_config(),
         };
         let mut db_key = serde_json::to_value(&db_opts).expect("serializable");
         db_key["max_workers"] = serde_json::Value::Null;

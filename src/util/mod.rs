@@ -1,5 +1,18 @@
 //! Small utilities at the bottom of the layer stack, used by every layer above: a spin-wait
-//! that yields under oversubscription, and serde helpers.
+//! that yields under oversubscription, a timed busy-wait, and serde helpers.
+
+/// Busy-waits for `d` (a transaction that stays busy holding what it touched: YCSB's long
+/// transactions, SmallBank's and specs' think time), returning at once for zero.
+#[inline]
+pub fn spin_for(d: std::time::Duration) {
+    if d.is_zero() {
+        return;
+    }
+    let until = std::time::Instant::now() + d;
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
 
 /// Spins politely: `spin_loop` hints first, then yields the core so that a lock holder that was
 /// descheduled (more threads than cores) can run.

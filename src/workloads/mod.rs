@@ -6,6 +6,7 @@
 //! * [`tpcc`] — TPC-C 5.11: nine tables, the five transactions, consistency conditions.
 //! * [`tpce`] — TPC-E 1.14: 33 tables, the ten transactions with a market exchange emulator,
 //!   consistency checks.
+//! * [`spec`] — declarative workloads: tables and transaction types from a TOML file.
 //! * [`pieces`] — IC3's micro-benchmark: transactions of N pieces, each updating 4 rows of its
 //!   own table, contention by the first row's scope, optional user aborts.
 
@@ -14,6 +15,7 @@ pub mod invariant;
 pub mod layout;
 pub mod pieces;
 pub mod smallbank;
+pub mod spec;
 pub mod tpcc;
 pub mod tpce;
 pub mod ycsb;
@@ -36,6 +38,9 @@ pub enum WorkloadKind {
     Tpce,
     /// IC3's micro-benchmark (§6.2): N pieces of 4 updates, each on its own table.
     Pieces,
+    /// A declarative workload from a file (`spec:FILE.toml`, see [`spec`]).
+    #[cfg_attr(feature = "cli", value(skip))]
+    Spec,
 }
 
 impl WorkloadKind {
@@ -47,6 +52,7 @@ impl WorkloadKind {
             WorkloadKind::Tpcc => "tpcc",
             WorkloadKind::Tpce => "tpce",
             WorkloadKind::Pieces => "pieces",
+            WorkloadKind::Spec => "spec",
         }
     }
 }

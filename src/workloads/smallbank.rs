@@ -18,7 +18,7 @@ use rand::{RngExt, SeedableRng};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Customer names (64 bytes).
 pub const ACCOUNTS: TableId = TableId(0);
@@ -269,13 +269,7 @@ pub struct SmallBankTxn {
 
 impl SmallBankTxn {
     fn spin(&self) {
-        if self.spin.is_zero() {
-            return;
-        }
-        let until = Instant::now() + self.spin;
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
+        crate::util::spin_for(self.spin);
     }
 }
 

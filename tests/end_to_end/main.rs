@@ -17,5 +17,6 @@ mod online;
 mod pieces;
 mod report_browser;
 mod smallbank;
+mod spec;
 mod tpcc;
 mod tpce;

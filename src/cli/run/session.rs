@@ -60,6 +60,16 @@ impl FromSpec for Tpce {
     }
 }
 
+impl FromSpec for crate::workloads::spec::SpecWorkload {
+    fn from_spec(spec: &Spec, cores: usize) -> Option<Self> {
+        match spec {
+            // The plan built one already, so the spec is valid.
+            Spec::Declared(f) => crate::workloads::spec::SpecWorkload::new(f.1.clone(), cores).ok(),
+            _ => None,
+        }
+    }
+}
+
 impl FromSpec for Tpcc {
     fn from_spec(spec: &Spec, _cores: usize) -> Option<Self> {
         match spec {
@@ -76,6 +86,7 @@ pub(super) fn load(plan: &Plan, kind: ProtocolKind) -> Result<Box<dyn Session>, 
         Spec::Tpcc(_) => load_as::<P, Tpcc>(plan),
         Spec::Tpce(_) => load_as::<P, Tpce>(plan),
         Spec::Pieces(_) => load_as::<P, Pieces>(plan),
+        Spec::Declared(_) => load_as::<P, crate::workloads::spec::SpecWorkload>(plan),
     })
 }
 

@@ -32,7 +32,7 @@ use rand::{RngExt, SeedableRng};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The only table.
 pub const USERTABLE: TableId = TableId(0);
@@ -255,7 +255,7 @@ impl Procedure for YcsbTxn {
     fn run<W: Worker>(&self, tx: &mut Tx<'_, W>) -> Result<(), Abort> {
         tx.piece(0, |tx| {
             if self.delay_at == DelayAt::Start {
-                spin(self.delay);
+                crate::util::spin_for(self.delay);
             }
             if self.prefetch {
                 // In batches, so that a protocol can overlap each stage of the lookups (a
@@ -300,7 +300,7 @@ impl Procedure for YcsbTxn {
                 }
             }
             if self.delay_at == DelayAt::End {
-                spin(self.delay);
+                crate::util::spin_for(self.delay);
             }
             std::hint::black_box(sink);
             Ok(())
@@ -380,17 +380,6 @@ impl Generator for YcsbGen {
             t.ops.push(op);
         }
         t.read_only = read_only;
-    }
-}
-
-/// Spins for `d` (the long transaction's delay: a busy transaction, not a sleeping one).
-#[inline]
-fn spin(d: Duration) {
-    if !d.is_zero() {
-        let t = Instant::now();
-        while t.elapsed() < d {
-            std::hint::spin_loop();
-        }
     }
 }
 
