@@ -80,7 +80,7 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
             (file.1.templates().to_vec(), tables)
         }
     };
-    let name = args.workload.name();
+    let workload = args.workload.name();
     let names: Vec<String> = tables.into_iter().map(|t| t.name).collect();
     let analysis = Analysis::with_options(&types, args.granularity, args.commutative)
         .with_table_names(names.clone());
@@ -91,7 +91,7 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
                 let known: Vec<&str> = types.iter().map(|t| t.name).collect();
                 return Err(Failure::Usage(format!(
                     "--from: workload {} has no transaction type '{name}' (it has: {})",
-                    name,
+                    workload,
                     known.join(", ")
                 )));
             };
@@ -99,11 +99,11 @@ pub(super) fn analyze(args: &AnalyzeArgs) -> Result<(), Failure> {
         }
         let first = Analysis::of_types(&types, &subset, args.granularity, args.commutative)
             .with_table_names(names);
-        let (w, from) = (&name, from.join(", "));
+        let (w, from) = (&workload, from.join(", "));
         print!("workload {w} with {from} only: {}", first.text(&types));
         print!("\nfrom {from} to every type: {}\n", first.transition(&analysis).text(&types));
     }
-    print!("workload {name}: {}", analysis.text(&types));
+    print!("workload {workload}: {}", analysis.text(&types));
     if let Some(mut f) = out {
         f.write_all_bytes(analysis.dot(&types).as_bytes())?;
         let path = f.path().display().to_string();
