@@ -149,13 +149,15 @@ fn recover_as<P: Protocol, W: FromSpec>(
         workload.adopt_ledger(total);
     }
     let mut verdict = verify.then(|| match workload.name() {
-        // The money total is the initial balances plus the deposits that committed, which a
-        // run without acknowledgements kept in memory only: a crash loses it.
-        "smallbank" if acks.is_none() => Verdict {
+        // The invariant compares with what the run committed (SmallBank's deposits, the pieces'
+        // commits, a spec's updates), which a run without acknowledgements kept in memory
+        // only: a crash loses it.
+        name if workload.ledgered() && acks.is_none() => Verdict {
             holds: None,
-            message: "SmallBank's money total depends on the deposits the run committed, \
-                      which it kept in memory: not checkable after a crash"
-                .into(),
+            message: format!(
+                "{name}'s invariant depends on what the run committed, which it kept in memory: \
+                 not checkable after a crash without --ack-file"
+            ),
             acks: Vec::new(),
         },
         name => match (workload.invariants(), workload.check(&db)) {

@@ -52,6 +52,13 @@ pub trait Workload: Sync {
     fn adopt_ledger(&mut self, total: i64) {
         let _ = total;
     }
+    /// Whether [`Workload::check`] compares the database with a ledger of committed effects
+    /// that the run kept in memory (SmallBank's deposits, the pieces' commits, a spec's
+    /// updates): after a crash the ledger is known only from the acknowledgement table
+    /// ([`Workload::adopt_ledger`]), so recovery without one cannot check. False by default.
+    fn ledgered(&self) -> bool {
+        false
+    }
     /// What [`Workload::check`] checks, in words ("the money total ..."), or `None` when the
     /// workload has no invariant to check (its check always passes).
     fn invariants(&self) -> Option<&'static str> {

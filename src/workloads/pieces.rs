@@ -214,6 +214,10 @@ impl Workload for Pieces {
         self.ledger = previous.ledger.clone();
     }
 
+    fn ledgered(&self) -> bool {
+        true
+    }
+
     fn adopt_ledger(&mut self, total: i64) {
         self.ledger = Arc::new(AtomicI64::new(total));
     }

@@ -220,6 +220,10 @@ impl Workload for SmallBank {
         self.ledger = previous.ledger.clone();
     }
 
+    fn ledgered(&self) -> bool {
+        true
+    }
+
     fn adopt_ledger(&mut self, total: i64) {
         self.ledger = Arc::new(AtomicI64::new(total));
     }

@@ -317,6 +317,10 @@ impl Workload for SpecWorkload {
         self.ledger = previous.ledger.clone();
     }
 
+    fn ledgered(&self) -> bool {
+        self.compiled.ledgered
+    }
+
     fn adopt_ledger(&mut self, total: i64) {
         self.ledger = Arc::new(AtomicI64::new(total));
     }
@@ -608,16 +612,14 @@ impl SpecGen {
     }
 }
 
-impl SpecGen {
-    /// Draws `c` for the transaction being filled into `slot`.
-    fn count(&mut self, c: Count, slot: &SpecTxn) -> usize {
-        match c.like {
-            Some(op) => {
-                let end = slot.at.get(op + 1).map_or(slot.keys.len(), |a| a.0 as usize);
-                end - slot.at[op].0 as usize
-            }
-            None => dist::count(c, &mut self.rng) as usize,
+/// Draws `c` for the transaction being filled into `slot`.
+fn drawn(c: Count, slot: &SpecTxn, rng: &mut rand::rngs::Xoshiro256PlusPlus) -> usize {
+    match c.like {
+        Some(op) => {
+            let end = slot.at.get(op + 1).map_or(slot.keys.len(), |a| a.0 as usize);
+            end - slot.at[op].0 as usize
         }
+        None => dist::count(c, rng) as usize,
     }
 }
 
@@ -638,58 +640,54 @@ impl Generator for SpecGen {
 
     fn fill(&mut self, slot: &mut SpecTxn) {
         let ty = self.draw_type();
-        let c = self.compiled.clone();
-        let def = &c.spec.txns[ty];
+        // Borrowed field by field: cloning the shared `Arc` here would write its count, a cache
+        // line every worker shares, once per transaction.
+        let SpecGen { compiled, counters, rng, cursors, .. } = self;
+        let def = &compiled.spec.txns[ty];
         slot.ty = ty;
         slot.keys.clear();
         slot.at.clear();
-        let cursor_base: usize = c.spec.txns[..ty].iter().map(|t| t.ops.len()).sum();
+        let cursor_base: usize = compiled.spec.txns[..ty].iter().map(|t| t.ops.len()).sum();
         for (i, op) in def.ops.iter().enumerate() {
             let start = slot.keys.len();
-            let length =
-                if op.kind == OpKind::Scan { dist::count(op.length, &mut self.rng) } else { 0 };
+            let length = if op.kind == OpKind::Scan { dist::count(op.length, rng) } else { 0 };
             slot.at.push((start as u32, length));
             match op.keys.source() {
                 Some(src) => {
-                    let (s0, s1) = {
-                        let s0 = slot.at[src].0 as usize;
-                        let s1 = slot.at[src + 1].0 as usize;
-                        (s0, s1)
-                    };
+                    let s0 = slot.at[src].0 as usize;
+                    let s1 = slot.at[src + 1].0 as usize;
                     let n = match op.count {
-                        Some(cnt) => self.count(cnt, slot),
+                        Some(cnt) => drawn(cnt, slot, rng),
                         None => s1 - s0,
                     };
-                    let rows = c.spec.tables[op.table].rows;
                     for j in 0..n {
                         let base = slot.keys[s0 + j % (s1 - s0).max(1)];
                         let k = match op.keys {
                             KeyDist::Parent(_, f) => base / f,
                             KeyDist::Child(_, f) => {
-                                base.wrapping_mul(f).wrapping_add(self.rng.random_range(0..f))
+                                base.wrapping_mul(f).wrapping_add(rng.random_range(0..f))
                             }
                             _ => base,
                         };
-                        let _ = rows;
                         slot.keys.push(k);
                     }
                 }
                 None => {
-                    let n = op.count.map_or(1, |cnt| self.count(cnt, slot));
-                    let sampler = &c.samplers[ty][i];
-                    let counter = &self.counters[op.table];
-                    let cursor = &mut self.cursors[cursor_base + i];
+                    let n = op.count.map_or(1, |cnt| drawn(cnt, slot, rng));
+                    let sampler = &compiled.samplers[ty][i];
+                    let counter = &counters[op.table];
+                    let cursor = &mut cursors[cursor_base + i];
                     for _ in 0..n {
                         // Distinct keys (`distinct`): a repeat is drawn again, a bounded number
                         // of times (a table smaller than the count keeps the repeats).
-                        let mut k = sampler.draw(&mut self.rng, cursor, counter);
+                        let mut k = sampler.draw(rng, cursor, counter);
                         let mut tries = 0;
                         while op.distinct
                             && sampler.repeats()
                             && tries < 64
                             && slot.keys[start..].contains(&k)
                         {
-                            k = sampler.draw(&mut self.rng, cursor, counter);
+                            k = sampler.draw(rng, cursor, counter);
                             tries += 1;
                         }
                         slot.keys.push(k);
@@ -697,7 +695,7 @@ impl Generator for SpecGen {
                 }
             }
         }
-        slot.abort = def.abort > 0.0 && self.rng.random::<f64>() < def.abort;
+        slot.abort = def.abort > 0.0 && rng.random::<f64>() < def.abort;
     }
 
     fn committed(&mut self, done: &SpecTxn) {
