@@ -205,7 +205,7 @@ pub fn parse(file: &str, text: &str) -> Result<Spec, SpecError> {
         }
         let mut ops: Vec<Op> = Vec::new();
         for (j, o) in t.op.iter().enumerate() {
-            let op = op(&tables, &ops, j, o.get_ref(), o.span())
+            let op = op(&tables, j, o.get_ref(), o.span())
                 .map_err(|(s, m)| at(s, format!("transaction `{tname}`, op {j}: {m}")))?;
             ops.push(op);
         }
@@ -293,13 +293,7 @@ pub fn parse(file: &str, text: &str) -> Result<Spec, SpecError> {
 
 type OpError = (Range<usize>, String);
 
-fn op(
-    tables: &[TableDef],
-    before: &[Op],
-    index: usize,
-    o: &RawOp,
-    span: Range<usize>,
-) -> Result<Op, OpError> {
+fn op(tables: &[TableDef], index: usize, o: &RawOp, span: Range<usize>) -> Result<Op, OpError> {
     let kinds = [
         (OpKind::Read, &o.read),
         (OpKind::ReadForUpdate, &o.read_for_update),
@@ -411,7 +405,7 @@ fn op(
     let keys = match &o.key {
         None if kind == OpKind::Insert => KeyDist::Next,
         None => KeyDist::Uniform,
-        Some(k) => key(k, kind, index, before)?,
+        Some(k) => key(k, kind, index)?,
     };
     let count = match &o.count {
         Some(c) => match c.get_ref().as_table().and_then(|t| t.get("like")) {
@@ -463,12 +457,7 @@ fn count(v: &Spanned<toml::Value>) -> Result<Count, OpError> {
     }
 }
 
-fn key(
-    k: &Spanned<toml::Value>,
-    kind: OpKind,
-    index: usize,
-    before: &[Op],
-) -> Result<KeyDist, OpError> {
+fn key(k: &Spanned<toml::Value>, kind: OpKind, index: usize) -> Result<KeyDist, OpError> {
     let span = k.span();
     let err = |m: String| (span.clone(), m);
     let forms = "\"uniform\", \"sequential\", \"latest\", \"next\", { zipf = THETA }, \
@@ -558,7 +547,6 @@ fn key(
     if dist == KeyDist::Next && kind != OpKind::Insert {
         return Err(err("key \"next\" (the insert counter) is for inserts".into()));
     }
-    let _ = before;
     Ok(dist)
 }
 
