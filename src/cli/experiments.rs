@@ -369,6 +369,7 @@ fn run_preset(
             intro: Some(format!("{} {}", p.source, p.about.trim())),
             figures: p.figures.iter().map(|f| f.spec()).collect(),
             claims: claims.clone(),
+            sections: Vec::new(),
         },
     )
     .map_err(Failure::Run)?;

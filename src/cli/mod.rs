@@ -1,9 +1,10 @@
 //! The `txlab` command line: `run`, `sweep`, `plot`, `report`, `reproduce`, `merge`, `compare`,
-//! `check`, `analyze`, `recover` and `list`.
+//! `check`, `analyze`, `recover`, `advise` and `list`.
 //!
 //! Bad input never panics: every error is one line on stderr that names the flag and the valid
 //! range, and the exit status is 2 for usage errors and 1 for failures while running.
 
+mod advise;
 mod analyze;
 mod check;
 mod experiments;
@@ -104,6 +105,21 @@ slurm jobs/   (a Slurm job array, one task per point; then txlab merge)"
     Compare(experiments::CompareArgs),
     /// List the protocols (with what they guarantee), workloads and YCSB presets.
     List,
+    /// Which protocol to use for a workload: every protocol measured on it with the settings
+    /// its paper recommends for the workload's shape, the budget spent by successive halving
+    /// (short interleaved runs first, more only for the contenders still close to the best),
+    /// the finalists' recorded histories checked, and a ranked table with the recommendation
+    /// and its reasons drawn from the measurements. Writes report.html, advice.json and
+    /// results.jsonl (every run) into --out. Takes every `run` flag that describes the
+    /// workload, the database and logging (`--log-dir`: throughput counts durable commits).
+    /// Ctrl-C stops after the run in progress and still ranks what was measured.
+    #[command(
+        allow_negative_numbers = true,
+        after_help = "Examples:\n  txlab advise -w spec:examples/workloads/inventory-hotspot.toml\n  \
+txlab advise -w tpcc --warehouses 1 --threads 2,8 --budget 10m --out tpcc-advice\n  txlab advise \
+--preset c --records 100000 --budget 2m -p silo,tictoc,mocc"
+    )]
+    Advise(Box<AdviseArgs>),
     /// Analyse a workload's transaction templates statically: the SC-graph of transaction
     /// chopping as IC3 builds it (two instances of each type that writes, C-edges between
     /// pieces touching a common column, one of them writing), the pieces merged to remove
@@ -142,6 +158,49 @@ struct SweepArgs {
     /// Run only point I (0-based; what each task of an emitted job array does)
     #[arg(long, value_name = "I", help_heading = "Sweep")]
     point: Option<usize>,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(mut_arg("threads", |a| a
+    .value_delimiter(',')
+    .action(clap::ArgAction::Append)
+    .value_name("LIST")
+    .help("Thread counts to advise for, comma separated, each 1 to 1024 [default: the cores, \
+and four times as many]")))]
+#[command(mut_arg("protocol", |a| a.help("Protocols to consider, comma separated [default: \
+every protocol that promises --isolation]")))]
+// Run flags advise sets itself (it refuses them, saying why) are left out of its help.
+#[command(
+    mut_arg("duration", |a| a.hide(true)),
+    mut_arg("warmup", |a| a.hide(true)),
+    mut_arg("txns", |a| a.hide(true)),
+    mut_arg("repeat", |a| a.hide(true)),
+    mut_arg("opt", |a| a.hide(true)),
+    mut_arg("mix_at", |a| a.hide(true)),
+    mut_arg("record_history", |a| a.hide(true)),
+    mut_arg("ack_file", |a| a.hide(true)),
+    mut_arg("json", |a| a.hide(true)),
+    mut_arg("csv", |a| a.hide(true))
+)]
+struct AdviseArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Time to spend: loads, the halving's runs and the finalists' checks (e.g. 90s, 5m, 1h;
+    /// 5s to 24h) [default: 5m]
+    #[arg(long, value_name = "DURATION", help_heading = "Advise")]
+    budget: Option<String>,
+    /// The directory for report.html, advice.json and results.jsonl (created; one that holds
+    /// an earlier advice is refused)
+    #[arg(long, value_name = "DIR", default_value = "txlab-advise", help_heading = "Advise")]
+    out: PathBuf,
+    /// The isolation the recommendation must give: serializable, or snapshot (admits si, with
+    /// the anomalies it permits named)
+    #[arg(long, value_enum, default_value = "serializable", help_heading = "Advise")]
+    isolation: crate::engine::Isolation,
+    /// Strict serializability: no stale read-only snapshots (Silo's), Cicada externally
+    /// consistent
+    #[arg(long, help_heading = "Advise")]
+    strict: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -988,6 +1047,11 @@ where
             let tokens: Vec<String> =
                 raw.iter().skip(2).map(|a| a.to_string_lossy().into_owned()).collect();
             exit_status(sweep::sweep(&args, &tokens).map(|()| 0))
+        }
+        Command::Advise(args) => {
+            let tokens: Vec<String> =
+                raw.iter().skip(2).map(|a| a.to_string_lossy().into_owned()).collect();
+            exit_status(advise::advise(&args, &tokens))
         }
         Command::Recover(args) => exit_status(recover::run(&args)),
         Command::Plot(args) => exit_status(experiments::plot(&args).map(|()| 0)),

@@ -9,7 +9,8 @@ use crate::durability::log::SyncPolicy;
 use crate::engine::driver::MixStep;
 use crate::engine::report::{DurabilityReport, HistoryCheck, RunReport};
 use crate::engine::{
-    Backoff, Database, DbOptions, Isolation, Protocol, RunConfig, RunLength, WorkerStats, Workload,
+    AccessMode, Backoff, Database, DbOptions, Isolation, Protocol, RunConfig, RunLength,
+    WorkerStats, Workload,
 };
 use crate::error::{AbortReason, Error};
 use crate::protocols::ProtocolKind;
@@ -526,6 +527,48 @@ impl Plan {
         p
     }
 
+    /// The lines describing the workload (its summary and notes), without the run's.
+    pub fn header(&self) -> &[String] {
+        &self.header
+    }
+
+    /// Sets the most workers its database makes room for (plans that share databases need
+    /// room for the most threads any of them runs).
+    pub fn set_max_workers(&mut self, n: usize) {
+        self.db_opts.max_workers = n;
+        self.config["database"] = serde_json::to_value(&self.db_opts).expect("serializable");
+    }
+
+    /// The workload's transaction types whose templates write nothing (none when a type has
+    /// no template: what it does is not known before it runs).
+    pub fn read_only_types(&self) -> Vec<String> {
+        fn of<W: FromSpec>(spec: &Spec, cores: usize) -> Vec<String> {
+            let Some(w) = W::from_spec(spec, cores) else {
+                return Vec::new();
+            };
+            let types = w.txn_types();
+            if types.iter().any(|t| t.pieces.is_empty()) {
+                return Vec::new();
+            }
+            types
+                .iter()
+                .filter(|t| {
+                    t.pieces.iter().flat_map(|p| p.accesses).all(|a| a.mode == AccessMode::Read)
+                })
+                .map(|t| t.name.to_string())
+                .collect()
+        }
+        let (spec, cores) = (&self.spec, self.cores);
+        match spec {
+            Spec::Ycsb(_) => of::<Ycsb>(spec, cores),
+            Spec::SmallBank(_) => of::<SmallBank>(spec, cores),
+            Spec::Tpcc(_) => of::<Tpcc>(spec, cores),
+            Spec::Tpce(_) => of::<Tpce>(spec, cores),
+            Spec::Pieces(_) => of::<Pieces>(spec, cores),
+            Spec::Declared(_) => of::<SpecWorkload>(spec, cores),
+        }
+    }
+
     /// Whether every protocol's database fits in memory at once, so that their runs can take
     /// turns (each protocol's median then samples the same stretches of machine noise).
     pub fn fits_side_by_side(&self, protocols: usize) -> bool {
@@ -842,10 +885,27 @@ impl Bench {
         kind: ProtocolKind,
         log: &dyn Fn(String),
     ) -> Result<RunReport, Failure> {
-        let fail = |e: Error| match e {
-            Error::OutOfMemory(m) | Error::Config(m) => usage(m),
-            e => Failure::Run(e.to_string()),
-        };
+        let at = self.load(plan, kind, log)?;
+        let mut report = self.slots[at].session.measure(plan).map_err(load_failure)?;
+        report.check_conditions(plan.requested_s, plan.cores);
+        if plan.db_opts.record_history {
+            // A recorded history is checked from the loaded state: the next run's history
+            // would read versions this run wrote and this history holds, so it gets a fresh
+            // database.
+            self.slots.remove(at);
+        }
+        Ok(report)
+    }
+
+    /// Loads `kind`'s database for `plan` unless the one it has serves (see
+    /// [`Bench::measure`]); returns its slot.
+    pub fn load(
+        &mut self,
+        plan: &Plan,
+        kind: ProtocolKind,
+        log: &dyn Fn(String),
+    ) -> Result<usize, Failure> {
+        let fail = load_failure;
         self.slots.retain(|s| s.data_key == plan.data_key || self.keep.contains(&s.data_key));
         let mut at = self.slots.iter().position(|s| s.kind == kind && s.data_key == plan.data_key);
         if let Some(i) = at {
@@ -888,15 +948,7 @@ impl Bench {
                 self.slots.len() - 1
             }
         };
-        let mut report = self.slots[at].session.measure(plan).map_err(fail)?;
-        report.check_conditions(plan.requested_s, plan.cores);
-        if plan.db_opts.record_history {
-            // A recorded history is checked from the loaded state: the next run's history
-            // would read versions this run wrote and this history holds, so it gets a fresh
-            // database.
-            self.slots.remove(at);
-        }
-        Ok(report)
+        Ok(at)
     }
 
     /// Keeps the databases of the data keys `keys` while others are measured.
@@ -907,6 +959,14 @@ impl Bench {
     /// Drops `kind`'s database holding the data of `data_key`.
     pub fn release(&mut self, kind: ProtocolKind, data_key: &str) {
         self.slots.retain(|s| s.kind != kind || s.data_key != data_key);
+    }
+}
+
+/// A failure to load or run: bad configuration and exhausted memory are the user's to fix.
+fn load_failure(e: Error) -> Failure {
+    match e {
+        Error::OutOfMemory(m) | Error::Config(m) => usage(m),
+        e => Failure::Run(e.to_string()),
     }
 }
 

@@ -5,9 +5,11 @@
 //! run; everything here reads such files. [`figure`] turns records into lines of medians with
 //! min–max bars, [`plot`] draws them (SVG, PNG), [`report`] writes one self-contained HTML
 //! file, [`compare`] sets two files side by side, [`distinguish`] says which contenders the
-//! noise leaves apart, and [`preset`] holds the shipped experiments
-//! that reproduce the papers' figures, with the check of each paper's claim.
+//! noise leaves apart, [`preset`] holds the shipped experiments
+//! that reproduce the papers' figures, with the check of each paper's claim, and [`advice`]
+//! holds `txlab advise`'s rules: its contenders, its budget's halving and its verdicts.
 
+pub mod advice;
 pub mod compare;
 pub mod distinguish;
 pub mod figure;

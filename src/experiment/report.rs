@@ -31,6 +31,30 @@ pub struct Extra {
     pub figures: Vec<FigureSpec>,
     /// Claims and verdicts (presets).
     pub claims: Vec<ClaimRow>,
+    /// Sections of prose and tables before the figures (`txlab advise`'s recommendation).
+    pub sections: Vec<Section>,
+}
+
+/// A section of a report: a heading, paragraphs and tables.
+#[derive(Clone, Debug, Default)]
+pub struct Section {
+    /// The heading.
+    pub heading: String,
+    /// Paragraphs of text, in order.
+    pub paragraphs: Vec<String>,
+    /// Tables after them.
+    pub tables: Vec<Table>,
+}
+
+/// A table of text cells.
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    /// Its title (a third-level heading).
+    pub title: String,
+    /// Column headings.
+    pub head: Vec<String>,
+    /// Rows of cells, as many as the headings.
+    pub rows: Vec<Vec<String>>,
 }
 
 struct FigureView {
@@ -86,6 +110,7 @@ struct Page {
     points: usize,
     protocols: Vec<(String, String)>,
     claims: Vec<ClaimRow>,
+    sections: Vec<Section>,
     figures: Vec<FigureView>,
     rows: Vec<RowView>,
     sweeps: Vec<SweepView>,
@@ -311,6 +336,7 @@ pub fn html(records: &[Record], sources: &[String], extra: &Extra) -> Result<Str
         points,
         protocols,
         claims: extra.claims.clone(),
+        sections: extra.sections.clone(),
         figures,
         rows,
         sweeps,

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod advise;
 mod cli;
 mod contract;
 mod crash;
