@@ -317,7 +317,7 @@ pub(super) fn advise(args: &AdviseArgs, tokens: &[String]) -> Result<i32, Failur
     let report_out = Output::create("--out", &out.join("report.html"))?;
     let json_out = Output::create("--out", &out.join("advice.json"))?;
 
-    // Every contender's plan at every thread count; one that cannot run is out everywhere.
+    // Every contender's plan at every thread count; one that cannot run at a count is out there.
     let most = *threads.iter().max().expect("at least one");
     let build = |window: (f64, f64)| -> Vec<Vec<Result<Plan, String>>> {
         threads
@@ -707,7 +707,10 @@ pub(super) fn advise(args: &AdviseArgs, tokens: &[String]) -> Result<i32, Failur
         .write_all_bytes((serde_json::to_string_pretty(&json).expect("JSON") + "\n").as_bytes())?;
     json_out.finish()?;
     drop(results_file);
-    if runs_done > 0 {
+    if runs_done == 0 {
+        // Nothing measured: no results file to refuse the next advice with.
+        let _ = std::fs::remove_file(&results_path);
+    } else {
         let records =
             results::read_all(std::slice::from_ref(&results_path)).map_err(Failure::Run)?;
         let section = Section {

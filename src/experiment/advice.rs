@@ -33,9 +33,11 @@
 //! **Verdict.** At each thread count, the leader is the best median among the contenders that
 //! ran the last round. Those whose runs' range overlaps the leader's are *within noise*. With
 //! none, the leader is the pick. Otherwise the pick is made on secondary evidence among the
-//! leader and those within noise that ran at least three times: the lowest p99 latency when it
-//! is [`LATENCY_MARGIN`] below every other's, else the lowest abort ratio when it is clearly
-//! lower ([`ABORT_MARGIN`]), else the leader, and the advice says it is a coin toss. Across
+//! leader and those within noise that ran the last round (at least three runs): the one whose
+//! worst p99 latency is [`LATENCY_MARGIN`] below every other's best, else the one whose worst
+//! abort ratio is clearly below every other's best ([`ABORT_MARGIN`]): secondary evidence
+//! counts only when it too stands out of the noise. Else the leader, and the advice says it is
+//! a coin toss. Across
 //! thread counts, a protocol picked at every count is the recommendation; otherwise the one
 //! whose worst ratio to each count's leader is highest (the one that loses least anywhere),
 //! and the advice names each count's pick.
@@ -400,25 +402,45 @@ pub fn verdict(threads: usize, entries: &[Entry]) -> Verdict {
             decided_by: Decision::Screen,
         };
     }
+    // The secondary evidence is weighed among the leader and those within noise that ran the
+    // last round (a contender the halving cut is not picked over one that ran on), and must
+    // itself stand out of the noise: every run of the pick better than every run of the others.
     let mut tied: Vec<usize> = vec![lead];
-    tied.extend(within_noise.iter().copied().filter(|&i| entries[i].samples.len() >= 3));
+    tied.extend(
+        within_noise
+            .iter()
+            .copied()
+            .filter(|&i| entries[i].running() && entries[i].samples.len() >= 3),
+    );
+    let range_of = |i: usize, f: &dyn Fn(&Sample) -> f64| {
+        entries[i]
+            .samples
+            .iter()
+            .map(f)
+            .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)))
+    };
+    let p99 = |s: &Sample| s.p99_us;
+    let ar = |s: &Sample| s.abort_ratio;
+    // The member whose worst run beats every other member's best by the margin.
+    let clear_best = |f: &dyn Fn(&Sample) -> f64, beats: &dyn Fn(f64, f64) -> bool| {
+        tied.iter().copied().find(|&i| {
+            let worst = range_of(i, f).1;
+            tied.iter().all(|&j| j == i || beats(worst, range_of(j, f).0))
+        })
+    };
     let (pick, decided_by) = if within_noise.is_empty() {
         (lead, Decision::Clear)
     } else if tied.len() < 2 {
-        // Those within noise ran too few times to be weighed: the leader, by a hair.
+        // Those within noise were cut or ran too few times to be weighed: the leader.
         (lead, Decision::Toss)
+    } else if let Some(c) =
+        clear_best(&p99, &|mine, theirs| mine <= theirs * (1.0 - LATENCY_MARGIN))
+    {
+        (c, Decision::Latency)
+    } else if let Some(c) = clear_best(&ar, &|mine, theirs| theirs >= mine * ABORT_MARGIN + 0.01) {
+        (c, Decision::Aborts)
     } else {
-        let p99 = |i: usize| entries[i].median_of(|s| s.p99_us);
-        let ar = |i: usize| entries[i].median_of(|s| s.abort_ratio);
-        let best_lat = *tied.iter().min_by(|&&a, &&b| p99(a).total_cmp(&p99(b))).expect("two");
-        let best_ar = *tied.iter().min_by(|&&a, &&b| ar(a).total_cmp(&ar(b))).expect("two");
-        if tied.iter().all(|&i| i == best_lat || p99(best_lat) <= p99(i) * (1.0 - LATENCY_MARGIN)) {
-            (best_lat, Decision::Latency)
-        } else if tied.iter().all(|&i| i == best_ar || ar(i) >= ar(best_ar) * ABORT_MARGIN + 0.01) {
-            (best_ar, Decision::Aborts)
-        } else {
-            (lead, Decision::Toss)
-        }
+        (lead, Decision::Toss)
     };
     Verdict { threads, order, leader, pick: Some(pick), within_noise, decided_by }
 }
@@ -523,6 +545,15 @@ fn pct(x: f64) -> String {
     }
 }
 
+/// Microseconds: one decimal below 10.
+fn micros(x: f64) -> String {
+    if x < 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.0}")
+    }
+}
+
 /// Throughput in words: 1.45 M, 812 k, 950.
 pub fn rate(x: f64) -> String {
     if x >= 1e6 {
@@ -622,24 +653,26 @@ pub fn reasons(v: &Verdict, entries: &[Entry], contenders: &[Contender]) -> Vec<
             ));
             let others: Vec<usize> = std::iter::once(lead)
                 .chain(v.within_noise.iter().copied())
-                .filter(|&i| i != pick && entries[i].samples.len() >= 3)
+                .filter(|&i| i != pick && entries[i].running() && entries[i].samples.len() >= 3)
                 .collect();
             let list = |f: &dyn Fn(usize) -> String| {
                 others.iter().map(|&i| f(i)).collect::<Vec<_>>().join(", ")
             };
             match v.decided_by {
                 Decision::Latency => out.push(format!(
-                    "so the pick is made on tail latency: {}'s p99 is {:.0} us, against {}",
+                    "so the pick is made on tail latency, which separates them in every run: \
+                     {}'s p99 is {} us, against {}",
                     p.label,
-                    pe.median_of(|s| s.p99_us),
+                    micros(pe.median_of(|s| s.p99_us)),
                     list(&|i| format!(
                         "{} us for {}",
-                        entries[i].median_of(|s| s.p99_us).round(),
+                        micros(entries[i].median_of(|s| s.p99_us)),
                         contenders[i].label
                     ))
                 )),
                 Decision::Aborts => out.push(format!(
-                    "so the pick is made on aborts: {} aborts {} of its attempts, against {}",
+                    "so the pick is made on aborts, which separate them in every run: {} \
+                     aborts {} of its attempts, against {}",
                     p.label,
                     pct(pe.median_of(|s| s.abort_ratio)),
                     list(&|i| format!(
@@ -892,10 +925,20 @@ mod tests {
         assert_eq!(v.within_noise, [1]);
         assert_eq!((v.pick, v.decided_by), (Some(1), Decision::Latency));
         let r = reasons(&v, &e, &c);
-        assert!(
-            r[1].contains("tail latency: mocc's p99 is 80 us, against 100 us for silo"),
-            "{r:?}"
+        assert!(r[1].contains("mocc's p99 is 80 us, against 100 us for silo"), "{r:?}");
+        // A contender the halving cut is not picked over the leader, however fast its tail.
+        let mut cut_one = e.clone();
+        cut_one[1].fate = Fate::Halved(1);
+        let v = verdict(2, &cut_one);
+        assert_eq!(
+            (v.pick, v.decided_by, v.within_noise.clone()),
+            (Some(0), Decision::Toss, vec![1])
         );
+        // Tail latencies whose ranges overlap decide nothing, whatever their medians.
+        let mut noisy = e.clone();
+        noisy[0].samples[0].p99_us = 70.0;
+        let v = verdict(2, &noisy);
+        assert_eq!((v.pick, v.decided_by), (Some(0), Decision::Toss));
         // Latencies alike, aborts not: the lower abort ratio.
         let e = vec![
             entry(&[200.0, 210.0, 205.0], 100.0, 0.20),

@@ -84,6 +84,18 @@ fn a_spec_run_records_its_spec_and_its_ledger_holds() {
     assert!(v["invariant_violation"].is_null(), "{}", v["invariant_violation"]);
 }
 
+/// The YCSB-A spec's recorded histories are checked as every workload's are: serializable
+/// under the protocols that promise it.
+#[test]
+fn the_ycsb_a_specs_histories_check_clean() {
+    let w = example("ycsb-a.toml");
+    let out = txlab(&["check", "-p", "silo,2pl-nowait,ermia-ssi", "-w", &w, "--txns", "300"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.matches(&format!("  {w} ")).count(), 3, "{stdout}");
+    assert!(stdout.contains("overall: PASS (3 protocol(s) x 1 workload(s)"), "{stdout}");
+}
+
 /// `txlab check` runs a spec with pauses and checks its history: clean under serializable
 /// protocols; under nocc, read-modify-writes of four rows lose updates, which the history and
 /// the spec's ledger both show (the positive control).
