@@ -368,7 +368,31 @@ pub fn from_file(path: &std::path::Path) -> Result<(String, Preset), String> {
         .filter(|s| !s.is_empty())
         .ok_or_else(|| format!("--file {}: the file needs a name", path.display()))?
         .to_string();
-    let p = parse(&path.display().to_string(), &text)?;
+    let mut p = parse(&path.display().to_string(), &text)?;
+    // A declarative workload named by a relative path is beside the preset, wherever txlab
+    // runs from.
+    let dir = path.parent().unwrap_or(std::path::Path::new(""));
+    let beside = |w: &str| match w.strip_prefix("spec:") {
+        Some(f) if std::path::Path::new(f).is_relative() => {
+            format!("spec:{}", dir.join(f).display())
+        }
+        _ => w.to_string(),
+    };
+    let mut workload_next = false;
+    for f in &mut p.flags {
+        if workload_next {
+            *f = beside(f);
+        } else if let Some(w) = f.strip_prefix("--workload=") {
+            *f = format!("--workload={}", beside(w));
+        }
+        workload_next = f == "-w" || f == "--workload";
+    }
+    for (name, values) in &mut p.vary {
+        if name == "workload" {
+            let sep = if values.contains(';') { ";" } else { "," };
+            *values = values.split(sep).map(|v| beside(v.trim())).collect::<Vec<_>>().join(sep);
+        }
+    }
     Ok((name, p))
 }
 
@@ -659,6 +683,32 @@ fn check_trend(claim: &Claim, records: &[Record]) -> Verdict {
 mod tests {
     use super::*;
     use crate::experiment::figure::tests::rec;
+
+    #[test]
+    fn a_preset_files_declarative_workloads_are_read_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mine.toml");
+        std::fs::write(
+            &path,
+            r#"
+title = "t"
+source = "s"
+about = "a"
+flags = ["-p", "silo", "-w", "spec:w.toml", "--duration", "1"]
+vary = [["workload", "spec:a.toml,spec:/abs/b.toml,ycsb"]]
+"#,
+        )
+        .unwrap();
+        let (name, p) = from_file(&path).unwrap();
+        assert_eq!(name, "mine");
+        let beside = |f: &str| format!("spec:{}", dir.path().join(f).display());
+        assert_eq!(p.flags[3], beside("w.toml"));
+        assert_eq!(
+            p.vary[0].1,
+            format!("{},spec:/abs/b.toml,ycsb", beside("a.toml")),
+            "relative paths only"
+        );
+    }
 
     /// Synthetic results for `preset`: every point and protocol, one run each, with `value`
     /// giving each (protocol, point values) its statistic.
