@@ -582,7 +582,8 @@ pub(super) fn advise(args: &AdviseArgs, tokens: &[String]) -> Result<i32, Failur
     // The finalists' checks: the pick, and those within noise of it or picked elsewhere.
     let mut finalists: Vec<usize> = overall.pick.into_iter().collect();
     for v in &verdicts {
-        for c in v.pick.into_iter().chain(v.within_noise.iter().copied()) {
+        let close = v.leader.into_iter().chain(v.within_noise.iter().copied());
+        for c in v.pick.into_iter().chain(close) {
             if finalists.len() < FINALISTS
                 && !finalists.contains(&c)
                 && fields.iter().all(|f| !matches!(f[c].fate, Fate::Failed(_)))
@@ -1011,10 +1012,16 @@ fn render(r: &Rendered<'_>) -> String {
                     seen.map(|x| format!("; {x}")).unwrap_or_default()
                 );
             }
+            // The leader where it was not the pick, and those within noise of it.
             let runners: Vec<String> = r
                 .verdicts
                 .iter()
-                .flat_map(|v| v.within_noise.iter().map(move |&i| (v.threads, i)))
+                .flat_map(|v| {
+                    v.leader
+                        .into_iter()
+                        .chain(v.within_noise.iter().copied())
+                        .map(move |i| (v.threads, i))
+                })
                 .filter(|&(_, i)| i != p)
                 .map(|(t, i)| format!("{} (at {t} threads)", r.contenders[i].label))
                 .collect();

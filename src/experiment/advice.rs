@@ -647,7 +647,10 @@ pub fn reasons(v: &Verdict, entries: &[Entry], contenders: &[Contender]) -> Vec<
                 names.join(", "),
                 std::iter::once(lead)
                     .chain(v.within_noise.iter().copied())
-                    .map(|i| pct(entries[i].spread()))
+                    .map(|i| match entries[i].samples.len() {
+                        1 => "one run".to_string(),
+                        _ => pct(entries[i].spread()),
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
