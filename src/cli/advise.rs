@@ -319,23 +319,21 @@ pub(super) fn advise(args: &AdviseArgs, tokens: &[String]) -> Result<i32, Failur
 
     // Every contender's plan at every thread count; one that cannot run at a count is out there.
     let most = *threads.iter().max().expect("at least one");
-    let build = |window: (f64, f64)| -> Vec<Vec<Result<Plan, String>>> {
-        threads
-            .iter()
-            .map(|&t| {
-                contenders
-                    .iter()
-                    .map(|c| {
-                        plan_of(&argv(&base, c, t, window)).map(|mut p| {
-                            p.set_max_workers(most + 8);
-                            p
-                        })
+    // Built with a placeholder window, set once the loads have shown what the budget allows.
+    let mut plans: Vec<Vec<Result<Plan, String>>> = threads
+        .iter()
+        .map(|&t| {
+            contenders
+                .iter()
+                .map(|c| {
+                    plan_of(&argv(&base, c, t, (0.5, 2.0))).map(|mut p| {
+                        p.set_max_workers(most + 8);
+                        p
                     })
-                    .collect()
-            })
-            .collect()
-    };
-    let mut plans = build((0.5, 2.0));
+                })
+                .collect()
+        })
+        .collect();
     let mut fields: Vec<Vec<Entry>> = vec![vec![Entry::new(); n]; threads.len()];
     for (k, row) in plans.iter().enumerate() {
         for (c, p) in row.iter().enumerate() {
@@ -430,7 +428,12 @@ pub(super) fn advise(args: &AdviseArgs, tokens: &[String]) -> Result<i32, Failur
             threads.len()
         );
     }
-    plans = build((warmup, window));
+    // Rounded as a user would write them; the plans keep their databases (a plan built
+    // afresh would find the log directories its loads created).
+    let (warmup, window) = ((warmup * 100.0).round() / 100.0, (window * 100.0).round() / 100.0);
+    for p in plans.iter_mut().flatten().flatten() {
+        p.set_window(warmup, window);
+    }
     eprintln!("runs of {window:.2} s after {warmup:.2} s of warm-up; about {planned} runs planned");
     let def = SweepDef {
         base: base.clone(),

@@ -532,6 +532,16 @@ impl Plan {
         &self.header
     }
 
+    /// Sets the timed window of its runs (the plan is otherwise unchanged: its databases serve).
+    pub fn set_window(&mut self, warmup: f64, duration: f64) {
+        self.run_cfg.length =
+            RunLength::timed(Duration::from_secs_f64(warmup), Duration::from_secs_f64(duration));
+        self.requested_s = Some(duration);
+        self.config["run"] = serde_json::to_value(&self.run_cfg).expect("serializable");
+        self.config["command"]["warmup"] = warmup.into();
+        self.config["command"]["duration"] = duration.into();
+    }
+
     /// Sets the most workers its database makes room for (plans that share databases need
     /// room for the most threads any of them runs).
     pub fn set_max_workers(&mut self, n: usize) {

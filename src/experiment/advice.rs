@@ -727,13 +727,20 @@ pub fn reasons(v: &Verdict, entries: &[Entry], contenders: &[Contender]) -> Vec<
         } else if let Some(sv) =
             (0..contenders.len()).find(|&i| snap(&contenders[i]) && !entries[i].samples.is_empty())
         {
+            let ratio = entries[sv].median() / pe.median();
+            let beyond_noise =
+                entries[sv].samples.len() > 1 && entries[sv].range().1 < pe.range().0;
             let _ = write!(
                 s,
-                "; the snapshot variant {} ran at {:.2}x {}: keeping old values for snapshots \
-                 cost its writers more than it saved the readers",
+                "; the snapshot variant {} ran at {ratio:.2}x {}{}",
                 contenders[sv].label,
-                entries[sv].median() / pe.median(),
-                p.label
+                p.label,
+                if beyond_noise {
+                    ", slower in every run: keeping old values for snapshots cost its writers \
+                     more than it saved the readers"
+                } else {
+                    ", a difference the noise does not confirm"
+                }
             );
         }
         out.push(s);

@@ -250,3 +250,43 @@ fn bad_advise_input_is_one_line_and_exit_2() {
         assert!(!out.join("results.jsonl").exists(), "{args:?}: nothing written");
     }
 }
+
+/// With logging, every contender logs (a variant beside its plain protocol), the table counts
+/// durable commits, and the finalists' checks run without the log (they record histories).
+#[test]
+fn a_logged_advice_measures_durable_throughput() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = tiny_spec(dir.path());
+    let logs = dir.path().join("logs");
+    let out_dir = dir.path().join("advice");
+    let out = txlab(&[
+        "advise",
+        "-w",
+        &w,
+        "-p",
+        "silo",
+        "--threads",
+        "2",
+        "--budget",
+        "5s",
+        "--log-dir",
+        logs.to_str().unwrap(),
+        "--sync",
+        "none",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("durable txn/s"), "{stdout}");
+    let advice: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("advice.json")).unwrap())
+            .unwrap();
+    for e in advice["at"][0]["entries"].as_array().unwrap() {
+        assert!(e["runs"].as_u64().unwrap() >= 1, "{e}");
+    }
+    assert!(logs.join("silo").join("run.json").exists());
+    assert!(logs.join("silo+snapshots").join("silo").join("run.json").exists());
+    assert!(stdout.contains("history serializable"), "{stdout}");
+}
