@@ -205,7 +205,7 @@ fn an_interrupted_advice_ranks_what_was_measured() {
     assert_eq!(advice["interrupted"], true);
     let records = std::fs::read_to_string(out_dir.join("results.jsonl")).unwrap();
     let runs = records.lines().count();
-    assert!((1..=3).contains(&runs), "{runs} runs: stopped within the screen's three");
+    assert!((1..=3).contains(&runs), "{runs} runs: stopped within the screen's four runs");
     assert!(out_dir.join("report.html").exists());
 }
 
