@@ -660,7 +660,7 @@ pub(super) fn advise(args: &AdviseArgs, tokens: &[String]) -> Result<i32, Failur
         .or_else(|| finalists.iter().copied().find(|&c| !failed_check(c)));
 
     let durable = probe.db_opts.log.is_some();
-    let text = render(&Rendered {
+    let rendered = Rendered {
         contenders: &contenders,
         fields: &fields,
         verdicts: &verdicts,
@@ -672,7 +672,10 @@ pub(super) fn advise(args: &AdviseArgs, tokens: &[String]) -> Result<i32, Failur
         interrupted,
         budget_spent,
         durable,
-    });
+    };
+    let advice_text = render_advice(&rendered);
+    let tables_text = render_tables(&rendered);
+    let text = format!("{tables_text}\n{advice_text}");
     print!("{text}");
     let spent = started.elapsed();
     let json = serde_json::json!({
@@ -719,14 +722,14 @@ pub(super) fn advise(args: &AdviseArgs, tokens: &[String]) -> Result<i32, Failur
             results::read_all(std::slice::from_ref(&results_path)).map_err(Failure::Run)?;
         let section = Section {
             heading: "Advice".into(),
-            paragraphs: text
-                .split("\n\n")
-                .filter(|p| {
-                    !p.trim().is_empty()
-                        && !p.trim_start().starts_with("At ")
-                        && !p.contains("  contender")
-                })
-                .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+            // With several thread counts, each one's pick and reasons; then the advice, a
+            // paragraph per line.
+            paragraphs: tables_text
+                .lines()
+                .filter(|l| l.starts_with("  pick at") || l.starts_with("    - "))
+                .chain(advice_text.lines())
+                .map(|l| l.trim().trim_start_matches("- ").to_string())
+                .filter(|l| !l.is_empty())
                 .collect(),
             tables: threads
                 .iter()
@@ -899,8 +902,9 @@ fn row(
     ]
 }
 
-/// The ranking, the recommendation and its reasons, as text.
-fn render(r: &Rendered<'_>) -> String {
+/// The ranked table of each thread count (with its pick's reasons when there are several), as
+/// text.
+fn render_tables(r: &Rendered<'_>) -> String {
     let mut s = String::new();
     for (f, v) in r.fields.iter().zip(r.verdicts) {
         let t = table(v.threads, f, v, r.contenders, r.durable);
@@ -945,7 +949,12 @@ fn render(r: &Rendered<'_>) -> String {
             }
         }
     }
-    s.push('\n');
+    s
+}
+
+/// The recommendation, its reasons, the runners-up and the checks, as text.
+fn render_advice(r: &Rendered<'_>) -> String {
+    let mut s = String::new();
     match r.recommended {
         None => {
             let _ = writeln!(

@@ -140,6 +140,8 @@ fn advise_ranks_checks_recommends_and_writes_its_files() {
     assert!(html.contains("<h2 id=\"section-1\">Advice</h2>"), "the advice section");
     assert!(html.contains("<h3>At 3 threads</h3>"));
     assert!(html.contains(&format!("<td>{pick}</td>")));
+    assert!(html.contains(&format!("<p>Recommendation: {pick}")), "a paragraph per line");
+    assert!(html.contains("<p>pick at 3 threads: "), "each thread count's pick");
     // The results are a results file like a sweep's: `txlab report` reads them.
     let again = dir.path().join("again.html");
     let rep = txlab(&[
