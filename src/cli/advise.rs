@@ -10,6 +10,7 @@
 
 use super::output::Output;
 use super::run::{usage, Bench, Failure, Plan};
+use super::sweep::clock;
 use super::AdviseArgs;
 use crate::engine::{Isolation, RunReport};
 use crate::experiment::advice::{self, Contender, Entry, Fate, Overall, Sample, Shape, Verdict};
@@ -795,16 +796,6 @@ fn remaining_plan(fields: &[Vec<Entry>], k: usize, round: u32) -> usize {
         left += m + reps * (m.div_ceil(2) + m.div_ceil(4).max(1) + m.div_ceil(8).max(1));
     }
     left
-}
-
-/// Seconds as `3m05s` or `42s`.
-fn clock(s: f64) -> String {
-    let s = s.round() as u64;
-    if s < 60 {
-        format!("{s}s")
-    } else {
-        format!("{}m{:02}s", s / 60, s % 60)
-    }
 }
 
 /// What the text output says.

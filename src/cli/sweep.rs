@@ -453,7 +453,7 @@ pub(super) fn execute(
 }
 
 /// Seconds as `1h02m`, `3m05s` or `42s`.
-fn clock(s: f64) -> String {
+pub(super) fn clock(s: f64) -> String {
     let s = s.round() as u64;
     match s {
         0..60 => format!("{s}s"),

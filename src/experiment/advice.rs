@@ -198,17 +198,11 @@ impl Entry {
 
     /// The median of `f` over the runs.
     pub fn median_of(&self, f: impl Fn(&Sample) -> f64) -> f64 {
-        let mut v: Vec<f64> = self.samples.iter().map(f).collect();
+        let v: Vec<f64> = self.samples.iter().map(f).collect();
         if v.is_empty() {
             return f64::NAN;
         }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
+        super::distinguish::median(&v)
     }
 
     /// Median throughput.

@@ -23,7 +23,8 @@ pub struct Standing {
 /// Beyond this many repeats a difference is not worth separating (and the estimate says so).
 pub const MAX_REPEATS: u32 = 100;
 
-fn median(xs: &[f64]) -> f64 {
+/// The median of `xs` (not empty): the middle value, or the mean of the two middle ones.
+pub fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
